@@ -1,0 +1,88 @@
+/*
+ * inboxd - consume a Service Bus entity in peek-lock mode and apply each
+ * message to SQL through a transactional inbox, exactly once in effect.
+ *
+ * Exit status: 0 success or clean drain, 1 runtime failure, 2 invalid
+ * configuration or usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_log.h"
+#include "sb_log.h"
+#include "wk_config.h"
+#include "wk_daemon.h"
+
+#define EXIT_CONFIG 2
+
+static int usage(const char *why)
+{
+    fprintf(stderr, "inboxd: %s\nTry 'inboxd --help'.\n", why);
+    return EXIT_CONFIG;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL;
+    enum { RUN, CHECK, PRINT, MARKDOWN } mode = RUN;
+    wk_config_t cfg;
+    int problems, rc;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0) {
+            if (++i == argc)
+                return usage("--config needs a path");
+            path = argv[i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            path = argv[i] + 9;
+        } else if (strcmp(argv[i], "--check-config") == 0) {
+            mode = CHECK;
+        } else if (strcmp(argv[i], "--print-config") == 0) {
+            mode = PRINT;
+        } else if (strcmp(argv[i], "--config-reference") == 0) {
+            mode = MARKDOWN;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            wk_config_print_help(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("inboxd %s\n", INBOXD_VERSION);
+            return 0;
+        } else {
+            char why[256];
+            snprintf(why, sizeof(why), "unknown argument '%s'", argv[i]);
+            return usage(why);
+        }
+    }
+    if (mode == MARKDOWN) {
+        wk_config_print_markdown(stdout);
+        return 0;
+    }
+
+    problems = wk_config_load(&cfg, path, stderr);
+    if (mode == PRINT) {
+        json_t *j = wk_config_to_json(&cfg);
+        char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (text)
+            printf("%s\n", text);
+        free(text);
+        json_decref(j);
+        wk_config_free(&cfg);
+        return problems ? EXIT_CONFIG : 0;
+    }
+    if (problems) {
+        fprintf(stderr, "inboxd: %d configuration problem%s\n", problems, problems == 1 ? "" : "s");
+        wk_config_free(&cfg);
+        return EXIT_CONFIG;
+    }
+    if (mode == CHECK) {
+        printf("configuration ok\n");
+        wk_config_free(&cfg);
+        return 0;
+    }
+    ib_log_set_level((ib_log_level_t)ib_log_level_parse(cfg.log.level));
+    sb_log_init();
+    rc = wk_daemon_run(&cfg);
+    wk_config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,570 @@
+#include "wk_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_connstr.h"
+#include "ib_log.h"
+#include "sb_connstr.h"
+
+#define OFF(field) offsetof(wk_config_t, field)
+#define NOLIM 0, 0
+
+const wk_setting_t wk_settings[] = {
+    {"consumer", WK_CT_STR, "", NOLIM, NULL, WK_CF_REQUIRED,
+     "Name of this consumer; part of the inbox key, so several consumers can share one table.",
+     OFF(consumer)},
+    {"servicebus.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
+     "Service Bus connection string (Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...).",
+     OFF(servicebus.connection_string)},
+    {"servicebus.entity", WK_CT_STR, "", NOLIM, NULL, 0,
+     "Queue name or topic/Subscriptions/subscription; defaults to the connection string's "
+     "EntityPath.",
+     OFF(servicebus.entity)},
+    {"servicebus.auth", WK_CT_ENUM, "sas", NOLIM, "sas|workload_identity", 0,
+     "How to authenticate: sas (from the connection string) or workload_identity (Azure AD).",
+     OFF(servicebus.auth)},
+    {"servicebus.sessions", WK_CT_BOOL, "false", NOLIM, NULL, 0,
+     "Receive from a session-enabled entity, one message at a time per session.",
+     OFF(servicebus.sessions)},
+    {"servicebus.prefetch", WK_CT_INT, "20", 0, 10000, NULL, 0,
+     "Messages buffered beyond those in flight.", OFF(servicebus.prefetch)},
+    {"servicebus.max_concurrent_calls", WK_CT_INT, "8", 1, 1024, NULL, 0,
+     "Messages processed at once.", OFF(servicebus.max_concurrent_calls)},
+    {"servicebus.max_concurrent_sessions", WK_CT_INT, "8", 1, 1024, NULL, 0,
+     "Sessions held at once when sessions is true.", OFF(servicebus.max_concurrent_sessions)},
+    {"servicebus.max_auto_lock_renewal_s", WK_CT_INT, "300", 0, 86400, NULL, 0,
+     "How long a message's lock is renewed while it is processed (0 = never renew).",
+     OFF(servicebus.max_auto_lock_renewal_s)},
+    {"servicebus.session_idle_timeout_s", WK_CT_INT, "60", 1, 3600, NULL, 0,
+     "A session with nothing delivered for this long is given back.",
+     OFF(servicebus.session_idle_timeout_s)},
+    {"servicebus.reconnect_max_ms", WK_CT_INT, "30000", 100, 600000, NULL, 0,
+     "Upper bound of the reconnect backoff.", OFF(servicebus.reconnect_max_ms)},
+    {"servicebus.ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
+     "PEM file of CA certificates to trust instead of the system store.",
+     OFF(servicebus.ca_file)},
+    {"db.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
+     "ODBC connection string (Driver={ODBC Driver 18 for SQL Server};Server=...).",
+     OFF(db.connection_string)},
+    {"db.dialect", WK_CT_ENUM, "auto", NOLIM, "auto|mssql|postgresql|sqlite|mariadb", 0,
+     "SQL dialect; auto detects it from the driver's SQL_DBMS_NAME.", OFF(db.dialect)},
+    {"db.pool_size", WK_CT_INT, "0", 0, 256, NULL, 0,
+     "Database worker threads, one connection each (0 = max_concurrent_calls).",
+     OFF(db.pool_size)},
+    {"db.inbox_table", WK_CT_STR, "inboxd_inbox", NOLIM, NULL, 0,
+     "Name of the inbox table (may be schema-qualified).", OFF(db.inbox_table)},
+    {"db.migrate", WK_CT_BOOL, "true", NOLIM, NULL, 0,
+     "Create the inbox table if absent; when false, check that it exists.", OFF(db.migrate)},
+    {"db.statement_timeout_s", WK_CT_INT, "30", 1, 3600, NULL, 0,
+     "Timeout of each statement.", OFF(db.statement_timeout_s)},
+    {"db.inbox_retention_days", WK_CT_INT, "0", 0, 3650, NULL, 0,
+     "Delete inbox rows older than this many days, in small batches (0 = keep forever).",
+     OFF(db.inbox_retention_days)},
+    {"routes", WK_CT_JSON, "[]", NOLIM, NULL, 0,
+     "Routes, first match wins: {match, sql, params, idempotency_key, on_permanent} or "
+     "{match, action}.",
+     OFF(routes)},
+    {"retry.attempts", WK_CT_INT, "3", 0, 100, NULL, 0,
+     "In-process attempts after a transient failure before the message is abandoned.",
+     OFF(retry.attempts)},
+    {"retry.base_ms", WK_CT_INT, "200", 1, 600000, NULL, 0,
+     "First backoff step; doubled each attempt, with full jitter.", OFF(retry.base_ms)},
+    {"retry.max_ms", WK_CT_INT, "10000", 1, 3600000, NULL, 0, "Largest backoff step.",
+     OFF(retry.max_ms)},
+    {"errors.transient_native", WK_CT_JSON, "[]", NOLIM, NULL, 0,
+     "Extra errors to treat as transient: native codes (integers) or SQLSTATEs (strings).",
+     OFF(errors.transient_native)},
+    {"errors.permanent_native", WK_CT_JSON, "[]", NOLIM, NULL, 0,
+     "Extra errors to treat as permanent (e.g. 50400 from THROW 50400): native codes or "
+     "SQLSTATEs.",
+     OFF(errors.permanent_native)},
+    {"shutdown.drain_timeout_s", WK_CT_INT, "30", 0, 3600, NULL, 0,
+     "On SIGTERM, how long in-flight work may take to finish.", OFF(shutdown.drain_timeout_s)},
+    {"http.listen", WK_CT_STR, "0.0.0.0:9090", NOLIM, NULL, 0,
+     "Address of /healthz, /readyz and /metrics (empty disables).", OFF(http.listen)},
+    {"log.level", WK_CT_ENUM, "info", NOLIM, NULL, 0, "debug, info, warn or error.",
+     OFF(log.level)},
+    {NULL, 0, NULL, NOLIM, NULL, 0, NULL, 0},
+};
+
+/* log.level takes its choices from the logger itself. */
+static const char *choices_of(const wk_setting_t *s)
+{
+    if (s->type == WK_CT_ENUM && !s->choices)
+        return "debug|info|warn|error";
+    return s->choices;
+}
+
+static const char *type_name(wk_config_type_t t)
+{
+    switch (t) {
+    case WK_CT_STR:
+        return "string";
+    case WK_CT_INT:
+        return "integer";
+    case WK_CT_BOOL:
+        return "boolean";
+    case WK_CT_ENUM:
+        return "enum";
+    default:
+        return "json";
+    }
+}
+
+typedef struct {
+    FILE *errs;
+    int n;
+} problems_t;
+
+static void problem(problems_t *p, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void problem(problems_t *p, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    p->n++;
+    if (!p->errs)
+        return;
+    fprintf(p->errs, "config: %s: ", key);
+    va_start(ap, fmt);
+    vfprintf(p->errs, fmt, ap);
+    va_end(ap);
+    fputc('\n', p->errs);
+}
+
+static const wk_setting_t *find_setting(const char *name)
+{
+    for (const wk_setting_t *s = wk_settings; s->name; s++)
+        if (strcmp(s->name, name) == 0)
+            return s;
+    return NULL;
+}
+
+static bool enum_has(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    const char *c = choices;
+    while (c && *c) {
+        const char *bar = strchr(c, '|');
+        size_t l = bar ? (size_t)(bar - c) : strlen(c);
+        if (l == n && strncmp(c, v, n) == 0)
+            return true;
+        c = bar ? bar + 1 : NULL;
+    }
+    return false;
+}
+
+/* Stores a value given as text (defaults and environment). */
+static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *text,
+                          const char *origin, problems_t *p)
+{
+    void *slot = (char *)cfg + s->offset;
+
+    switch (s->type) {
+    case WK_CT_STR:
+    case WK_CT_ENUM: {
+        char *dup;
+        if (s->type == WK_CT_ENUM && !enum_has(choices_of(s), text)) {
+            problem(p, s->name, "%s: must be one of %s", origin, choices_of(s));
+            return;
+        }
+        dup = strdup(text);
+        if (!dup) {
+            problem(p, s->name, "out of memory");
+            return;
+        }
+        free(*(char **)slot);
+        *(char **)slot = dup;
+        return;
+    }
+    case WK_CT_INT: {
+        char *end;
+        long long v;
+        errno = 0;
+        v = strtoll(text, &end, 10);
+        if (!*text || *end || errno) {
+            problem(p, s->name, "%s: wrong type, expected an integer", origin);
+            return;
+        }
+        if (v < s->min || v > s->max) {
+            problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min,
+                    s->max);
+            return;
+        }
+        *(long long *)slot = v;
+        return;
+    }
+    case WK_CT_BOOL:
+        if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0)
+            *(bool *)slot = true;
+        else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0)
+            *(bool *)slot = false;
+        else
+            problem(p, s->name, "%s: wrong type, expected true or false", origin);
+        return;
+    case WK_CT_JSON: {
+        json_error_t jerr;
+        json_t *v = json_loads(text, JSON_DECODE_ANY, &jerr);
+        if (!v) {
+            problem(p, s->name, "%s: invalid JSON: %s", origin, jerr.text);
+            return;
+        }
+        if (!json_is_array(v)) {
+            json_decref(v);
+            problem(p, s->name, "%s: wrong type, expected an array", origin);
+            return;
+        }
+        json_decref(*(json_t **)slot);
+        *(json_t **)slot = v;
+        return;
+    }
+    }
+}
+
+/* Stores a value from the JSON file, checking its JSON type. */
+static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, problems_t *p)
+{
+    void *slot = (char *)cfg + s->offset;
+    char num[32];
+
+    switch (s->type) {
+    case WK_CT_STR:
+    case WK_CT_ENUM:
+        if (!json_is_string(v)) {
+            problem(p, s->name, "wrong type, expected a string");
+            return;
+        }
+        set_from_text(cfg, s, json_string_value(v), "file", p);
+        return;
+    case WK_CT_INT:
+        if (!json_is_integer(v)) {
+            problem(p, s->name, "wrong type, expected an integer");
+            return;
+        }
+        snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+        set_from_text(cfg, s, num, "file", p);
+        return;
+    case WK_CT_BOOL:
+        if (!json_is_boolean(v)) {
+            problem(p, s->name, "wrong type, expected true or false");
+            return;
+        }
+        *(bool *)slot = json_is_true(v);
+        return;
+    case WK_CT_JSON:
+        if (!json_is_array(v)) {
+            problem(p, s->name, "wrong type, expected an array");
+            return;
+        }
+        json_decref(*(json_t **)slot);
+        *(json_t **)slot = json_incref(v);
+        return;
+    }
+}
+
+static bool is_section(const char *key)
+{
+    size_t n = strlen(key);
+    for (const wk_setting_t *s = wk_settings; s->name; s++)
+        if (strncmp(s->name, key, n) == 0 && s->name[n] == '.')
+            return true;
+    return false;
+}
+
+static void load_file(wk_config_t *cfg, const char *path, problems_t *p)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    const char *key;
+    json_t *v;
+
+    if (!root) {
+        problem(p, path, "cannot load: %s (line %d, column %d)", jerr.text, jerr.line,
+                jerr.column);
+        return;
+    }
+    if (!json_is_object(root)) {
+        problem(p, path, "the top level must be a JSON object");
+        json_decref(root);
+        return;
+    }
+    json_object_foreach(root, key, v)
+    {
+        const wk_setting_t *s = find_setting(key);
+        if (s) {
+            set_from_json(cfg, s, v, p);
+        } else if (is_section(key)) {
+            const char *sub;
+            json_t *sv;
+            if (!json_is_object(v)) {
+                problem(p, key, "wrong type, expected an object");
+                continue;
+            }
+            json_object_foreach(v, sub, sv)
+            {
+                char full[256];
+                snprintf(full, sizeof(full), "%s.%s", key, sub);
+                s = find_setting(full);
+                if (s)
+                    set_from_json(cfg, s, sv, p);
+                else
+                    problem(p, full, "unknown key");
+            }
+        } else {
+            problem(p, key, "unknown key");
+        }
+    }
+    json_decref(root);
+}
+
+void wk_config_env_name(const char *name, char *buf, size_t size)
+{
+    size_t i = 0;
+    int n = snprintf(buf, size, "INBOXD_");
+    for (i = (size_t)n; *name && i + 1 < size; name++, i++)
+        buf[i] = *name == '.' ? '_' : (char)toupper((unsigned char)*name);
+    buf[i] = '\0';
+}
+
+static void register_secrets(const wk_config_t *cfg)
+{
+    sb_connstr_t sb;
+    db_connstr_t dbc;
+
+    if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string) {
+        ib_log_add_secret(cfg->servicebus.connection_string);
+        if (sb_connstr_parse(cfg->servicebus.connection_string, &sb, NULL) == IB_E_OK) {
+            ib_log_add_secret(sb.key);
+            ib_log_add_secret(sb.sas);
+            sb_connstr_free(&sb);
+        }
+    }
+    if (cfg->db.connection_string && *cfg->db.connection_string) {
+        ib_log_add_secret(cfg->db.connection_string);
+        if (db_connstr_parse(cfg->db.connection_string, &dbc, NULL) == IB_E_OK) {
+            for (size_t k = 0; k < dbc.n; k++)
+                if (db_connstr_key_is_secret(dbc.attrs[k].key))
+                    ib_log_add_secret(dbc.attrs[k].value);
+            db_connstr_free(&dbc);
+        }
+    }
+}
+
+static void check_native_list(json_t *list, const char *name, problems_t *p)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        if (json_is_integer(e))
+            continue;
+        if (json_is_string(e) && strlen(json_string_value(e)) == 5)
+            continue;
+        problem(p, name, "element %zu must be a native error code or a 5-character SQLSTATE", i);
+    }
+}
+
+static void validate(wk_config_t *cfg, problems_t *p)
+{
+    for (const wk_setting_t *s = wk_settings; s->name; s++) {
+        if (!(s->flags & WK_CF_REQUIRED))
+            continue;
+        const char *v = *(char **)((char *)cfg + s->offset);
+        if (!v || !*v) {
+            char env[128];
+            wk_config_env_name(s->name, env, sizeof(env));
+            problem(p, s->name, "missing required setting (set it in the file or %s)", env);
+        }
+    }
+    if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string) {
+        sb_connstr_t sb;
+        ib_error_t err;
+        if (sb_connstr_parse(cfg->servicebus.connection_string, &sb, &err) != IB_E_OK) {
+            problem(p, "servicebus.connection_string", "%s", err.text);
+        } else {
+            if (sb.entity_path && !*cfg->servicebus.entity) {
+                free(cfg->servicebus.entity);
+                cfg->servicebus.entity = strdup(sb.entity_path);
+            } else if (sb.entity_path && strcmp(sb.entity_path, cfg->servicebus.entity) != 0) {
+                problem(p, "servicebus.entity",
+                        "'%s' differs from the connection string's EntityPath '%s'",
+                        cfg->servicebus.entity, sb.entity_path);
+            }
+            sb_connstr_free(&sb);
+        }
+    }
+    if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string &&
+        (!cfg->servicebus.entity || !*cfg->servicebus.entity))
+        problem(p, "servicebus.entity",
+                "missing required setting (or give EntityPath in the connection string)");
+    if (cfg->db.connection_string && *cfg->db.connection_string) {
+        db_connstr_t dbc;
+        ib_error_t err;
+        if (db_connstr_parse(cfg->db.connection_string, &dbc, &err) != IB_E_OK)
+            problem(p, "db.connection_string", "%s", err.text);
+        else
+            db_connstr_free(&dbc);
+    }
+    if (cfg->consumer && strlen(cfg->consumer) > 200)
+        problem(p, "consumer", "longer than 200 characters");
+    if (cfg->retry.base_ms > cfg->retry.max_ms)
+        problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)", cfg->retry.base_ms,
+                cfg->retry.max_ms);
+    check_native_list(cfg->errors.transient_native, "errors.transient_native", p);
+    check_native_list(cfg->errors.permanent_native, "errors.permanent_native", p);
+    if (cfg->db.pool_size == 0)
+        cfg->db.pool_size = cfg->servicebus.max_concurrent_calls;
+    for (const char *c = cfg->db.inbox_table; c && *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
+            problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
+            break;
+        }
+}
+
+int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
+{
+    problems_t p = {errs, 0};
+
+    memset(cfg, 0, sizeof(*cfg));
+    for (const wk_setting_t *s = wk_settings; s->name; s++)
+        set_from_text(cfg, s, s->def, "default", &p);
+    if (!path || !*path)
+        path = getenv("INBOXD_CONFIG");
+    if (path && *path)
+        load_file(cfg, path, &p);
+    for (const wk_setting_t *s = wk_settings; s->name; s++) {
+        char env[128];
+        const char *v;
+        wk_config_env_name(s->name, env, sizeof(env));
+        v = getenv(env);
+        if (v)
+            set_from_text(cfg, s, v, env, &p);
+    }
+    validate(cfg, &p);
+    register_secrets(cfg);
+    return p.n;
+}
+
+void wk_config_free(wk_config_t *cfg)
+{
+    for (const wk_setting_t *s = wk_settings; s->name; s++) {
+        void *slot = (char *)cfg + s->offset;
+        if (s->type == WK_CT_STR || s->type == WK_CT_ENUM) {
+            free(*(char **)slot);
+            *(char **)slot = NULL;
+        } else if (s->type == WK_CT_JSON) {
+            json_decref(*(json_t **)slot);
+            *(json_t **)slot = NULL;
+        }
+    }
+}
+
+/* Finds (creating) the object a dotted name lives in; sets *leaf. */
+static json_t *section_of(json_t *root, const char *name, const char **leaf)
+{
+    const char *dot = strchr(name, '.');
+    char sec[64];
+    json_t *obj;
+
+    if (!dot) {
+        *leaf = name;
+        return root;
+    }
+    snprintf(sec, sizeof(sec), "%.*s", (int)(dot - name), name);
+    obj = json_object_get(root, sec);
+    if (!obj) {
+        obj = json_object();
+        json_object_set_new(root, sec, obj);
+    }
+    *leaf = dot + 1;
+    return obj;
+}
+
+json_t *wk_config_to_json(const wk_config_t *cfg)
+{
+    json_t *root = json_object();
+
+    for (const wk_setting_t *s = wk_settings; s->name; s++) {
+        const void *slot = (const char *)cfg + s->offset;
+        const char *leaf;
+        json_t *obj = section_of(root, s->name, &leaf), *v = NULL;
+
+        switch (s->type) {
+        case WK_CT_STR:
+        case WK_CT_ENUM: {
+            const char *str = *(char *const *)slot;
+            if ((s->flags & WK_CF_SENSITIVE) && str && *str)
+                v = json_string("<redacted>");
+            else
+                v = json_string(str ? str : "");
+            break;
+        }
+        case WK_CT_INT:
+            v = json_integer(*(const long long *)slot);
+            break;
+        case WK_CT_BOOL:
+            v = json_boolean(*(const bool *)slot);
+            break;
+        case WK_CT_JSON:
+            v = *(json_t *const *)slot ? json_deep_copy(*(json_t *const *)slot) : json_array();
+            break;
+        }
+        json_object_set_new(obj, leaf, v);
+    }
+    return root;
+}
+
+static void range_text(const wk_setting_t *s, char *buf, size_t size)
+{
+    if (s->type == WK_CT_INT)
+        snprintf(buf, size, "%lld..%lld", s->min, s->max);
+    else if (s->type == WK_CT_ENUM)
+        snprintf(buf, size, "%s", choices_of(s));
+    else if (s->type == WK_CT_BOOL)
+        snprintf(buf, size, "true|false");
+    else
+        buf[0] = '\0';
+}
+
+void wk_config_print_help(FILE *fp)
+{
+    fprintf(fp, "Usage: inboxd [--config PATH] [--check-config | --print-config | --help]\n\n"
+                "  --config PATH    JSON configuration file (default: $INBOXD_CONFIG)\n"
+                "  --check-config   validate the configuration and exit (0 valid, 2 invalid)\n"
+                "  --print-config   print the effective configuration as JSON, secrets redacted\n"
+                "  --version        print the version\n\n"
+                "Settings (file key; environment variable overrides the file):\n\n");
+    for (const wk_setting_t *s = wk_settings; s->name; s++) {
+        char env[128], range[96];
+        wk_config_env_name(s->name, env, sizeof(env));
+        range_text(s, range, sizeof(range));
+        fprintf(fp, "  %s (%s%s%s)%s%s\n      %s\n      default: %s%s%s  env: %s\n",
+                s->name, type_name(s->type), *range ? " " : "", range,
+                (s->flags & WK_CF_REQUIRED) ? " required" : "",
+                (s->flags & WK_CF_SENSITIVE) ? " sensitive" : "", s->doc,
+                *s->def ? "" : "\"", *s->def ? s->def : "", *s->def ? "" : "\"", env);
+    }
+    fprintf(fp, "\nExit status: 0 success, 1 runtime failure, 2 invalid configuration.\n");
+}
+
+void wk_config_print_markdown(FILE *fp)
+{
+    fprintf(fp, "| key | type | default | range | env | description |\n"
+                "|---|---|---|---|---|---|\n");
+    for (const wk_setting_t *s = wk_settings; s->name; s++) {
+        char env[128], range[96];
+        wk_config_env_name(s->name, env, sizeof(env));
+        range_text(s, range, sizeof(range));
+        for (char *c = range; *c; c++)
+            if (*c == '|')
+                *c = '/';
+        fprintf(fp, "| `%s` | %s%s%s | `%s` | %s | `%s` | %s |\n", s->name, type_name(s->type),
+                (s->flags & WK_CF_REQUIRED) ? ", required" : "",
+                (s->flags & WK_CF_SENSITIVE) ? ", secret" : "", s->def, range, env, s->doc);
+    }
+}

@@ -1,0 +1,104 @@
+/*
+ * wk_config.h - inboxd's configuration: one table declares every setting
+ * (name, type, default, bounds, SENSITIVE flag, doc line); --help,
+ * --print-config, --check-config and the README reference come from it.
+ *
+ * Sources, later overriding earlier: built-in defaults, the JSON file
+ * (--config PATH or INBOXD_CONFIG), then environment variables named
+ * INBOXD_<SECTION>_<KEY> (INBOXD_DB_CONNECTION_STRING, INBOXD_CONSUMER).
+ *
+ * The config is loaded and validated once at start, then handed to threads
+ * as an immutable struct.
+ */
+#ifndef WK_CONFIG_H
+#define WK_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+typedef struct wk_config {
+    char *consumer;
+    struct {
+        char *connection_string;
+        char *entity;
+        char *auth;
+        bool sessions;
+        long long prefetch;
+        long long max_concurrent_calls;
+        long long max_concurrent_sessions;
+        long long max_auto_lock_renewal_s;
+        long long session_idle_timeout_s;
+        long long reconnect_max_ms;
+        char *ca_file;
+    } servicebus;
+    struct {
+        char *connection_string;
+        char *dialect;
+        long long pool_size; /* 0 = servicebus.max_concurrent_calls */
+        char *inbox_table;
+        bool migrate;
+        long long statement_timeout_s;
+        long long inbox_retention_days;
+    } db;
+    json_t *routes; /* array; validated by the worker's route compiler */
+    struct {
+        long long attempts;
+        long long base_ms;
+        long long max_ms;
+    } retry;
+    struct {
+        json_t *transient_native; /* array of native codes or SQLSTATE strings */
+        json_t *permanent_native;
+    } errors;
+    struct {
+        long long drain_timeout_s;
+    } shutdown;
+    struct {
+        char *listen;
+    } http;
+    struct {
+        char *level;
+    } log;
+} wk_config_t;
+
+typedef enum { WK_CT_STR, WK_CT_INT, WK_CT_BOOL, WK_CT_ENUM, WK_CT_JSON } wk_config_type_t;
+
+#define WK_CF_SENSITIVE 0x1 /* never printed or logged */
+#define WK_CF_REQUIRED 0x2  /* must be non-empty after all sources */
+
+typedef struct wk_setting {
+    const char *name; /* "section.key", or "key" at the top level */
+    wk_config_type_t type;
+    const char *def;     /* default, as text, parsed like user input */
+    long long min, max;  /* WK_CT_INT bounds */
+    const char *choices; /* WK_CT_ENUM: "a|b|c" */
+    unsigned flags;
+    const char *doc;
+    size_t offset;
+} wk_setting_t;
+
+/* The table, terminated by an entry with name NULL. */
+extern const wk_setting_t wk_settings[];
+
+/*
+ * Loads defaults, then the file at path (NULL: INBOXD_CONFIG, or none),
+ * then the environment, then validates. Every problem is written as one
+ * line "config: KEY: WHY" to errs (when not NULL); returns the number of
+ * problems (0 = valid). cfg must be freed with wk_config_free either way.
+ * Secrets found in the config are registered with the logger's mask.
+ */
+int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs);
+void wk_config_free(wk_config_t *cfg);
+
+/* Effective config as JSON, SENSITIVE values redacted. Caller json_decref()s. */
+json_t *wk_config_to_json(const wk_config_t *cfg);
+/* The settings table for humans (--help) and as Markdown (README). */
+void wk_config_print_help(FILE *fp);
+void wk_config_print_markdown(FILE *fp);
+/* INBOXD_SECTION_KEY for a setting name, into buf. */
+void wk_config_env_name(const char *name, char *buf, size_t size);
+
+#endif

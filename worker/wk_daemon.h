@@ -1,0 +1,13 @@
+/*
+ * wk_daemon.h - the inboxd daemon: the proactor thread, the db workers and
+ * the pipeline between them.
+ */
+#ifndef WK_DAEMON_H
+#define WK_DAEMON_H
+
+#include "wk_config.h"
+
+/* Runs until drained or failed; returns the process exit status. thread: main. */
+int wk_daemon_run(const wk_config_t *cfg);
+
+#endif
