@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The inboxd command line: --check-config exit codes and messages,
+# --print-config redaction, --help, and the README reference kept in step.
+set -u
+inboxd=${1:?usage: test_cli.sh INBOXD SOURCE_DIR}
+src=${2:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # check NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+
+sb='Endpoint=sb://127.0.0.1:5672/;SharedAccessKeyName=root;SharedAccessKey=Key0fTheKingdom=;UseDevelopmentEmulator=true'
+db='Driver={SQLite3};Database=/tmp/x.db;Pwd=Passw0rdOfDoom'
+
+# An unknown key, a negative prefetch and a missing consumer: exit 2, all three named.
+cat >"$tmp/bad.json" <<JSON
+{"servicebus": {"prefetch": -1, "connection_string": "$sb", "entity": "orders"},
+ "db": {"connection_string": "$db"}, "colour": "blue"}
+JSON
+env -u INBOXD_CONSUMER "$inboxd" --check-config --config "$tmp/bad.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "check-config exits 2 on a bad config" test "$rc" = 2
+check "names the unknown key" grep -q '^config: colour: unknown key' "$tmp/err"
+check "names the negative prefetch" grep -q '^config: servicebus.prefetch: .*out of range' "$tmp/err"
+check "names the missing consumer" grep -q '^config: consumer: missing required' "$tmp/err"
+check "no secret in the errors" bash -c "! grep -q -e Key0fTheKingdom -e Passw0rdOfDoom '$tmp/err' '$tmp/out'"
+
+cat >"$tmp/good.json" <<JSON
+{"consumer": "c1", "servicebus": {"connection_string": "$sb", "entity": "orders"},
+ "db": {"connection_string": "$db"}}
+JSON
+"$inboxd" --check-config --config "$tmp/good.json" >/dev/null 2>"$tmp/err"
+check "check-config exits 0 on a good config" test $? = 0
+INBOXD_CONFIG="$tmp/good.json" INBOXD_SERVICEBUS_PREFETCH=abc "$inboxd" --check-config >/dev/null 2>"$tmp/err"
+check "an env override of the wrong type exits 2" test $? = 2
+check "and names the variable" grep -q 'servicebus.prefetch: INBOXD_SERVICEBUS_PREFETCH: wrong type' "$tmp/err"
+
+"$inboxd" --print-config --config "$tmp/good.json" >"$tmp/print" 2>&1
+check "print-config exits 0" test $? = 0
+check "print-config redacts the Service Bus key" bash -c "! grep -q Key0fTheKingdom '$tmp/print'"
+check "print-config redacts the database password" bash -c "! grep -q Passw0rdOfDoom '$tmp/print'"
+check "print-config shows the entity" grep -q '"entity": "orders"' "$tmp/print"
+
+"$inboxd" --help >"$tmp/help"
+check "help lists every section" bash -c "grep -q servicebus.prefetch '$tmp/help' && grep -q db.inbox_table '$tmp/help' && grep -q INBOXD_DB_CONNECTION_STRING '$tmp/help'"
+"$inboxd" --no-such-flag >/dev/null 2>&1
+check "an unknown flag exits 2" test $? = 2
+"$inboxd" --config "$tmp/missing.json" --check-config >/dev/null 2>"$tmp/err"
+check "a missing config file exits 2" test $? = 2
+
+# The README's reference table is the one the code prints.
+"$inboxd" --config-reference >"$tmp/ref"
+sed -n '/<!-- config-reference:begin -->/,/<!-- config-reference:end -->/p' "$src/README.md" | sed '1d;$d' >"$tmp/readme-ref"
+check "README reference matches --config-reference" diff -u "$tmp/readme-ref" "$tmp/ref"
+
+exit $fail
