@@ -1,0 +1,373 @@
+/*
+ * wk_metrics.c - counters as relaxed atomics, rendered on demand.
+ *
+ * Nothing here orders one metric against another: a scrape may see a
+ * message counted as applied before its histogram sample lands. Prometheus
+ * tolerates that, and it keeps every update to one atomic add.
+ */
+#include "wk_metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_log.h"
+
+#ifndef INBOXD_VERSION
+#define INBOXD_VERSION "unknown"
+#endif
+
+const double wk_metrics_duration_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                              0.25,  0.5,    1,     2.5,  5,     10,   30};
+const size_t wk_metrics_duration_bucket_count =
+    sizeof wk_metrics_duration_buckets / sizeof wk_metrics_duration_buckets[0];
+#define NBUCKETS (sizeof wk_metrics_duration_buckets / sizeof wk_metrics_duration_buckets[0])
+
+typedef _Atomic uint_least64_t wk_counter_t;
+
+/* A dead-letter reason: name is written once, before count publishes it. */
+typedef struct {
+    char name[WK_METRICS_REASON_MAX + 1];
+    wk_counter_t n;
+} wk_reason_t;
+
+/* ib_class_t values that label inboxd_retries_total. */
+#define NCLASSES 5
+
+struct wk_metrics {
+    char version[64];
+    wk_counter_t messages[WK_RESULT__COUNT];
+    wk_counter_t duplicates;
+    wk_counter_t retries[NCLASSES];
+    wk_counter_t lock_renewals[WK_RENEW__COUNT];
+    wk_counter_t lock_lost;
+    wk_counter_t reconnects;
+    _Atomic long long in_flight;
+    _Atomic long long oldest_since_ms;
+    /* Per-bucket (not cumulative) counts; the last slot is above every bound. */
+    wk_counter_t duration_buckets[NBUCKETS + 1];
+    wk_counter_t duration_sum_us;
+
+    pthread_mutex_t reasons_lock; /* serialises adding a reason, never reading */
+    _Atomic int nreasons;
+    wk_reason_t reasons[WK_METRICS_MAX_REASONS];
+    wk_counter_t reasons_other;
+};
+
+static const char *const result_names[WK_RESULT__COUNT] = {
+    "applied", "duplicate", "conflict", "retried", "abandoned", "dead_lettered", "lock_lost",
+};
+static const char *const renew_names[WK_RENEW__COUNT] = {"ok", "failed", "lost"};
+
+static inline void bump(wk_counter_t *c)
+{
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+static inline uint_least64_t load(wk_counter_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+wk_metrics_t *wk_metrics_new(const char *version)
+{
+    wk_metrics_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    ib_strlcpy(m->version, version ? version : INBOXD_VERSION, sizeof m->version);
+    pthread_mutex_init(&m->reasons_lock, NULL);
+    return m;
+}
+
+void wk_metrics_free(wk_metrics_t *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->reasons_lock);
+    free(m);
+}
+
+const char *wk_result_name(wk_result_t result)
+{
+    return (unsigned)result < WK_RESULT__COUNT ? result_names[result] : "unknown";
+}
+
+const char *wk_renew_result_name(wk_renew_result_t result)
+{
+    return (unsigned)result < WK_RENEW__COUNT ? renew_names[result] : "unknown";
+}
+
+void wk_metrics_message(wk_metrics_t *m, wk_result_t result)
+{
+    if (!m || (unsigned)result >= WK_RESULT__COUNT)
+        return;
+    bump(&m->messages[result]);
+    if (result == WK_RESULT_DUPLICATE)
+        bump(&m->duplicates);
+    else if (result == WK_RESULT_LOCK_LOST)
+        bump(&m->lock_lost);
+}
+
+void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls)
+{
+    if (!m)
+        return;
+    /* An unknown class still counts a retry; it shows as class="none". */
+    bump(&m->retries[(unsigned)cls < NCLASSES ? (unsigned)cls : 0]);
+}
+
+/*
+ * Copies reason into out as a label value of at most WK_METRICS_REASON_MAX
+ * bytes: control characters become '_', and a cut never splits a UTF-8
+ * sequence.
+ */
+static void reason_normalize(const char *reason, char *out)
+{
+    size_t n = 0;
+    if (!reason || !*reason)
+        reason = "unknown";
+    for (; reason[n] && n < WK_METRICS_REASON_MAX; n++) {
+        unsigned char c = (unsigned char)reason[n];
+        out[n] = c < 0x20 || c == 0x7f ? '_' : (char)c;
+    }
+    if (reason[n]) {
+        /* Truncated: drop the last character if the cut went through it. */
+        size_t k = n;
+        while (k > 0 && ((unsigned char)out[k - 1] & 0xC0) == 0x80)
+            k--;
+        if (k > 0 && ((unsigned char)out[k - 1] & 0xC0) == 0xC0) {
+            unsigned char lead = (unsigned char)out[k - 1];
+            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+            if (n - (k - 1) < need)
+                n = k - 1;
+        }
+    }
+    out[n] = '\0';
+}
+
+void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason)
+{
+    char name[WK_METRICS_REASON_MAX + 1];
+    if (!m)
+        return;
+    reason_normalize(reason, name);
+    if (strcmp(name, "other") == 0) {
+        bump(&m->reasons_other);
+        return;
+    }
+    /* Fast path: reasons already published are immutable. */
+    int n = atomic_load_explicit(&m->nreasons, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (strcmp(m->reasons[i].name, name) == 0) {
+            bump(&m->reasons[i].n);
+            return;
+        }
+    pthread_mutex_lock(&m->reasons_lock);
+    n = atomic_load_explicit(&m->nreasons, memory_order_relaxed);
+    int i;
+    for (i = 0; i < n; i++)
+        if (strcmp(m->reasons[i].name, name) == 0)
+            break;
+    if (i == n && n < WK_METRICS_MAX_REASONS) {
+        memcpy(m->reasons[n].name, name, sizeof name);
+        atomic_store_explicit(&m->reasons[n].n, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->nreasons, n + 1, memory_order_release);
+    }
+    if (i < WK_METRICS_MAX_REASONS)
+        bump(&m->reasons[i].n);
+    else
+        bump(&m->reasons_other);
+    pthread_mutex_unlock(&m->reasons_lock);
+}
+
+void wk_metrics_lock_renewal(wk_metrics_t *m, wk_renew_result_t result)
+{
+    if (m && (unsigned)result < WK_RENEW__COUNT)
+        bump(&m->lock_renewals[result]);
+}
+
+void wk_metrics_reconnect(wk_metrics_t *m)
+{
+    if (m)
+        bump(&m->reconnects);
+}
+
+void wk_metrics_handler_duration(wk_metrics_t *m, double seconds)
+{
+    if (!m)
+        return;
+    if (!(seconds > 0)) /* also catches NaN */
+        seconds = 0;
+    size_t b = 0;
+    while (b < NBUCKETS && seconds > wk_metrics_duration_buckets[b])
+        b++;
+    bump(&m->duration_buckets[b]);
+    /* A day in microseconds caps one sample so the sum cannot wrap. */
+    double us = seconds * 1e6;
+    atomic_fetch_add_explicit(&m->duration_sum_us,
+                              us > 86400e6 ? (uint_least64_t)86400e6 : (uint_least64_t)(us + 0.5),
+                              memory_order_relaxed);
+}
+
+void wk_metrics_in_flight_set(wk_metrics_t *m, long long n)
+{
+    if (m)
+        atomic_store_explicit(&m->in_flight, n < 0 ? 0 : n, memory_order_relaxed);
+}
+
+void wk_metrics_in_flight_add(wk_metrics_t *m, long long delta)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->in_flight, delta, memory_order_relaxed);
+}
+
+void wk_metrics_oldest_in_flight_set(wk_metrics_t *m, long long since_mono_ms)
+{
+    if (m)
+        atomic_store_explicit(&m->oldest_since_ms, since_mono_ms < 0 ? 0 : since_mono_ms,
+                              memory_order_relaxed);
+}
+
+/* ---- rendering ---- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} wk_buf_t;
+
+static void buf_printf(wk_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void buf_printf(wk_buf_t *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+/* Label value escaping of the text format: backslash, quote and newline. */
+static void buf_label_value(wk_buf_t *b, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\')
+            buf_printf(b, "\\\\");
+        else if (*v == '"')
+            buf_printf(b, "\\\"");
+        else if (*v == '\n')
+            buf_printf(b, "\\n");
+        else
+            buf_printf(b, "%c", *v);
+    }
+}
+
+static void header(wk_buf_t *b, const char *name, const char *type, const char *help)
+{
+    buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *wk_metrics_render(wk_metrics_t *m, size_t *len)
+{
+    wk_buf_t b = {malloc(4096), 0, 4096, false};
+    if (!b.p)
+        return NULL;
+    b.p[0] = '\0';
+
+    header(&b, "inboxd_messages_total", "counter", "Messages settled, by outcome.");
+    for (int r = 0; r < WK_RESULT__COUNT; r++)
+        buf_printf(&b, "inboxd_messages_total{result=\"%s\"} %llu\n", result_names[r],
+                   (unsigned long long)load(&m->messages[r]));
+
+    header(&b, "inboxd_duplicates_total", "counter",
+           "Messages whose inbox row already existed; completed without a second effect.");
+    buf_printf(&b, "inboxd_duplicates_total %llu\n", (unsigned long long)load(&m->duplicates));
+
+    header(&b, "inboxd_retries_total", "counter", "In-process retries, by error class.");
+    for (int c = 0; c < NCLASSES; c++)
+        if (c == IB_CLASS_TRANSIENT || c == IB_CLASS_AMBIGUOUS || load(&m->retries[c]))
+            buf_printf(&b, "inboxd_retries_total{class=\"%s\"} %llu\n",
+                       ib_class_name((ib_class_t)c), (unsigned long long)load(&m->retries[c]));
+
+    header(&b, "inboxd_dead_letters_total", "counter", "Messages dead-lettered, by reason.");
+    int n = atomic_load_explicit(&m->nreasons, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        buf_printf(&b, "inboxd_dead_letters_total{reason=\"");
+        buf_label_value(&b, m->reasons[i].name);
+        buf_printf(&b, "\"} %llu\n", (unsigned long long)load(&m->reasons[i].n));
+    }
+    if (load(&m->reasons_other) || n == WK_METRICS_MAX_REASONS)
+        buf_printf(&b, "inboxd_dead_letters_total{reason=\"other\"} %llu\n",
+                   (unsigned long long)load(&m->reasons_other));
+
+    header(&b, "inboxd_lock_renewals_total", "counter", "Message and session lock renewals, by result.");
+    for (int r = 0; r < WK_RENEW__COUNT; r++)
+        buf_printf(&b, "inboxd_lock_renewals_total{result=\"%s\"} %llu\n", renew_names[r],
+                   (unsigned long long)load(&m->lock_renewals[r]));
+
+    header(&b, "inboxd_lock_lost_total", "counter", "Messages whose lock was lost before settlement.");
+    buf_printf(&b, "inboxd_lock_lost_total %llu\n", (unsigned long long)load(&m->lock_lost));
+
+    header(&b, "inboxd_in_flight", "gauge", "Messages received and not yet settled.");
+    long long inflight = atomic_load_explicit(&m->in_flight, memory_order_relaxed);
+    buf_printf(&b, "inboxd_in_flight %lld\n", inflight < 0 ? 0 : inflight);
+
+    header(&b, "inboxd_oldest_in_flight_seconds", "gauge",
+           "Age of the oldest message received and not yet settled (0 when none).");
+    long long since = atomic_load_explicit(&m->oldest_since_ms, memory_order_relaxed);
+    long long age_ms = since > 0 ? ib_mono_ms() - since : 0;
+    buf_printf(&b, "inboxd_oldest_in_flight_seconds %.3f\n", age_ms > 0 ? age_ms / 1000.0 : 0.0);
+
+    header(&b, "inboxd_handler_duration_seconds", "histogram",
+           "Time from taking a message to the end of its inbox transaction.");
+    unsigned long long cum = 0;
+    for (size_t i = 0; i < NBUCKETS; i++) {
+        cum += load(&m->duration_buckets[i]);
+        buf_printf(&b, "inboxd_handler_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                   wk_metrics_duration_buckets[i], cum);
+    }
+    cum += load(&m->duration_buckets[NBUCKETS]);
+    buf_printf(&b, "inboxd_handler_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+    buf_printf(&b, "inboxd_handler_duration_seconds_sum %.6f\n",
+               (double)load(&m->duration_sum_us) / 1e6);
+    buf_printf(&b, "inboxd_handler_duration_seconds_count %llu\n", cum);
+
+    header(&b, "inboxd_reconnects_total", "counter", "AMQP connections re-established.");
+    buf_printf(&b, "inboxd_reconnects_total %llu\n", (unsigned long long)load(&m->reconnects));
+
+    header(&b, "inboxd_build_info", "gauge", "Always 1; the labels describe the build.");
+    buf_printf(&b, "inboxd_build_info{version=\"");
+    buf_label_value(&b, m->version);
+    buf_printf(&b, "\"} 1\n");
+
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    if (len)
+        *len = b.len;
+    return b.p;
+}

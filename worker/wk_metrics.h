@@ -1,0 +1,124 @@
+/*
+ * wk_metrics.h - the metrics registry of inboxd and its Prometheus text
+ * rendering (exposition format 0.0.4), served on /metrics by wk_http.
+ *
+ * The registry holds exactly the metrics the operator documentation lists:
+ *
+ *   inboxd_messages_total{result}        one per settled message outcome
+ *   inboxd_duplicates_total              inbox key already present, completed
+ *   inboxd_retries_total{class}          in-process retries by error class
+ *   inboxd_dead_letters_total{reason}    by DeadLetterReason (bounded, see below)
+ *   inboxd_lock_renewals_total{result}   renew-lock / renew-session-lock calls
+ *   inboxd_lock_lost_total               locks lost before settlement
+ *   inboxd_in_flight                     messages between receive and settle
+ *   inboxd_oldest_in_flight_seconds      age of the oldest of those, at scrape time
+ *   inboxd_handler_duration_seconds      histogram of the inbox transaction time
+ *   inboxd_reconnects_total              AMQP reconnects
+ *   inboxd_build_info{version}           always 1
+ *
+ * Every label set is bounded: results and classes are enums, and dead-letter
+ * reasons are interned up to WK_METRICS_MAX_REASONS distinct values, after
+ * which new reasons are counted under reason="other". A reason is also cut
+ * to WK_METRICS_REASON_MAX bytes.
+ *
+ * thread: every update function may be called from any thread at any time
+ * between wk_metrics_new and wk_metrics_free. Counters and gauges are relaxed
+ * atomics (no lock on the hot path); only the first sighting of a new
+ * dead-letter reason takes a mutex.
+ */
+#ifndef WK_METRICS_H
+#define WK_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ib_err.h"
+
+/* Distinct dead-letter reasons kept before folding into "other". */
+#define WK_METRICS_MAX_REASONS 32
+/* Longest reason label kept, in bytes (longer ones are truncated). */
+#define WK_METRICS_REASON_MAX 64
+
+/* The result label of inboxd_messages_total, as logged per message. */
+typedef enum {
+    WK_RESULT_APPLIED = 0,
+    WK_RESULT_DUPLICATE,
+    WK_RESULT_CONFLICT,
+    WK_RESULT_RETRIED,
+    WK_RESULT_ABANDONED,
+    WK_RESULT_DEAD_LETTERED,
+    WK_RESULT_LOCK_LOST,
+    WK_RESULT__COUNT
+} wk_result_t;
+
+/* The result label of inboxd_lock_renewals_total. */
+typedef enum {
+    WK_RENEW_OK = 0, /* broker granted a new locked-until */
+    WK_RENEW_FAILED, /* request failed or timed out; the lock may still hold */
+    WK_RENEW_LOST,   /* broker answered that the lock is gone */
+    WK_RENEW__COUNT
+} wk_renew_result_t;
+
+typedef struct wk_metrics wk_metrics_t;
+
+/*
+ * Creates an empty registry. version labels inboxd_build_info (NULL: the
+ * version inboxd was built as). Returns NULL only when out of memory.
+ * thread: any (normally main, before other threads start).
+ */
+wk_metrics_t *wk_metrics_new(const char *version);
+/* Frees the registry; no other thread may use it any more. NULL is a no-op. */
+void wk_metrics_free(wk_metrics_t *m);
+
+/* "applied", "duplicate", ... ; "unknown" for an out-of-range value. */
+const char *wk_result_name(wk_result_t result);
+const char *wk_renew_result_name(wk_renew_result_t result);
+
+/*
+ * Counts one settled message. WK_RESULT_DUPLICATE also counts
+ * inboxd_duplicates_total and WK_RESULT_LOCK_LOST inboxd_lock_lost_total, so
+ * the caller makes one call per outcome. thread: any.
+ */
+void wk_metrics_message(wk_metrics_t *m, wk_result_t result);
+/* Counts one in-process retry after an error of class cls. thread: any. */
+void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls);
+/*
+ * Counts one dead-lettered message under reason (NULL or "" count as
+ * "unknown"). Does not count inboxd_messages_total: call wk_metrics_message
+ * with WK_RESULT_DEAD_LETTERED for that. thread: any.
+ */
+void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason);
+/* Counts one lock renewal by result; WK_RENEW_LOST does not count lock_lost. */
+void wk_metrics_lock_renewal(wk_metrics_t *m, wk_renew_result_t result);
+/* Counts one AMQP reconnect. thread: any. */
+void wk_metrics_reconnect(wk_metrics_t *m);
+/*
+ * Records one handler (inbox transaction) duration in seconds. Negative
+ * values count as 0. thread: any.
+ */
+void wk_metrics_handler_duration(wk_metrics_t *m, double seconds);
+
+/* Sets inboxd_in_flight (negative values are stored as 0). thread: any. */
+void wk_metrics_in_flight_set(wk_metrics_t *m, long long n);
+/* Adds delta (+1 on receive, -1 on settle) to inboxd_in_flight. thread: any. */
+void wk_metrics_in_flight_add(wk_metrics_t *m, long long delta);
+/*
+ * Sets when the oldest in-flight message was received, as ib_mono_ms();
+ * 0 when nothing is in flight. The age is computed when /metrics is
+ * scraped, so the owner only calls this when the oldest message changes.
+ * thread: any.
+ */
+void wk_metrics_oldest_in_flight_set(wk_metrics_t *m, long long since_mono_ms);
+
+/*
+ * Renders every metric in Prometheus text format 0.0.4 into a new
+ * NUL-terminated string the caller frees; *len (if not NULL) gets its
+ * length. Returns NULL when out of memory. thread: any.
+ */
+char *wk_metrics_render(wk_metrics_t *m, size_t *len);
+
+/* Bucket upper bounds (seconds) of inboxd_handler_duration_seconds, for tests. */
+extern const double wk_metrics_duration_buckets[];
+extern const size_t wk_metrics_duration_bucket_count;
+
+#endif
