@@ -1,0 +1,145 @@
+/*
+ * sb_client.h - the peek-lock consumer of one Service Bus entity.
+ *
+ * One client owns one AMQP connection and one proactor thread; only that
+ * thread touches Proton objects. Callbacks run on it and must return
+ * quickly (hand the message to a queue). Every other function may be called
+ * from any thread unless it says otherwise.
+ *
+ * Life of a message:
+ *   on_message(msg)           the worker now holds msg (read-only)
+ *   sb_client_settle(msg, d)  the worker hands msg back; it must not touch
+ *                             msg again until on_settled
+ *   on_settled(msg, d, res)   the broker's answer; msg is freed after return
+ * Exactly one on_settled follows every on_message (also at shutdown, with
+ * IB_E_SHUTDOWN, for messages never settled).
+ *
+ * Credit: the client never holds more than prefetch + max_concurrent_calls
+ * unsettled messages. At most max_concurrent_calls are handed to the worker
+ * at once; the rest wait in the client's prefetch buffer. A buffered message
+ * whose lock has expired (or is about to) is dropped, not handed out: the
+ * broker delivers it again.
+ *
+ * Lock renewal: automatic, for every unsettled message - buffered ones too,
+ * so prefetch never lets a lock lapse unseen - until
+ * max_auto_lock_renewal_s after receipt. A message is due when its lock
+ * ends within max(10 s, lock duration / 3) (capped at half the lock
+ * duration, so short test locks are not renewed continuously). Due tokens of
+ * the entity go in one com.microsoft:renew-lock request on $management
+ * (batches of up to 64); a failed batch is retried token by token, and a
+ * token the broker answers 410 is lock-lost. Sessions: the session lock is
+ * renewed instead (com.microsoft:renew-session-lock).
+ *
+ * Lock loss: on_lock_lost(msg) is called when a renewal is refused or the
+ * link that delivered msg is gone (detach, reconnect). The worker still owns
+ * msg and must still settle it: for a non-session entity the client then
+ * settles through $management update-disposition (the broker decides; 410
+ * becomes IB_E_LOCK_LOST); for a session message, or SB_RELEASE, settlement
+ * reports IB_E_LOCK_LOST / IB_E_DETACHED without a request. Either way the
+ * message comes back and the inbox catches the duplicate.
+ *
+ * Shutdown: sb_client_stop_receiving(), wait for the in-flight work to
+ * settle (on_settled), then sb_client_stop() and sb_client_free().
+ * sb_client_stop() releases buffered messages (they come back at once,
+ * without a delivery count) and reports IB_E_SHUTDOWN for any message still
+ * held by the worker; their locks expire on the broker.
+ */
+#ifndef SB_CLIENT_H
+#define SB_CLIENT_H
+
+#include <stdbool.h>
+
+#include "ib_err.h"
+#include "sb_msg.h"
+#include "sb_token.h"
+
+typedef struct sb_client sb_client_t;
+
+typedef struct sb_options {
+    const char *connection_string; /* required */
+    const char *entity;  /* "queue", "topic/Subscriptions/sub", "queue/$DeadLetterQueue";
+                            NULL: the connection string's EntityPath */
+    bool sessions;       /* accept next-available sessions */
+    unsigned prefetch;              /* buffered beyond those in flight */
+    unsigned max_concurrent_calls;  /* handed to the worker at once; 0 = 1 */
+    unsigned max_concurrent_sessions; /* 0 = 1 */
+    unsigned max_auto_lock_renewal_s; /* 0 = no renewal */
+    unsigned session_idle_timeout_s;  /* 0 = 60 */
+    unsigned reconnect_max_ms;        /* backoff ceiling; 0 = 30000 */
+    const char *ca_file; /* PEM bundle for TLS; NULL = the system store */
+    sb_token_get_fn token_get; /* NULL = SAS from the connection string */
+    void *token_ctx;
+    /* Tuning, 0 = default. */
+    unsigned reconnect_min_ms;     /* first backoff step; default 100 */
+    unsigned op_timeout_ms;        /* $management/$cbs request timeout; default 30000 */
+    unsigned session_wait_ms;      /* com.microsoft:timeout of a next-session attach;
+                                      default 60000 */
+    unsigned renew_margin_ms;      /* overrides the renewal margin above */
+} sb_options_t;
+
+typedef struct sb_callbacks {
+    /* A new message. thread: proactor; hand off quickly. */
+    void (*on_message)(sb_msg_t *msg, void *ctx);
+    /*
+     * The broker's answer to sb_client_settle (or IB_E_SHUTDOWN at stop).
+     * result->code: IB_E_OK, IB_E_LOCK_LOST, IB_E_DETACHED (link gone and no
+     * $management path), IB_E_TIMEOUT, IB_E_BROKER (other refusal, condition
+     * filled). thread: proactor. msg is freed after return.
+     */
+    void (*on_settled)(sb_msg_t *msg, sb_disposition_t d, const ib_error_t *result, void *ctx);
+    /* Optional. The lock of a message the worker holds is gone; see above. */
+    void (*on_lock_lost)(sb_msg_t *msg, void *ctx);
+    /*
+     * Optional. Readiness: 1 once connected, authorized and the receive
+     * link(s) attached; 0 with why on loss. thread: proactor.
+     */
+    void (*on_state)(int connected_and_attached, const ib_error_t *why, void *ctx);
+    void *ctx;
+} sb_callbacks_t;
+
+typedef struct sb_stats {
+    unsigned long long received;      /* deliveries decoded */
+    unsigned long long handed;        /* on_message calls */
+    unsigned long long settled_ok;
+    unsigned long long settle_failed;
+    unsigned long long renewals_ok;   /* lock tokens (or session locks) renewed */
+    unsigned long long renewals_failed;
+    unsigned long long lock_lost;     /* on_lock_lost calls + buffered messages dropped */
+    unsigned long long expired_dropped; /* buffered messages not handed: lock expired */
+    unsigned long long reconnects;
+    unsigned long long sessions_accepted;
+    unsigned long long sessions_released; /* idle or lost */
+    int connected;                    /* connected, authorized, links attached */
+    unsigned links;                   /* receive links attached now */
+    unsigned sessions_held;           /* sessions locked now */
+    unsigned in_flight;               /* handed to the worker, not yet settled */
+    unsigned buffered;                /* waiting in the prefetch buffer */
+    unsigned max_sessions_held;       /* high-water mark of sessions_held */
+} sb_stats_t;
+
+/*
+ * Validates opt and copies everything it needs (strings included); cb is
+ * copied. Returns NULL with err filled (IB_E_CONFIG naming the option).
+ * thread: any.
+ */
+sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib_error_t *err);
+/* Starts the proactor thread, which connects (and reconnects) by itself. */
+ib_err_t sb_client_start(sb_client_t *c);
+/*
+ * Queues the settlement of msg (which the worker holds) and wakes the
+ * proactor. reason and description are copied (dead-letter only; truncated
+ * to 4096 bytes each; NULL allowed). thread: any.
+ */
+void sb_client_settle(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
+                      const char *description);
+/* Stops granting credit, drains the links and releases buffered messages. thread: any. */
+void sb_client_stop_receiving(sb_client_t *c);
+/* Closes links and connection, reports leftovers (see above), joins the thread. thread: any
+   but a callback. Idempotent. */
+void sb_client_stop(sb_client_t *c);
+/* Stops if needed and frees. thread: any but a callback. */
+void sb_client_free(sb_client_t *c);
+/* A snapshot of the counters. thread: any. */
+void sb_client_stats(sb_client_t *c, sb_stats_t *out);
+
+#endif

@@ -1,0 +1,264 @@
+/* Unit tests of the message decoder (amqp/sb_msg.c). */
+#include <proton/codec.h>
+#include <string.h>
+
+#include "ib_test.h"
+#include "sb_msg.h"
+
+static unsigned char buf[65536];
+
+/* Encodes every top-level value of d; returns the length. */
+static size_t encode(pn_data_t *d)
+{
+    ssize_t n = pn_data_encode(d, (char *)buf, sizeof(buf));
+    return n > 0 ? (size_t)n : 0;
+}
+
+static void section(pn_data_t *d, unsigned long code)
+{
+    pn_data_put_described(d);
+    pn_data_enter(d);
+    pn_data_put_ulong(d, code);
+}
+
+static void put_str(pn_data_t *d, const char *s)
+{
+    pn_data_put_string(d, pn_bytes(strlen(s), s));
+}
+
+static void put_sym(pn_data_t *d, const char *s)
+{
+    pn_data_put_symbol(d, pn_bytes(strlen(s), s));
+}
+
+static size_t full_message(pn_data_t *d, unsigned wire_count)
+{
+    pn_uuid_t corr = {{0x6c, 0x12, 0x28, 0x9e, 0x38, 0xcd, 0x01, 0x4b, 0xa0, 0x52, 0xba, 0xf9,
+                       0x25, 0xd0, 0x11, 0xef}};
+    section(d, 0x70);
+    pn_data_put_list(d);
+    pn_data_enter(d);
+    pn_data_put_bool(d, true);
+    pn_data_put_null(d);
+    pn_data_put_null(d);
+    pn_data_put_null(d);
+    pn_data_put_uint(d, wire_count);
+    pn_data_exit(d);
+    pn_data_exit(d);
+
+    section(d, 0x72);
+    pn_data_put_map(d);
+    pn_data_enter(d);
+    put_sym(d, "x-opt-sequence-number");
+    pn_data_put_long(d, 42);
+    put_sym(d, "x-opt-enqueued-time");
+    pn_data_put_timestamp(d, 1700000000123LL);
+    put_sym(d, "x-opt-locked-until");
+    pn_data_put_timestamp(d, 1700000060123LL);
+    put_sym(d, "x-opt-other");
+    pn_data_put_list(d);
+    pn_data_exit(d);
+    pn_data_exit(d);
+
+    section(d, 0x73);
+    pn_data_put_list(d);
+    pn_data_enter(d);
+    pn_data_put_ulong(d, 77);       /* message-id */
+    pn_data_put_null(d);            /* user-id */
+    pn_data_put_null(d);            /* to */
+    put_str(d, "order-placed");     /* subject */
+    pn_data_put_null(d);            /* reply-to */
+    pn_data_put_uuid(d, corr);      /* correlation-id */
+    put_sym(d, "application/json"); /* content-type */
+    pn_data_put_null(d);
+    pn_data_put_null(d);
+    pn_data_put_null(d);
+    put_str(d, "sess-1"); /* group-id */
+    pn_data_exit(d);
+    pn_data_exit(d);
+
+    section(d, 0x74);
+    pn_data_put_map(d);
+    pn_data_enter(d);
+    put_str(d, "DeadLetterReason");
+    put_str(d, "R1");
+    put_str(d, "n");
+    pn_data_put_int(d, -5);
+    put_str(d, "b");
+    pn_data_put_bool(d, true);
+    put_str(d, "f");
+    pn_data_put_double(d, 1.5);
+    put_str(d, "z");
+    pn_data_put_null(d);
+    put_str(d, "u");
+    pn_data_put_uuid(d, corr);
+    pn_data_exit(d);
+    pn_data_exit(d);
+
+    section(d, 0x75);
+    pn_data_put_binary(d, pn_bytes(6, "hello "));
+    pn_data_exit(d);
+    section(d, 0x75);
+    pn_data_put_binary(d, pn_bytes(5, "world"));
+    pn_data_exit(d);
+    return encode(d);
+}
+
+static void test_full(void)
+{
+    pn_data_t *d = pn_data(0);
+    size_t n = full_message(d, 2);
+    sb_msg_t msg;
+    ASSERT_TRUE(n > 0);
+    ASSERT_EQ(sb_msg_decode(&msg, buf, n, true), IB_E_OK);
+    ASSERT_STREQ(msg.message_id, "77");
+    ASSERT_STREQ(msg.correlation_id, "6c12289e-38cd-014b-a052-baf925d011ef");
+    ASSERT_STREQ(msg.subject, "order-placed");
+    ASSERT_STREQ(msg.content_type, "application/json");
+    ASSERT_STREQ(msg.session_id, "sess-1");
+    ASSERT_EQ(msg.delivery_count, 3);
+    ASSERT_EQ(msg.sequence_number, 42);
+    ASSERT_EQ(msg.enqueued_ms, 1700000000123LL);
+    ASSERT_EQ(msg.locked_until_ms, 1700000060123LL);
+    ASSERT_EQ(msg.body_len, 11);
+    ASSERT_TRUE(memcmp(msg.body, "hello world", 11) == 0);
+    ASSERT_EQ(msg.nprops, 6);
+    ASSERT_STREQ(msg.dead_letter_reason, "R1");
+    ASSERT_TRUE(msg.dead_letter_description == NULL);
+    ASSERT_EQ(sb_msg_prop(&msg, "n")->type, SB_PROP_INT64);
+    ASSERT_EQ(sb_msg_prop(&msg, "n")->i, -5);
+    ASSERT_EQ(sb_msg_prop(&msg, "b")->type, SB_PROP_BOOL);
+    ASSERT_EQ(sb_msg_prop(&msg, "b")->i, 1);
+    ASSERT_EQ(sb_msg_prop(&msg, "f")->type, SB_PROP_DOUBLE);
+    ASSERT_TRUE(sb_msg_prop(&msg, "f")->d == 1.5);
+    ASSERT_EQ(sb_msg_prop(&msg, "z")->type, SB_PROP_NULL);
+    ASSERT_EQ(sb_msg_prop(&msg, "u")->type, SB_PROP_OTHER);
+    ASSERT_STREQ(sb_msg_prop(&msg, "u")->str, "6c12289e-38cd-014b-a052-baf925d011ef");
+    sb_msg_clear(&msg);
+
+    /* Peeked: the wire count unchanged. */
+    ASSERT_EQ(sb_msg_decode(&msg, buf, n, false), IB_E_OK);
+    ASSERT_EQ(msg.delivery_count, 2);
+    sb_msg_clear(&msg);
+    pn_data_free(d);
+}
+
+static void test_amqp_value_string(void)
+{
+    pn_data_t *d = pn_data(0);
+    sb_msg_t msg;
+    size_t n;
+    section(d, 0x77);
+    put_str(d, "{\"a\":1}");
+    pn_data_exit(d);
+    n = encode(d);
+    ASSERT_EQ(sb_msg_decode(&msg, buf, n, true), IB_E_OK);
+    ASSERT_EQ(msg.body_len, 7);
+    ASSERT_STREQ((char *)msg.body, "{\"a\":1}");
+    ASSERT_EQ(msg.delivery_count, 1); /* no header: first delivery */
+    ASSERT_EQ(msg.sequence_number, -1);
+    ASSERT_TRUE(msg.message_id == NULL);
+    sb_msg_clear(&msg);
+    pn_data_free(d);
+}
+
+static void test_unsupported_bodies(void)
+{
+    pn_data_t *d = pn_data(0);
+    sb_msg_t msg;
+    size_t n;
+
+    section(d, 0x77);
+    pn_data_put_map(d);
+    pn_data_exit(d);
+    n = encode(d);
+    ASSERT_EQ(sb_msg_decode(&msg, buf, n, true), IB_E_DECODE);
+    ASSERT_EQ(msg.decode_err.cls, IB_CLASS_PERMANENT);
+    ASSERT_CONTAINS(msg.decode_err.text, "amqp-value");
+    sb_msg_clear(&msg);
+
+    pn_data_clear(d);
+    section(d, 0x76);
+    pn_data_put_list(d);
+    pn_data_exit(d);
+    n = encode(d);
+    ASSERT_EQ(sb_msg_decode(&msg, buf, n, true), IB_E_DECODE);
+    ASSERT_CONTAINS(msg.decode_err.text, "amqp-sequence");
+    sb_msg_clear(&msg);
+    pn_data_free(d);
+}
+
+static void test_malformed(void)
+{
+    pn_data_t *d = pn_data(0);
+    sb_msg_t msg;
+    size_t n = full_message(d, 0);
+    static const unsigned char junk[] = {0x00, 0x53, 0x75, 0xb0, 0xff, 0xff, 0xff, 0xff, 0x01};
+    static const unsigned char plain[] = {0xa1, 0x02, 'h', 'i'};
+
+    /* Every truncation of a valid message decodes or fails cleanly. */
+    for (size_t cut = 0; cut < n; cut++) {
+        sb_msg_decode(&msg, buf, cut, true);
+        if (cut < n)
+            ASSERT_TRUE(msg.decode_err.code == IB_E_DECODE || msg.decode_err.code == IB_E_OK);
+        sb_msg_clear(&msg);
+    }
+    ASSERT_EQ(sb_msg_decode(&msg, buf, n - 1, true), IB_E_DECODE);
+    sb_msg_clear(&msg);
+    ASSERT_EQ(sb_msg_decode(&msg, junk, sizeof(junk), true), IB_E_DECODE);
+    sb_msg_clear(&msg);
+    ASSERT_EQ(sb_msg_decode(&msg, plain, sizeof(plain), true), IB_E_DECODE);
+    ASSERT_CONTAINS(msg.decode_err.text, "described");
+    sb_msg_clear(&msg);
+    ASSERT_EQ(sb_msg_decode(&msg, plain, 0, true), IB_E_DECODE);
+    sb_msg_clear(&msg);
+
+    /* A header delivery-count of the wrong type. */
+    pn_data_clear(d);
+    section(d, 0x70);
+    pn_data_put_list(d);
+    pn_data_enter(d);
+    for (int k = 0; k < 4; k++)
+        pn_data_put_null(d);
+    put_str(d, "three");
+    pn_data_exit(d);
+    pn_data_exit(d);
+    n = encode(d);
+    ASSERT_EQ(sb_msg_decode(&msg, buf, n, true), IB_E_DECODE);
+    ASSERT_CONTAINS(msg.decode_err.text, "delivery-count");
+    sb_msg_clear(&msg);
+    pn_data_free(d);
+}
+
+static void test_guid(void)
+{
+    const unsigned char tag[16] = {0x9e, 0x28, 0x12, 0x6c, 0xcd, 0x38, 0x4b, 0x01,
+                                   0xa0, 0x52, 0xba, 0xf9, 0x25, 0xd0, 0x11, 0xef};
+    const unsigned char canon[16] = {0x6c, 0x12, 0x28, 0x9e, 0x38, 0xcd, 0x01, 0x4b,
+                                     0xa0, 0x52, 0xba, 0xf9, 0x25, 0xd0, 0x11, 0xef};
+    unsigned char u[16], back[16];
+    char text[37];
+
+    ASSERT_TRUE(sb_lock_token_from_tag(tag, 16, u, text));
+    ASSERT_STREQ(text, "6c12289e-38cd-014b-a052-baf925d011ef");
+    ASSERT_TRUE(memcmp(u, canon, 16) == 0);
+    sb_guid_swap(u, back);
+    ASSERT_TRUE(memcmp(back, tag, 16) == 0);
+    ASSERT_TRUE(sb_guid_parse("6C12289E-38CD-014B-A052-BAF925D011EF", u));
+    ASSERT_TRUE(memcmp(u, canon, 16) == 0);
+    ASSERT_TRUE(!sb_guid_parse("6c12289e-38cd-014b-a052-baf925d011e", u));
+    ASSERT_TRUE(!sb_guid_parse("6c12289e-38cd-014b-a052xbaf925d011ef", u));
+    ASSERT_TRUE(!sb_guid_parse("6c12289e-38cd-014b-a052-baf925d011eg", u));
+    ASSERT_TRUE(!sb_lock_token_from_tag(tag, 15, u, text));
+    ASSERT_STREQ(text, "");
+}
+
+int main(void)
+{
+    RUN(test_full);
+    RUN(test_amqp_value_string);
+    RUN(test_unsupported_bodies);
+    RUN(test_malformed);
+    RUN(test_guid);
+    return ib_test_done();
+}
