@@ -1,0 +1,195 @@
+/* Routes: compile-time validation, first-match-wins matching, parameter
+ * binding from message fields, properties and JSON paths, and keys. */
+#include <stdlib.h>
+
+#include "ib_test.h"
+#include "wk_route.h"
+
+static json_t *J(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    if (!j) {
+        fprintf(stderr, "bad test JSON: %s: %s\n", e.text, text);
+        abort();
+    }
+    return j;
+}
+
+static char *compile_errors(const char *text, int *n, wk_routes_t *rs)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    json_t *j = J(text);
+    *n = wk_routes_compile(j, rs, fp);
+    fclose(fp);
+    json_decref(j);
+    return buf;
+}
+
+static sb_prop_t props[3];
+
+static void make_msg(sb_msg_t *m, const char *subject, const char *body)
+{
+    memset(m, 0, sizeof(*m));
+    m->message_id = "m-1";
+    m->subject = (char *)subject;
+    m->sequence_number = 42;
+    m->delivery_count = 2;
+    m->enqueued_ms = 1764676074123LL; /* 2025-12-02 11:47:54.123 UTC */
+    props[0] = (sb_prop_t){"type", SB_PROP_STRING, "OrderPlaced", 0, 0};
+    props[1] = (sb_prop_t){"tenant", SB_PROP_INT64, NULL, 7, 0};
+    props[2] = (sb_prop_t){"vip", SB_PROP_BOOL, NULL, 1, 0};
+    m->props = props;
+    m->nprops = 3;
+    m->body = (unsigned char *)body;
+    m->body_len = body ? strlen(body) : 0;
+}
+
+static void test_compile_errors(void)
+{
+    wk_routes_t rs;
+    int n;
+    char *e = compile_errors(
+        "[{\"match\":\"*\",\"sql\":\"INSERT INTO t VALUES (?, ?)\",\"params\":[\"$.a\"]},"
+        "{\"sql\":\"x\"},"
+        "{\"match\":{\"subject\":1},\"action\":\"deadletter\"},"
+        "{\"match\":\"*\",\"sql\":\"select ?\",\"params\":[\"nonsense\"],\"colour\":1},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":\"k:{$.a\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"on_permanent\":\"explode\"},"
+        "{\"match\":\"*\",\"sql\":[\"select ?\",\"select 1\"],\"params\":[\"$.a\"]},"
+        "{\"match\":\"*\",\"sql\":\"select '?'\",\"params\":[]}]",
+        &n, &rs);
+    ASSERT_CONTAINS(e, "config: routes[0].sql: has 2 '?' placeholders but 1 params");
+    ASSERT_CONTAINS(e, "config: routes[1].match: missing");
+    ASSERT_CONTAINS(e, "config: routes[2].match.subject: must be a string");
+    ASSERT_CONTAINS(e, "config: routes[2].reason: action \"deadletter\" needs");
+    ASSERT_CONTAINS(e, "config: routes[3].colour: unknown key");
+    ASSERT_CONTAINS(e, "config: routes[3].params: unknown source \"nonsense\"");
+    ASSERT_CONTAINS(e, "config: routes[4].idempotency_key: a '{' is never closed");
+    ASSERT_CONTAINS(e, "config: routes[5].on_permanent:");
+    ASSERT_CONTAINS(e, "config: routes[6].params: with 2 statements");
+    ASSERT_NOT_CONTAINS(e, "routes[7]"); /* a quoted '?' is not a placeholder */
+    ASSERT_EQ(n, 10);
+    free(e);
+    wk_routes_free(&rs);
+}
+
+static void test_match_first_wins(void)
+{
+    wk_routes_t rs;
+    int n;
+    sb_msg_t m;
+    char *e = compile_errors(
+        "[{\"match\":{\"subject\":\"Skip\"},\"action\":\"complete\"},"
+        "{\"match\":{\"property\":{\"type\":\"OrderPlaced\",\"tenant\":7}},\"sql\":\"select 1\"},"
+        "{\"match\":{\"subject\":\"Bad\",\"property\":{\"vip\":true}},\"action\":\"deadletter\","
+        "\"reason\":\"Rejected\"},"
+        "{\"match\":\"*\",\"sql\":\"select 2\"}]",
+        &n, &rs);
+    ASSERT_EQ(n, 0);
+    make_msg(&m, "Skip", "{}");
+    ASSERT_EQ(wk_route_index(wk_routes_match(&rs, &m)), 0);
+    ASSERT_EQ(wk_route_action(wk_routes_match(&rs, &m)), WK_ACT_COMPLETE);
+    make_msg(&m, "Other", "{}");
+    ASSERT_EQ(wk_route_index(wk_routes_match(&rs, &m)), 1);
+    props[1].i = 8; /* tenant no longer matches */
+    ASSERT_EQ(wk_route_index(wk_routes_match(&rs, &m)), 3);
+    m.subject = "Bad";
+    ASSERT_EQ(wk_route_index(wk_routes_match(&rs, &m)), 2);
+    ASSERT_STREQ(wk_route_reason(wk_routes_match(&rs, &m)), "Rejected");
+    free(e);
+    wk_routes_free(&rs);
+
+    e = compile_errors("[{\"match\":{\"subject\":\"A\"},\"sql\":\"select 1\"}]", &n, &rs);
+    make_msg(&m, NULL, "{}");
+    ASSERT_TRUE(wk_routes_match(&rs, &m) == NULL); /* no subject: no match */
+    free(e);
+    wk_routes_free(&rs);
+}
+
+static void test_bind_sources(void)
+{
+    wk_routes_t rs;
+    wk_binding_t b;
+    ib_error_t err;
+    sb_msg_t m;
+    int n;
+    char *e = compile_errors(
+        "[{\"match\":\"*\",\"sql\":[\"insert into t values (?,?,?,?,?,?,?)\","
+        "\"update u set x = ? where y = ?\"],"
+        "\"params\":[[\"$.order.id\",\"$.items[1].sku\",\"message_id\",\"prop:tenant\","
+        "\"enqueued_at\",\"$.order\",{\"const\":\"lit\"}],[\"$['odd key']\",\"correlation_id\"]],"
+        "\"idempotency_key\":\"order:{$.order.id}:{prop:type}:{{x}}\"}]",
+        &n, &rs);
+    ASSERT_EQ(n, 0);
+    make_msg(&m, "S", "{\"order\":{\"id\":991},\"items\":[{\"sku\":\"a\"},{\"sku\":\"b\"}],"
+                      "\"odd key\":1.5}");
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(b.nstmts, 2);
+    ASSERT_EQ(b.stmts[0].nparams, 7);
+    ASSERT_EQ(b.stmts[0].params[0].type, DB_PARAM_INT);
+    ASSERT_EQ(b.stmts[0].params[0].i, 991);
+    ASSERT_STREQ(b.stmts[0].params[1].text, "b");
+    ASSERT_STREQ(b.stmts[0].params[2].text, "m-1");
+    ASSERT_EQ(b.stmts[0].params[3].i, 7);
+    ASSERT_STREQ(b.stmts[0].params[4].text, "2025-12-02 11:47:54.123");
+    ASSERT_STREQ(b.stmts[0].params[5].text, "{\"id\":991}");
+    ASSERT_STREQ(b.stmts[0].params[6].text, "lit");
+    ASSERT_EQ(b.stmts[1].params[0].type, DB_PARAM_FLOAT);
+    ASSERT_EQ(b.stmts[1].params[1].type, DB_PARAM_NULL); /* absent correlation id */
+    ASSERT_STREQ(b.idempotency_key, "order:991:OrderPlaced:{x}");
+    wk_binding_free(&b);
+
+    /* A missing path names the path; a body that is not JSON is InvalidJson. */
+    make_msg(&m, "S", "{\"order\":{}}");
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_MISSING_FIELD);
+    ASSERT_CONTAINS(err.text, "$.order.id");
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    wk_binding_free(&b);
+    make_msg(&m, "S", "{not json");
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_INVALID_JSON);
+    wk_binding_free(&b);
+    make_msg(&m, "S", NULL);
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_INVALID_JSON);
+    wk_binding_free(&b);
+    free(e);
+    wk_routes_free(&rs);
+}
+
+static void test_key_limits(void)
+{
+    wk_routes_t rs;
+    wk_binding_t b;
+    ib_error_t err;
+    sb_msg_t m;
+    int n;
+    char body[600];
+    char *e = compile_errors("[{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":"
+                             "\"k:{$.id}\"}]",
+                             &n, &rs);
+    ASSERT_EQ(n, 0);
+    snprintf(body, sizeof(body), "{\"id\":\"%0500d\"}", 1);
+    make_msg(&m, "S", body);
+    ASSERT_EQ(wk_route_bind(&rs.v[0], &m, &b, &err), IB_E_INVAL);
+    wk_binding_free(&b);
+    make_msg(&m, "S", "{\"id\":null}");
+    ASSERT_EQ(wk_route_bind(&rs.v[0], &m, &b, &err), IB_E_MISSING_FIELD);
+    wk_binding_free(&b);
+    make_msg(&m, "S", "{\"id\":\"x\"}");
+    ASSERT_EQ(wk_route_bind(&rs.v[0], &m, &b, &err), IB_E_OK);
+    ASSERT_STREQ(b.idempotency_key, "k:x");
+    wk_binding_free(&b);
+    free(e);
+    wk_routes_free(&rs);
+}
+
+int main(void)
+{
+    RUN(test_compile_errors);
+    RUN(test_match_first_wins);
+    RUN(test_bind_sources);
+    RUN(test_key_limits);
+    return ib_test_done();
+}

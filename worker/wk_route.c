@@ -1,0 +1,831 @@
+#include "wk_route.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KEY_MAX 400
+
+typedef enum {
+    SRC_CONST,
+    SRC_MESSAGE_ID,
+    SRC_BODY,
+    SRC_SUBJECT,
+    SRC_CORRELATION_ID,
+    SRC_SESSION_ID,
+    SRC_CONTENT_TYPE,
+    SRC_ENQUEUED_AT,
+    SRC_SEQUENCE_NUMBER,
+    SRC_DELIVERY_COUNT,
+    SRC_PROP,
+    SRC_JSON,
+} src_kind_t;
+
+static const struct {
+    const char *name;
+    src_kind_t kind;
+} field_sources[] = {
+    {"message_id", SRC_MESSAGE_ID},       {"body", SRC_BODY},
+    {"subject", SRC_SUBJECT},             {"correlation_id", SRC_CORRELATION_ID},
+    {"session_id", SRC_SESSION_ID},       {"content_type", SRC_CONTENT_TYPE},
+    {"enqueued_at", SRC_ENQUEUED_AT},     {"sequence_number", SRC_SEQUENCE_NUMBER},
+    {"delivery_count", SRC_DELIVERY_COUNT},
+};
+
+typedef struct step {
+    char *name; /* object member, or NULL for an index */
+    size_t index;
+} step_t;
+
+typedef struct src {
+    src_kind_t kind;
+    char *text; /* the source as written (for errors), or the property name */
+    step_t *steps;
+    size_t nsteps;
+    json_t *constant;
+} src_t;
+
+typedef struct stmt_spec {
+    char *sql;
+    src_t *params;
+    size_t nparams;
+} stmt_spec_t;
+
+typedef struct part {
+    char *lit; /* literal text, or NULL for a source */
+    src_t src;
+} part_t;
+
+typedef struct prop_match {
+    char *key;
+    char *value;
+} prop_match_t;
+
+struct wk_route {
+    size_t index;
+    bool any;
+    char *subject;
+    prop_match_t *props;
+    size_t nprops;
+    wk_action_t action;
+    char *reason;
+    stmt_spec_t *stmts;
+    size_t nstmts;
+    part_t *key;
+    size_t nkey;
+    bool record;
+    bool needs_json;
+};
+
+/* ---- compile ---------------------------------------------------------- */
+
+typedef struct {
+    FILE *errs;
+    int n;
+    size_t index;
+} problems_t;
+
+static void problem(problems_t *p, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void problem(problems_t *p, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    p->n++;
+    if (!p->errs)
+        return;
+    fprintf(p->errs, "config: routes[%zu]%s%s: ", p->index, *field ? "." : "", field);
+    va_start(ap, fmt);
+    vfprintf(p->errs, fmt, ap);
+    va_end(ap);
+    fputc('\n', p->errs);
+}
+
+/* Parses "$.a.b[0]['x']" into steps; returns false on a syntax error. */
+static bool parse_path(const char *path, src_t *src)
+{
+    const char *p = path + 1;
+    size_t cap = 0;
+
+    while (*p) {
+        step_t st = {NULL, 0};
+        if (*p == '.') {
+            const char *s = ++p;
+            while (*p && *p != '.' && *p != '[')
+                p++;
+            if (p == s)
+                return false;
+            st.name = strndup(s, (size_t)(p - s));
+        } else if (*p == '[' && (p[1] == '"' || p[1] == '\'')) {
+            char q = p[1];
+            const char *s = p + 2, *e = strchr(s, q);
+            if (!e || e[1] != ']')
+                return false;
+            st.name = strndup(s, (size_t)(e - s));
+            p = e + 2;
+        } else if (*p == '[') {
+            char *end;
+            long v;
+            if (!isdigit((unsigned char)p[1]))
+                return false;
+            v = strtol(p + 1, &end, 10);
+            if (*end != ']' || v < 0)
+                return false;
+            st.index = (size_t)v;
+            p = end + 1;
+        } else {
+            return false;
+        }
+        if (src->nsteps == cap) {
+            cap = cap ? cap * 2 : 4;
+            src->steps = realloc(src->steps, cap * sizeof(*src->steps));
+        }
+        src->steps[src->nsteps++] = st;
+    }
+    return true;
+}
+
+static void src_free(src_t *s)
+{
+    free(s->text);
+    for (size_t i = 0; i < s->nsteps; i++)
+        free(s->steps[i].name);
+    free(s->steps);
+    json_decref(s->constant);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Compiles a source given as text (a field name, prop:NAME or $path). */
+static bool compile_source_text(const char *t, src_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < sizeof(field_sources) / sizeof(field_sources[0]); i++) {
+        if (strcmp(t, field_sources[i].name) == 0) {
+            out->kind = field_sources[i].kind;
+            out->text = strdup(t);
+            return true;
+        }
+    }
+    if (strncmp(t, "prop:", 5) == 0 && t[5]) {
+        out->kind = SRC_PROP;
+        out->text = strdup(t + 5);
+        return true;
+    }
+    if (t[0] == '$') {
+        out->kind = SRC_JSON;
+        out->text = strdup(t);
+        if (!parse_path(t, out)) {
+            src_free(out);
+            return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+static bool compile_param(const json_t *v, src_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (json_is_string(v))
+        return compile_source_text(json_string_value(v), out);
+    if (json_is_object(v)) {
+        json_t *c = json_object_get(v, "const");
+        if (json_object_size(v) != 1 || !c || !json_is_string(c))
+            return false;
+        out->kind = SRC_CONST;
+        out->constant = json_incref(c);
+        out->text = strdup("const");
+        return true;
+    }
+    if (json_is_number(v) || json_is_boolean(v) || json_is_null(v)) {
+        out->kind = SRC_CONST;
+        out->constant = json_incref((json_t *)v);
+        out->text = strdup("const");
+        return true;
+    }
+    return false;
+}
+
+/* Counts '?' placeholders outside quoted literals and identifiers. */
+static size_t count_placeholders(const char *sql)
+{
+    size_t n = 0;
+    char quote = 0;
+    for (const char *c = sql; *c; c++) {
+        if (quote) {
+            if (*c == quote)
+                quote = 0;
+        } else if (*c == '\'' || *c == '"' || *c == '[' || *c == '`') {
+            quote = *c == '[' ? ']' : *c;
+        } else if (*c == '?') {
+            n++;
+        }
+    }
+    return n;
+}
+
+static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params, problems_t *p)
+{
+    size_t nsql = json_is_array(sql) ? json_array_size(sql) : 1;
+
+    if (!json_is_string(sql) && !json_is_array(sql)) {
+        problem(p, "sql", "must be a string or an array of strings");
+        return;
+    }
+    if (nsql == 0) {
+        problem(p, "sql", "is an empty array");
+        return;
+    }
+    if (params && !json_is_array(params)) {
+        problem(p, "params", "must be an array");
+        return;
+    }
+    if (json_is_array(sql) && params && json_array_size(params) != nsql) {
+        problem(p, "params", "with %zu statements, params must hold %zu arrays (one per statement)",
+                nsql, nsql);
+        return;
+    }
+    r->stmts = calloc(nsql, sizeof(*r->stmts));
+    r->nstmts = nsql;
+    for (size_t i = 0; i < nsql; i++) {
+        const json_t *s = json_is_array(sql) ? json_array_get(sql, i) : sql;
+        const json_t *plist = !params               ? NULL
+                              : json_is_array(sql) ? json_array_get(params, i)
+                                                   : params;
+        char field[32];
+        size_t np, want;
+
+        snprintf(field, sizeof(field), json_is_array(sql) ? "sql[%zu]" : "sql", i);
+        if (!json_is_string(s) || !*json_string_value(s)) {
+            problem(p, field, "must be a non-empty string");
+            continue;
+        }
+        r->stmts[i].sql = strdup(json_string_value(s));
+        if (plist && !json_is_array(plist)) {
+            problem(p, "params", "entry %zu must be an array", i);
+            continue;
+        }
+        np = plist ? json_array_size(plist) : 0;
+        want = count_placeholders(r->stmts[i].sql);
+        if (np != want) {
+            problem(p, field, "has %zu '?' placeholders but %zu params", want, np);
+            continue;
+        }
+        r->stmts[i].params = calloc(np ? np : 1, sizeof(src_t));
+        r->stmts[i].nparams = np;
+        for (size_t k = 0; k < np; k++) {
+            if (!compile_param(json_array_get(plist, k), &r->stmts[i].params[k])) {
+                char *t = json_dumps(json_array_get(plist, k), JSON_ENCODE_ANY);
+                problem(p, "params", "unknown source %s (use message_id, body, subject, "
+                        "correlation_id, session_id, content_type, enqueued_at, sequence_number, "
+                        "delivery_count, prop:NAME, $.json.path, or a literal)", t ? t : "?");
+                free(t);
+            } else if (r->stmts[i].params[k].kind == SRC_JSON) {
+                r->needs_json = true;
+            }
+        }
+    }
+}
+
+static void compile_key(wk_route_t *r, const json_t *key, problems_t *p)
+{
+    const char *t, *c;
+    size_t cap = 0;
+    char *lit = NULL;
+    size_t llen = 0;
+
+    if (!json_is_string(key) || !*json_string_value(key)) {
+        problem(p, "idempotency_key", "must be a non-empty string");
+        return;
+    }
+    t = json_string_value(key);
+    lit = malloc(strlen(t) + 1);
+    for (c = t;; c++) {
+        bool end = *c == '\0';
+        bool open = *c == '{' && c[1] != '{';
+        if (*c == '{' && c[1] == '{') {
+            lit[llen++] = '{';
+            c++;
+            continue;
+        }
+        if (*c == '}' && c[1] == '}') {
+            lit[llen++] = '}';
+            c++;
+            continue;
+        }
+        if ((end || open) && llen) {
+            if (r->nkey + 1 > cap) {
+                cap = cap ? cap * 2 : 4;
+                r->key = realloc(r->key, cap * sizeof(*r->key));
+            }
+            memset(&r->key[r->nkey], 0, sizeof(part_t));
+            r->key[r->nkey++].lit = strndup(lit, llen);
+            llen = 0;
+        }
+        if (end)
+            break;
+        if (open) {
+            const char *close = strchr(c, '}');
+            char *inner;
+            if (!close) {
+                problem(p, "idempotency_key", "a '{' is never closed");
+                break;
+            }
+            inner = strndup(c + 1, (size_t)(close - c - 1));
+            if (r->nkey + 1 > cap) {
+                cap = cap ? cap * 2 : 4;
+                r->key = realloc(r->key, cap * sizeof(*r->key));
+            }
+            memset(&r->key[r->nkey], 0, sizeof(part_t));
+            if (!compile_source_text(inner, &r->key[r->nkey].src)) {
+                problem(p, "idempotency_key", "unknown source {%s}", inner);
+            } else {
+                if (r->key[r->nkey].src.kind == SRC_JSON)
+                    r->needs_json = true;
+                r->nkey++;
+            }
+            free(inner);
+            c = close;
+            continue;
+        }
+        if (*c == '}') {
+            problem(p, "idempotency_key", "a '}' has no '{' (write '}}' for a literal brace)");
+            break;
+        }
+        lit[llen++] = *c;
+    }
+    free(lit);
+}
+
+static void compile_match(wk_route_t *r, const json_t *m, problems_t *p)
+{
+    const char *k;
+    json_t *v;
+
+    if (json_is_string(m) && strcmp(json_string_value(m), "*") == 0) {
+        r->any = true;
+        return;
+    }
+    if (!json_is_object(m) || json_object_size(m) == 0) {
+        problem(p, "match", "must be \"*\" or an object with subject and/or property");
+        return;
+    }
+    json_object_foreach((json_t *)m, k, v)
+    {
+        if (strcmp(k, "subject") == 0) {
+            if (!json_is_string(v))
+                problem(p, "match.subject", "must be a string");
+            else
+                r->subject = strdup(json_string_value(v));
+        } else if (strcmp(k, "property") == 0) {
+            const char *pk;
+            json_t *pv;
+            if (!json_is_object(v) || json_object_size(v) == 0) {
+                problem(p, "match.property", "must be an object of name: value");
+                continue;
+            }
+            r->props = calloc(json_object_size(v), sizeof(*r->props));
+            json_object_foreach(v, pk, pv)
+            {
+                char buf[64];
+                const char *text = NULL;
+                if (json_is_string(pv))
+                    text = json_string_value(pv);
+                else if (json_is_integer(pv))
+                    snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(pv)),
+                        text = buf;
+                else if (json_is_boolean(pv))
+                    text = json_is_true(pv) ? "true" : "false";
+                if (!text) {
+                    problem(p, "match.property", "%s must be a string, integer or boolean", pk);
+                    continue;
+                }
+                r->props[r->nprops].key = strdup(pk);
+                r->props[r->nprops++].value = strdup(text);
+            }
+        } else {
+            problem(p, "match", "unknown key %s (use subject or property)", k);
+        }
+    }
+}
+
+static void compile_route(wk_route_t *r, const json_t *j, problems_t *p)
+{
+    static const char *const known[] = {"match", "sql", "params", "idempotency_key",
+                                        "on_permanent", "action", "reason", NULL};
+    const char *k;
+    json_t *v, *action, *onp;
+
+    if (!json_is_object(j)) {
+        problem(p, "", "must be an object");
+        return;
+    }
+    json_object_foreach((json_t *)j, k, v)
+    {
+        int i;
+        for (i = 0; known[i] && strcmp(known[i], k) != 0; i++)
+            ;
+        if (!known[i])
+            problem(p, k, "unknown key");
+    }
+    if (!json_object_get(j, "match"))
+        problem(p, "match", "missing (use \"*\" to match every message)");
+    else
+        compile_match(r, json_object_get(j, "match"), p);
+
+    action = json_object_get(j, "action");
+    if (action) {
+        const char *a = json_is_string(action) ? json_string_value(action) : "";
+        if (strcmp(a, "deadletter") == 0) {
+            json_t *reason = json_object_get(j, "reason");
+            r->action = WK_ACT_DEADLETTER;
+            if (!json_is_string(reason) || !*json_string_value(reason))
+                problem(p, "reason", "action \"deadletter\" needs a non-empty reason");
+            else
+                r->reason = strdup(json_string_value(reason));
+        } else if (strcmp(a, "complete") == 0) {
+            r->action = WK_ACT_COMPLETE;
+        } else {
+            problem(p, "action", "must be \"deadletter\" or \"complete\"");
+        }
+        if (json_object_get(j, "sql"))
+            problem(p, "sql", "not allowed with action");
+        return;
+    }
+    r->action = WK_ACT_APPLY;
+    if (json_object_get(j, "reason"))
+        problem(p, "reason", "only allowed with action \"deadletter\"");
+    if (!json_object_get(j, "sql"))
+        problem(p, "sql", "missing (or give action \"deadletter\" / \"complete\")");
+    else
+        compile_stmts(r, json_object_get(j, "sql"), json_object_get(j, "params"), p);
+    if (json_object_get(j, "idempotency_key"))
+        compile_key(r, json_object_get(j, "idempotency_key"), p);
+    onp = json_object_get(j, "on_permanent");
+    if (onp) {
+        const char *o = json_is_string(onp) ? json_string_value(onp) : "";
+        if (strcmp(o, "record") == 0)
+            r->record = true;
+        else if (strcmp(o, "deadletter") != 0)
+            problem(p, "on_permanent", "must be \"deadletter\" or \"record\"");
+    }
+}
+
+int wk_routes_compile(const json_t *routes, wk_routes_t *out, FILE *errs)
+{
+    problems_t p = {errs, 0, 0};
+    size_t n = json_array_size(routes);
+
+    memset(out, 0, sizeof(*out));
+    if (!json_is_array(routes)) {
+        if (errs)
+            fprintf(errs, "config: routes: must be an array\n");
+        return 1;
+    }
+    out->v = calloc(n ? n : 1, sizeof(*out->v));
+    out->n = n;
+    for (size_t i = 0; i < n; i++) {
+        p.index = i;
+        out->v[i].index = i;
+        compile_route(&out->v[i], json_array_get(routes, i), &p);
+    }
+    return p.n;
+}
+
+void wk_routes_free(wk_routes_t *routes)
+{
+    for (size_t i = 0; i < routes->n; i++) {
+        wk_route_t *r = &routes->v[i];
+        free(r->subject);
+        for (size_t k = 0; k < r->nprops; k++) {
+            free(r->props[k].key);
+            free(r->props[k].value);
+        }
+        free(r->props);
+        free(r->reason);
+        for (size_t s = 0; s < r->nstmts; s++) {
+            free(r->stmts[s].sql);
+            for (size_t k = 0; k < r->stmts[s].nparams; k++)
+                src_free(&r->stmts[s].params[k]);
+            free(r->stmts[s].params);
+        }
+        free(r->stmts);
+        for (size_t k = 0; k < r->nkey; k++) {
+            free(r->key[k].lit);
+            src_free(&r->key[k].src);
+        }
+        free(r->key);
+    }
+    free(routes->v);
+    memset(routes, 0, sizeof(*routes));
+}
+
+/* ---- match ------------------------------------------------------------ */
+
+/* The text of a property for matching; buf holds rendered numbers. */
+static const char *prop_text(const sb_prop_t *pr, char *buf, size_t size)
+{
+    switch (pr->type) {
+    case SB_PROP_STRING:
+    case SB_PROP_OTHER:
+        return pr->str;
+    case SB_PROP_INT64:
+        snprintf(buf, size, "%lld", pr->i);
+        return buf;
+    case SB_PROP_BOOL:
+        return pr->i ? "true" : "false";
+    case SB_PROP_DOUBLE:
+        snprintf(buf, size, "%.17g", pr->d);
+        return buf;
+    default:
+        return NULL;
+    }
+}
+
+const wk_route_t *wk_routes_match(const wk_routes_t *routes, const sb_msg_t *msg)
+{
+    for (size_t i = 0; i < routes->n; i++) {
+        const wk_route_t *r = &routes->v[i];
+        bool ok = true;
+        if (r->any)
+            return r;
+        if (r->subject && (!msg->subject || strcmp(r->subject, msg->subject) != 0))
+            ok = false;
+        for (size_t k = 0; ok && k < r->nprops; k++) {
+            const sb_prop_t *pr = sb_msg_prop(msg, r->props[k].key);
+            char buf[64];
+            const char *t = pr ? prop_text(pr, buf, sizeof(buf)) : NULL;
+            if (!t || strcmp(t, r->props[k].value) != 0)
+                ok = false;
+        }
+        if (ok && (r->subject || r->nprops))
+            return r;
+    }
+    return NULL;
+}
+
+wk_action_t wk_route_action(const wk_route_t *r)
+{
+    return r->action;
+}
+
+const char *wk_route_reason(const wk_route_t *r)
+{
+    return r->reason;
+}
+
+bool wk_route_records_failures(const wk_route_t *r)
+{
+    return r->record;
+}
+
+size_t wk_route_index(const wk_route_t *r)
+{
+    return r->index;
+}
+
+/* ---- bind ------------------------------------------------------------- */
+
+static char *keep(wk_binding_t *b, char *s)
+{
+    if (!s)
+        return NULL;
+    if (b->nstrings == b->cap_strings) {
+        b->cap_strings = b->cap_strings ? b->cap_strings * 2 : 8;
+        b->strings = realloc(b->strings, b->cap_strings * sizeof(*b->strings));
+    }
+    b->strings[b->nstrings++] = s;
+    return s;
+}
+
+static const json_t *walk(const json_t *root, const src_t *s)
+{
+    const json_t *cur = root;
+    for (size_t i = 0; cur && i < s->nsteps; i++)
+        cur = s->steps[i].name ? json_object_get(cur, s->steps[i].name)
+                               : json_array_get(cur, s->steps[i].index);
+    return cur;
+}
+
+static ib_err_t body_json(wk_binding_t *b, const sb_msg_t *msg, ib_error_t *err)
+{
+    json_error_t jerr;
+    if (b->body_json)
+        return IB_E_OK;
+    b->body_json = json_loadb((const char *)msg->body, msg->body_len,
+                              JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+    if (!b->body_json)
+        return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                            "body is not valid JSON: %s at line %d column %d", jerr.text,
+                            jerr.line, jerr.column);
+    return IB_E_OK;
+}
+
+static db_param_t from_json(wk_binding_t *b, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return DB_TEXT(keep(b, strdup(json_string_value(v))));
+    case JSON_INTEGER:
+        return DB_INT(json_integer_value(v));
+    case JSON_REAL:
+        return DB_FLOAT(json_real_value(v));
+    case JSON_TRUE:
+        return DB_INT(1);
+    case JSON_FALSE:
+        return DB_INT(0);
+    case JSON_NULL:
+        return DB_NULL();
+    default:
+        return DB_TEXT(keep(b, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)));
+    }
+}
+
+static db_param_t opt_text(wk_binding_t *b, const char *s)
+{
+    return s ? DB_TEXT(s) : DB_NULL();
+}
+
+static ib_err_t eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_param_t *out,
+                     ib_error_t *err)
+{
+    switch (s->kind) {
+    case SRC_CONST:
+        *out = from_json(b, s->constant);
+        return IB_E_OK;
+    case SRC_MESSAGE_ID:
+        *out = opt_text(b, msg->message_id);
+        return IB_E_OK;
+    case SRC_BODY: {
+        char *t = malloc(msg->body_len + 1);
+        if (!t)
+            return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        if (msg->body_len)
+            memcpy(t, msg->body, msg->body_len);
+        t[msg->body_len] = '\0';
+        *out = DB_TEXT(keep(b, t));
+        return IB_E_OK;
+    }
+    case SRC_SUBJECT:
+        *out = opt_text(b, msg->subject);
+        return IB_E_OK;
+    case SRC_CORRELATION_ID:
+        *out = opt_text(b, msg->correlation_id);
+        return IB_E_OK;
+    case SRC_SESSION_ID:
+        *out = opt_text(b, msg->session_id);
+        return IB_E_OK;
+    case SRC_CONTENT_TYPE:
+        *out = opt_text(b, msg->content_type);
+        return IB_E_OK;
+    case SRC_ENQUEUED_AT: {
+        char *t;
+        time_t sec = (time_t)(msg->enqueued_ms / 1000);
+        struct tm tm;
+        if (!msg->enqueued_ms) {
+            *out = DB_NULL();
+            return IB_E_OK;
+        }
+        t = malloc(32);
+        gmtime_r(&sec, &tm);
+        snprintf(t, 32, "%04d-%02d-%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(msg->enqueued_ms % 1000));
+        *out = DB_TEXT(keep(b, t));
+        return IB_E_OK;
+    }
+    case SRC_SEQUENCE_NUMBER:
+        *out = DB_INT(msg->sequence_number);
+        return IB_E_OK;
+    case SRC_DELIVERY_COUNT:
+        *out = DB_INT(msg->delivery_count);
+        return IB_E_OK;
+    case SRC_PROP: {
+        const sb_prop_t *pr = sb_msg_prop(msg, s->text);
+        if (!pr)
+            return ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                                "application property '%s' is missing", s->text);
+        switch (pr->type) {
+        case SB_PROP_INT64:
+        case SB_PROP_BOOL:
+            *out = DB_INT(pr->i);
+            break;
+        case SB_PROP_DOUBLE:
+            *out = DB_FLOAT(pr->d);
+            break;
+        case SB_PROP_NULL:
+            *out = DB_NULL();
+            break;
+        default:
+            *out = opt_text(b, pr->str);
+        }
+        return IB_E_OK;
+    }
+    case SRC_JSON: {
+        const json_t *v;
+        ib_err_t rc = body_json(b, msg, err);
+        if (rc != IB_E_OK)
+            return rc;
+        v = walk(b->body_json, s);
+        if (!v)
+            return ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                                "field %s is missing from the body", s->text);
+        *out = from_json(b, v);
+        return IB_E_OK;
+    }
+    }
+    return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "unknown source");
+}
+
+static ib_err_t render_key(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *b,
+                           ib_error_t *err)
+{
+    char key[KEY_MAX + 64];
+    size_t len = 0;
+
+    for (size_t i = 0; i < r->nkey; i++) {
+        char num[64];
+        const char *t;
+        db_param_t v;
+        ib_err_t rc;
+
+        if (r->key[i].lit) {
+            t = r->key[i].lit;
+        } else {
+            rc = eval(b, &r->key[i].src, msg, &v, err);
+            if (rc != IB_E_OK)
+                return rc;
+            switch (v.type) {
+            case DB_PARAM_TEXT:
+                t = v.text;
+                break;
+            case DB_PARAM_INT:
+                snprintf(num, sizeof(num), "%lld", v.i);
+                t = num;
+                break;
+            case DB_PARAM_FLOAT:
+                snprintf(num, sizeof(num), "%.17g", v.f);
+                t = num;
+                break;
+            default:
+                return ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                                    "idempotency key source %s is null or absent",
+                                    r->key[i].src.text);
+            }
+        }
+        size_t tl = strlen(t);
+        if (len + tl > KEY_MAX)
+            return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                                "idempotency key is longer than %d bytes", KEY_MAX);
+        memcpy(key + len, t, tl);
+        len += tl;
+    }
+    key[len] = '\0';
+    b->idempotency_key = keep(b, strdup(key));
+    return IB_E_OK;
+}
+
+ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out,
+                       ib_error_t *err)
+{
+    size_t total = 0, at = 0;
+    ib_err_t rc;
+
+    memset(out, 0, sizeof(*out));
+    for (size_t s = 0; s < r->nstmts; s++)
+        total += r->stmts[s].nparams;
+    out->stmts = calloc(r->nstmts ? r->nstmts : 1, sizeof(*out->stmts));
+    out->params = calloc(total ? total : 1, sizeof(*out->params));
+    if (!out->stmts || !out->params)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    out->nstmts = r->nstmts;
+    for (size_t s = 0; s < r->nstmts; s++) {
+        out->stmts[s].sql = r->stmts[s].sql;
+        out->stmts[s].params = out->params + at;
+        out->stmts[s].nparams = r->stmts[s].nparams;
+        for (size_t k = 0; k < r->stmts[s].nparams; k++) {
+            rc = eval(out, &r->stmts[s].params[k], msg, &out->params[at++], err);
+            if (rc != IB_E_OK)
+                return rc;
+        }
+    }
+    if (r->nkey) {
+        rc = render_key(r, msg, out, err);
+        if (rc != IB_E_OK)
+            return rc;
+    }
+    ib_error_clear(err);
+    return IB_E_OK;
+}
+
+void wk_binding_free(wk_binding_t *b)
+{
+    for (size_t i = 0; i < b->nstrings; i++)
+        free(b->strings[i]);
+    free(b->strings);
+    free(b->stmts);
+    free(b->params);
+    json_decref(b->body_json);
+    memset(b, 0, sizeof(*b));
+}
