@@ -1,0 +1,520 @@
+/*
+ * db_conn.c - ODBC connections: open, reopen after a loss, run one
+ * statement with bound parameters, turn diagnostics into an ib_error_t.
+ */
+#include "db_conn_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db_connstr.h"
+#include "ib_log.h"
+
+#define DEFAULT_TABLE "inbox"
+#define DEFAULT_LOGIN_TIMEOUT_S 15
+/* Text longer than this is bound as a long type (SQL Server varchar(max)). */
+#define SHORT_TEXT_MAX 4000
+
+static bool ok(SQLRETURN rc)
+{
+    return rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO;
+}
+
+/* Replaces every occurrence of each secret of the connection string in text. */
+static void mask_secrets(const char *connstr, char *text, size_t size)
+{
+    db_connstr_t cs;
+
+    if (!connstr || db_connstr_parse(connstr, &cs, NULL) != IB_E_OK)
+        return;
+    for (size_t k = 0; k < cs.n; k++) {
+        const char *v = cs.attrs[k].value;
+        size_t vl = strlen(v);
+        char *hit;
+        if (!db_connstr_key_is_secret(cs.attrs[k].key) || vl < 3)
+            continue;
+        while ((hit = strstr(text, v)) != NULL) {
+            size_t tail = strlen(hit + vl);
+            memcpy(hit, "***", 3);
+            memmove(hit + 3, hit + vl, tail + 1);
+        }
+    }
+    db_connstr_free(&cs);
+    (void)size;
+}
+
+/*
+ * Errors every dialect shares, checked after the dialect's table: driver
+ * manager problems (IMxxx: no such driver), authentication (28xxx) and an
+ * unknown database (3D000) are configuration, not weather.
+ */
+static ib_class_t common_class(const char *sqlstate)
+{
+    if (strncmp(sqlstate, "IM", 2) == 0 || strncmp(sqlstate, "28", 2) == 0 ||
+        strncmp(sqlstate, "3D", 2) == 0)
+        return IB_CLASS_PERMANENT;
+    return IB_CLASS_NONE;
+}
+
+static bool rule_known(db_dialect_t d, const char *sqlstate, long native)
+{
+    for (const db_errrule_t *r = db_dialect_errtable(d); r->cls != IB_CLASS_NONE; r++) {
+        size_t n = r->sqlstate ? strlen(r->sqlstate) : 0;
+        if ((r->native == DB_NATIVE_ANY || r->native == native) &&
+            (!r->sqlstate || strncasecmp(r->sqlstate, sqlstate, n) == 0))
+            return true;
+    }
+    return false;
+}
+
+ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const char *what,
+                       ib_error_t *err)
+{
+    SQLCHAR state[6] = "", first_state[6] = "";
+    SQLCHAR msg[400] = "", first_msg[400] = "";
+    SQLINTEGER native = 0, first_native = 0;
+    SQLSMALLINT len;
+    bool found = false, have_first = false;
+    ib_error_t local;
+    ib_class_t cls;
+    bool lost;
+
+    if (!err)
+        err = &local;
+    /* The first record that is not a warning (01xxx) is the error. */
+    for (SQLSMALLINT i = 1; i < 10; i++) {
+        SQLRETURN rc = SQLGetDiagRec(htype, h, i, state, &native, msg, sizeof(msg), &len);
+        if (!ok(rc))
+            break;
+        if (!have_first) {
+            memcpy(first_state, state, sizeof(state));
+            memcpy(first_msg, msg, sizeof(msg));
+            first_native = native;
+            have_first = true;
+        }
+        if (strncmp((char *)state, "01", 2) != 0) {
+            found = true;
+            break;
+        }
+    }
+    if (!found) {
+        memcpy(state, first_state, sizeof(state));
+        memcpy(msg, first_msg, sizeof(msg));
+        native = first_native;
+        if (!have_first) {
+            strcpy((char *)state, "HY000");
+            strcpy((char *)msg, "no diagnostic record");
+        }
+    }
+    mask_secrets(dbc ? dbc->connstr : NULL, (char *)msg, sizeof(msg));
+
+    db_dialect_t d = dbc ? dbc->dialect : DB_DIALECT_AUTO;
+    if (rule_known(d, (char *)state, native) || common_class((char *)state) == IB_CLASS_NONE ||
+        db_codes_match(dbc ? &dbc->permanent : NULL, (char *)state, native) ||
+        db_codes_match(dbc ? &dbc->transient : NULL, (char *)state, native))
+        cls = db_classify(d, (char *)state, native, dbc ? &dbc->transient : NULL,
+                          dbc ? &dbc->permanent : NULL);
+    else
+        cls = common_class((char *)state);
+
+    lost = db_dialect_is_conn_lost(d, (char *)state, native);
+    if (!lost && dbc && dbc->connected && dbc->dbc) {
+        SQLUINTEGER dead = SQL_CD_FALSE;
+        if (ok(SQLGetConnectAttr(dbc->dbc, SQL_ATTR_CONNECTION_DEAD, &dead, 0, NULL)) &&
+            dead == SQL_CD_TRUE)
+            lost = true;
+    }
+    if (lost) {
+        cls = IB_CLASS_TRANSIENT;
+        if (dbc)
+            dbc->broken = true;
+    }
+    ib_error_set(err, lost ? IB_E_DB_CONN : IB_E_DB, cls, "%s: [%s/%ld] %s", what,
+                 (char *)state, (long)native, (char *)msg);
+    ib_strlcpy(err->sqlstate, (char *)state, sizeof(err->sqlstate));
+    err->native = native;
+    return err->code;
+}
+
+static void disconnect(db_conn_t *dbc)
+{
+    if (dbc->dbc) {
+        if (dbc->connected) {
+            SQLEndTran(SQL_HANDLE_DBC, dbc->dbc, SQL_ROLLBACK);
+            SQLDisconnect(dbc->dbc);
+        }
+        SQLFreeHandle(SQL_HANDLE_DBC, dbc->dbc);
+        dbc->dbc = NULL;
+    }
+    if (dbc->env) {
+        SQLFreeHandle(SQL_HANDLE_ENV, dbc->env);
+        dbc->env = NULL;
+    }
+    dbc->connected = false;
+    dbc->in_txn = false;
+}
+
+static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
+{
+    SQLCHAR out[1024];
+    SQLSMALLINT outlen = 0;
+    SQLCHAR dbms[128] = "";
+    SQLRETURN rc;
+
+    if (!ok(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &dbc->env)))
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "ODBC environment allocation failed");
+    SQLSetEnvAttr(dbc->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0);
+    if (!ok(SQLAllocHandle(SQL_HANDLE_DBC, dbc->env, &dbc->dbc))) {
+        disconnect(dbc);
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "ODBC connection allocation failed");
+    }
+    SQLSetConnectAttr(dbc->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->login_timeout_s, 0);
+    rc = SQLDriverConnect(dbc->dbc, NULL, (SQLCHAR *)dbc->connstr, SQL_NTS, out, sizeof(out),
+                          &outlen, SQL_DRIVER_NOPROMPT);
+    memset(out, 0, sizeof(out)); /* the completed string may hold the password */
+    if (!ok(rc)) {
+        db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "connect", err);
+        err->code = IB_E_DB_CONN;
+        disconnect(dbc);
+        return IB_E_DB_CONN;
+    }
+    dbc->connected = true;
+    rc = SQLSetConnectAttr(dbc->dbc, SQL_ATTR_AUTOCOMMIT, (SQLPOINTER)SQL_AUTOCOMMIT_OFF, 0);
+    if (!ok(rc)) {
+        db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "autocommit off", err);
+        disconnect(dbc);
+        return err->code;
+    }
+    if (dbc->want == DB_DIALECT_AUTO) {
+        SQLSMALLINT l = 0;
+        SQLGetInfo(dbc->dbc, SQL_DBMS_NAME, dbms, sizeof(dbms), &l);
+        dbc->dialect = db_dialect_from_dbms((char *)dbms);
+        if (dbc->dialect == DB_DIALECT_AUTO) {
+            disconnect(dbc);
+            return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                                "db.dialect: cannot detect the dialect of DBMS '%s'; set it",
+                                (char *)dbms);
+        }
+    } else {
+        dbc->dialect = dbc->want;
+    }
+    if (db_sql_insert(dbc->dialect, dbc->table, dbc->sql_insert, sizeof(dbc->sql_insert)) ||
+        db_sql_select_existing(dbc->dialect, dbc->table, dbc->sql_existing,
+                               sizeof(dbc->sql_existing))) {
+        disconnect(dbc);
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+    }
+    dbc->broken = false;
+    return IB_E_OK;
+}
+
+db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
+{
+    db_conn_t *dbc;
+    const char *table;
+    db_connstr_t cs;
+
+    ib_error_clear(err);
+    if (!opt || !opt->connection_string || !*opt->connection_string) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.connection_string: empty");
+        return NULL;
+    }
+    if (db_connstr_parse(opt->connection_string, &cs, err) != IB_E_OK) {
+        ib_error_prefix(err, "db.connection_string");
+        return NULL;
+    }
+    db_connstr_free(&cs);
+    table = opt->inbox_table && *opt->inbox_table ? opt->inbox_table : DEFAULT_TABLE;
+    if (!db_table_name_valid(table)) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "db.inbox_table: '%.80s' is not an identifier or schema.identifier", table);
+        return NULL;
+    }
+    if ((unsigned)opt->dialect > DB_DIALECT_MARIADB) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.dialect: unknown value");
+        return NULL;
+    }
+    dbc = calloc(1, sizeof(*dbc));
+    if (!dbc || !(dbc->connstr = strdup(opt->connection_string)) ||
+        !(dbc->table = strdup(table)) ||
+        db_codes_copy(&dbc->transient, &opt->transient_native) != IB_E_OK ||
+        db_codes_copy(&dbc->permanent, &opt->permanent_native) != IB_E_OK) {
+        db_conn_free(dbc);
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    dbc->want = opt->dialect;
+    dbc->dialect = opt->dialect;
+    dbc->stmt_timeout_s = opt->statement_timeout_s > 0 ? opt->statement_timeout_s : 0;
+    dbc->login_timeout_s = opt->login_timeout_s > 0 ? opt->login_timeout_s : DEFAULT_LOGIN_TIMEOUT_S;
+    if (connect_once(dbc, err) != IB_E_OK) {
+        db_conn_free(dbc);
+        return NULL;
+    }
+    return dbc;
+}
+
+void db_conn_free(db_conn_t *dbc)
+{
+    if (!dbc)
+        return;
+    disconnect(dbc);
+    if (dbc->connstr) {
+        memset(dbc->connstr, 0, strlen(dbc->connstr));
+        free(dbc->connstr);
+    }
+    free(dbc->table);
+    db_codes_free(&dbc->transient);
+    db_codes_free(&dbc->permanent);
+    free(dbc);
+}
+
+db_dialect_t db_conn_dialect(const db_conn_t *dbc)
+{
+    return dbc->dialect;
+}
+
+long db_conn_reconnects(const db_conn_t *dbc)
+{
+    return dbc->reconnects;
+}
+
+ib_err_t db_conn_ensure(db_conn_t *dbc, ib_error_t *err)
+{
+    ib_err_t rc;
+
+    if (dbc->connected && !dbc->broken)
+        return IB_E_OK;
+    disconnect(dbc);
+    rc = connect_once(dbc, err);
+    if (rc != IB_E_OK) {
+        dbc->broken = true;
+        return rc;
+    }
+    dbc->reconnects++;
+    IB_LOG(IB_LOG_INFO, "db_reconnect", IB_MSG("database connection reopened"),
+           IB_S("dialect", db_dialect_name(dbc->dialect)), IB_I("reconnects", dbc->reconnects));
+    return IB_E_OK;
+}
+
+void db_rollback_quiet(db_conn_t *dbc)
+{
+    dbc->in_txn = false;
+    if (!dbc->connected || !dbc->dbc)
+        return;
+    if (!ok(SQLEndTran(SQL_HANDLE_DBC, dbc->dbc, SQL_ROLLBACK))) {
+        ib_error_t e;
+        db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "rollback", &e);
+        /*
+         * A rollback that fails leaves the session in an unknown state:
+         * reopen it rather than reuse a transaction that may hold locks.
+         */
+        dbc->broken = true;
+    }
+}
+
+static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db_bind_t *b,
+                         SQLLEN *ind, SQL_TIMESTAMP_STRUCT *ts, ib_error_t *err)
+{
+    SQLRETURN rc;
+
+    if (b->kind == DB_BIND_TS) {
+        if (b->ts_ms <= 0) {
+            *ind = SQL_NULL_DATA;
+            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_TYPE_TIMESTAMP,
+                                  SQL_TYPE_TIMESTAMP, 23, 3, ts, 0, ind);
+        } else {
+            time_t secs = (time_t)(b->ts_ms / 1000);
+            struct tm tm;
+            gmtime_r(&secs, &tm);
+            ts->year = (SQLSMALLINT)(tm.tm_year + 1900);
+            ts->month = (SQLUSMALLINT)(tm.tm_mon + 1);
+            ts->day = (SQLUSMALLINT)tm.tm_mday;
+            ts->hour = (SQLUSMALLINT)tm.tm_hour;
+            ts->minute = (SQLUSMALLINT)tm.tm_min;
+            ts->second = (SQLUSMALLINT)tm.tm_sec;
+            ts->fraction = (SQLUINTEGER)(b->ts_ms % 1000) * 1000000u;
+            *ind = sizeof(*ts);
+            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_TYPE_TIMESTAMP,
+                                  SQL_TYPE_TIMESTAMP, 23, 3, ts, sizeof(*ts), ind);
+        }
+    } else {
+        const db_param_t *p = &b->p;
+        switch (p->type) {
+        case DB_PARAM_TEXT: {
+            size_t len = p->text ? strlen(p->text) : 0;
+            if (!p->text) {
+                *ind = SQL_NULL_DATA;
+            } else {
+                *ind = (SQLLEN)len;
+            }
+            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_CHAR,
+                                  len > SHORT_TEXT_MAX ? SQL_LONGVARCHAR : SQL_VARCHAR,
+                                  len ? len : 1, 0, (SQLPOINTER)(p->text ? p->text : ""),
+                                  (SQLLEN)len, ind);
+            break;
+        }
+        case DB_PARAM_INT:
+            *ind = 0;
+            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0,
+                                  (SQLPOINTER)&p->i, 0, ind);
+            break;
+        case DB_PARAM_FLOAT:
+            *ind = 0;
+            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_DOUBLE, SQL_DOUBLE, 15, 0,
+                                  (SQLPOINTER)&p->f, 0, ind);
+            break;
+        case DB_PARAM_NULL:
+        default:
+            *ind = SQL_NULL_DATA;
+            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, 1, 0, NULL,
+                                  0, ind);
+            break;
+        }
+    }
+    if (!ok(rc))
+        return db_diag_error(dbc, SQL_HANDLE_STMT, st, "bind parameter", err);
+    return IB_E_OK;
+}
+
+ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
+                db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err)
+{
+    SQLHSTMT st = SQL_NULL_HSTMT;
+    SQLLEN *ind = NULL;
+    SQL_TIMESTAMP_STRUCT *ts = NULL;
+    SQLRETURN rc;
+    ib_err_t res = IB_E_OK;
+
+    if (rows)
+        *rows = 0;
+    if (nbinds > 32767)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "too many parameters");
+    /*
+     * Reopening in the middle of a transaction would run the rest of it
+     * without its beginning (the inbox row): only between transactions.
+     */
+    if (dbc->broken && dbc->in_txn)
+        return ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
+                            "the database connection was lost in a transaction");
+    if ((res = db_conn_ensure(dbc, err)) != IB_E_OK)
+        return res;
+    dbc->in_txn = true;
+    if (!ok(SQLAllocHandle(SQL_HANDLE_STMT, dbc->dbc, &st)))
+        return db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "statement allocation", err);
+    if (nbinds) {
+        ind = calloc(nbinds, sizeof(*ind));
+        ts = calloc(nbinds, sizeof(*ts));
+        if (!ind || !ts) {
+            res = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+            goto out;
+        }
+    }
+    if (dbc->stmt_timeout_s > 0)
+        SQLSetStmtAttr(st, SQL_ATTR_QUERY_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->stmt_timeout_s, 0);
+    for (size_t i = 0; i < nbinds; i++)
+        if ((res = bind_one(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &ind[i], &ts[i], err)) !=
+            IB_E_OK)
+            goto out;
+    rc = SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
+    if (!ok(rc) && rc != SQL_NO_DATA) {
+        res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "execute", err);
+        goto out;
+    }
+    if (rows && rc != SQL_NO_DATA) {
+        SQLLEN n = 0;
+        if (ok(SQLRowCount(st, &n)) && n > 0)
+            *rows = n;
+    }
+    if (row_cb) {
+        SQLSMALLINT ncols = 0;
+        /* Skip leading results without columns (SQL Server batches). */
+        while (ok(SQLNumResultCols(st, &ncols)) && ncols == 0) {
+            rc = SQLMoreResults(st);
+            if (rc == SQL_NO_DATA)
+                break;
+            if (!ok(rc)) {
+                res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "next result", err);
+                goto out;
+            }
+        }
+        while (ncols > 0) {
+            rc = SQLFetch(st);
+            if (rc == SQL_NO_DATA)
+                break;
+            if (!ok(rc)) {
+                res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "fetch", err);
+                goto out;
+            }
+            if (!row_cb(st, arg))
+                break;
+        }
+    }
+out:
+    if (st != SQL_NULL_HSTMT)
+        SQLFreeHandle(SQL_HANDLE_STMT, st);
+    free(ind);
+    free(ts);
+    return res;
+}
+
+/* ---- public helpers ------------------------------------------------------ */
+
+static bool first_int(SQLHSTMT st, void *arg)
+{
+    long long *out = arg;
+    SQLBIGINT v = 0;
+    SQLLEN ind = 0;
+    if (ok(SQLGetData(st, 1, SQL_C_SBIGINT, &v, sizeof(v), &ind)) && ind != SQL_NULL_DATA)
+        *out = v;
+    return false;
+}
+
+ib_err_t db_exec(db_conn_t *dbc, const char *sql, const db_param_t *params, size_t nparams,
+                 long long *out, ib_error_t *err)
+{
+    db_bind_t *b = NULL;
+    ib_err_t rc;
+
+    ib_error_clear(err);
+    if (out)
+        *out = 0;
+    if (nparams) {
+        b = calloc(nparams, sizeof(*b));
+        if (!b)
+            return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        for (size_t i = 0; i < nparams; i++)
+            b[i] = DB_B(params[i]);
+    }
+    rc = db_run(dbc, sql, b, nparams, out ? first_int : NULL, out, NULL, err);
+    free(b);
+    if (rc != IB_E_OK && err && err->cls == IB_CLASS_DUPLICATE)
+        err->cls = IB_CLASS_PERMANENT;
+    return rc;
+}
+
+ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
+{
+    bool was_open = dbc->in_txn;
+
+    ib_error_clear(err);
+    dbc->in_txn = false;
+    if (!dbc->connected || dbc->broken)
+        return commit && was_open ? ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
+                                                 "commit: the connection was lost")
+                                  : IB_E_OK;
+    if (!ok(SQLEndTran(SQL_HANDLE_DBC, dbc->dbc, commit ? SQL_COMMIT : SQL_ROLLBACK))) {
+        ib_err_t rc = db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, commit ? "commit" : "rollback",
+                                    err);
+        if (err && err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        if (commit)
+            db_rollback_quiet(dbc);
+        else
+            dbc->broken = true;
+        return rc;
+    }
+    return IB_E_OK;
+}

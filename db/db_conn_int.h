@@ -1,0 +1,65 @@
+/*
+ * db_conn_int.h - the inside of a db_conn_t, shared by the sources of db/ only. Not part
+ * of the public API (db_inbox.h is).
+ */
+#ifndef DB_CONN_INT_H
+#define DB_CONN_INT_H
+
+#include <sql.h>
+#include <sqlext.h>
+
+#include "db_inbox.h"
+
+#define DB_SQL_MAX 4096
+
+struct db_conn {
+    SQLHENV env;
+    SQLHDBC dbc;
+    bool connected; /* SQLDriverConnect succeeded and not yet disconnected */
+    bool broken;    /* lost; reopen before the next transaction */
+    bool in_txn;    /* a statement ran since the last commit or rollback */
+    long reconnects;
+    db_dialect_t want;    /* as configured */
+    db_dialect_t dialect; /* resolved */
+    char *connstr;        /* wiped on free */
+    char *table;
+    long stmt_timeout_s;
+    long login_timeout_s;
+    db_codes_t transient, permanent;
+    char sql_insert[DB_SQL_MAX];
+    char sql_existing[DB_SQL_MAX];
+};
+
+/* A bound parameter, including the internal timestamp type. */
+typedef enum { DB_BIND_PARAM, DB_BIND_TS } db_bind_kind_t;
+
+typedef struct db_bind {
+    db_bind_kind_t kind;
+    db_param_t p;     /* DB_BIND_PARAM */
+    long long ts_ms;  /* DB_BIND_TS: ms since the epoch, UTC; <= 0 = NULL */
+} db_bind_t;
+
+#define DB_B(param) ((db_bind_t){DB_BIND_PARAM, (param), 0})
+#define DB_B_TS(ms) ((db_bind_t){DB_BIND_TS, DB_NULL(), (ms)})
+
+/* Makes sure dbc is connected, reopening a broken connection. */
+ib_err_t db_conn_ensure(db_conn_t *dbc, ib_error_t *err);
+
+/*
+ * Runs sql with binds. With row_cb != NULL each fetched row is passed to it
+ * (return false to stop). With rows != NULL the affected row count is
+ * stored. On failure err is filled and classified and the connection is
+ * marked broken when it is gone; no rollback is done here.
+ */
+typedef bool (*db_row_cb)(SQLHSTMT st, void *arg);
+ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
+                db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err);
+
+/* Rolls back, ignoring (but noting a lost connection from) any failure. */
+void db_rollback_quiet(db_conn_t *dbc);
+
+/* Fills err from the diagnostics of handle and classifies them. */
+ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const char *what,
+                       ib_error_t *err);
+
+#endif

@@ -1,0 +1,707 @@
+/*
+ * db_dialect.c - SQL text and error tables per dialect. Pure data and
+ * string formatting; see db_dialect.h.
+ */
+#include "db_dialect.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define T IB_CLASS_TRANSIENT
+#define P IB_CLASS_PERMANENT
+#define D IB_CLASS_DUPLICATE
+#define ANY DB_NATIVE_ANY
+#define END {NULL, 0, IB_CLASS_NONE}
+
+/*
+ * SQL Server (ODBC Driver 18 / FreeTDS): 2627 is a PRIMARY KEY or UNIQUE
+ * constraint, 2601 a unique index. The transient natives are deadlock
+ * victim (1205), client timeout (-2), Azure SQL reconfiguration and
+ * throttling (40197, 40501, 40613, 49918-49920, 10928, 10929) and "cannot
+ * open database" during failover (4060). THROW/RAISERROR user errors arrive
+ * as 42000 with the user's number, so they are permanent unless configured.
+ */
+static const db_errrule_t mssql_rules[] = {
+    {"23000", 2627, D}, {"23000", 2601, D}, {NULL, 1205, T}, {NULL, -2, T},
+    {NULL, 40197, T},   {NULL, 40501, T},   {NULL, 40613, T}, {NULL, 49918, T},
+    {NULL, 49919, T},   {NULL, 49920, T},   {NULL, 10928, T}, {NULL, 10929, T},
+    {NULL, 4060, T},    {"08", ANY, T},     {"HYT00", ANY, T}, {"HYT01", ANY, T},
+    {"40001", ANY, T},  {"22", ANY, P},     {"23", ANY, P},    {"42", ANY, P},
+    END,
+};
+
+/*
+ * PostgreSQL through psqlODBC: the native code is always 1, so everything
+ * is decided by SQLSTATE. 57P0x is a terminated backend or a shutting down
+ * server, 57014 a statement timeout, 53xxx resource exhaustion (too many
+ * connections), 55P03 a lock timeout.
+ */
+static const db_errrule_t postgresql_rules[] = {
+    {"23505", ANY, D}, {"40001", ANY, T}, {"40P01", ANY, T}, {"08", ANY, T},
+    {"57P01", ANY, T}, {"57P02", ANY, T}, {"57P03", ANY, T}, {"57014", ANY, T},
+    {"53", ANY, T},    {"55P03", ANY, T}, {"HYT00", ANY, T}, {"HYT01", ANY, T},
+    {"22", ANY, P},    {"23", ANY, P},    {"42", ANY, P},    END,
+};
+
+/*
+ * sqlite3odbc reports SQLSTATE HY000 with the SQLite result code as native:
+ * 19 CONSTRAINT (any kind: the inbox insert confirms it by reading the
+ * row), 5 BUSY and 6 LOCKED after the driver's Timeout, 10 IOERR, 13 FULL,
+ * 15 PROTOCOL; 1 ERROR is an SQL error, 18 TOOBIG, 20 MISMATCH, 25 RANGE,
+ * 8 READONLY.
+ */
+static const db_errrule_t sqlite_rules[] = {
+    {NULL, 19, D},    {NULL, 5, T},      {NULL, 6, T},      {NULL, 10, T},   {NULL, 13, T},
+    {NULL, 15, T},    {"08", ANY, T},    {"HYT00", ANY, T}, {NULL, 1, P},    {NULL, 8, P},
+    {NULL, 18, P},    {NULL, 20, P},     {NULL, 25, P},     {"22", ANY, P},  {"23", ANY, P},
+    {"42", ANY, P},   END,
+};
+
+/*
+ * MariaDB Connector/ODBC: 1062 duplicate entry; 1213 deadlock, 1205 lock
+ * wait timeout, 2006/2013 server gone, 1927 connection killed, 1040 too
+ * many connections.
+ */
+static const db_errrule_t mariadb_rules[] = {
+    {NULL, 1062, D},  {NULL, 1213, T},  {NULL, 1205, T},   {NULL, 2006, T}, {NULL, 2013, T},
+    {NULL, 1927, T},  {NULL, 1040, T},  {"08", ANY, T},    {"40001", ANY, T},
+    {"HYT00", ANY, T}, {"HYT01", ANY, T}, {"22", ANY, P},  {"23", ANY, P},  {"42", ANY, P},
+    END,
+};
+
+static const db_errrule_t no_rules[] = {END};
+
+#undef T
+#undef P
+#undef D
+#undef ANY
+#undef END
+
+int db_dialect_parse(const char *s)
+{
+    static const char *const names[] = {"auto", "mssql", "postgresql", "sqlite", "mariadb"};
+    if (!s)
+        return -1;
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *db_dialect_name(db_dialect_t d)
+{
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return "mssql";
+    case DB_DIALECT_POSTGRESQL:
+        return "postgresql";
+    case DB_DIALECT_SQLITE:
+        return "sqlite";
+    case DB_DIALECT_MARIADB:
+        return "mariadb";
+    default:
+        return "auto";
+    }
+}
+
+db_dialect_t db_dialect_from_dbms(const char *dbms)
+{
+    if (!dbms)
+        return DB_DIALECT_AUTO;
+    if (strcasestr(dbms, "SQL Server"))
+        return DB_DIALECT_MSSQL;
+    if (strcasestr(dbms, "PostgreSQL"))
+        return DB_DIALECT_POSTGRESQL;
+    if (strcasestr(dbms, "SQLite"))
+        return DB_DIALECT_SQLITE;
+    if (strcasestr(dbms, "MariaDB") || strcasestr(dbms, "MySQL"))
+        return DB_DIALECT_MARIADB;
+    return DB_DIALECT_AUTO;
+}
+
+const db_errrule_t *db_dialect_errtable(db_dialect_t d)
+{
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return mssql_rules;
+    case DB_DIALECT_POSTGRESQL:
+        return postgresql_rules;
+    case DB_DIALECT_SQLITE:
+        return sqlite_rules;
+    case DB_DIALECT_MARIADB:
+        return mariadb_rules;
+    default:
+        return no_rules;
+    }
+}
+
+/* ---- configured codes ---------------------------------------------------- */
+
+static bool sqlstate_valid(const char *s)
+{
+    if (strlen(s) != 5)
+        return false;
+    for (int i = 0; i < 5; i++)
+        if (!isalnum((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+ib_err_t db_codes_from_json(const json_t *arr, const char *key, db_codes_t *out, ib_error_t *err)
+{
+    size_t i;
+    json_t *el;
+
+    memset(out, 0, sizeof(*out));
+    if (!key)
+        key = "errors";
+    if (!arr || json_is_null(arr))
+        return IB_E_OK;
+    if (!json_is_array(arr))
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "%s: must be an array of native codes or SQLSTATE strings", key);
+    if (json_array_size(arr) == 0)
+        return IB_E_OK;
+    out->v = calloc(json_array_size(arr), sizeof(*out->v));
+    if (!out->v)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    json_array_foreach(arr, i, el)
+    {
+        db_code_t *c = &out->v[out->n];
+        if (json_is_integer(el)) {
+            json_int_t v = json_integer_value(el);
+            if (v < -2147483647LL || v > 2147483647LL) {
+                db_codes_free(out);
+                return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                                    "%s[%zu]: native code out of range", key, i);
+            }
+            c->native = (long)v;
+        } else if (json_is_string(el) && sqlstate_valid(json_string_value(el))) {
+            c->by_sqlstate = true;
+            for (int k = 0; k < 5; k++)
+                c->sqlstate[k] = (char)toupper((unsigned char)json_string_value(el)[k]);
+        } else {
+            db_codes_free(out);
+            return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                                "%s[%zu]: must be an integer native code or a 5-character "
+                                "SQLSTATE string",
+                                key, i);
+        }
+        out->n++;
+    }
+    return IB_E_OK;
+}
+
+ib_err_t db_codes_copy(db_codes_t *dst, const db_codes_t *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    if (!src || src->n == 0)
+        return IB_E_OK;
+    dst->v = malloc(src->n * sizeof(*dst->v));
+    if (!dst->v)
+        return IB_E_NOMEM;
+    memcpy(dst->v, src->v, src->n * sizeof(*dst->v));
+    dst->n = src->n;
+    return IB_E_OK;
+}
+
+void db_codes_free(db_codes_t *codes)
+{
+    if (!codes)
+        return;
+    free(codes->v);
+    codes->v = NULL;
+    codes->n = 0;
+}
+
+bool db_codes_match(const db_codes_t *codes, const char *sqlstate, long native)
+{
+    if (!codes)
+        return false;
+    for (size_t i = 0; i < codes->n; i++) {
+        const db_code_t *c = &codes->v[i];
+        if (c->by_sqlstate ? (sqlstate && strcasecmp(c->sqlstate, sqlstate) == 0)
+                           : c->native == native)
+            return true;
+    }
+    return false;
+}
+
+/* ---- classification -------------------------------------------------------- */
+
+static bool rule_matches(const db_errrule_t *r, const char *sqlstate, long native)
+{
+    if (r->native != DB_NATIVE_ANY && r->native != native)
+        return false;
+    if (r->sqlstate) {
+        size_t n = strlen(r->sqlstate);
+        if (!sqlstate || strncasecmp(r->sqlstate, sqlstate, n) != 0)
+            return false;
+    }
+    return true;
+}
+
+static ib_class_t table_class(db_dialect_t d, const char *sqlstate, long native)
+{
+    for (const db_errrule_t *r = db_dialect_errtable(d); r->cls != IB_CLASS_NONE; r++)
+        if (rule_matches(r, sqlstate, native))
+            return r->cls;
+    return IB_CLASS_TRANSIENT;
+}
+
+ib_class_t db_classify(db_dialect_t d, const char *sqlstate, long native,
+                       const db_codes_t *transient, const db_codes_t *permanent)
+{
+    if (db_codes_match(permanent, sqlstate, native))
+        return IB_CLASS_PERMANENT;
+    if (db_codes_match(transient, sqlstate, native))
+        return IB_CLASS_TRANSIENT;
+    return table_class(d, sqlstate, native);
+}
+
+bool db_dialect_is_unique_violation(db_dialect_t d, const char *sqlstate, long native)
+{
+    return table_class(d, sqlstate, native) == IB_CLASS_DUPLICATE;
+}
+
+bool db_dialect_is_conn_lost(db_dialect_t d, const char *sqlstate, long native)
+{
+    if (sqlstate && strncmp(sqlstate, "08", 2) == 0)
+        return true;
+    switch (d) {
+    case DB_DIALECT_POSTGRESQL:
+        return sqlstate && (strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
+                            strcmp(sqlstate, "57P03") == 0);
+    case DB_DIALECT_MARIADB:
+        return native == 2006 || native == 2013 || native == 1927;
+    case DB_DIALECT_MSSQL:
+        /* Azure SQL reconfiguration closes the session. */
+        return native == 40197 || native == 40613 || native == 4060;
+    default:
+        return false;
+    }
+}
+
+/* ---- statement text ------------------------------------------------------- */
+
+bool db_table_name_valid(const char *table)
+{
+    int parts = 1;
+    size_t seg = 0;
+
+    if (!table || !*table)
+        return false;
+    for (const char *c = table; *c; c++) {
+        if (*c == '.') {
+            if (seg == 0 || ++parts > 2)
+                return false;
+            seg = 0;
+            continue;
+        }
+        if (!(isalpha((unsigned char)*c) || *c == '_' || (seg > 0 && isdigit((unsigned char)*c))))
+            return false;
+        if (++seg > 63)
+            return false;
+    }
+    return seg > 0;
+}
+
+/* The last component of a table name: index and lock names derive from it. */
+static const char *base_name(const char *table)
+{
+    const char *dot = strrchr(table, '.');
+    return dot ? dot + 1 : table;
+}
+
+static ib_err_t render(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static ib_err_t render(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return (n < 0 || (size_t)n >= size) ? IB_E_INVAL : IB_E_OK;
+}
+
+static ib_err_t check(db_dialect_t d, const char *table)
+{
+    if (d == DB_DIALECT_AUTO || (unsigned)d > DB_DIALECT_MARIADB || !db_table_name_valid(table))
+        return IB_E_INVAL;
+    return IB_E_OK;
+}
+
+const char *db_sql_now(db_dialect_t d)
+{
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return "SYSUTCDATETIME()";
+    case DB_DIALECT_POSTGRESQL:
+        return "(clock_timestamp() AT TIME ZONE 'UTC')";
+    case DB_DIALECT_SQLITE:
+        return "strftime('%Y-%m-%d %H:%M:%f', 'now')";
+    case DB_DIALECT_MARIADB:
+        return "UTC_TIMESTAMP(3)";
+    default:
+        return "CURRENT_TIMESTAMP";
+    }
+}
+
+/*
+ * Column types per dialect, in the order of the DDL. Timestamps are UTC
+ * without a zone everywhere; the hash is 64 hex characters.
+ */
+typedef struct coltypes {
+    const char *text200, *text128, *text400, *text260, *text2000, *i64, *i32, *ts, *pk_clause;
+} coltypes_t;
+
+static const coltypes_t *types_of(db_dialect_t d)
+{
+    static const coltypes_t mssql = {"nvarchar(200)", "nvarchar(128)", "nvarchar(400)",
+                                     "nvarchar(260)", "nvarchar(2000)", "bigint",
+                                     "int",           "datetime2(3)",  "PRIMARY KEY CLUSTERED"};
+    static const coltypes_t pg = {"varchar(200)", "varchar(128)", "varchar(400)",
+                                  "varchar(260)", "varchar(2000)", "bigint",
+                                  "integer",      "timestamp(3)",  "PRIMARY KEY"};
+    static const coltypes_t lite = {"TEXT",    "TEXT", "TEXT", "TEXT",       "TEXT",
+                                    "INTEGER", "INTEGER", "TEXT", "PRIMARY KEY"};
+    static const coltypes_t maria = {"varchar(200)", "varchar(128)", "varchar(400)",
+                                     "varchar(260)", "varchar(2000)", "bigint",
+                                     "int",          "datetime(3)",  "PRIMARY KEY"};
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return &mssql;
+    case DB_DIALECT_SQLITE:
+        return &lite;
+    case DB_DIALECT_MARIADB:
+        return &maria;
+    default:
+        return &pg;
+    }
+}
+
+static int columns(char *buf, size_t size, db_dialect_t d, const char *table)
+{
+    const coltypes_t *t = types_of(d);
+    const char *nul = d == DB_DIALECT_SQLITE ? "" : " NULL";
+    return snprintf(buf, size,
+                    "(\n"
+                    "    consumer        %s NOT NULL,\n"
+                    "    message_id      %s NOT NULL,\n"
+                    "    idempotency_key %s%s,\n"
+                    "    body_sha256     %s NOT NULL,\n"
+                    "    status          %s NOT NULL,\n"
+                    "    entity          %s%s,\n"
+                    "    sequence_number %s%s,\n"
+                    "    delivery_count  %s%s,\n"
+                    "    enqueued_at     %s%s,\n"
+                    "    received_at     %s NOT NULL,\n"
+                    "    processed_at    %s NOT NULL,\n"
+                    "    error_class     %s%s,\n"
+                    "    error_detail    %s%s,\n"
+                    "    CONSTRAINT %s%s_pk %s (consumer, message_id)\n"
+                    ")",
+                    t->text200, t->text128, t->text400, nul,
+                    d == DB_DIALECT_SQLITE ? "TEXT" : "char(64)",
+                    d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", t->text260, nul, t->i64, nul,
+                    t->i32, nul, t->ts, nul, t->ts, t->ts,
+                    d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", nul, t->text2000, nul,
+                    d == DB_DIALECT_MSSQL ? "PK_" : "", base_name(table), t->pk_clause);
+}
+
+ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size,
+                    const char **out, size_t *n)
+{
+    const char *b;
+    size_t used = 0;
+    int w;
+
+    *n = 0;
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    b = base_name(table);
+
+#define DDL_PUT(...)                                                                           \
+    do {                                                                                       \
+        w = snprintf(buf + used, size - used, __VA_ARGS__);                                    \
+        if (w < 0 || (size_t)w >= size - used)                                                 \
+            return IB_E_INVAL;                                                                 \
+        used += (size_t)w;                                                                     \
+    } while (0)
+#define DDL_COLS()                                                                             \
+    do {                                                                                       \
+        w = columns(buf + used, size - used, d, table);                                        \
+        if (w < 0 || (size_t)w >= size - used)                                                 \
+            return IB_E_INVAL;                                                                 \
+        used += (size_t)w;                                                                     \
+    } while (0)
+#define DDL_NEXT() (out[(*n)++] = buf + used)
+#define DDL_END() (used++) /* keep the NUL snprintf wrote */
+
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        DDL_NEXT();
+        DDL_PUT("IF OBJECT_ID(N'%s', N'U') IS NULL\nCREATE TABLE %s ", table, table);
+        DDL_COLS();
+        DDL_END();
+        DDL_NEXT();
+        DDL_PUT("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'%s') "
+                "AND name = N'UX_%s_idem')\n"
+                "CREATE UNIQUE NONCLUSTERED INDEX UX_%s_idem ON %s (consumer, idempotency_key)\n"
+                "    WHERE idempotency_key IS NOT NULL",
+                table, b, b, table);
+        DDL_END();
+        DDL_NEXT();
+        DDL_PUT("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'%s') "
+                "AND name = N'IX_%s_processed')\n"
+                "CREATE NONCLUSTERED INDEX IX_%s_processed ON %s (processed_at)",
+                table, b, b, table);
+        DDL_END();
+        break;
+    case DB_DIALECT_POSTGRESQL:
+    case DB_DIALECT_SQLITE:
+        DDL_NEXT();
+        DDL_PUT("CREATE TABLE IF NOT EXISTS %s ", table);
+        DDL_COLS();
+        DDL_END();
+        DDL_NEXT();
+        DDL_PUT("CREATE UNIQUE INDEX IF NOT EXISTS %s_idem ON %s (consumer, idempotency_key)\n"
+                "    WHERE idempotency_key IS NOT NULL",
+                b, table);
+        DDL_END();
+        DDL_NEXT();
+        DDL_PUT("CREATE INDEX IF NOT EXISTS %s_processed ON %s (processed_at)", b, table);
+        DDL_END();
+        break;
+    case DB_DIALECT_MARIADB:
+        /* A unique index admits any number of NULL keys here, so no filter is needed. */
+        DDL_NEXT();
+        DDL_PUT("CREATE TABLE IF NOT EXISTS %s ", table);
+        DDL_COLS();
+        DDL_END();
+        DDL_NEXT();
+        DDL_PUT("CREATE UNIQUE INDEX IF NOT EXISTS %s_idem ON %s (consumer, idempotency_key)", b,
+                table);
+        DDL_END();
+        DDL_NEXT();
+        DDL_PUT("CREATE INDEX IF NOT EXISTS %s_processed ON %s (processed_at)", b, table);
+        DDL_END();
+        break;
+    default:
+        return IB_E_INVAL;
+    }
+#undef DDL_PUT
+#undef DDL_COLS
+#undef DDL_NEXT
+#undef DDL_END
+    return IB_E_OK;
+}
+
+/*
+ * A stable 31-bit key for advisory locks derived from a name (FNV-1a), so
+ * the lock of one table never blocks another's.
+ */
+static long lock_key(const char *what, const char *table)
+{
+    unsigned long h = 2166136261UL;
+    for (const char *c = what; *c; c++)
+        h = ((h ^ (unsigned char)*c) * 16777619UL) & 0xffffffffUL;
+    for (const char *c = table; *c; c++)
+        h = ((h ^ (unsigned char)tolower((unsigned char)*c)) * 16777619UL) & 0xffffffffUL;
+    return (long)(h & 0x7fffffffUL);
+}
+
+ib_err_t db_sql_migrate_lock(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return render(buf, size,
+                      "DECLARE @r int;\n"
+                      "EXEC @r = sp_getapplock @Resource = N'inboxd-migrate:%s', "
+                      "@LockMode = N'Exclusive', @LockOwner = N'Transaction', "
+                      "@LockTimeout = 60000;\n"
+                      "IF @r < 0 THROW 51000, N'inboxd: migration lock not granted', 1;",
+                      table);
+    case DB_DIALECT_POSTGRESQL:
+        return render(buf, size, "SELECT pg_advisory_xact_lock(%ld)", lock_key("migrate", table));
+    case DB_DIALECT_MARIADB:
+        /* DDL commits implicitly here; the IF NOT EXISTS forms carry the race. */
+        return render(buf, size, "%s", "");
+    default:
+        return render(buf, size, "%s", "");
+    }
+}
+
+ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    return render(buf, size,
+                  "INSERT INTO %s (consumer, message_id, idempotency_key, body_sha256, status, "
+                  "entity, sequence_number, delivery_count, enqueued_at, received_at, "
+                  "processed_at, error_class, error_detail) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, %s, ?, ?)",
+                  table, db_sql_now(d));
+}
+
+ib_err_t db_sql_select_existing(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    return render(buf, size,
+                  "SELECT body_sha256, status FROM %s WHERE consumer = ? AND "
+                  "(message_id = ? OR idempotency_key = ?)",
+                  table);
+}
+
+ib_err_t db_sql_probe_columns(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    return render(buf, size,
+                  "SELECT consumer, message_id, idempotency_key, body_sha256, status, entity, "
+                  "sequence_number, delivery_count, enqueued_at, received_at, processed_at, "
+                  "error_class, error_detail FROM %s WHERE 1 = 0",
+                  table);
+}
+
+ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return render(buf, size,
+                      "SELECT COUNT(*) FROM sys.indexes i WHERE i.object_id = OBJECT_ID(N'%s') "
+                      "AND i.is_unique = 1 AND i.has_filter = 0 "
+                      "AND (SELECT COUNT(*) FROM sys.index_columns ic WHERE ic.object_id = "
+                      "i.object_id AND ic.index_id = i.index_id AND ic.is_included_column = 0) = 2 "
+                      "AND (SELECT COUNT(*) FROM sys.index_columns ic JOIN sys.columns c ON "
+                      "c.object_id = ic.object_id AND c.column_id = ic.column_id WHERE "
+                      "ic.object_id = i.object_id AND ic.index_id = i.index_id AND "
+                      "ic.is_included_column = 0 AND c.name IN (N'consumer', N'message_id')) = 2",
+                      table);
+    case DB_DIALECT_POSTGRESQL:
+        return render(buf, size,
+                      "SELECT COUNT(*) FROM pg_index i WHERE i.indrelid = to_regclass('%s') "
+                      "AND i.indisunique AND i.indpred IS NULL AND i.indnatts = 2 "
+                      "AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM "
+                      "pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = "
+                      "ANY(i.indkey)) = ARRAY['consumer', 'message_id']",
+                      table);
+    case DB_DIALECT_SQLITE:
+        return render(buf, size,
+                      "SELECT COUNT(*) FROM pragma_index_list('%s') il WHERE il.\"unique\" = 1 "
+                      "AND il.partial = 0 AND (SELECT group_concat(name, ',') FROM (SELECT "
+                      "name FROM pragma_index_info(il.name) ORDER BY name)) = "
+                      "'consumer,message_id'",
+                      base_name(table));
+    case DB_DIALECT_MARIADB:
+        return render(buf, size,
+                      "SELECT COUNT(*) FROM (SELECT index_name FROM information_schema.statistics "
+                      "WHERE table_schema = DATABASE() AND table_name = '%s' AND non_unique = 0 "
+                      "GROUP BY index_name HAVING GROUP_CONCAT(column_name ORDER BY column_name) "
+                      "= 'consumer,message_id') k",
+                      base_name(table));
+    default:
+        return IB_E_INVAL;
+    }
+}
+
+ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    *limit_first = false;
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        *limit_first = true;
+        return render(buf, size, "DELETE TOP (?) FROM %s WHERE processed_at < ?", table);
+    case DB_DIALECT_POSTGRESQL:
+        return render(buf, size,
+                      "DELETE FROM %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM %s WHERE "
+                      "processed_at < ? LIMIT ?))",
+                      table, table);
+    case DB_DIALECT_SQLITE:
+        return render(buf, size,
+                      "DELETE FROM %s WHERE rowid IN (SELECT rowid FROM %s WHERE "
+                      "processed_at < ? LIMIT ?)",
+                      table, table);
+    case DB_DIALECT_MARIADB:
+        return render(buf, size, "DELETE FROM %s WHERE processed_at < ? LIMIT ?", table);
+    default:
+        return IB_E_INVAL;
+    }
+}
+
+ib_err_t db_sql_sweep_lock(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return render(buf, size,
+                      "DECLARE @r int;\n"
+                      "EXEC @r = sp_getapplock @Resource = N'inboxd-sweep:%s', "
+                      "@LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 0;\n"
+                      "SELECT CASE WHEN @r >= 0 THEN 1 ELSE 0 END;",
+                      table);
+    case DB_DIALECT_POSTGRESQL:
+        return render(buf, size, "SELECT CASE WHEN pg_try_advisory_lock(%ld) THEN 1 ELSE 0 END",
+                      lock_key("sweep", table));
+    case DB_DIALECT_MARIADB:
+        return render(buf, size, "SELECT GET_LOCK('inboxd-sweep:%s', 0)", table);
+    default:
+        return render(buf, size, "%s", "");
+    }
+}
+
+ib_err_t db_sql_sweep_unlock(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return render(buf, size,
+                      "EXEC sp_releaseapplock @Resource = N'inboxd-sweep:%s', "
+                      "@LockOwner = N'Session'",
+                      table);
+    case DB_DIALECT_POSTGRESQL:
+        return render(buf, size, "SELECT pg_advisory_unlock(%ld)", lock_key("sweep", table));
+    case DB_DIALECT_MARIADB:
+        return render(buf, size, "SELECT RELEASE_LOCK('inboxd-sweep:%s')", table);
+    default:
+        return render(buf, size, "%s", "");
+    }
+}
+
+static bool savepoint_name_valid(const char *name)
+{
+    return name && db_table_name_valid(name) && !strchr(name, '.');
+}
+
+ib_err_t db_sql_savepoint(db_dialect_t d, const char *name, char *buf, size_t size)
+{
+    if (!savepoint_name_valid(name))
+        return IB_E_INVAL;
+    if (d == DB_DIALECT_MSSQL)
+        return render(buf, size, "SAVE TRANSACTION %s", name);
+    return render(buf, size, "SAVEPOINT %s", name);
+}
+
+ib_err_t db_sql_rollback_to(db_dialect_t d, const char *name, char *buf, size_t size)
+{
+    if (!savepoint_name_valid(name))
+        return IB_E_INVAL;
+    if (d == DB_DIALECT_MSSQL)
+        return render(buf, size, "ROLLBACK TRANSACTION %s", name);
+    return render(buf, size, "ROLLBACK TO SAVEPOINT %s", name);
+}

@@ -1,0 +1,160 @@
+/*
+ * db_dialect.h - what differs between the databases inboxd speaks to: the
+ * inbox DDL, the statement text of the inbox transaction, savepoint syntax,
+ * the current-time expression, and the error table that maps SQLSTATE plus
+ * native code to a class.
+ *
+ * Everything here is pure text and data: no ODBC handle is touched, so the
+ * SQL Server dialect (which no server here can run) is unit-tested through
+ * these functions.
+ *
+ * thread: any. The tables are immutable.
+ */
+#ifndef DB_DIALECT_H
+#define DB_DIALECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "ib_err.h"
+
+typedef enum {
+    DB_DIALECT_AUTO = 0, /* detect from SQL_DBMS_NAME at connect */
+    DB_DIALECT_MSSQL,
+    DB_DIALECT_POSTGRESQL,
+    DB_DIALECT_SQLITE,
+    DB_DIALECT_MARIADB,
+} db_dialect_t;
+
+/* "auto", "mssql", "postgresql", "sqlite", "mariadb"; -1 for anything else. */
+int db_dialect_parse(const char *s);
+const char *db_dialect_name(db_dialect_t d);
+/* The dialect of a SQL_DBMS_NAME value, DB_DIALECT_AUTO when unknown. */
+db_dialect_t db_dialect_from_dbms(const char *dbms_name);
+
+/*
+ * One row of an error table. sqlstate is an exact 5-character SQLSTATE, a
+ * 2-character class prefix ("08"), or NULL for any; native is a driver
+ * native code or DB_NATIVE_ANY. The first matching row wins.
+ */
+#define DB_NATIVE_ANY (-2147483647L - 1)
+typedef struct db_errrule {
+    const char *sqlstate;
+    long native;
+    ib_class_t cls;
+} db_errrule_t;
+
+/* The dialect's table, terminated by a row with cls IB_CLASS_NONE. */
+const db_errrule_t *db_dialect_errtable(db_dialect_t d);
+
+/*
+ * Configured codes (errors.transient_native / errors.permanent_native): an
+ * element is either a native code (integer in JSON) or an exact SQLSTATE
+ * (5-character string).
+ */
+typedef struct db_code {
+    bool by_sqlstate;
+    char sqlstate[6];
+    long native;
+} db_code_t;
+
+typedef struct db_codes {
+    db_code_t *v; /* owned; free with db_codes_free */
+    size_t n;
+} db_codes_t;
+
+/*
+ * Builds codes from a JSON array (NULL or JSON null = empty list). key names
+ * the setting in error messages. On failure out is empty and err says which
+ * element is wrong (IB_E_CONFIG, permanent).
+ */
+ib_err_t db_codes_from_json(const json_t *arr, const char *key, db_codes_t *out, ib_error_t *err);
+/* Deep copy; IB_E_NOMEM on failure (dst left empty). */
+ib_err_t db_codes_copy(db_codes_t *dst, const db_codes_t *src);
+void db_codes_free(db_codes_t *codes);
+bool db_codes_match(const db_codes_t *codes, const char *sqlstate, long native);
+
+/*
+ * Classifies a database error. Configured permanent codes are checked
+ * first, then configured transient codes, then the dialect's table; a code
+ * no rule knows is transient (bounded retries end in the dead-letter queue
+ * anyway, while a wrong "permanent" loses the retry).
+ *
+ * The result may be IB_CLASS_DUPLICATE: "a unique or constraint violation
+ * that may be the inbox key". Only the inbox insert treats it as a
+ * duplicate; everywhere else the caller turns it into permanent. The
+ * configured lists never produce DUPLICATE and never override it on the
+ * inbox insert (see db_dialect_is_unique_violation).
+ */
+ib_class_t db_classify(db_dialect_t d, const char *sqlstate, long native,
+                       const db_codes_t *transient, const db_codes_t *permanent);
+/* True when the dialect's table calls (sqlstate, native) a unique violation. */
+bool db_dialect_is_unique_violation(db_dialect_t d, const char *sqlstate, long native);
+/* True when the error means the connection is gone and must be reopened. */
+bool db_dialect_is_conn_lost(db_dialect_t d, const char *sqlstate, long native);
+
+/*
+ * The inbox table name: one identifier or schema.identifier, each
+ * [A-Za-z_][A-Za-z0-9_]* and at most 63 bytes. It is pasted into SQL text,
+ * so this check is what keeps it from being anything else.
+ */
+bool db_table_name_valid(const char *table);
+
+/* Statement text. Each renders into buf and returns IB_E_INVAL when it does not fit. */
+
+/*
+ * The inbox DDL, one statement per element of out (at most DB_DDL_MAX), each
+ * idempotent (creates only what is absent). Strings point into buf.
+ */
+#define DB_DDL_MAX 8
+ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size,
+                    const char **out, size_t *n);
+/*
+ * INSERT of one inbox row. Parameters in order: consumer, message_id,
+ * idempotency_key, body_sha256, status, entity, sequence_number,
+ * delivery_count, enqueued_at, received_at, error_class, error_detail;
+ * processed_at is the dialect's current time.
+ */
+ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * The rows holding either key. Parameters: consumer, message_id,
+ * idempotency_key. Columns: body_sha256, status.
+ */
+ib_err_t db_sql_select_existing(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * The checks run when migrate is false. probe_columns selects every inbox
+ * column from the table with no rows: it fails when the table or a column
+ * is missing. probe_key returns one row with the number of unique indexes
+ * (or primary keys) on exactly (consumer, message_id): 0 means no key.
+ */
+ib_err_t db_sql_probe_columns(db_dialect_t d, const char *table, char *buf, size_t size);
+ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * One bounded retention batch. Parameters: cutoff (timestamp, UTC), batch
+ * size (integer); the order depends on the dialect and is given by
+ * *limit_first (true: batch size first).
+ */
+ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first);
+/*
+ * The single-sweeper lock: a statement taking it without waiting and
+ * returning one row with 1 (taken) or 0 (held elsewhere), and the statement
+ * releasing it. Both render "" when the database serialises writers itself
+ * (SQLite).
+ */
+ib_err_t db_sql_sweep_lock(db_dialect_t d, const char *table, char *buf, size_t size);
+ib_err_t db_sql_sweep_unlock(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * A statement run first in the migration transaction that serialises
+ * concurrent migrations across replicas; renders "" when the dialect needs
+ * none (SQLite: the database lock does it).
+ */
+ib_err_t db_sql_migrate_lock(db_dialect_t d, const char *table, char *buf, size_t size);
+/* Savepoint syntax for batching several messages in one transaction. */
+ib_err_t db_sql_savepoint(db_dialect_t d, const char *name, char *buf, size_t size);
+ib_err_t db_sql_rollback_to(db_dialect_t d, const char *name, char *buf, size_t size);
+/* The current UTC time as an SQL expression. */
+const char *db_sql_now(db_dialect_t d);
+
+#endif

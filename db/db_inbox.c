@@ -1,0 +1,299 @@
+/*
+ * db_inbox.c - the inbox transaction, the failure record, and the
+ * duplicate / conflict decision after a unique violation.
+ */
+#include "db_conn_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "ib_log.h"
+
+#define CONSUMER_MAX 200
+#define MESSAGE_ID_MAX 128
+#define IDEM_KEY_MAX 400
+#define ENTITY_MAX 260
+#define DETAIL_MAX 2000
+
+const char *db_outcome_name(db_outcome_t o)
+{
+    switch (o) {
+    case DB_APPLIED:
+        return "applied";
+    case DB_DUPLICATE:
+        return "duplicate";
+    case DB_CONFLICT:
+        return "conflict";
+    default:
+        return "failed";
+    }
+}
+
+void db_sha256_hex(const void *data, size_t len, char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+
+    if (!EVP_Digest(data ? data : "", data ? len : 0, md, &mdlen, EVP_sha256(), NULL) ||
+        mdlen != 32) {
+        /* Only an allocation failure inside OpenSSL gets here. */
+        memset(hex, '0', 64);
+        hex[64] = '\0';
+        return;
+    }
+    for (unsigned int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 0xf];
+    }
+    hex[64] = '\0';
+}
+
+static bool is_hex64(const char *s)
+{
+    if (!s || strlen(s) != 64)
+        return false;
+    for (int i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static ib_err_t claim_check(const db_claim_t *c, ib_error_t *err)
+{
+    const char *why = NULL;
+
+    if (!c)
+        why = "no claim";
+    else if (!c->consumer || !*c->consumer || strlen(c->consumer) > CONSUMER_MAX)
+        why = "consumer is empty or longer than 200 bytes";
+    else if (!c->message_id || !*c->message_id || strlen(c->message_id) > MESSAGE_ID_MAX)
+        why = "message_id is empty or longer than 128 bytes";
+    else if (c->idempotency_key && (!*c->idempotency_key || strlen(c->idempotency_key) > IDEM_KEY_MAX))
+        why = "idempotency_key is empty or longer than 400 bytes";
+    else if (!is_hex64(c->body_sha256))
+        why = "body_sha256 is not 64 lowercase hex characters";
+    else if (c->entity && strlen(c->entity) > ENTITY_MAX)
+        why = "entity is longer than 260 bytes";
+    if (why)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "inbox claim: %s", why);
+    return IB_E_OK;
+}
+
+/* Runs the inbox INSERT for claim with the given status and error columns. */
+static ib_err_t insert_row(db_conn_t *dbc, const db_claim_t *c, const char *status,
+                           const char *error_class, const char *detail, ib_error_t *err)
+{
+    db_bind_t b[12];
+    long long received = c->received_at_ms > 0 ? c->received_at_ms : ib_now_ms();
+
+    b[0] = DB_B(DB_TEXT(c->consumer));
+    b[1] = DB_B(DB_TEXT(c->message_id));
+    b[2] = DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL());
+    b[3] = DB_B(DB_TEXT(c->body_sha256));
+    b[4] = DB_B(DB_TEXT(status));
+    b[5] = DB_B(c->entity ? DB_TEXT(c->entity) : DB_NULL());
+    b[6] = DB_B(DB_INT(c->sequence_number));
+    b[7] = DB_B(DB_INT(c->delivery_count));
+    b[8] = DB_B_TS(c->enqueued_at_ms);
+    b[9] = DB_B_TS(received);
+    b[10] = DB_B(error_class ? DB_TEXT(error_class) : DB_NULL());
+    b[11] = DB_B(detail ? DB_TEXT(detail) : DB_NULL());
+    return db_run(dbc, dbc->sql_insert, b, 12, NULL, NULL, NULL, err);
+}
+
+typedef struct existing {
+    const char *want_hash;
+    int rows;
+    int same;
+    int other;
+} existing_t;
+
+static bool existing_row(SQLHSTMT st, void *arg)
+{
+    existing_t *ex = arg;
+    char hash[80] = "";
+    SQLLEN ind = 0;
+
+    ex->rows++;
+    SQLRETURN rc = SQLGetData(st, 1, SQL_C_CHAR, hash, sizeof(hash), &ind);
+    if ((rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO) && ind != SQL_NULL_DATA &&
+        strncmp(hash, ex->want_hash, 64) == 0)
+        ex->same++;
+    else
+        ex->other++;
+    return true;
+}
+
+/*
+ * After a unique violation on the inbox insert (already rolled back): read
+ * the rows holding either key and decide duplicate or conflict. A key that
+ * is gone again (the other copy rolled back between our insert and this
+ * read) is a transient failure: the retry will insert it.
+ */
+static db_outcome_t decide_existing(db_conn_t *dbc, const db_claim_t *c, const ib_error_t *viol,
+                                    ib_error_t *err)
+{
+    existing_t ex = {c->body_sha256, 0, 0, 0};
+    db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
+                      DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
+
+    if (db_run(dbc, dbc->sql_existing, b, 3, existing_row, &ex, NULL, err) != IB_E_OK) {
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        db_rollback_quiet(dbc);
+        return DB_FAILED;
+    }
+    db_rollback_quiet(dbc);
+    if (ex.other > 0) {
+        ib_error_set(err, IB_E_CONFLICT, IB_CLASS_PERMANENT,
+                     "inbox key of consumer '%.64s' message '%.64s' holds a different body hash",
+                     c->consumer, c->message_id);
+        return DB_CONFLICT;
+    }
+    if (ex.same > 0) {
+        ib_error_clear(err);
+        return DB_DUPLICATE;
+    }
+    /*
+     * SQLite reports every constraint as 19; with no row on either key the
+     * violation was not the inbox key (a NOT NULL or CHECK on a column).
+     */
+    if (dbc->dialect == DB_DIALECT_SQLITE && viol) {
+        *err = *viol;
+        err->cls = IB_CLASS_PERMANENT;
+        return DB_FAILED;
+    }
+    ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                 "inbox key was contended and released again; retry");
+    if (viol) {
+        ib_strlcpy(err->sqlstate, viol->sqlstate, sizeof(err->sqlstate));
+        err->native = viol->native;
+    }
+    return DB_FAILED;
+}
+
+/* The inbox insert failed: duplicate / conflict, or a plain failure. */
+static db_outcome_t insert_failed(db_conn_t *dbc, const db_claim_t *c, ib_error_t *err)
+{
+    ib_error_t viol = *err;
+
+    db_rollback_quiet(dbc);
+    if (err->code != IB_E_DB_CONN &&
+        db_dialect_is_unique_violation(dbc->dialect, err->sqlstate, err->native))
+        return decide_existing(dbc, c, &viol, err);
+    if (err->cls == IB_CLASS_DUPLICATE)
+        err->cls = IB_CLASS_PERMANENT;
+    ib_error_prefix(err, "inbox insert");
+    return DB_FAILED;
+}
+
+static db_outcome_t commit_or_fail(db_conn_t *dbc, ib_error_t *err)
+{
+    if (db_end(dbc, true, err) != IB_E_OK) {
+        /*
+         * A lost connection during COMMIT leaves the outcome unknown, but a
+         * retry is safe: the inbox row turns a committed first attempt into
+         * a duplicate. So it stays transient.
+         */
+        ib_error_prefix(err, "commit");
+        return DB_FAILED;
+    }
+    return DB_APPLIED;
+}
+
+db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_stmt_t *stmts,
+                            size_t nstmts, ib_error_t *err)
+{
+    ib_error_t local;
+
+    if (!err)
+        err = &local;
+    ib_error_clear(err);
+    if (claim_check(claim, err) != IB_E_OK)
+        return DB_FAILED;
+    if (nstmts && !stmts) {
+        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "inbox apply: no statements");
+        return DB_FAILED;
+    }
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc); /* a caller's leftover must not join this transaction */
+    if (db_conn_ensure(dbc, err) != IB_E_OK) {
+        if (err->cls != IB_CLASS_PERMANENT)
+            err->cls = IB_CLASS_TRANSIENT;
+        return DB_FAILED;
+    }
+    if (insert_row(dbc, claim, "processed", NULL, NULL, err) != IB_E_OK)
+        return insert_failed(dbc, claim, err);
+
+    for (size_t i = 0; i < nstmts; i++) {
+        db_bind_t *b = NULL;
+        ib_err_t rc;
+
+        if (!stmts[i].sql || (stmts[i].nparams && !stmts[i].params)) {
+            db_rollback_quiet(dbc);
+            ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "statement %zu: no SQL or params",
+                         i + 1);
+            return DB_FAILED;
+        }
+        if (stmts[i].nparams) {
+            b = calloc(stmts[i].nparams, sizeof(*b));
+            if (!b) {
+                db_rollback_quiet(dbc);
+                ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+                return DB_FAILED;
+            }
+            for (size_t k = 0; k < stmts[i].nparams; k++)
+                b[k] = DB_B(stmts[i].params[k]);
+        }
+        rc = db_run(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
+        free(b);
+        if (rc != IB_E_OK) {
+            /* A constraint in the route's own tables is the data's fault. */
+            if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            ib_error_prefix(err, "statement %zu", i + 1);
+            db_rollback_quiet(dbc);
+            return DB_FAILED;
+        }
+    }
+    return commit_or_fail(dbc, err);
+}
+
+db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib_class_t cls,
+                                     const char *detail, ib_error_t *err)
+{
+    ib_error_t local;
+    char cut[DETAIL_MAX + 1];
+    const char *status = cls == IB_CLASS_AMBIGUOUS ? "uncertain" : "failed";
+
+    if (!err)
+        err = &local;
+    ib_error_clear(err);
+    if (claim_check(claim, err) != IB_E_OK)
+        return DB_FAILED;
+    if (detail) {
+        /* Cut on a byte count, backing off a partial UTF-8 sequence. */
+        size_t n = ib_strlcpy(cut, detail, sizeof(cut));
+        if (n > DETAIL_MAX) {
+            size_t end = DETAIL_MAX;
+            while (end > 0 && ((unsigned char)cut[end] & 0xC0) == 0x80)
+                end--;
+            cut[end] = '\0';
+        }
+        detail = cut;
+    }
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK) {
+        if (err->cls != IB_CLASS_PERMANENT)
+            err->cls = IB_CLASS_TRANSIENT;
+        return DB_FAILED;
+    }
+    if (insert_row(dbc, claim, status, ib_class_name(cls), detail, err) != IB_E_OK)
+        return insert_failed(dbc, claim, err);
+    return commit_or_fail(dbc, err);
+}

@@ -1,0 +1,193 @@
+/*
+ * db_inbox.h - the transactional inbox over ODBC: the only door into db/.
+ *
+ * A db worker thread owns one db_conn_t and runs every message through
+ * db_inbox_apply():
+ *
+ *   BEGIN; INSERT inbox row; run the route's statements; COMMIT
+ *
+ * The unique key on the inbox row, not this code, decides which of two
+ * concurrent copies wins: the second copy's INSERT waits for the first
+ * transaction and then fails with a unique violation (or proceeds when the
+ * first rolled back). There is never a check-then-insert.
+ *
+ * Threads: a db_conn_t belongs to one thread at a time; different threads
+ * use different connections concurrently. Nothing here keeps global state
+ * except unixODBC's own.
+ *
+ * Errors: every failure fills an ib_error_t whose class (transient,
+ * permanent, ambiguous) is all the caller needs; sqlstate, native and the
+ * driver's message ride along for logs. Texts never hold the connection
+ * string or a password.
+ */
+#ifndef DB_INBOX_H
+#define DB_INBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "db_dialect.h"
+#include "ib_err.h"
+
+/* ---- connection ------------------------------------------------------- */
+
+typedef struct db_options {
+    const char *connection_string; /* ODBC, for SQLDriverConnect; copied */
+    db_dialect_t dialect;          /* DB_DIALECT_AUTO: from SQL_DBMS_NAME */
+    const char *inbox_table;       /* NULL or "": "inbox"; copied */
+    long statement_timeout_s;      /* per statement; 0 = none */
+    long login_timeout_s;          /* 0 = 15 */
+    db_codes_t transient_native;   /* errors.transient_native; copied */
+    db_codes_t permanent_native;   /* errors.permanent_native; copied */
+} db_options_t;
+
+typedef struct db_conn db_conn_t;
+
+/*
+ * Opens a connection (autocommit off) and resolves the dialect. opt and
+ * everything it points to may be freed after the call. Returns NULL with
+ * err filled on failure: IB_E_CONFIG (permanent) for a bad option,
+ * IB_E_DB_CONN (class from the error table, usually transient) when the
+ * database refused.
+ *
+ * A connection that breaks later (08xxx, a terminated backend) is reopened
+ * by the next call that needs it, so the caller keeps its db_conn_t.
+ * thread: any; the returned connection is then used by one thread at a time.
+ */
+db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err);
+/* Rolls back anything open and disconnects. NULL is fine. thread: the owner. */
+void db_conn_free(db_conn_t *dbc);
+/* The resolved dialect (never DB_DIALECT_AUTO). */
+db_dialect_t db_conn_dialect(const db_conn_t *dbc);
+/* The number of times the connection was reopened after breaking. */
+long db_conn_reconnects(const db_conn_t *dbc);
+
+/*
+ * create true: creates the inbox table and its indexes when absent, in one
+ * transaction serialised across replicas (advisory lock / sp_getapplock);
+ * safe to run any number of times, concurrently.
+ * create false: checks that the table exists with its key; IB_E_CONFIG
+ * (permanent) with a message naming the table when not.
+ * thread: the owner of dbc.
+ */
+ib_err_t db_migrate(db_conn_t *dbc, bool create, ib_error_t *err);
+
+/* ---- the inbox transaction ------------------------------------------- */
+
+typedef enum {
+    DB_APPLIED = 0, /* committed: inbox row + statements */
+    DB_DUPLICATE,   /* the key exists with the same body hash: nothing done */
+    DB_CONFLICT,    /* the key exists with another body hash: nothing done, row untouched */
+    DB_FAILED,      /* rolled back; err->cls says transient / permanent / ambiguous */
+} db_outcome_t;
+
+/* "applied", "duplicate", "conflict", "failed". */
+const char *db_outcome_name(db_outcome_t o);
+
+/* The identity and bookkeeping of one message. All pointers are borrowed. */
+typedef struct db_claim {
+    const char *consumer;        /* required, <= 200 bytes */
+    const char *message_id;      /* required, <= 128 bytes */
+    const char *idempotency_key; /* NULL when the route defines none; <= 400 bytes */
+    const char *body_sha256;     /* 64 lowercase hex characters (db_sha256_hex) */
+    const char *entity;          /* may be NULL */
+    long long sequence_number;
+    long long delivery_count;
+    long long enqueued_at_ms; /* ms since the epoch, UTC; 0 = unknown (NULL) */
+    long long received_at_ms; /* ms since the epoch, UTC; 0 = now */
+} db_claim_t;
+
+typedef enum {
+    DB_PARAM_NULL = 0,
+    DB_PARAM_TEXT,
+    DB_PARAM_INT,
+    DB_PARAM_FLOAT,
+} db_param_type_t;
+
+typedef struct db_param {
+    db_param_type_t type;
+    const char *text; /* DB_PARAM_TEXT, UTF-8, borrowed */
+    long long i;      /* DB_PARAM_INT */
+    double f;         /* DB_PARAM_FLOAT */
+} db_param_t;
+
+#define DB_NULL() ((db_param_t){DB_PARAM_NULL, NULL, 0, 0})
+#define DB_TEXT(s) ((db_param_t){DB_PARAM_TEXT, (s), 0, 0})
+#define DB_INT(v) ((db_param_t){DB_PARAM_INT, NULL, (long long)(v), 0})
+#define DB_FLOAT(v) ((db_param_t){DB_PARAM_FLOAT, NULL, 0, (double)(v)})
+
+/* One route statement: SQL with '?' placeholders and its parameters (borrowed). */
+typedef struct db_stmt {
+    const char *sql;
+    const db_param_t *params;
+    size_t nparams;
+} db_stmt_t;
+
+/*
+ * The inbox transaction for one message: INSERT the inbox row (status
+ * 'processed'), run stmts in order, COMMIT.
+ *
+ *   DB_APPLIED    committed.
+ *   DB_DUPLICATE  unique violation on (consumer, message_id) or
+ *                 (consumer, idempotency_key) and the existing row has the
+ *                 same body hash (whatever its status: a 'failed' row
+ *                 recorded earlier is also a duplicate).
+ *   DB_CONFLICT   unique violation and an existing row has another hash.
+ *   DB_FAILED     err filled: transient (deadlock, serialization, timeout,
+ *                 lost connection: retry), permanent (data error, SQL error,
+ *                 a constraint that is not the inbox key, a configured
+ *                 permanent code: dead-letter or record).
+ *
+ * Every outcome but DB_APPLIED leaves no open transaction: it was rolled
+ * back before returning. err is cleared on the other outcomes.
+ * thread: the owner of dbc.
+ */
+db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_stmt_t *stmts,
+                            size_t nstmts, ib_error_t *err);
+
+/*
+ * The on_permanent:"record" path: a short transaction of its own that
+ * inserts the inbox row with status 'failed' (or 'uncertain' when cls is
+ * IB_CLASS_AMBIGUOUS), error_class = ib_class_name(cls) and detail (cut to
+ * 2000 bytes; may be NULL). A redelivery then meets the row and is a
+ * DB_DUPLICATE without running the route again.
+ *
+ *   DB_APPLIED    recorded.
+ *   DB_DUPLICATE  the key was already there with the same hash (recorded
+ *                 or applied earlier).
+ *   DB_CONFLICT   the key is there with another hash.
+ *   DB_FAILED     as for db_inbox_apply.
+ * thread: the owner of dbc.
+ */
+db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib_class_t cls,
+                                     const char *detail, ib_error_t *err);
+
+/*
+ * Retention: deletes inbox rows whose processed_at is older than days, at
+ * most batch rows per statement and transaction, until a batch comes back
+ * short. Only one sweeper runs at a time across replicas (pg advisory lock,
+ * sp_getapplock, GET_LOCK; SQLite serialises writers itself): when another
+ * holds the lock this returns 0 at once. Returns the rows deleted, or -1
+ * with err filled. thread: the owner of dbc.
+ */
+long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err);
+
+/* ---- helpers ----------------------------------------------------------- */
+
+/* SHA-256 of len bytes at data as 64 lowercase hex characters + NUL into hex. */
+void db_sha256_hex(const void *data, size_t len, char hex[65]);
+
+/*
+ * Runs one statement outside the inbox protocol in the current transaction
+ * (no commit) - for tooling and tests. With out != NULL the first column of
+ * the first row is read as an integer (*out = 0 when there is no row or it is
+ * NULL). Returns IB_E_OK or IB_E_DB/IB_E_DB_CONN with err classified; the
+ * transaction is left as the driver leaves it, so follow with db_end.
+ * thread: the owner of dbc.
+ */
+ib_err_t db_exec(db_conn_t *dbc, const char *sql, const db_param_t *params, size_t nparams,
+                 long long *out, ib_error_t *err);
+/* Commits (commit true) or rolls back the current transaction. */
+ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err);
+
+#endif

@@ -1,0 +1,192 @@
+/*
+ * db_migrate.c - create or check the inbox table, and the retention sweep.
+ */
+#include "db_conn_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ib_log.h"
+
+#define MIGRATE_ATTEMPTS 8
+#define SWEEP_BATCH_DEFAULT 1000
+#define SWEEP_BATCH_MAX 10000
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static bool first_int(SQLHSTMT st, void *arg)
+{
+    long long *out = arg;
+    SQLBIGINT v = 0;
+    SQLLEN ind = 0;
+    SQLRETURN rc = SQLGetData(st, 1, SQL_C_SBIGINT, &v, sizeof(v), &ind);
+    if ((rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO) && ind != SQL_NULL_DATA)
+        *out = v;
+    return false;
+}
+
+/* Checks that the table has every inbox column and a unique key on the inbox key. */
+static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long keys = 0;
+
+    if (db_sql_probe_columns(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+    if (db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        if (err->code == IB_E_DB_CONN || err->cls == IB_CLASS_TRANSIENT)
+            return err->code;
+        ib_error_t e = *err;
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "db.inbox_table: table '%s' is missing or lacks inbox columns "
+                     "(create it from db/schema/%s.sql or set db.migrate true): %s",
+                     dbc->table, db_dialect_name(dbc->dialect), e.text);
+        ib_strlcpy(err->sqlstate, e.sqlstate, sizeof(err->sqlstate));
+        err->native = e.native;
+        return IB_E_CONFIG;
+    }
+    if (db_sql_probe_key(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+    if (db_run(dbc, sql, NULL, 0, first_int, &keys, NULL, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        ib_error_prefix(err, "inbox key check");
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        return err->code;
+    }
+    db_rollback_quiet(dbc);
+    if (keys < 1)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "db.inbox_table: table '%s' has no primary key or unique index on "
+                            "exactly (consumer, message_id); without it duplicates are not "
+                            "detected",
+                            dbc->table);
+    return IB_E_OK;
+}
+
+static ib_err_t create_once(db_conn_t *dbc, ib_error_t *err)
+{
+    char lock[DB_SQL_MAX], buf[3 * DB_SQL_MAX];
+    const char *ddl[DB_DDL_MAX];
+    size_t n = 0;
+
+    if (db_sql_migrate_lock(dbc->dialect, dbc->table, lock, sizeof(lock)) != IB_E_OK ||
+        db_sql_ddl(dbc->dialect, dbc->table, buf, sizeof(buf), ddl, &n) != IB_E_OK)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+    if (lock[0] && db_run(dbc, lock, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (db_run(dbc, ddl[i], NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
+            goto fail;
+    if (db_end(dbc, true, err) != IB_E_OK)
+        return err->code;
+    return IB_E_OK;
+fail:
+    db_rollback_quiet(dbc);
+    return err->code;
+}
+
+ib_err_t db_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
+{
+    ib_error_t local;
+
+    if (!err)
+        err = &local;
+    ib_error_clear(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK)
+        return err->code;
+    if (create) {
+        for (int attempt = 1;; attempt++) {
+            if (create_once(dbc, err) == IB_E_OK)
+                break;
+            /*
+             * Concurrent creators on engines without a migration lock can
+             * still collide (SQLite busy, a catalog unique violation):
+             * the next attempt finds the objects and does nothing.
+             */
+            if (attempt >= MIGRATE_ATTEMPTS || err->cls == IB_CLASS_PERMANENT) {
+                ib_error_prefix(err, "db.migrate: creating table '%s'", dbc->table);
+                return err->code;
+            }
+            IB_LOG(IB_LOG_WARN, "db_migrate", IB_MSG("migration attempt failed; retrying"),
+                   IB_S("table", dbc->table), IB_S("sqlstate", err->sqlstate),
+                   IB_I("native_error", err->native), IB_I("attempt", attempt));
+            sleep_ms(50L * attempt);
+            if (db_conn_ensure(dbc, err) != IB_E_OK)
+                continue;
+        }
+    }
+    return probe(dbc, err);
+}
+
+long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX], lock[DB_SQL_MAX], unlock[DB_SQL_MAX];
+    bool limit_first = false;
+    long long total = 0, got = 1, cutoff;
+    ib_error_t local;
+
+    if (!err)
+        err = &local;
+    ib_error_clear(err);
+    if (days <= 0)
+        return 0;
+    if (batch <= 0)
+        batch = SWEEP_BATCH_DEFAULT;
+    if (batch > SWEEP_BATCH_MAX)
+        batch = SWEEP_BATCH_MAX;
+    if (db_sql_sweep(dbc->dialect, dbc->table, sql, sizeof(sql), &limit_first) != IB_E_OK ||
+        db_sql_sweep_lock(dbc->dialect, dbc->table, lock, sizeof(lock)) != IB_E_OK ||
+        db_sql_sweep_unlock(dbc->dialect, dbc->table, unlock, sizeof(unlock)) != IB_E_OK) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+        return -1;
+    }
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK)
+        return -1;
+    if (lock[0]) {
+        got = 0;
+        if (db_run(dbc, lock, NULL, 0, first_int, &got, NULL, err) != IB_E_OK ||
+            db_end(dbc, true, err) != IB_E_OK) {
+            db_rollback_quiet(dbc);
+            ib_error_prefix(err, "sweep lock");
+            return -1;
+        }
+        if (got != 1)
+            return 0; /* another replica is sweeping */
+    }
+    cutoff = ib_now_ms() - (long long)days * 86400000LL;
+    for (;;) {
+        db_bind_t b[2];
+        long long rows = 0;
+        b[limit_first ? 0 : 1] = DB_B(DB_INT(batch));
+        b[limit_first ? 1 : 0] = DB_B_TS(cutoff);
+        if (db_run(dbc, sql, b, 2, NULL, NULL, &rows, err) != IB_E_OK ||
+            db_end(dbc, true, err) != IB_E_OK) {
+            db_rollback_quiet(dbc);
+            ib_error_prefix(err, "sweep");
+            total = -1;
+            break;
+        }
+        total += rows;
+        if (rows < batch)
+            break;
+    }
+    if (lock[0] && !dbc->broken) {
+        ib_error_t e;
+        if (db_run(dbc, unlock, NULL, 0, NULL, NULL, NULL, &e) != IB_E_OK)
+            db_rollback_quiet(dbc);
+        else
+            db_end(dbc, true, &e);
+    }
+    return total;
+}

@@ -1,0 +1,202 @@
+/* db_testlib.c - see db_testlib.h. */
+#include "db_testlib.h"
+
+#include <sql.h>
+#include <sqlext.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+db_dialect_t tl_dialect_arg(int argc, char **argv)
+{
+    int d = argc > 1 ? db_dialect_parse(argv[1]) : -1;
+    if (d != DB_DIALECT_POSTGRESQL && d != DB_DIALECT_SQLITE) {
+        fprintf(stderr, "usage: %s postgresql|sqlite\n", argv[0]);
+        exit(2);
+    }
+    return (db_dialect_t)d;
+}
+
+double tl_timeout(double seconds)
+{
+    const char *m = getenv("INBOXD_TEST_TIMEOUT_MULTIPLIER");
+    double k = m ? atof(m) : 1.0;
+    return seconds * (k > 0 ? k : 1.0);
+}
+
+static void print_diag(SQLSMALLINT type, SQLHANDLE h, const char *what)
+{
+    SQLCHAR state[6], msg[512];
+    SQLINTEGER native;
+    SQLSMALLINT len;
+    if (SQLGetDiagRec(type, h, 1, state, &native, msg, sizeof(msg), &len) == SQL_SUCCESS)
+        fprintf(stderr, "%s: [%s/%d] %s\n", what, state, (int)native, msg);
+    else
+        fprintf(stderr, "%s: failed without diagnostics\n", what);
+}
+
+/* Runs sql on connstr with autocommit on; fetches the first integer when out. */
+static int raw_exec(const char *connstr, const char *sql, long long *out)
+{
+    SQLHENV env = NULL;
+    SQLHDBC dbc = NULL;
+    SQLHSTMT st = NULL;
+    int rc = -1;
+
+    SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &env);
+    SQLSetEnvAttr(env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0);
+    SQLAllocHandle(SQL_HANDLE_DBC, env, &dbc);
+    if (!SQL_SUCCEEDED(SQLDriverConnect(dbc, NULL, (SQLCHAR *)connstr, SQL_NTS, NULL, 0, NULL,
+                                        SQL_DRIVER_NOPROMPT))) {
+        print_diag(SQL_HANDLE_DBC, dbc, "test connect");
+        goto out;
+    }
+    SQLAllocHandle(SQL_HANDLE_STMT, dbc, &st);
+    SQLRETURN r = SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
+    if (!SQL_SUCCEEDED(r) && r != SQL_NO_DATA) {
+        print_diag(SQL_HANDLE_STMT, st, sql);
+        goto out;
+    }
+    if (out) {
+        SQLBIGINT v = 0;
+        SQLLEN ind = 0;
+        *out = 0;
+        if (SQL_SUCCEEDED(SQLFetch(st)) &&
+            SQL_SUCCEEDED(SQLGetData(st, 1, SQL_C_SBIGINT, &v, sizeof(v), &ind)) &&
+            ind != SQL_NULL_DATA)
+            *out = v;
+    }
+    rc = 0;
+out:
+    if (st)
+        SQLFreeHandle(SQL_HANDLE_STMT, st);
+    SQLDisconnect(dbc);
+    SQLFreeHandle(SQL_HANDLE_DBC, dbc);
+    SQLFreeHandle(SQL_HANDLE_ENV, env);
+    return rc;
+}
+
+void tl_db_create(tl_db_t *t, db_dialect_t d, const char *tag)
+{
+    static int seq;
+    char sql[256];
+
+    memset(t, 0, sizeof(*t));
+    t->dialect = d;
+    srand((unsigned)(time(NULL) ^ getpid()));
+    if (d == DB_DIALECT_SQLITE) {
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(t->path, sizeof(t->path), "%s/inboxd-%s-%d-%d-%d.db", tmp, tag, (int)getpid(),
+                 seq++, rand() % 100000);
+        unlink(t->path);
+        snprintf(t->connstr, sizeof(t->connstr), "Driver={SQLite3};Database=%s;Timeout=%d",
+                 t->path, (int)tl_timeout(10) * 1000);
+        return;
+    }
+    const char *port = getenv("INBOXD_TEST_PG_PORT");
+    if (!port || !*port) {
+        const char *req = getenv("INBOXD_TEST_REQUIRE_PG");
+        if (req && strcmp(req, "1") == 0) {
+            fprintf(stderr, "INBOXD_TEST_PG_PORT is unset and INBOXD_TEST_REQUIRE_PG=1\n");
+            exit(1);
+        }
+        fprintf(stderr, "skipped: INBOXD_TEST_PG_PORT is unset\n");
+        exit(77);
+    }
+    snprintf(t->name, sizeof(t->name), "inboxd_%s_%d_%d_%d", tag, (int)getpid(), seq++,
+             rand() % 100000);
+    snprintf(t->admin, sizeof(t->admin),
+             "Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=%s;Database=postgres;Uid=postgres;"
+             "Pwd=",
+             port);
+    snprintf(t->connstr, sizeof(t->connstr),
+             "Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=%s;Database=%s;Uid=postgres;Pwd=",
+             port, t->name);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", t->name);
+    if (raw_exec(t->admin, sql, NULL) != 0) {
+        fprintf(stderr, "cannot create the test database\n");
+        exit(1);
+    }
+}
+
+void tl_db_drop(tl_db_t *t)
+{
+    char sql[256];
+
+    if (t->dialect == DB_DIALECT_SQLITE) {
+        char p[300];
+        unlink(t->path);
+        snprintf(p, sizeof(p), "%s-wal", t->path);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s-shm", t->path);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s-journal", t->path);
+        unlink(p);
+        return;
+    }
+    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", t->name);
+    raw_exec(t->admin, sql, NULL);
+}
+
+db_conn_t *tl_conn_opts(const tl_db_t *t, const db_options_t *extra)
+{
+    db_options_t o;
+    ib_error_t err;
+    db_conn_t *dbc;
+
+    if (extra)
+        o = *extra;
+    else
+        memset(&o, 0, sizeof(o));
+    o.connection_string = t->connstr;
+    if (o.dialect == DB_DIALECT_AUTO)
+        o.dialect = t->dialect;
+    if (!o.statement_timeout_s)
+        o.statement_timeout_s = (long)tl_timeout(30);
+    dbc = db_conn_new(&o, &err);
+    if (!dbc) {
+        fprintf(stderr, "db_conn_new: %s (%s)\n", err.text, ib_class_name(err.cls));
+        exit(1);
+    }
+    return dbc;
+}
+
+db_conn_t *tl_conn(const tl_db_t *t)
+{
+    return tl_conn_opts(t, NULL);
+}
+
+int tl_exec(const tl_db_t *t, const char *sql)
+{
+    return raw_exec(t->connstr, sql, NULL);
+}
+
+long long tl_scalar(const tl_db_t *t, const char *sql)
+{
+    long long v = 0;
+    if (raw_exec(t->connstr, sql, &v) != 0) {
+        fprintf(stderr, "tl_scalar failed: %s\n", sql);
+        exit(1);
+    }
+    return v;
+}
+
+db_claim_t tl_claim(const char *consumer, const char *message_id, const char *idem,
+                    const char *body, char hash[65])
+{
+    db_claim_t c;
+    memset(&c, 0, sizeof(c));
+    db_sha256_hex(body, strlen(body), hash);
+    c.consumer = consumer;
+    c.message_id = message_id;
+    c.idempotency_key = idem;
+    c.body_sha256 = hash;
+    c.entity = "orders";
+    c.sequence_number = 1;
+    c.delivery_count = 1;
+    c.enqueued_at_ms = 1767225600000LL; /* 2026-01-01T00:00:00Z */
+    c.received_at_ms = 0;
+    return c;
+}
