@@ -1,0 +1,295 @@
+/*
+ * sb_core.c - the connection: TLS or plain TCP, SASL ANONYMOUS, open/close,
+ * the periodic tick, wake-ups, and dispatch of link events to $cbs and
+ * $management (sb_rr.c) or to the owner (client or sender).
+ */
+#include "sb_core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <proton/condition.h>
+#include <proton/sasl.h>
+#include <proton/transport.h>
+
+#include "ib_log.h"
+
+#define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define SYSTEM_CA_DIR "/etc/ssl/certs"
+
+void sb_log_condition(const char *ev, const char *what, pn_condition_t *cond, ib_error_t *err)
+{
+    const char *name, *desc;
+    if (!cond || !pn_condition_is_set(cond)) {
+        IB_LOG(IB_LOG_INFO, ev, IB_MSG(what));
+        return;
+    }
+    name = pn_condition_get_name(cond);
+    desc = pn_condition_get_description(cond);
+    IB_LOG(IB_LOG_WARN, ev, IB_MSG(what), IB_S("condition", name), IB_S("description", desc));
+    if (err) {
+        ib_error_set(err, IB_E_BROKER, IB_CLASS_TRANSIENT, "%s: %s: %s", what, name ? name : "",
+                     desc ? desc : "");
+        ib_strlcpy(err->condition, name ? name : "", sizeof(err->condition));
+    }
+}
+
+ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
+                      sb_token_get_fn token_get, void *token_ctx, unsigned op_timeout_ms,
+                      const sb_core_hooks_t *hooks, ib_error_t *err)
+{
+    unsigned char rnd[6] = {0};
+    FILE *fp;
+
+    memset(core, 0, sizeof(*core));
+    pthread_mutex_init(&core->wake_lock, NULL);
+    if (sb_connstr_parse(connstr, &core->cs, err) != IB_E_OK)
+        return err ? err->code : IB_E_CONFIG;
+    core->token_get = token_get ? token_get : sb_token_from_connstr;
+    core->token_ctx = token_get ? token_ctx : &core->cs;
+    core->op_timeout_ms = op_timeout_ms ? op_timeout_ms : 30000;
+    core->tick_ms = 100;
+    core->hooks = *hooks;
+    fp = fopen("/dev/urandom", "rb");
+    if (fp) {
+        if (fread(rnd, 1, sizeof(rnd), fp) != sizeof(rnd))
+            memset(rnd, 0, sizeof(rnd));
+        fclose(fp);
+    }
+    snprintf(core->container, sizeof(core->container), "inboxd-%02x%02x%02x%02x%02x%02x-%d",
+             rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], (int)getpid());
+    if (!core->cs.emulator) {
+        const char *ca = ca_file && *ca_file ? ca_file
+                         : access(SYSTEM_CA_BUNDLE, R_OK) == 0 ? SYSTEM_CA_BUNDLE
+                                                              : SYSTEM_CA_DIR;
+        core->ssl = pn_ssl_domain(PN_SSL_MODE_CLIENT);
+        if (!core->ssl) {
+            sb_connstr_free(&core->cs);
+            return ib_error_set(err, IB_E_TLS, IB_CLASS_PERMANENT, "TLS is not available");
+        }
+        if (ca_file && *ca_file && access(ca_file, R_OK) != 0) {
+            pn_ssl_domain_free(core->ssl);
+            sb_connstr_free(&core->cs);
+            return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                                "servicebus.ca_file: %s cannot be read", ca_file);
+        }
+        if (pn_ssl_domain_set_trusted_ca_db(core->ssl, ca) != 0 ||
+            pn_ssl_domain_set_peer_authentication(core->ssl, PN_SSL_VERIFY_PEER_NAME, NULL) != 0) {
+            pn_ssl_domain_free(core->ssl);
+            sb_connstr_free(&core->cs);
+            return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                                "servicebus.ca_file: %s holds no usable CA certificate", ca);
+        }
+    }
+    core->proactor = pn_proactor();
+    pn_proactor_set_timeout(core->proactor, core->tick_ms);
+    return IB_E_OK;
+}
+
+void sb_core_fini(sb_core_t *core)
+{
+    if (core->proactor)
+        pn_proactor_free(core->proactor);
+    core->proactor = NULL;
+    sb_rr_free_all(core);
+    sb_auth_free(core);
+    if (core->ssl)
+        pn_ssl_domain_free(core->ssl);
+    core->ssl = NULL;
+    sb_connstr_free(&core->cs);
+    pthread_mutex_destroy(&core->wake_lock);
+}
+
+void sb_core_name(sb_core_t *core, const char *prefix, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s-%s-%u", prefix, core->container, ++core->link_seq);
+}
+
+char *sb_core_audience(sb_core_t *core, const char *path)
+{
+    size_t n = strlen(core->cs.endpoint) + strlen(path) + 1;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s%s", core->cs.endpoint, path[0] == '/' ? path + 1 : path);
+    return s;
+}
+
+void sb_core_connect(sb_core_t *core)
+{
+    pn_transport_t *t;
+    pn_sasl_t *sasl;
+    pn_data_t *props;
+    char addr[PN_MAX_ADDR], port[16];
+
+    if (core->conn)
+        return;
+    core->conn = pn_connection();
+    pn_connection_set_container(core->conn, core->container);
+    pn_connection_set_hostname(core->conn, core->cs.host);
+    props = pn_connection_properties(core->conn);
+    pn_data_put_map(props);
+    pn_data_enter(props);
+    sb_put_sym(props, "product");
+    sb_put_str(props, "inboxd");
+    pn_data_exit(props);
+    t = pn_transport();
+    pn_transport_set_idle_timeout(t, 60000);
+    sasl = pn_sasl(t);
+    pn_sasl_allowed_mechs(sasl, "ANONYMOUS");
+    if (core->ssl) {
+        pn_ssl_t *ssl = pn_ssl(t);
+        pn_ssl_init(ssl, core->ssl, NULL);
+        pn_ssl_set_peer_hostname(ssl, core->cs.host);
+    }
+    pn_connection_open(core->conn);
+    snprintf(port, sizeof(port), "%d", core->cs.port);
+    pn_proactor_addr(addr, sizeof(addr), core->cs.host, port);
+    IB_LOG(IB_LOG_INFO, "connect", IB_MSG("connecting"), IB_S("host", core->cs.host),
+           IB_I("port", core->cs.port), IB_B("tls", core->ssl != NULL));
+    pthread_mutex_lock(&core->wake_lock);
+    core->wake_conn = core->conn;
+    pthread_mutex_unlock(&core->wake_lock);
+    pn_proactor_connect2(core->proactor, core->conn, t, addr);
+    /* $cbs attaches at once; everything else waits for a token. */
+    sb_core_mgmt(core, NULL);
+}
+
+void sb_core_close(sb_core_t *core)
+{
+    if (core->conn)
+        pn_connection_close(core->conn);
+}
+
+void sb_core_wake(sb_core_t *core)
+{
+    pthread_mutex_lock(&core->wake_lock);
+    if (core->wake_conn)
+        pn_connection_wake(core->wake_conn);
+    pthread_mutex_unlock(&core->wake_lock);
+}
+
+void sb_core_interrupt(sb_core_t *core)
+{
+    pn_proactor_interrupt(core->proactor);
+}
+
+/* Classifies the end of a transport for the owner. */
+static void transport_error(sb_core_t *core, pn_transport_t *t, ib_error_t *why)
+{
+    pn_condition_t *cond = t ? pn_transport_condition(t) : NULL;
+    const char *name = cond && pn_condition_is_set(cond) ? pn_condition_get_name(cond) : NULL;
+    const char *desc = cond && pn_condition_is_set(cond) ? pn_condition_get_description(cond) : NULL;
+
+    if (core->last_err.code != IB_E_OK) {
+        *why = core->last_err; /* the remote close said why */
+        return;
+    }
+    if (!name) {
+        ib_error_set(why, IB_E_CLOSED, IB_CLASS_TRANSIENT, "connection closed");
+        return;
+    }
+    if (core->ssl && desc &&
+        (strstr(desc, "certificate") || strstr(desc, "SSL") || strstr(desc, "TLS") ||
+         strstr(desc, "ssl") || strstr(desc, "verify") || strcmp(name, "amqp:connection:framing-error") == 0)) {
+        ib_error_set(why, IB_E_TLS, IB_CLASS_TRANSIENT, "TLS connection to %s:%d failed: %s: %s",
+                     core->cs.host, core->cs.port, name, desc);
+    } else {
+        ib_error_set(why, IB_E_IO, IB_CLASS_TRANSIENT, "connection to %s:%d lost: %s: %s",
+                     core->cs.host, core->cs.port, name, desc ? desc : "");
+    }
+    ib_strlcpy(why->condition, name, sizeof(why->condition));
+}
+
+bool sb_core_handle(sb_core_t *core, pn_event_t *e)
+{
+    pn_link_t *link;
+
+    switch (pn_event_type(e)) {
+    case PN_CONNECTION_REMOTE_OPEN:
+        if (pn_event_connection(e) == core->conn) {
+            core->up = true;
+            ib_error_clear(&core->last_err);
+            IB_LOG(IB_LOG_INFO, "connect", IB_MSG("connected"), IB_S("host", core->cs.host),
+                   IB_S("container", core->container));
+            if (core->hooks.on_up)
+                core->hooks.on_up(core->hooks.owner);
+        }
+        break;
+    case PN_CONNECTION_REMOTE_CLOSE: {
+        pn_connection_t *c = pn_event_connection(e);
+        sb_log_condition("connection_close", "the broker closed the connection",
+                         pn_connection_remote_condition(c), &core->last_err);
+        if (core->last_err.code == IB_E_BROKER &&
+            strcmp(core->last_err.condition, "amqp:unauthorized-access") == 0)
+            core->last_err.code = IB_E_AUTH;
+        pn_connection_close(c);
+        break;
+    }
+    case PN_SESSION_REMOTE_CLOSE: {
+        pn_session_t *s = pn_event_session(e);
+        sb_log_condition("session_close", "the broker ended a session",
+                         pn_session_remote_condition(s), NULL);
+        pn_session_close(s);
+        break;
+    }
+    case PN_TRANSPORT_ERROR:
+        break; /* PN_TRANSPORT_CLOSED follows and reports it */
+    case PN_TRANSPORT_CLOSED: {
+        ib_error_t why;
+        pn_transport_t *t = pn_event_transport(e);
+        pn_condition_t *cond = pn_transport_condition(t);
+        transport_error(core, t, &why);
+        IB_LOG(why.code == IB_E_CLOSED ? IB_LOG_INFO : IB_LOG_WARN, "disconnect",
+               IB_MSG("connection ended"), IB_S("error", ib_err_name(why.code)),
+               IB_S("condition", cond && pn_condition_is_set(cond) ? pn_condition_get_name(cond) : NULL),
+               IB_S("description",
+                    cond && pn_condition_is_set(cond) ? pn_condition_get_description(cond) : NULL));
+        pthread_mutex_lock(&core->wake_lock);
+        core->wake_conn = NULL;
+        pthread_mutex_unlock(&core->wake_lock);
+        core->conn = NULL;
+        core->up = false;
+        core->last_err = why;
+        sb_rr_reset_all(core, &why);
+        sb_auth_reset(core);
+        if (core->hooks.on_down)
+            core->hooks.on_down(core->hooks.owner, &why);
+        ib_error_clear(&core->last_err);
+        core->last_err = why; /* kept for the sender's error text */
+        break;
+    }
+    case PN_CONNECTION_WAKE:
+        if (core->hooks.on_wake)
+            core->hooks.on_wake(core->hooks.owner);
+        break;
+    case PN_PROACTOR_TIMEOUT:
+        sb_auth_tick(core);
+        sb_rr_tick(core);
+        if (core->hooks.on_tick)
+            core->hooks.on_tick(core->hooks.owner);
+        pn_proactor_set_timeout(core->proactor, core->tick_ms);
+        break;
+    case PN_PROACTOR_INTERRUPT:
+        if (core->hooks.on_interrupt)
+            core->hooks.on_interrupt(core->hooks.owner);
+        break;
+    case PN_PROACTOR_INACTIVE:
+        return false;
+    case PN_LINK_REMOTE_OPEN:
+    case PN_LINK_REMOTE_CLOSE:
+    case PN_LINK_REMOTE_DETACH:
+    case PN_LINK_FLOW:
+    case PN_DELIVERY:
+        link = pn_event_link(e);
+        if (!link)
+            break;
+        if (!sb_rr_handle(core, e, link) && core->hooks.on_link_event)
+            core->hooks.on_link_event(core->hooks.owner, e, link);
+        break;
+    default:
+        break;
+    }
+    return true;
+}

@@ -1,0 +1,137 @@
+/*
+ * sb_core.h - internal to amqp/: one AMQP connection to Service Bus with its
+ * $cbs authorization and $management request/response links. Used by the
+ * client (sb_client.c, which runs it on its own thread) and by the blocking
+ * sender (sb_send.c, which runs it on the caller's thread).
+ *
+ * thread: everything here runs on the thread that drives the proactor,
+ * except sb_core_wake and sb_core_interrupt.
+ */
+#ifndef SB_CORE_H
+#define SB_CORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <proton/connection.h>
+#include <proton/delivery.h>
+#include <proton/event.h>
+#include <proton/link.h>
+#include <proton/message.h>
+#include <proton/proactor.h>
+#include <proton/session.h>
+#include <proton/ssl.h>
+
+#include "ib_err.h"
+#include "sb_connstr.h"
+#include "sb_token.h"
+
+/* Every link's context starts with one of these, so events find their owner. */
+enum { SB_KIND_RR = 0x5b001, SB_KIND_RECEIVER, SB_KIND_SENDER };
+typedef struct sb_link_tag {
+    int kind;
+} sb_link_tag_t;
+
+typedef struct sb_core sb_core_t;
+typedef struct sb_rr sb_rr_t;
+
+/*
+ * Answer to a request: status is the response's statusCode / status-code, or
+ * -1 when the request failed locally (timeout, connection lost: err says
+ * which). resp is valid during the call only (NULL when status is -1).
+ */
+typedef void (*sb_rr_cb)(void *ctx, int status, pn_message_t *resp, const ib_error_t *err);
+/* Authorization of an audience finished (err->code IB_E_OK or not). */
+typedef void (*sb_auth_cb)(void *ctx, const ib_error_t *err);
+
+typedef struct sb_core_hooks {
+    void (*on_up)(void *owner);                          /* connection open */
+    void (*on_down)(void *owner, const ib_error_t *why); /* transport closed; every Proton
+                                                            object of the connection is gone */
+    void (*on_link_event)(void *owner, pn_event_t *e, pn_link_t *link); /* owner's links */
+    void (*on_wake)(void *owner);
+    void (*on_tick)(void *owner);
+    void (*on_interrupt)(void *owner);
+    void *owner;
+} sb_core_hooks_t;
+
+typedef struct sb_aud sb_aud_t;
+
+struct sb_core {
+    pn_proactor_t *proactor;
+    pn_connection_t *conn; /* NULL while disconnected */
+    bool up;               /* remote open seen */
+    sb_connstr_t cs;
+    sb_token_get_fn token_get;
+    void *token_ctx;
+    unsigned op_timeout_ms;
+    unsigned tick_ms;
+    pn_ssl_domain_t *ssl; /* NULL for the emulator (plain TCP) */
+    sb_core_hooks_t hooks;
+    sb_rr_t *cbs;
+    sb_rr_t *rrs; /* $management pairs, one per entity */
+    sb_aud_t *auds;
+    uint64_t next_id;
+    unsigned link_seq;
+    char container[48];
+    pthread_mutex_t wake_lock;
+    pn_connection_t *wake_conn; /* conn, readable by other threads under wake_lock */
+    ib_error_t last_err;        /* why the last connection ended */
+};
+
+ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
+                      sb_token_get_fn token_get, void *token_ctx, unsigned op_timeout_ms,
+                      const sb_core_hooks_t *hooks, ib_error_t *err);
+void sb_core_fini(sb_core_t *core);
+/* Starts a connection attempt (no-op when one exists). */
+void sb_core_connect(sb_core_t *core);
+/* Closes the connection gracefully; on_down follows. */
+void sb_core_close(sb_core_t *core);
+/* Handles one event. Returns false once the proactor is inactive. */
+bool sb_core_handle(sb_core_t *core, pn_event_t *e);
+/* thread: any. */
+void sb_core_wake(sb_core_t *core);
+void sb_core_interrupt(sb_core_t *core);
+
+/* A fresh unique name for a link or node address. */
+void sb_core_name(sb_core_t *core, const char *prefix, char *buf, size_t size);
+/* "sb://host[:port]/path" into a malloc'd string. */
+char *sb_core_audience(sb_core_t *core, const char *path);
+
+/* Puts a token for audience (once, then kept fresh while connected); cb when done. */
+void sb_core_authorize(sb_core_t *core, const char *audience, sb_auth_cb cb, void *ctx);
+
+/* The $management pair of entity (created on first use, attached lazily). */
+sb_rr_t *sb_core_mgmt(sb_core_t *core, const char *entity);
+/*
+ * Sends req (takes ownership) on rr and calls cb with the answer. Sets
+ * message-id and reply-to. associated_link may be NULL.
+ */
+void sb_rr_request(sb_rr_t *rr, pn_message_t *req, sb_rr_cb cb, void *ctx);
+/* Drops every callback that would go to ctx (its owner is going away). */
+void sb_rr_forget(sb_core_t *core, void *ctx);
+
+/* Helpers for building and reading management messages. */
+pn_message_t *sb_mgmt_message(const char *operation, const char *associated_link);
+int sb_resp_status(pn_message_t *resp);
+/* Fills err from a failed response: description, errorCondition. */
+void sb_resp_error(pn_message_t *resp, int status, ib_error_t *err);
+/* Moves the body cursor onto the value of key in a string-keyed map body. */
+bool sb_body_find(pn_data_t *body, const char *key);
+void sb_put_str(pn_data_t *d, const char *s);
+void sb_put_sym(pn_data_t *d, const char *s);
+
+/* Internal to sb_core.c / sb_rr.c. */
+bool sb_rr_handle(sb_core_t *core, pn_event_t *e, pn_link_t *link);
+void sb_rr_tick(sb_core_t *core);
+void sb_rr_reset_all(sb_core_t *core, const ib_error_t *why);
+void sb_rr_free_all(sb_core_t *core);
+void sb_auth_tick(sb_core_t *core);
+void sb_auth_reset(sb_core_t *core);
+void sb_auth_free(sb_core_t *core);
+
+/* Logs a condition under event tag ev; fills err when given and the condition is set. */
+void sb_log_condition(const char *ev, const char *what, pn_condition_t *cond, ib_error_t *err);
+
+#endif
