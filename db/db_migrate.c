@@ -108,11 +108,13 @@ ib_err_t db_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
             if (create_once(dbc, err) == IB_E_OK)
                 break;
             /*
-             * Concurrent creators on engines without a migration lock can
-             * still collide (SQLite busy, a catalog unique violation):
-             * the next attempt finds the objects and does nothing.
+             * Concurrent creators wait on the migration lock, so only
+             * weather is retried here (SQLite busy, a lost connection);
+             * a catalog unique violation would mean the lock is missing.
              */
-            if (attempt >= MIGRATE_ATTEMPTS || err->cls == IB_CLASS_PERMANENT) {
+            if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            if (attempt >= MIGRATE_ATTEMPTS || err->cls != IB_CLASS_TRANSIENT) {
                 ib_error_prefix(err, "db.migrate: creating table '%s'", dbc->table);
                 return err->code;
             }

@@ -1,0 +1,159 @@
+/*
+ * db_migrate against a live database (argv[1]: postgresql|sqlite): a
+ * missing table is a clear configuration error with migrate false; migrate
+ * true twice, and by several processes at once, leaves one correct table;
+ * a table without the inbox key is refused.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "db_testlib.h"
+#include "ib_log.h"
+#include "ib_test.h"
+
+#define PROCS 4
+
+static tl_db_t T;
+
+static db_conn_t *conn_for(const char *table)
+{
+    db_options_t o;
+    memset(&o, 0, sizeof(o));
+    o.inbox_table = table;
+    return tl_conn_opts(&T, &o);
+}
+
+static long long index_count(const char *table)
+{
+    char sql[256];
+    if (T.dialect == DB_DIALECT_SQLITE)
+        snprintf(sql, sizeof(sql),
+                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = '%s'",
+                 table);
+    else
+        snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM pg_indexes WHERE tablename = '%s'",
+                 table);
+    return tl_scalar(&T, sql);
+}
+
+static long long table_count(const char *table)
+{
+    char sql[256];
+    if (T.dialect == DB_DIALECT_SQLITE)
+        snprintf(sql, sizeof(sql),
+                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'", table);
+    else
+        snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM pg_tables WHERE tablename = '%s'", table);
+    return tl_scalar(&T, sql);
+}
+
+static void test_missing_table_is_config_error(void)
+{
+    ib_error_t err;
+    db_conn_t *dbc = conn_for("inbox");
+    ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_CONFIG);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    ASSERT_CONTAINS(err.text, "db.inbox_table");
+    ASSERT_CONTAINS(err.text, "'inbox'");
+    ASSERT_EQ(table_count("inbox"), 0);
+    db_conn_free(dbc);
+}
+
+static void test_migrate_twice(void)
+{
+    ib_error_t err;
+    db_conn_t *dbc = conn_for("inbox");
+    ASSERT_EQ(db_migrate(dbc, true, &err), IB_E_OK);
+    ASSERT_EQ(db_migrate(dbc, true, &err), IB_E_OK);
+    ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_OK);
+    ASSERT_EQ(table_count("inbox"), 1);
+    ASSERT_EQ(index_count("inbox"), 3); /* key, idempotency key, processed_at */
+    /* The table works and holds its key. */
+    char hash[65];
+    db_claim_t c = tl_claim("m", "1", NULL, "x", hash);
+    ASSERT_EQ(db_inbox_apply(dbc, &c, NULL, 0, &err), DB_APPLIED);
+    ASSERT_EQ(db_migrate(dbc, true, &err), IB_E_OK);
+    ASSERT_EQ(db_inbox_apply(dbc, &c, NULL, 0, &err), DB_DUPLICATE);
+    ASSERT_EQ(tl_scalar(&T, "SELECT COUNT(*) FROM inbox"), 1);
+    db_conn_free(dbc);
+}
+
+static void test_concurrent_processes(void)
+{
+    pid_t kids[PROCS];
+    long long start = ib_now_ms() + (long long)(tl_timeout(0.3) * 1000);
+
+    for (int i = 0; i < PROCS; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            ib_error_t err;
+            long long wait = start - ib_now_ms();
+            if (wait > 0) {
+                struct timespec ts = {wait / 1000, (wait % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            db_conn_t *dbc = conn_for("inbox_race");
+            ib_err_t rc = db_migrate(dbc, true, &err);
+            if (rc != IB_E_OK)
+                fprintf(stderr, "process %d: %s\n", i, err.text);
+            db_conn_free(dbc);
+            _exit(rc == IB_E_OK ? 0 : 1);
+        }
+        ASSERT_TRUE(kids[i] > 0);
+    }
+    int failed = 0;
+    for (int i = 0; i < PROCS; i++) {
+        int st = 0;
+        waitpid(kids[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            failed++;
+    }
+    ASSERT_EQ(failed, 0);
+    ASSERT_EQ(table_count("inbox_race"), 1);
+    ASSERT_EQ(index_count("inbox_race"), 3);
+    ib_error_t err;
+    db_conn_t *dbc = conn_for("inbox_race");
+    ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_OK);
+    db_conn_free(dbc);
+}
+
+static void test_table_without_key_is_refused(void)
+{
+    ib_error_t err;
+    ASSERT_EQ(tl_exec(&T, "CREATE TABLE inbox_nokey (consumer varchar(200), message_id "
+                          "varchar(128), idempotency_key varchar(400), body_sha256 char(64), "
+                          "status varchar(16), entity varchar(260), sequence_number bigint, "
+                          "delivery_count integer, enqueued_at timestamp, received_at "
+                          "timestamp, processed_at timestamp, error_class varchar(16), "
+                          "error_detail varchar(2000))"),
+              0);
+    db_conn_t *dbc = conn_for("inbox_nokey");
+    ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_CONFIG);
+    ASSERT_CONTAINS(err.text, "(consumer, message_id)");
+    ASSERT_EQ(db_migrate(dbc, true, &err), IB_E_CONFIG);
+    db_conn_free(dbc);
+    /* A table that lacks a column is refused as well. */
+    ASSERT_EQ(tl_exec(&T, "CREATE TABLE inbox_cols (consumer varchar(200), message_id "
+                          "varchar(128), PRIMARY KEY (consumer, message_id))"),
+              0);
+    dbc = conn_for("inbox_cols");
+    ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_CONFIG);
+    ASSERT_CONTAINS(err.text, "inbox_cols");
+    db_conn_free(dbc);
+}
+
+int main(int argc, char **argv)
+{
+    db_dialect_t d = tl_dialect_arg(argc, argv);
+    ib_log_set_level(IB_LOG_ERROR);
+    tl_db_create(&T, d, "migrate");
+    RUN(test_missing_table_is_config_error);
+    RUN(test_concurrent_processes);
+    RUN(test_migrate_twice);
+    RUN(test_table_without_key_is_refused);
+    tl_db_drop(&T);
+    return ib_test_done();
+}
