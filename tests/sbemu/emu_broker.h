@@ -1,0 +1,143 @@
+/*
+ * emu_broker.h - the Proton side of sbemu: connections, links, $cbs,
+ * $management, delivery and settlement. One proactor thread owns every
+ * Proton object and the namespace.
+ *
+ * thread: proactor, unless a comment says otherwise.
+ */
+#ifndef EMU_BROKER_H
+#define EMU_BROKER_H
+
+#include "emu_entity.h"
+#include "emu_topo.h"
+
+#include <proton/condition.h>
+#include <proton/connection.h>
+#include <proton/delivery.h>
+#include <proton/link.h>
+#include <proton/message.h>
+#include <proton/proactor.h>
+#include <proton/session.h>
+#include <proton/terminus.h>
+
+typedef enum {
+    EMU_LINK_CBS_IN,   /* client sender to $cbs: put-token requests */
+    EMU_LINK_MGMT_IN,  /* client sender to E/$management: requests */
+    EMU_LINK_REPLY,    /* our sender to a $cbs / $management response receiver */
+    EMU_LINK_SEND_IN,  /* client sender to a queue or topic */
+    EMU_LINK_CONSUMER, /* our sender to a client receiver on an entity */
+    EMU_LINK_REFUSED,  /* attached and closed at once with an error */
+} emu_link_kind_t;
+
+typedef struct emu_conn emu_conn_t;
+
+/* A delayed settlement reply (fault injection). */
+typedef struct emu_reply {
+    struct emu_reply *next;
+    pn_delivery_t *dlv;
+    int64_t due_ms;
+    bool lost; /* reply rejected message-lock-lost */
+} emu_reply_t;
+
+typedef struct emu_link {
+    emu_link_kind_t kind;
+    pn_link_t *pl;
+    emu_conn_t *conn;
+    struct emu_link *next;                 /* in conn->links */
+    emu_entity_t *ent;                     /* entity links and $management */
+    struct emu_link *cnext, *cprev;        /* in ent->consumers */
+    bool peek_lock;
+    bool wants_session;                    /* receiver on a session entity */
+    bool session_pending;                  /* accept-next waiting for a session */
+    bool session_lost;                     /* to be detached: session-lock-lost */
+    int64_t session_deadline_ms;
+    emu_session_t *session;
+    emu_buf_t rx;                          /* a transfer being received */
+    emu_reply_t *replies;                  /* delayed settlement replies */
+    uint64_t tag_counter;
+} emu_link_t;
+
+/* An audience granted by put-token on this connection. */
+typedef struct emu_grant {
+    struct emu_grant *next;
+    int64_t expiry_s;
+    char audience[];
+} emu_grant_t;
+
+struct emu_conn {
+    pn_connection_t *pc;
+    struct emu_broker *b;
+    emu_conn_t *next, *prev;
+    emu_link_t *links;
+    emu_grant_t *grants;
+    size_t ngrants;
+    bool wake_pending, dirty, drop;
+    bool closing;
+    uint64_t deliveries;
+};
+
+typedef struct emu_broker {
+    pn_proactor_t *proactor;
+    pn_listener_t *listener;
+    emu_ns_t *ns;
+    emu_faults_t faults;
+    const char *key_name, *key;      /* NULL: accept any token */
+    const char *jwt_issuer, *jwt_secret;
+    const char *stats_file;
+    emu_conn_t *conns;
+    emu_conn_t *current;             /* connection of the event being handled */
+    emu_buf_t scratch;
+    int64_t next_stats_ms, next_drop_ms;
+    bool stopping;
+} emu_broker_t;
+
+/* emu_broker.c */
+/* Handles one proactor event. Returns false when the broker should stop. */
+bool emu_broker_handle(emu_broker_t *b, pn_event_t *e);
+/* Periodic work (tick, stats, faults, timers); rearms the proactor timeout. */
+void emu_broker_tick(emu_broker_t *b);
+/* Frees connection contexts left after the proactor is gone. */
+void emu_broker_free_conns(emu_broker_t *b);
+/* Asks for conn's consumers to be pumped: now if current, else by wake. */
+void emu_conn_poke(emu_broker_t *b, emu_conn_t *conn);
+/* Closes a connection with a condition. */
+void emu_conn_close(emu_conn_t *conn, const char *cond, const char *desc);
+/* Namespace hooks. */
+void emu_broker_on_ready(void *ctx, emu_entity_t *ent);
+void emu_broker_on_session_lost(void *ctx, emu_entity_t *ent, emu_session_t *s, void *holder);
+
+/* emu_link.c */
+/* Attach of a link to an entity (not $cbs / $management). */
+void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent);
+/* Sends what credit allows on every consumer link of conn; handles session waits. */
+void emu_link_pump_conn(emu_broker_t *b, emu_conn_t *conn);
+/* A transfer arrived on a client sender link (SEND_IN, CBS_IN, MGMT_IN). */
+void emu_link_on_incoming(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d);
+/* The client updated a delivery we sent (settlement). */
+void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d);
+/* Sends due delayed settlement replies of conn. */
+void emu_link_flush_replies(emu_broker_t *b, emu_conn_t *conn, bool all);
+/* Detaches l from its entity and session; frees what it owns (not l). */
+void emu_link_release(emu_broker_t *b, emu_link_t *l);
+/* Closes l with an error condition. */
+void emu_link_refuse(emu_link_t *l, const char *cond, const char *desc);
+
+/* emu_cbs.c */
+void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req);
+/* True when conn may attach to path (token covers it, or no key configured). */
+bool emu_cbs_authorized(emu_broker_t *b, emu_conn_t *conn, const char *path);
+
+/* emu_mgmt.c */
+void emu_mgmt_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req);
+
+/* emu_amqpval.c: request/response helpers */
+/* Finds the reply link of conn for reply_to (target address, then link name). */
+emu_link_t *emu_reply_link(emu_conn_t *conn, const char *reply_to);
+/* Sends msg pre-settled on link l. */
+void emu_send_message(emu_link_t *l, pn_message_t *msg);
+/* Positions data (a map with string or symbol keys) at key's value. */
+bool emu_map_find(pn_data_t *data, const char *key);
+/* String (or symbol) application property of m, or NULL. */
+const char *emu_app_prop_str(pn_message_t *m, const char *key, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,466 @@
+/*
+ * emu_link.c - entity links of sbemu: attach (incl. session filters),
+ * dispatch to consumers under credit and drain, incoming transfers,
+ * settlement replies (with fault injection).
+ */
+#include "emu_broker.h"
+
+#include "ib_log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EMU_MAX_MESSAGE 262144
+#define EMU_SESSION_FILTER "com.microsoft:session-filter"
+
+static void consumers_add(emu_entity_t *ent, emu_link_t *l)
+{
+    emu_link_t *head = ent->consumers;
+    l->cprev = NULL;
+    l->cnext = head;
+    if (head)
+        head->cprev = l;
+    ent->consumers = l;
+}
+
+static void consumers_del(emu_entity_t *ent, emu_link_t *l)
+{
+    if (l->cprev)
+        l->cprev->cnext = l->cnext;
+    else if (ent->consumers == l)
+        ent->consumers = l->cnext;
+    if (l->cnext)
+        l->cnext->cprev = l->cprev;
+    l->cnext = l->cprev = NULL;
+}
+
+/* Reads the session filter of the remote source: 1 named, 0 null (next), -1 none. */
+static int session_filter(pn_link_t *pl, char *id, size_t size)
+{
+    pn_data_t *f = pn_terminus_filter(pn_link_remote_source(pl));
+    if (!f || !emu_map_find(f, EMU_SESSION_FILTER))
+        return -1;
+    if (pn_data_type(f) == PN_DESCRIBED) {
+        pn_data_enter(f);
+        pn_data_next(f);
+        pn_data_next(f);
+    }
+    pn_type_t t = pn_data_type(f);
+    if (t == PN_STRING || t == PN_SYMBOL) {
+        pn_bytes_t s = t == PN_STRING ? pn_data_get_string(f) : pn_data_get_symbol(f);
+        if (s.size == 0 || s.size >= size)
+            return -1;
+        memcpy(id, s.start, s.size);
+        id[s.size] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
+static uint32_t link_timeout_ms(pn_link_t *pl)
+{
+    pn_data_t *p = pn_link_remote_properties(pl);
+    if (p && emu_map_find(p, "com.microsoft:timeout")) {
+        switch (pn_data_type(p)) {
+        case PN_UINT: return pn_data_get_uint(p);
+        case PN_INT: return (uint32_t)pn_data_get_int(p);
+        case PN_ULONG: return (uint32_t)pn_data_get_ulong(p);
+        case PN_LONG: return (uint32_t)pn_data_get_long(p);
+        default: break;
+        }
+    }
+    return 60000;
+}
+
+/* Completes the attach of a session receiver that now holds session s. */
+static void open_session_link(emu_link_t *l, emu_session_t *s)
+{
+    pn_link_t *pl = l->pl;
+    l->session = s;
+    l->session_pending = false;
+    pn_terminus_copy(pn_link_source(pl), pn_link_remote_source(pl));
+    pn_terminus_copy(pn_link_target(pl), pn_link_remote_target(pl));
+    pn_link_set_snd_settle_mode(pl, pn_link_remote_snd_settle_mode(pl));
+    pn_link_set_rcv_settle_mode(pl, pn_link_remote_rcv_settle_mode(pl));
+    pn_data_t *f = pn_terminus_filter(pn_link_source(pl));
+    pn_data_clear(f);
+    pn_data_put_map(f);
+    pn_data_enter(f);
+    pn_data_put_symbol(f, pn_bytes(strlen(EMU_SESSION_FILTER), EMU_SESSION_FILTER));
+    pn_data_put_string(f, pn_bytes(strlen(s->id), s->id));
+    pn_data_exit(f);
+    pn_data_t *p = pn_link_properties(pl);
+    pn_data_clear(p);
+    pn_data_put_map(p);
+    pn_data_enter(p);
+    pn_data_put_symbol(p, pn_bytes(strlen("com.microsoft:locked-until-utc"), "com.microsoft:locked-until-utc"));
+    pn_data_put_long(p, emu_ms_to_ticks(s->locked_until_ms));
+    pn_data_exit(p);
+    pn_link_open(pl);
+    IB_LOG(IB_LOG_DEBUG, "session_accept", IB_S("entity", l->ent->path), IB_S("session_id", s->id));
+}
+
+/* thread: proactor */
+void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
+{
+    pn_link_t *pl = l->pl;
+    l->ent = ent;
+    if (pn_link_is_receiver(pl)) {
+        /* The client sends to ent. */
+        if (ent->kind != EMU_KIND_QUEUE && ent->kind != EMU_KIND_TOPIC) {
+            emu_link_refuse(l, "amqp:not-allowed", "Cannot send to a subscription or dead-letter queue.");
+            return;
+        }
+        l->kind = EMU_LINK_SEND_IN;
+        pn_terminus_copy(pn_link_source(pl), pn_link_remote_source(pl));
+        pn_terminus_copy(pn_link_target(pl), pn_link_remote_target(pl));
+        pn_link_set_snd_settle_mode(pl, pn_link_remote_snd_settle_mode(pl));
+        pn_link_set_rcv_settle_mode(pl, PN_RCV_FIRST);
+        pn_link_set_max_message_size(pl, EMU_MAX_MESSAGE);
+        pn_link_open(pl);
+        pn_link_flow(pl, 1000);
+        return;
+    }
+    if (ent->kind == EMU_KIND_TOPIC) {
+        emu_link_refuse(l, "amqp:not-allowed", "Cannot receive from a topic; receive from a subscription.");
+        return;
+    }
+    l->kind = EMU_LINK_CONSUMER;
+    l->peek_lock = pn_link_remote_snd_settle_mode(pl) != PN_SND_SETTLED;
+    char id[200];
+    int sf = session_filter(pl, id, sizeof id);
+    if (ent->opts.requires_session) {
+        l->wants_session = true;
+        bool busy = false;
+        int64_t now = emu_now_ms();
+        emu_session_t *s = emu_session_acquire(ent, sf == 1 ? id : NULL, l, now, &busy);
+        consumers_add(ent, l);
+        if (s) {
+            open_session_link(l, s);
+            emu_conn_poke(b, l->conn);
+        } else if (busy) {
+            consumers_del(ent, l);
+            emu_link_refuse(l, "com.microsoft:session-cannot-be-locked",
+                            "The requested session cannot be accepted. It may be locked by another receiver.");
+        } else {
+            /* Wait (without answering) for a session to free up, as the service does. */
+            l->session_pending = true;
+            l->session_deadline_ms = now + link_timeout_ms(pl);
+        }
+        return;
+    }
+    if (sf >= 0) {
+        emu_link_refuse(l, "amqp:not-allowed", "The entity does not require sessions; a session receiver cannot be created.");
+        return;
+    }
+    pn_terminus_copy(pn_link_source(pl), pn_link_remote_source(pl));
+    pn_terminus_copy(pn_link_target(pl), pn_link_remote_target(pl));
+    pn_link_set_snd_settle_mode(pl, pn_link_remote_snd_settle_mode(pl));
+    pn_link_set_rcv_settle_mode(pl, pn_link_remote_rcv_settle_mode(pl));
+    pn_link_open(pl);
+    consumers_add(ent, l);
+}
+
+/* thread: proactor */
+void emu_link_release(emu_broker_t *b, emu_link_t *l)
+{
+    (void)b;
+    if (l->ent && l->kind == EMU_LINK_CONSUMER) {
+        consumers_del(l->ent, l);
+        if (l->session && l->session->holder == l)
+            emu_session_release(l->ent, l->session, false, emu_now_ms());
+    }
+    l->session = NULL;
+    l->session_pending = false;
+    l->kind = EMU_LINK_REFUSED;
+    emu_buf_free(&l->rx);
+    emu_reply_t *r = l->replies;
+    while (r) {
+        emu_reply_t *n = r->next;
+        free(r);
+        r = n;
+    }
+    l->replies = NULL;
+}
+
+/* Sends one message to consumer l; false when nothing was available. */
+static bool deliver_one(emu_broker_t *b, emu_link_t *l, int64_t now)
+{
+    emu_msg_t *m = emu_entity_take(l->ent, l->session);
+    if (!m)
+        return false;
+    if (l->peek_lock)
+        emu_msg_lock(m, l, now);
+    emu_delivery_fields_t f = {
+        .delivery_count = m->delivery_count,
+        .seq = m->seq,
+        .enqueued_ms = m->enqueued_ms,
+        .locked_until_ms = l->peek_lock ? m->locked_until_ms : 0,
+        .message_state = -1,
+        .app = m->app,
+        .app_len = m->app_len,
+    };
+    b->scratch.len = 0;
+    if (emu_encode_delivery(&b->scratch, m->blob->data, &m->blob->sec, &m->blob->info, &f) != 0) {
+        /* Stored bytes were validated at send; only out of memory gets here. */
+        if (l->peek_lock)
+            emu_ns_settle(b->ns, m->lock, EMU_RELEASE, NULL, NULL, now);
+        return false;
+    }
+    uint8_t tag[16];
+    if (l->peek_lock) {
+        emu_lock_swap(m->lock, tag);
+    } else {
+        uint64_t t = ++l->tag_counter;
+        memset(tag, 0, sizeof tag);
+        memcpy(tag, &t, sizeof t);
+    }
+    pn_delivery_t *d = pn_delivery(l->pl, pn_dtag((const char *)tag, 16));
+    pn_link_send(l->pl, (const char *)b->scratch.data, b->scratch.len);
+    pn_link_advance(l->pl);
+    if (!l->peek_lock) {
+        pn_delivery_settle(d);
+        emu_msg_consume(m);
+    }
+    l->conn->deliveries++;
+    return true;
+}
+
+static void pump_link(emu_broker_t *b, emu_link_t *l, int64_t now)
+{
+    emu_conn_t *conn = l->conn;
+    if (l->session_lost) {
+        l->session_lost = false;
+        emu_link_refuse(l, "com.microsoft:session-lock-lost", "The session lock has expired.");
+        consumers_del(l->ent, l);
+        return;
+    }
+    if (l->session_pending) {
+        bool busy;
+        emu_session_t *s = emu_session_acquire(l->ent, NULL, l, now, &busy);
+        if (s) {
+            open_session_link(l, s);
+        } else if (l->session_deadline_ms <= now) {
+            /* No session freed up in time: attach with no source, then detach. */
+            consumers_del(l->ent, l);
+            l->session_pending = false;
+            IB_LOG(IB_LOG_DEBUG, "session_timeout", IB_S("entity", l->ent->path));
+            emu_link_refuse(l, "com.microsoft:timeout",
+                            "The operation did not complete within the allotted timeout: no session is available.");
+            return;
+        } else {
+            return;
+        }
+    }
+    if (!(pn_link_state(l->pl) & PN_LOCAL_ACTIVE))
+        return;
+    int drop_after = b->faults.drop_after;
+    while (pn_link_credit(l->pl) > 0 && !conn->closing) {
+        if (l->ent->opts.requires_session && !l->session)
+            break;
+        if (!deliver_one(b, l, now))
+            break;
+        if (drop_after > 0 && conn->deliveries >= (uint64_t)drop_after) {
+            emu_conn_close(conn, "amqp:connection:forced",
+                           "The connection was closed by fault injection (drop-after).");
+            return;
+        }
+    }
+    if (pn_link_get_drain(l->pl) && pn_link_credit(l->pl) > 0)
+        pn_link_drained(l->pl);
+}
+
+/* thread: proactor */
+void emu_link_pump_conn(emu_broker_t *b, emu_conn_t *conn)
+{
+    int64_t now = emu_now_ms();
+    emu_link_flush_replies(b, conn, false);
+    for (emu_link_t *l = conn->links; l && !conn->closing; l = l->next)
+        if (l->kind == EMU_LINK_CONSUMER && l->ent)
+            pump_link(b, l, now);
+}
+
+static void reply_now(pn_delivery_t *d, bool lost)
+{
+    if (lost) {
+        pn_condition_t *c = pn_disposition_condition(pn_delivery_local(d));
+        pn_condition_set_name(c, "com.microsoft:message-lock-lost");
+        pn_condition_set_description(c, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.");
+        pn_delivery_update(d, PN_REJECTED);
+    } else {
+        pn_delivery_update(d, PN_ACCEPTED);
+    }
+    pn_delivery_settle(d);
+}
+
+/* thread: proactor */
+void emu_link_flush_replies(emu_broker_t *b, emu_conn_t *conn, bool all)
+{
+    int64_t now = emu_now_ms();
+    (void)b;
+    for (emu_link_t *l = conn->links; l; l = l->next) {
+        while (l->replies && (all || l->replies->due_ms <= now)) {
+            emu_reply_t *r = l->replies;
+            l->replies = r->next;
+            reply_now(r->dlv, r->lost);
+            free(r);
+        }
+    }
+}
+
+/* Reads the dead-letter reason/description from a rejected outcome's info map. */
+static void dead_letter_info(pn_delivery_t *d, char *reason, size_t rl, char *desc, size_t dl)
+{
+    reason[0] = desc[0] = '\0';
+    pn_condition_t *c = pn_disposition_condition(pn_delivery_remote(d));
+    pn_data_t *info = c ? pn_condition_info(c) : NULL;
+    const char *keys[2] = {"DeadLetterReason", "DeadLetterErrorDescription"};
+    char *outs[2] = {reason, desc};
+    size_t sizes[2] = {rl, dl};
+    for (int i = 0; i < 2; i++) {
+        if (info && emu_map_find(info, keys[i])) {
+            pn_type_t t = pn_data_type(info);
+            if (t == PN_STRING || t == PN_SYMBOL) {
+                pn_bytes_t s = t == PN_STRING ? pn_data_get_string(info) : pn_data_get_symbol(info);
+                snprintf(outs[i], sizes[i], "%.*s", (int)s.size, s.start);
+            }
+        }
+    }
+}
+
+/* thread: proactor */
+void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
+{
+    if (!pn_delivery_updated(d))
+        return;
+    uint64_t state = pn_delivery_remote_state(d);
+    bool remote_settled = pn_delivery_settled(d);
+    if (!state && !remote_settled)
+        return;
+    pn_delivery_clear(d);
+    pn_delivery_tag_t tag = pn_delivery_tag(d);
+    int64_t now = emu_now_ms();
+    int rc = -1;
+    if (tag.size == 16 && l->peek_lock) {
+        uint8_t lock[16];
+        emu_lock_swap((const uint8_t *)tag.start, lock);
+        char reason[256], desc[1024];
+        switch (state) {
+        case PN_ACCEPTED:
+            rc = emu_ns_settle(b->ns, lock, EMU_COMPLETE, NULL, NULL, now);
+            break;
+        case PN_MODIFIED:
+            rc = emu_ns_settle(b->ns, lock,
+                               pn_disposition_is_undeliverable(pn_delivery_remote(d)) ? EMU_DEFER : EMU_ABANDON,
+                               NULL, NULL, now);
+            break;
+        case PN_REJECTED:
+            dead_letter_info(d, reason, sizeof reason, desc, sizeof desc);
+            rc = emu_ns_settle(b->ns, lock, EMU_DEAD_LETTER, reason[0] ? reason : NULL,
+                               desc[0] ? desc : NULL, now);
+            break;
+        case PN_RELEASED:
+        default:
+            rc = emu_ns_settle(b->ns, lock, EMU_RELEASE, NULL, NULL, now);
+            break;
+        }
+    } else {
+        rc = 0; /* receive-and-delete deliveries are already gone */
+    }
+    if (remote_settled) {
+        pn_delivery_settle(d);
+        return;
+    }
+    if (b->faults.drop_settle_reply > 0) {
+        b->faults.drop_settle_reply--;
+        IB_LOG(IB_LOG_INFO, "fault", IB_MSG("settlement reply dropped"));
+        return;
+    }
+    if (b->faults.settle_delay_ms > 0) {
+        emu_reply_t *r = calloc(1, sizeof *r);
+        if (r) {
+            r->dlv = d;
+            r->lost = rc != 0;
+            r->due_ms = now + b->faults.settle_delay_ms;
+            emu_reply_t **pp = &l->replies;
+            while (*pp)
+                pp = &(*pp)->next;
+            *pp = r;
+            return;
+        }
+    }
+    reply_now(d, rc != 0);
+}
+
+static void reject(pn_delivery_t *d, const char *cond, const char *desc)
+{
+    pn_condition_t *c = pn_disposition_condition(pn_delivery_local(d));
+    pn_condition_set_name(c, cond);
+    pn_condition_set_description(c, desc);
+    pn_delivery_update(d, PN_REJECTED);
+    pn_delivery_settle(d);
+}
+
+/* thread: proactor */
+void emu_link_on_incoming(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
+{
+    if (!pn_delivery_readable(d))
+        return;
+    pn_link_t *pl = l->pl;
+    size_t pending;
+    bool too_big = false;
+    while ((pending = pn_delivery_pending(d)) > 0) {
+        if (l->rx.len + pending > (size_t)EMU_MAX_MESSAGE * 4) {
+            too_big = true;
+            char sink[4096];
+            while (pn_link_recv(pl, sink, sizeof sink) > 0) {
+            }
+            break;
+        }
+        if (emu_buf_reserve(&l->rx, pending) != 0)
+            break;
+        ssize_t n = pn_link_recv(pl, (char *)l->rx.data + l->rx.len, pending);
+        if (n <= 0)
+            break;
+        l->rx.len += (size_t)n;
+    }
+    if (pn_delivery_partial(d) && !pn_delivery_aborted(d))
+        return;
+    if (pn_delivery_aborted(d)) {
+        l->rx.len = 0;
+        pn_delivery_settle(d);
+        return;
+    }
+    int64_t now = emu_now_ms();
+    if (too_big || l->rx.len > EMU_MAX_MESSAGE) {
+        reject(d, "amqp:link:message-size-exceeded", "The message is larger than the 262144 bytes sbemu allows.");
+    } else if (l->kind == EMU_LINK_SEND_IN) {
+        emu_send_t rc = emu_entity_send(l->ent, l->rx.data, l->rx.len, now);
+        if (rc == EMU_SEND_OK) {
+            pn_delivery_update(d, PN_ACCEPTED);
+            pn_delivery_settle(d);
+        } else {
+            reject(d, rc == EMU_SEND_MALFORMED ? "amqp:decode-error" : "amqp:internal-error",
+                   rc == EMU_SEND_MALFORMED ? "The message could not be decoded." : "The message could not be stored.");
+        }
+    } else {
+        pn_message_t *req = pn_message();
+        if (pn_message_decode(req, (const char *)l->rx.data, l->rx.len) != 0) {
+            reject(d, "amqp:decode-error", "The request could not be decoded.");
+        } else {
+            pn_delivery_update(d, PN_ACCEPTED);
+            pn_delivery_settle(d);
+            if (l->kind == EMU_LINK_CBS_IN)
+                emu_cbs_request(b, l, req);
+            else if (l->kind == EMU_LINK_MGMT_IN)
+                emu_mgmt_request(b, l, req);
+        }
+        pn_message_free(req);
+    }
+    l->rx.len = 0;
+    if (l->rx.cap > 65536)
+        emu_buf_free(&l->rx);
+    if (pn_link_credit(pl) < 500)
+        pn_link_flow(pl, 1000 - pn_link_credit(pl));
+}

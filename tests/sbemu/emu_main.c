@@ -1,0 +1,209 @@
+/*
+ * emu_main.c - sbemu's command line, signal handling and proactor loop.
+ *
+ *   sbemu --listen HOST:PORT --topology FILE [--key-name NAME --key KEY]
+ *         [--stats-file PATH] [--jwt-issuer ISS --jwt-secret SECRET]
+ *         [--fault-... N] [--log-level LEVEL]
+ *
+ * The first stdout line is {"event":"listening","port":N}. SIGTERM/SIGINT
+ * stop it cleanly (stats written, exit 0); a second signal exits at once.
+ */
+#include "emu_broker.h"
+#include "emu_stats.h"
+#include "ib_log.h"
+
+#include <proton/listener.h>
+#include <proton/netaddr.h>
+#include <proton/transport.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pn_proactor_t *g_proactor;
+static volatile sig_atomic_t g_signals;
+
+/* thread: signal handler. Only interrupts the proactor; a second signal exits. */
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (g_signals++)
+        _exit(1);
+    pn_proactor_interrupt(g_proactor);
+}
+
+static void usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: sbemu --listen HOST:PORT --topology FILE [options]\n"
+            "  --key-name NAME          SAS rule name tokens must carry (skn)\n"
+            "  --key KEY                SAS key text; without it every token is accepted\n"
+            "  --jwt-issuer ISS         accept put-token type jwt (HS256) from this issuer\n"
+            "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
+            "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
+            "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
+            "  --fault-drop-after N     close each connection after N deliveries on it\n"
+            "  --fault-drop-every-ms T  close every connection every T ms\n"
+            "  --fault-refuse-renew K   answer the next K renew-lock requests 410 lock-lost\n"
+            "  --fault-lock-early-ms MS locks expire MS before the locked-until they announce\n"
+            "  --fault-settle-delay-ms D  delay every settlement reply by D ms\n"
+            "  --fault-drop-settle-reply K  apply but never answer the next K settlements\n");
+}
+
+static int parse_int(const char *flag, const char *v, int *out)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*v == '\0' || *end || n < 0 || n > (1L << 30)) {
+        fprintf(stderr, "sbemu: %s needs a non-negative integer, got '%s'\n", flag, v);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *listen = NULL, *topology = NULL;
+    emu_broker_t b;
+    memset(&b, 0, sizeof b);
+    emu_faults_t cli = {-1, -1, -1, -1, -1, -1};
+    ib_log_set_level(IB_LOG_WARN);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "sbemu: %s needs a value\n", a);
+            usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int rc = 0;
+        if (strcmp(a, "--listen") == 0)
+            listen = v;
+        else if (strcmp(a, "--topology") == 0)
+            topology = v;
+        else if (strcmp(a, "--key-name") == 0)
+            b.key_name = v;
+        else if (strcmp(a, "--key") == 0)
+            b.key = v;
+        else if (strcmp(a, "--jwt-issuer") == 0)
+            b.jwt_issuer = v;
+        else if (strcmp(a, "--jwt-secret") == 0)
+            b.jwt_secret = v;
+        else if (strcmp(a, "--stats-file") == 0)
+            b.stats_file = v;
+        else if (strcmp(a, "--tls-cert") == 0 || strcmp(a, "--tls-key") == 0) {
+            fprintf(stderr, "sbemu: %s: TLS is not supported; clients use UseDevelopmentEmulator=true\n", a);
+            return 2;
+        } else if (strcmp(a, "--log-level") == 0) {
+            int lvl = ib_log_level_parse(v);
+            if (lvl < 0) {
+                fprintf(stderr, "sbemu: bad --log-level '%s'\n", v);
+                return 2;
+            }
+            ib_log_set_level((ib_log_level_t)lvl);
+        } else if (strcmp(a, "--fault-drop-after") == 0)
+            rc = parse_int(a, v, &cli.drop_after);
+        else if (strcmp(a, "--fault-drop-every-ms") == 0)
+            rc = parse_int(a, v, &cli.drop_every_ms);
+        else if (strcmp(a, "--fault-refuse-renew") == 0)
+            rc = parse_int(a, v, &cli.refuse_renew);
+        else if (strcmp(a, "--fault-lock-early-ms") == 0)
+            rc = parse_int(a, v, &cli.lock_early_ms);
+        else if (strcmp(a, "--fault-settle-delay-ms") == 0)
+            rc = parse_int(a, v, &cli.settle_delay_ms);
+        else if (strcmp(a, "--fault-drop-settle-reply") == 0)
+            rc = parse_int(a, v, &cli.drop_settle_reply);
+        else {
+            fprintf(stderr, "sbemu: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (rc)
+            return 2;
+    }
+    if (!listen || !topology) {
+        fprintf(stderr, "sbemu: --listen and --topology are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if ((b.jwt_issuer == NULL) != (b.jwt_secret == NULL)) {
+        fprintf(stderr, "sbemu: --jwt-issuer and --jwt-secret go together\n");
+        return 2;
+    }
+    if (b.key)
+        ib_log_add_secret(b.key);
+    b.ns = emu_ns_new();
+    if (!b.ns)
+        return 1;
+    char err[512];
+    if (emu_topo_load(topology, b.ns, &b.faults, err, sizeof err) != 0) {
+        fprintf(stderr, "sbemu: %s\n", err);
+        emu_ns_free(b.ns);
+        return 2;
+    }
+    /* Command-line faults override the topology file's. */
+    int *dst[] = {&b.faults.drop_after,    &b.faults.drop_every_ms,   &b.faults.refuse_renew,
+                  &b.faults.lock_early_ms, &b.faults.settle_delay_ms, &b.faults.drop_settle_reply};
+    int *src[] = {&cli.drop_after,    &cli.drop_every_ms,   &cli.refuse_renew,
+                  &cli.lock_early_ms, &cli.settle_delay_ms, &cli.drop_settle_reply};
+    for (size_t i = 0; i < 6; i++)
+        if (*src[i] >= 0)
+            *dst[i] = *src[i];
+    b.ns->lock_early_ms = b.faults.lock_early_ms;
+    b.ns->hooks.ready = emu_broker_on_ready;
+    b.ns->hooks.session_lost = emu_broker_on_session_lost;
+    b.ns->hooks.ctx = &b;
+
+    char host[256], port[32];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof host) {
+        fprintf(stderr, "sbemu: --listen wants HOST:PORT\n");
+        emu_ns_free(b.ns);
+        return 2;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    snprintf(port, sizeof port, "%s", colon + 1);
+    char addr[300];
+    pn_proactor_addr(addr, sizeof addr, host, port);
+
+    b.proactor = g_proactor = pn_proactor();
+    b.listener = pn_listener();
+    pn_proactor_listen(b.proactor, b.listener, addr, 64);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    pn_proactor_set_timeout(b.proactor, 50);
+    int status = 0;
+    bool running = true;
+    while (running) {
+        pn_event_batch_t *eb = pn_proactor_wait(b.proactor);
+        pn_event_t *e;
+        while ((e = pn_event_batch_next(eb)))
+            if (!emu_broker_handle(&b, e)) {
+                running = false;
+                if (pn_event_type(e) == PN_LISTENER_CLOSE)
+                    status = 1;
+            }
+        pn_proactor_done(b.proactor, eb);
+    }
+    if (b.stats_file)
+        emu_stats_write(b.ns, b.stats_file);
+    IB_LOG(IB_LOG_INFO, "stop", IB_MSG("sbemu stopped"));
+    pn_proactor_free(b.proactor);
+    emu_broker_free_conns(&b);
+    emu_buf_free(&b.scratch);
+    emu_ns_free(b.ns);
+    return status;
+}
