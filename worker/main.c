@@ -13,6 +13,7 @@
 #include "sb_log.h"
 #include "wk_config.h"
 #include "wk_daemon.h"
+#include "wk_route.h"
 
 #define EXIT_CONFIG 2
 
@@ -60,6 +61,11 @@ int main(int argc, char **argv)
     }
 
     problems = wk_config_load(&cfg, path, stderr);
+    if (cfg.routes) {
+        wk_routes_t routes;
+        problems += wk_routes_compile(cfg.routes, &routes, stderr);
+        wk_routes_free(&routes);
+    }
     if (mode == PRINT) {
         json_t *j = wk_config_to_json(&cfg);
         char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# 4. kill -9 of inboxd at random moments during a 5,000-message run (at least
+#    three kills), restarted each time -> one row per message, nothing left
+#    in the queue, nothing dead-lettered.
+. "$(dirname "$0")/lib.sh"
+e2e_init "${1:-postgresql}"
+N=5000
+create_items_table
+# A short lock so that messages held by a killed process come back quickly.
+start_emu '{"queues":[{"name":"crash","lock_duration_s":5,"max_delivery_count":50}]}'
+gen_items $N k >"$W/msgs.jsonl"
+send_file crash "$W/msgs.jsonl"
+write_config "$W/inboxd.json" crash "$(items_route)"
+kills=0
+while [ $kills -lt 3 ] || ! queue_empty crash; do
+  start_inboxd "$W/inboxd.json" inboxd
+  pid=$LAST_PID
+  if [ $kills -lt 3 ]; then
+    # Let it get into its stride, then kill it mid-flight.
+    sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 1.0 + (r % 2000) / 1000 }')"
+    kill -9 "$pid"; wait "$pid" 2>/dev/null
+    kills=$((kills + 1))
+    e2e_log "kill -9 #$kills at $(sql 'SELECT count(*) FROM items') rows"
+    [ "$(sql 'SELECT count(*) FROM items')" -lt $N ] || die "the run finished before kill #$kills; raise N"
+  else
+    wait_until 300 queue_empty crash || die "queue not drained after the kills"
+    check "inboxd exit status" "$(stop_inboxd $pid)" 0
+  fi
+done
+check "kills" $kills 3
+check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
+check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
+check "dead-lettered" "$(stat crash dead_lettered)" 0
+check "queue active" "$(stat crash active)" 0

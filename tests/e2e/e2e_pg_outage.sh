@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# 6. PostgreSQL stopped for 10 s mid-run, then restarted -> no loss, no
+#    duplicate effect; the retries and abandons show in the metrics.
+. "$(dirname "$0")/lib.sh"
+[ -n "${INBOXD_TEST_PG_PORT:-}" ] || [ "${INBOXD_TEST_REQUIRE_PG:-0}" = 1 ] || { echo "skip: no PostgreSQL"; exit 77; }
+# A private server: this test stops it.
+PGDIR=$(mktemp -d /tmp/inboxd-e2e-pg.XXXXXX); chmod 755 "$PGDIR"
+INBOXD_TEST_PG_PORT=$("$E2E_SRC/tests/lib/pg.sh" start "$PGDIR") || die "cannot start PostgreSQL"
+export INBOXD_TEST_PG_PORT
+e2e_init postgresql
+trap 'E2E_FAILED=$?; e2e_cleanup; "$E2E_SRC/tests/lib/pg.sh" stop "$PGDIR"; rm -rf "$PGDIR"' EXIT
+N=1500
+create_items_table
+start_emu '{"queues":[{"name":"outage","lock_duration_s":10,"max_delivery_count":100}]}'
+gen_items $N o >"$W/msgs.jsonl"
+send_file outage "$W/msgs.jsonl"
+port=$(( 20000 + RANDOM % 30000 ))
+write_config "$W/inboxd.json" outage "$(items_route)" \
+  "{\"retry\":{\"attempts\":4,\"base_ms\":200,\"max_ms\":2000},\"http\":{\"listen\":\"127.0.0.1:$port\"}}"
+start_inboxd "$W/inboxd.json" inboxd
+pid=$LAST_PID
+wait_until 60 bash -c "[ \$(psql -h 127.0.0.1 -p $INBOXD_TEST_PG_PORT -U postgres -d $E2E_PGDB -tAc 'SELECT count(*) FROM items' 2>/dev/null || echo 0) -ge 100 ]" \
+  || die "no progress before the outage"
+"$E2E_SRC/tests/lib/pg.sh" stop "$PGDIR"
+e2e_log "PostgreSQL stopped"
+sleep 10
+"$E2E_SRC/tests/lib/pg.sh" start "$PGDIR" >/dev/null || die "cannot restart PostgreSQL"
+e2e_log "PostgreSQL restarted"
+wait_until 240 queue_empty outage || die "queue not drained after the outage"
+metrics=$(curl -s "http://127.0.0.1:$port/metrics")
+retries=$(echo "$metrics" | awk '/^inboxd_retries_total/ { s += $2 } END { print s + 0 }')
+abandons=$(echo "$metrics" | awk '/^inboxd_messages_total\{result="abandoned"\}/ { print $2 + 0 }')
+e2e_log "retries $retries, abandons ${abandons:-0}"
+check "retries visible in the metrics" "$([ "${retries%.*}" -gt 0 ] && echo yes)" yes
+check "inboxd exit status" "$(stop_inboxd $pid)" 0
+check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
+check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
+check "dead-lettered" "$(stat outage dead_lettered)" 0

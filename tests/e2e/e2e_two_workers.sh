@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# 3. Two inboxd processes on the same queue, every message sent twice ->
+#    exactly one row each: the inbox key decides between concurrent copies.
+. "$(dirname "$0")/lib.sh"
+e2e_init "${1:?dialect}"
+N=500
+create_items_table
+start_emu '{"queues":[{"name":"pair","lock_duration_s":30,"max_delivery_count":10}]}'
+gen_items $N p >"$W/one.jsonl"
+# Copies adjacent, so the two workers tend to receive them at the same time.
+awk '{print; print}' "$W/one.jsonl" >"$W/msgs.jsonl"
+write_config "$W/inboxd.json" pair "$(items_route)"
+start_inboxd "$W/inboxd.json" a; a=$LAST_PID
+start_inboxd "$W/inboxd.json" b; b=$LAST_PID
+sleep 1
+send_file pair "$W/msgs.jsonl"
+wait_until 120 queue_empty pair || die "queue not drained"
+check "worker a exit status" "$(stop_inboxd $a)" 0
+check "worker b exit status" "$(stop_inboxd $b)" 0
+check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
+check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
+check "completed by the broker" "$(stat pair completed)" $((2 * N))
+check "dead-lettered" "$(stat pair dead_lettered)" 0
+both=$(grep -h '"event":"msg_done"' "$W/a.log" | grep -c '"result":"applied"' || true)
+e2e_log "worker a applied $both messages (the rest went to b or were duplicates)"

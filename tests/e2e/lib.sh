@@ -1,0 +1,198 @@
+# lib.sh - the end-to-end harness: real sbemu, real database, real inboxd
+# processes on loopback ports chosen at run time. Each scenario sources this
+# file, calls e2e_init DIALECT, and asserts final database rows and broker
+# state (stats file, dead-letter queue read back over AMQP), never log lines.
+#
+# Environment: INBOXD, SBEMU, INBOXCTL (binaries, set by ctest),
+# INBOXD_TEST_PG_PORT (a running PostgreSQL; scenarios skip without it unless
+# INBOXD_TEST_REQUIRE_PG=1), INBOXD_TEST_TIMEOUT_MULTIPLIER.
+
+set -u
+E2E_PIDS=()
+E2E_FAILED=0
+E2E_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TMUL=${INBOXD_TEST_TIMEOUT_MULTIPLIER:-1}
+
+e2e_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { e2e_log "FAIL: $*"; e2e_dump; exit 1; }
+
+# Scaled seconds (integer).
+secs() { awk -v s="$1" -v m="$TMUL" 'BEGIN { printf "%d", s * m + 0.999 }'; }
+
+e2e_cleanup() {
+  local p
+  for p in "${E2E_PIDS[@]+"${E2E_PIDS[@]}"}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ -n "${E2E_PGDB:-}" ]; then
+    psql -h 127.0.0.1 -p "$INBOXD_TEST_PG_PORT" -U postgres -q -c "DROP DATABASE IF EXISTS \"$E2E_PGDB\" WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  if [ "$E2E_FAILED" = 0 ] && [ -z "${E2E_KEEP:-}" ]; then rm -rf "$W"; else e2e_log "work dir kept: $W"; fi
+}
+
+# e2e_init DIALECT: a work dir, a database, connection strings.
+e2e_init() {
+  DIALECT=$1
+  W=$(mktemp -d /tmp/inboxd-e2e.XXXXXX)
+  chmod 755 "$W"
+  trap 'E2E_FAILED=$?; e2e_cleanup' EXIT
+  case "$DIALECT" in
+  postgresql)
+    if [ -z "${INBOXD_TEST_PG_PORT:-}" ]; then
+      if [ "${INBOXD_TEST_REQUIRE_PG:-0}" = 1 ]; then die "INBOXD_TEST_PG_PORT is not set"; fi
+      echo "skip: no PostgreSQL (INBOXD_TEST_PG_PORT unset)"; exit 77
+    fi
+    E2E_PGDB="e2e_$(basename "$W" | tr -c 'a-zA-Z0-9\n' _)_$$"
+    psql -h 127.0.0.1 -p "$INBOXD_TEST_PG_PORT" -U postgres -q -c "CREATE DATABASE \"$E2E_PGDB\"" >/dev/null \
+      || die "cannot create database"
+    DB_CS="Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=$INBOXD_TEST_PG_PORT;Database=$E2E_PGDB;Uid=postgres;Pwd=unused"
+    ;;
+  sqlite)
+    DB_FILE="$W/e2e.db"
+    DB_CS="Driver={SQLite3};Database=$DB_FILE;Timeout=10000"
+    ;;
+  *) die "unknown dialect $DIALECT" ;;
+  esac
+}
+
+# sql "STATEMENT": runs it, prints rows as text (|-separated).
+sql() {
+  case "$DIALECT" in
+  postgresql) psql -h 127.0.0.1 -p "$INBOXD_TEST_PG_PORT" -U postgres -d "$E2E_PGDB" -X -q -t -A -v ON_ERROR_STOP=1 -c "$1" ;;
+  sqlite) sqlite3 -cmd ".timeout 10000" "$DB_FILE" "$1" ;;
+  esac
+}
+
+# The business table every scenario writes: one row per applied message.
+create_items_table() {
+  case "$DIALECT" in
+  postgresql) sql "CREATE TABLE items (id text PRIMARY KEY, n bigint NOT NULL CHECK (n >= 0), session text, seq bigint, message_id text, serial bigserial)" ;;
+  sqlite) sql "CREATE TABLE items (id text PRIMARY KEY, n integer NOT NULL CHECK (n >= 0), session text, seq integer, message_id text)" ;;
+  esac
+}
+
+# The column that orders items by insertion (commit order).
+items_order_col() { [ "$DIALECT" = postgresql ] && echo serial || echo rowid; }
+
+# The statement a route uses to insert one item.
+items_insert_sql() {
+  case "$DIALECT" in
+  postgresql) echo "INSERT INTO items (id, n, session, seq, message_id) VALUES (?, ?, ?, ?, ?)" ;;
+  sqlite) echo "INSERT INTO items (id, n, session, seq, message_id) VALUES (?, ?, ?, ?, ?)" ;;
+  esac
+}
+
+# start_emu TOPOLOGY_JSON [extra sbemu flags...]: sets EMU_PORT, EMU_PID, SB_CS, STATS.
+start_emu() {
+  local topo=$1; shift
+  echo "$topo" >"$W/topology.json"
+  EMU_KEY=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+  STATS="$W/broker.json"
+  "$SBEMU" --listen 127.0.0.1:0 --topology "$W/topology.json" --key-name e2e --key "$EMU_KEY" \
+    --stats-file "$STATS" "$@" >"$W/sbemu.log" 2>&1 &
+  EMU_PID=$!
+  E2E_PIDS+=("$EMU_PID")
+  EMU_PORT=""
+  for _ in $(seq 1 200); do
+    EMU_PORT=$(head -n 1 "$W/sbemu.log" 2>/dev/null | jq -r 'select(.event=="listening") | .port' 2>/dev/null || true)
+    [ -n "$EMU_PORT" ] && break
+    kill -0 "$EMU_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  [ -n "$EMU_PORT" ] || die "sbemu did not start: $(cat "$W/sbemu.log")"
+  SB_CS="Endpoint=sb://127.0.0.1:$EMU_PORT/;SharedAccessKeyName=e2e;SharedAccessKey=$EMU_KEY;UseDevelopmentEmulator=true"
+}
+
+# write_config FILE ENTITY ROUTES_JSON [EXTRA_JSON_OBJECT]: an inboxd config.
+write_config() {
+  local file=$1 entity=$2 routes=$3 extra=${4:-'{}'}
+  jq -n --arg sb "$SB_CS" --arg db "$DB_CS" --arg e "$entity" --arg d "$DIALECT" \
+    --argjson routes "$routes" --argjson extra "$extra" '
+    {consumer: "e2e",
+     servicebus: {connection_string: $sb, entity: $e, prefetch: 20, max_concurrent_calls: 4,
+                  reconnect_max_ms: 2000},
+     db: {connection_string: $db, dialect: $d, migrate: true, statement_timeout_s: 30},
+     routes: $routes,
+     retry: {attempts: 3, base_ms: 50, max_ms: 500},
+     shutdown: {drain_timeout_s: 10},
+     http: {listen: ""},
+     log: {level: "info"}} * $extra' >"$file"
+}
+
+# start_inboxd CONFIG NAME: starts inboxd in the background; sets LAST_PID.
+start_inboxd() {
+  "$INBOXD" --config "$1" >>"$W/$2.log" 2>&1 &
+  LAST_PID=$!
+  E2E_PIDS+=("$LAST_PID")
+}
+
+# send_file ENTITY FILE.jsonl
+send_file() {
+  "$INBOXCTL" send --connection-string "$SB_CS" --entity "$1" --file "$2" 2>>"$W/inboxctl.log" \
+    || die "inboxctl send failed: $(tail -n 3 "$W/inboxctl.log")"
+}
+
+# gen_items N [PREFIX] [SUBJECT]: JSON lines of N item messages.
+gen_items() {
+  local n=$1 prefix=${2:-m} subject=${3:-Item}
+  awk -v n="$n" -v p="$prefix" -v s="$subject" 'BEGIN {
+    pad = sprintf("%0900d", 0)
+    for (i = 1; i <= n; i++)
+      printf "{\"message_id\":\"%s-%d\",\"subject\":\"%s\",\"body\":{\"id\":\"%s-%d\",\"n\":%d,\"pad\":\"%s\"}}\n", p, i, s, p, i, i, pad
+  }'
+}
+
+# The standard item route (params: id, n, session, seq, message_id).
+items_route() {
+  jq -n --arg sql "$(items_insert_sql)" '[{match: "*", sql: $sql,
+     params: ["$.id", "$.n", "session_id", "sequence_number", "message_id"],
+     idempotency_key: "item:{$.id}"}]'
+}
+
+# stat ENTITY FIELD: a counter from the emulator's stats file (0 when absent).
+stat() {
+  jq -r --arg e "$1" --arg f "$2" '.entities[$e][$f] // 0' "$STATS" 2>/dev/null || echo 0
+}
+
+# wait_until SECONDS COMMAND...: polls until COMMAND succeeds.
+wait_until() {
+  local limit=$(( $(date +%s) + $(secs "$1") )); shift
+  while ! "$@"; do
+    [ "$(date +%s)" -ge "$limit" ] && return 1
+    sleep 0.2
+  done
+}
+
+queue_empty() { # queue_empty ENTITY
+  [ -s "$STATS" ] && [ "$(stat "$1" active)" = 0 ] && [ "$(stat "$1" locked)" = 0 ] && [ "$(stat "$1" deferred)" = 0 ]
+}
+
+# dlq_reasons ENTITY: "message_id reason" lines read back from the broker.
+dlq_reasons() {
+  "$INBOXCTL" peek --connection-string "$SB_CS" --entity "$1" --dlq \
+    | jq -r '"\(.message_id) \(.dead_letter_reason)"' | sort
+}
+
+# check NAME ACTUAL EXPECTED
+check() {
+  if [ "$2" = "$3" ]; then e2e_log "ok   $1 ($2)"; else die "$1: got '$2', expected '$3'"; fi
+}
+
+e2e_dump() {
+  [ -n "${W:-}" ] || return 0
+  for f in "$W"/*.log; do [ -f "$f" ] && { echo "--- $f (tail)"; tail -n 15 "$f"; }; done >&2
+  [ -f "${STATS:-/nonexistent}" ] && { echo "--- broker stats"; cat "$STATS"; } >&2
+  return 0
+}
+
+# stop_inboxd PID [TIMEOUT_S]: SIGTERM and wait; prints the exit status.
+stop_inboxd() {
+  local pid=$1 t=${2:-20} rc
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 $(( $(secs "$t") * 10 ))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then echo "timeout"; kill -9 "$pid"; wait "$pid" 2>/dev/null; return; fi
+  wait "$pid"; rc=$?
+  echo "$rc"
+}

@@ -1,0 +1,68 @@
+/*
+ * wk_pipeline.h - one message through the inbox: route, bind, the inbox
+ * transaction with in-process retries, and the settlement decision.
+ *
+ * The decision is pure data so that the daemon can settle it and log it,
+ * and so that it can be tested without a broker.
+ */
+#ifndef WK_PIPELINE_H
+#define WK_PIPELINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "db_inbox.h"
+#include "ib_err.h"
+#include "sb_msg.h"
+#include "wk_config.h"
+#include "wk_metrics.h"
+#include "wk_route.h"
+
+/* How a message ended, as logged in msg_done's result field. */
+typedef enum {
+    WK_OUT_APPLIED,   /* committed, completed */
+    WK_OUT_DUPLICATE, /* inbox row already there, completed */
+    WK_OUT_SKIPPED,   /* route action "complete" */
+    WK_OUT_RECORDED,  /* permanent failure recorded as a 'failed' row, completed */
+    WK_OUT_CONFLICT,  /* dead-lettered IdempotencyKeyConflict */
+    WK_OUT_DEAD_LETTERED,
+    WK_OUT_ABANDONED, /* transient failures outlasted the retries */
+    WK_OUT_RELEASED,  /* handed back unprocessed (lock already lost, or draining) */
+} wk_outcome_t;
+
+const char *wk_outcome_name(wk_outcome_t o);
+
+typedef struct wk_decision {
+    wk_outcome_t outcome;
+    sb_disposition_t disposition;
+    char reason[128];        /* dead-letter reason */
+    char description[1024];  /* dead-letter description; no secret, no body */
+    ib_error_t err;          /* the failure behind the outcome, if any */
+    int attempts;            /* inbox transactions tried */
+    long long duration_ms;   /* time spent in the database */
+} wk_decision_t;
+
+/* What a db worker needs; shared read-only, except the atomics. */
+typedef struct wk_pipeline {
+    const wk_config_t *cfg;
+    const wk_routes_t *routes;
+    wk_metrics_t *metrics;          /* may be NULL */
+    atomic_bool *stopping;          /* stop retrying when set (may be NULL) */
+    atomic_llong *retry_deadline_ms; /* mono ms after which no retry starts (0 = none) */
+    atomic_bool db_reachable;
+    atomic_ullong retries;
+} wk_pipeline_t;
+
+/*
+ * Decides the fate of msg: runs it through its route and the inbox
+ * transaction on dbc (retrying transient failures with exponential backoff
+ * and full jitter, while *lock_lost stays false), and fills d.
+ * thread: a db worker (the owner of dbc).
+ */
+void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
+                         const atomic_bool *lock_lost, wk_decision_t *d);
+
+/* Backoff before retry attempt n (1-based): uniform in [0, min(max, base * 2^(n-1))]. */
+long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed);
+
+#endif
