@@ -1,0 +1,176 @@
+/* The settlement decision of the pipeline, against a real SQLite inbox:
+ * applied, duplicate, conflict, the dead-letter reasons, record-and-complete,
+ * and a lost lock that releases the message unprocessed. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ib_test.h"
+#include "wk_config.h"
+#include "wk_pipeline.h"
+
+static char dbpath[128], cfgpath[128];
+static wk_config_t cfg;
+static wk_routes_t routes;
+static wk_pipeline_t pipe_;
+static db_conn_t *dbc;
+
+static void setup(void)
+{
+    char cs[256];
+    FILE *fp;
+    ib_error_t err;
+    db_options_t opt;
+
+    snprintf(dbpath, sizeof(dbpath), "/tmp/inboxd-pipeline-%d.db", (int)getpid());
+    snprintf(cfgpath, sizeof(cfgpath), "/tmp/inboxd-pipeline-%d.json", (int)getpid());
+    unlink(dbpath);
+    snprintf(cs, sizeof(cs), "Driver={SQLite3};Database=%s;Timeout=5000", dbpath);
+    fp = fopen(cfgpath, "w");
+    fprintf(fp,
+            "{\"consumer\":\"t\",\"servicebus\":{\"connection_string\":\"Endpoint=sb://h/;"
+            "SharedAccessKeyName=k;SharedAccessKey=v\",\"entity\":\"q\"},"
+            "\"db\":{\"connection_string\":\"%s\",\"dialect\":\"sqlite\"},"
+            "\"retry\":{\"attempts\":2,\"base_ms\":1,\"max_ms\":2},"
+            "\"routes\":["
+            "{\"match\":{\"subject\":\"Item\"},\"sql\":\"INSERT INTO items (id, n) VALUES (?, ?)\","
+            "\"params\":[\"$.id\",\"$.n\"],\"idempotency_key\":\"item:{$.id}\"},"
+            "{\"match\":{\"subject\":\"Rec\"},\"sql\":\"INSERT INTO items (id, n) VALUES (?, ?)\","
+            "\"params\":[\"$.id\",\"$.n\"],\"on_permanent\":\"record\"},"
+            "{\"match\":{\"subject\":\"Skip\"},\"action\":\"complete\"},"
+            "{\"match\":{\"subject\":\"Reject\"},\"action\":\"deadletter\",\"reason\":\"Nope\"}]}",
+            cs);
+    fclose(fp);
+    if (wk_config_load(&cfg, cfgpath, stderr) != 0 || wk_routes_compile(cfg.routes, &routes, stderr))
+        abort();
+    memset(&opt, 0, sizeof(opt));
+    opt.connection_string = cfg.db.connection_string;
+    opt.dialect = DB_DIALECT_SQLITE;
+    opt.inbox_table = cfg.db.inbox_table;
+    dbc = db_conn_new(&opt, &err);
+    if (!dbc || db_migrate(dbc, true, &err) != IB_E_OK) {
+        fprintf(stderr, "setup: %s\n", err.text);
+        abort();
+    }
+    if (db_exec(dbc, "CREATE TABLE items (id TEXT PRIMARY KEY, n INTEGER NOT NULL CHECK (n >= 0))",
+                NULL, 0, NULL, &err) != IB_E_OK ||
+        db_end(dbc, true, &err) != IB_E_OK)
+        abort();
+    pipe_.cfg = &cfg;
+    pipe_.routes = &routes;
+}
+
+static void teardown(void)
+{
+    db_conn_free(dbc);
+    wk_routes_free(&routes);
+    wk_config_free(&cfg);
+    unlink(dbpath);
+    unlink(cfgpath);
+}
+
+static wk_decision_t run(const char *id, const char *subject, const char *body, bool lost)
+{
+    sb_msg_t m;
+    wk_decision_t d;
+    atomic_bool lock_lost;
+    memset(&m, 0, sizeof(m));
+    m.message_id = (char *)id;
+    m.subject = (char *)subject;
+    m.body = (unsigned char *)body;
+    m.body_len = body ? strlen(body) : 0;
+    m.delivery_count = 1;
+    atomic_init(&lock_lost, lost);
+    wk_pipeline_process(&pipe_, dbc, &m, &lock_lost, &d);
+    return d;
+}
+
+static long long count(const char *sql)
+{
+    long long n = -1;
+    ib_error_t err;
+    db_exec(dbc, sql, NULL, 0, &n, &err);
+    db_end(dbc, false, &err);
+    return n;
+}
+
+static void test_outcomes(void)
+{
+    wk_decision_t d;
+
+    d = run("m1", "Item", "{\"id\":\"a\",\"n\":1}", false);
+    ASSERT_EQ(d.outcome, WK_OUT_APPLIED);
+    ASSERT_EQ(d.disposition, SB_COMPLETE);
+    d = run("m1", "Item", "{\"id\":\"a\",\"n\":1}", false);
+    ASSERT_EQ(d.outcome, WK_OUT_DUPLICATE);
+    ASSERT_EQ(d.disposition, SB_COMPLETE);
+    d = run("m2", "Item", "{\"id\":\"a\",\"n\":2}", false); /* same key, other body */
+    ASSERT_EQ(d.outcome, WK_OUT_CONFLICT);
+    ASSERT_STREQ(d.reason, "IdempotencyKeyConflict");
+    ASSERT_EQ(count("SELECT n FROM items WHERE id = 'a'"), 1);
+
+    d = run("m3", "Item", "{\"id\":", false);
+    ASSERT_STREQ(d.reason, "InvalidJson");
+    d = run("m4", "Item", "{\"n\":4}", false);
+    ASSERT_STREQ(d.reason, "MissingField");
+    ASSERT_CONTAINS(d.description, "$.id");
+    d = run("m5", "Nothing", "{}", false);
+    ASSERT_STREQ(d.reason, "NoRoute");
+    d = run("m6", "Item", "{\"id\":\"neg\",\"n\":-1}", false); /* CHECK constraint */
+    ASSERT_EQ(d.disposition, SB_DEADLETTER);
+    ASSERT_STREQ(d.reason, "HandlerError");
+    ASSERT_EQ(d.err.cls, IB_CLASS_PERMANENT);
+    d = run("m7", "Skip", "{}", false);
+    ASSERT_EQ(d.outcome, WK_OUT_SKIPPED);
+    ASSERT_EQ(d.disposition, SB_COMPLETE);
+    d = run("m8", "Reject", "{}", false);
+    ASSERT_STREQ(d.reason, "Nope");
+    d = run(NULL, "Item", "{\"id\":\"z\",\"n\":1}", false);
+    ASSERT_STREQ(d.reason, "InvalidMessageId");
+    /* Only the applied message wrote anything. */
+    ASSERT_EQ(count("SELECT count(*) FROM items"), 1);
+    ASSERT_EQ(count("SELECT count(*) FROM inboxd_inbox"), 1);
+}
+
+static void test_record_then_duplicate(void)
+{
+    wk_decision_t d = run("r1", "Rec", "{\"id\":\"r\",\"n\":-5}", false);
+    ASSERT_EQ(d.outcome, WK_OUT_RECORDED);
+    ASSERT_EQ(d.disposition, SB_COMPLETE);
+    ASSERT_EQ(count("SELECT count(*) FROM inboxd_inbox WHERE message_id = 'r1' AND status = 'failed'"),
+              1);
+    /* The redelivery meets the failed row and is completed without running again. */
+    d = run("r1", "Rec", "{\"id\":\"r\",\"n\":-5}", false);
+    ASSERT_EQ(d.outcome, WK_OUT_DUPLICATE);
+    ASSERT_EQ(count("SELECT count(*) FROM items WHERE id = 'r'"), 0);
+}
+
+static void test_lock_lost_releases(void)
+{
+    wk_decision_t d = run("l1", "Item", "{\"id\":\"l\",\"n\":1}", true);
+    ASSERT_EQ(d.outcome, WK_OUT_RELEASED);
+    ASSERT_EQ(d.disposition, SB_RELEASE);
+    ASSERT_EQ(count("SELECT count(*) FROM items WHERE id = 'l'"), 0);
+}
+
+static void test_backoff(void)
+{
+    unsigned seed = 1;
+    for (int n = 1; n < 20; n++) {
+        long long w = wk_backoff_ms(100, 1000, n, &seed);
+        long long cap = 100LL << (n - 1);
+        if (cap > 1000 || n > 10)
+            cap = 1000;
+        ASSERT_TRUE(w >= 0 && w <= cap);
+    }
+}
+
+int main(void)
+{
+    setup();
+    RUN(test_outcomes);
+    RUN(test_record_then_duplicate);
+    RUN(test_lock_lost_releases);
+    RUN(test_backoff);
+    teardown();
+    return ib_test_done();
+}
