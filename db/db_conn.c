@@ -45,30 +45,6 @@ static void mask_secrets(const char *connstr, char *text, size_t size)
     (void)size;
 }
 
-/*
- * Errors every dialect shares, checked after the dialect's table: driver
- * manager problems (IMxxx: no such driver), authentication (28xxx) and an
- * unknown database (3D000) are configuration, not weather.
- */
-static ib_class_t common_class(const char *sqlstate)
-{
-    if (strncmp(sqlstate, "IM", 2) == 0 || strncmp(sqlstate, "28", 2) == 0 ||
-        strncmp(sqlstate, "3D", 2) == 0)
-        return IB_CLASS_PERMANENT;
-    return IB_CLASS_NONE;
-}
-
-static bool rule_known(db_dialect_t d, const char *sqlstate, long native)
-{
-    for (const db_errrule_t *r = db_dialect_errtable(d); r->cls != IB_CLASS_NONE; r++) {
-        size_t n = r->sqlstate ? strlen(r->sqlstate) : 0;
-        if ((r->native == DB_NATIVE_ANY || r->native == native) &&
-            (!r->sqlstate || strncasecmp(r->sqlstate, sqlstate, n) == 0))
-            return true;
-    }
-    return false;
-}
-
 ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const char *what,
                        ib_error_t *err)
 {
@@ -111,13 +87,8 @@ ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const cha
     mask_secrets(dbc ? dbc->connstr : NULL, (char *)msg, sizeof(msg));
 
     db_dialect_t d = dbc ? dbc->dialect : DB_DIALECT_AUTO;
-    if (rule_known(d, (char *)state, native) || common_class((char *)state) == IB_CLASS_NONE ||
-        db_codes_match(dbc ? &dbc->permanent : NULL, (char *)state, native) ||
-        db_codes_match(dbc ? &dbc->transient : NULL, (char *)state, native))
-        cls = db_classify(d, (char *)state, native, dbc ? &dbc->transient : NULL,
-                          dbc ? &dbc->permanent : NULL);
-    else
-        cls = common_class((char *)state);
+    cls = db_classify(d, (char *)state, native, dbc ? &dbc->transient : NULL,
+                      dbc ? &dbc->permanent : NULL);
 
     lost = db_dialect_is_conn_lost(d, (char *)state, native);
     if (!lost && dbc && dbc->connected && dbc->dbc) {
@@ -177,6 +148,13 @@ static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
     if (!ok(rc)) {
         db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "connect", err);
         err->code = IB_E_DB_CONN;
+        /*
+         * unixODBC reports a driver library it cannot load ("Can't open
+         * lib") with SQLSTATE 01000 and no error record: a configuration
+         * problem, not weather.
+         */
+        if (strncmp(err->sqlstate, "01", 2) == 0 || strncmp(err->sqlstate, "IM", 2) == 0)
+            err->cls = IB_CLASS_PERMANENT;
         disconnect(dbc);
         return IB_E_DB_CONN;
     }
@@ -206,6 +184,7 @@ static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
         disconnect(dbc);
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
     }
+    dbc->wide_text = dbc->dialect == DB_DIALECT_MSSQL;
     dbc->broken = false;
     return IB_E_OK;
 }
@@ -315,8 +294,62 @@ void db_rollback_quiet(db_conn_t *dbc)
     }
 }
 
+size_t db_utf8_to_utf16(const char *s, size_t len, SQLWCHAR *out)
+{
+    size_t n = 0, i = 0;
+    const unsigned char *u = (const unsigned char *)s;
+
+    while (i < len) {
+        unsigned long cp;
+        size_t need;
+        unsigned char c = u[i];
+        if (c < 0x80) {
+            cp = c;
+            need = 0;
+        } else if ((c & 0xE0) == 0xC0) {
+            cp = c & 0x1F;
+            need = 1;
+        } else if ((c & 0xF0) == 0xE0) {
+            cp = c & 0x0F;
+            need = 2;
+        } else if ((c & 0xF8) == 0xF0) {
+            cp = c & 0x07;
+            need = 3;
+        } else {
+            cp = 0xFFFD;
+            need = 0;
+        }
+        i++;
+        for (size_t k = 0; k < need; k++, i++) {
+            if (i >= len || (u[i] & 0xC0) != 0x80) {
+                cp = 0xFFFD;
+                break;
+            }
+            cp = (cp << 6) | (u[i] & 0x3F);
+        }
+        /* Overlong forms, surrogates and values past U+10FFFF are not characters. */
+        if ((need == 1 && cp < 0x80) || (need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) ||
+            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+            cp = 0xFFFD;
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            if (out) {
+                out[n] = (SQLWCHAR)(0xD800 + (cp >> 10));
+                out[n + 1] = (SQLWCHAR)(0xDC00 + (cp & 0x3FF));
+            }
+            n += 2;
+        } else {
+            if (out)
+                out[n] = (SQLWCHAR)cp;
+            n++;
+        }
+    }
+    return n;
+}
+
 static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db_bind_t *b,
-                         SQLLEN *ind, SQL_TIMESTAMP_STRUCT *ts, ib_error_t *err)
+                         SQLLEN *ind, SQL_TIMESTAMP_STRUCT *ts, SQLWCHAR **wide,
+                         ib_error_t *err)
 {
     SQLRETURN rc;
 
@@ -345,6 +378,24 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
         switch (p->type) {
         case DB_PARAM_TEXT: {
             size_t len = p->text ? strlen(p->text) : 0;
+            if (dbc->wide_text && p->text) {
+                /*
+                 * SQL Server converts narrow text through the column's code
+                 * page, which mangles UTF-8 unless the collation is _UTF8:
+                 * send UTF-16 to nvarchar columns instead.
+                 */
+                size_t wl = db_utf8_to_utf16(p->text, len, NULL);
+                *wide = malloc((wl + 1) * sizeof(SQLWCHAR));
+                if (!*wide)
+                    return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+                db_utf8_to_utf16(p->text, len, *wide);
+                (*wide)[wl] = 0;
+                *ind = (SQLLEN)(wl * sizeof(SQLWCHAR));
+                rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_WCHAR,
+                                      wl > SHORT_TEXT_MAX ? SQL_WLONGVARCHAR : SQL_WVARCHAR,
+                                      wl ? wl : 1, 0, *wide, (SQLLEN)(wl * sizeof(SQLWCHAR)), ind);
+                break;
+            }
             if (!p->text) {
                 *ind = SQL_NULL_DATA;
             } else {
@@ -385,6 +436,7 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
     SQLHSTMT st = SQL_NULL_HSTMT;
     SQLLEN *ind = NULL;
     SQL_TIMESTAMP_STRUCT *ts = NULL;
+    SQLWCHAR **wide = NULL;
     SQLRETURN rc;
     ib_err_t res = IB_E_OK;
 
@@ -407,7 +459,8 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
     if (nbinds) {
         ind = calloc(nbinds, sizeof(*ind));
         ts = calloc(nbinds, sizeof(*ts));
-        if (!ind || !ts) {
+        wide = calloc(nbinds, sizeof(*wide));
+        if (!ind || !ts || !wide) {
             res = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
             goto out;
         }
@@ -415,7 +468,8 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
     if (dbc->stmt_timeout_s > 0)
         SQLSetStmtAttr(st, SQL_ATTR_QUERY_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->stmt_timeout_s, 0);
     for (size_t i = 0; i < nbinds; i++)
-        if ((res = bind_one(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &ind[i], &ts[i], err)) !=
+        if ((res = bind_one(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &ind[i], &ts[i], &wide[i],
+                           err)) !=
             IB_E_OK)
             goto out;
     rc = SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
@@ -455,6 +509,9 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
 out:
     if (st != SQL_NULL_HSTMT)
         SQLFreeHandle(SQL_HANDLE_STMT, st);
+    for (size_t i = 0; wide && i < nbinds; i++)
+        free(wide[i]);
+    free(wide);
     free(ind);
     free(ts);
     return res;

@@ -17,7 +17,8 @@ struct db_conn {
     SQLHDBC dbc;
     bool connected; /* SQLDriverConnect succeeded and not yet disconnected */
     bool broken;    /* lost; reopen before the next transaction */
-    bool in_txn;    /* a statement ran since the last commit or rollback */
+    bool in_txn;
+    bool wide_text; /* bind text as UTF-16 (SQL Server's nvarchar) */    /* a statement ran since the last commit or rollback */
     long reconnects;
     db_dialect_t want;    /* as configured */
     db_dialect_t dialect; /* resolved */
@@ -54,6 +55,12 @@ ib_err_t db_conn_ensure(db_conn_t *dbc, ib_error_t *err);
 typedef bool (*db_row_cb)(SQLHSTMT st, void *arg);
 ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
                 db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err);
+
+/*
+ * UTF-8 to UTF-16 code units; invalid input becomes U+FFFD. Writes to out
+ * when not NULL; returns the number of units either way.
+ */
+size_t db_utf8_to_utf16(const char *s, size_t len, SQLWCHAR *out);
 
 /* Rolls back, ignoring (but noting a lost connection from) any failure. */
 void db_rollback_quiet(db_conn_t *dbc);

@@ -245,9 +245,24 @@ static bool rule_matches(const db_errrule_t *r, const char *sqlstate, long nativ
     return true;
 }
 
+/*
+ * Rules every dialect shares, after its own table: driver manager problems
+ * (IMxxx: no such driver), authentication (28xxx) and an unknown database
+ * (3D000) are configuration, not weather.
+ */
+static const db_errrule_t common_rules[] = {
+    {"IM", DB_NATIVE_ANY, IB_CLASS_PERMANENT},
+    {"28", DB_NATIVE_ANY, IB_CLASS_PERMANENT},
+    {"3D", DB_NATIVE_ANY, IB_CLASS_PERMANENT},
+    {NULL, 0, IB_CLASS_NONE},
+};
+
 static ib_class_t table_class(db_dialect_t d, const char *sqlstate, long native)
 {
     for (const db_errrule_t *r = db_dialect_errtable(d); r->cls != IB_CLASS_NONE; r++)
+        if (rule_matches(r, sqlstate, native))
+            return r->cls;
+    for (const db_errrule_t *r = common_rules; r->cls != IB_CLASS_NONE; r++)
         if (rule_matches(r, sqlstate, native))
             return r->cls;
     return IB_CLASS_TRANSIENT;
@@ -405,14 +420,15 @@ static int columns(char *buf, size_t size, db_dialect_t d, const char *table)
                     "    processed_at    %s NOT NULL,\n"
                     "    error_class     %s%s,\n"
                     "    error_detail    %s%s,\n"
-                    "    CONSTRAINT %s%s_pk %s (consumer, message_id)\n"
+                    "    CONSTRAINT %s%s%s %s (consumer, message_id)\n"
                     ")",
                     t->text200, t->text128, t->text400, nul,
                     d == DB_DIALECT_SQLITE ? "TEXT" : "char(64)",
                     d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", t->text260, nul, t->i64, nul,
                     t->i32, nul, t->ts, nul, t->ts, t->ts,
                     d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", nul, t->text2000, nul,
-                    d == DB_DIALECT_MSSQL ? "PK_" : "", base_name(table), t->pk_clause);
+                    d == DB_DIALECT_MSSQL ? "PK_" : "", base_name(table),
+                    d == DB_DIALECT_MSSQL ? "" : "_pk", t->pk_clause);
 }
 
 ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size,

@@ -78,9 +78,11 @@ bool db_codes_match(const db_codes_t *codes, const char *sqlstate, long native);
 
 /*
  * Classifies a database error. Configured permanent codes are checked
- * first, then configured transient codes, then the dialect's table; a code
- * no rule knows is transient (bounded retries end in the dead-letter queue
- * anyway, while a wrong "permanent" loses the retry).
+ * first, then configured transient codes, then the dialect's table, then
+ * rules all dialects share (IMxxx driver manager, 28xxx authentication,
+ * 3Dxxx unknown database: permanent); a code no rule knows is transient
+ * (bounded retries end in the dead-letter queue anyway, while a wrong
+ * "permanent" loses the retry).
  *
  * The result may be IB_CLASS_DUPLICATE: "a unique or constraint violation
  * that may be the inbox key". Only the inbox insert treats it as a

@@ -145,6 +145,50 @@ static void test_table_without_key_is_refused(void)
     db_conn_free(dbc);
 }
 
+/* db/schema/<dialect>.sql, as a DBA would run it, gives a table inboxd accepts. */
+static void test_shipped_schema_runs(void)
+{
+    tl_db_t S;
+    char path[1024];
+    ib_error_t err;
+
+    tl_db_create(&S, T.dialect, "schema");
+    snprintf(path, sizeof(path), "%s/db/schema/%s.sql", INBOXD_SOURCE_DIR,
+             db_dialect_name(T.dialect));
+    FILE *f = fopen(path, "r");
+    ASSERT_TRUE(f != NULL);
+    char stmt[8192] = "", line[1024];
+    size_t used = 0;
+    int run = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "--", 2) == 0)
+            continue;
+        used += (size_t)snprintf(stmt + used, sizeof(stmt) - used, "%s", line);
+        char *semi = strrchr(stmt, ';');
+        if (semi && semi[1] == '\n') {
+            *semi = '\0';
+            ASSERT_EQ(tl_exec(&S, stmt), 0);
+            run++;
+            used = 0;
+            stmt[0] = '\0';
+        }
+    }
+    fclose(f);
+    ASSERT_EQ(run, 3);
+    tl_db_t saved = T;
+    T = S;
+    db_conn_t *dbc = conn_for("inbox");
+    ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_OK);
+    char hash[65];
+    db_claim_t c = tl_claim("m", "1", "k", "x", hash);
+    ASSERT_EQ(db_inbox_apply(dbc, &c, NULL, 0, &err), DB_APPLIED);
+    ASSERT_EQ(db_inbox_apply(dbc, &c, NULL, 0, &err), DB_DUPLICATE);
+    ASSERT_EQ(index_count("inbox"), 3);
+    db_conn_free(dbc);
+    T = saved;
+    tl_db_drop(&S);
+}
+
 int main(int argc, char **argv)
 {
     db_dialect_t d = tl_dialect_arg(argc, argv);
@@ -154,6 +198,7 @@ int main(int argc, char **argv)
     RUN(test_concurrent_processes);
     RUN(test_migrate_twice);
     RUN(test_table_without_key_is_refused);
+    RUN(test_shipped_schema_runs);
     tl_db_drop(&T);
     return ib_test_done();
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "db_conn_int.h" /* to force the UTF-16 binding SQL Server uses */
 #include "db_testlib.h"
 #include "ib_test.h"
 
@@ -228,10 +229,43 @@ static void test_sweep(void)
         db_end(other, true, &err);
         ASSERT_EQ(db_inbox_sweep(dbc, 30, 2, &err), 0);
         ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'm5'"), 1);
-        db_conn_free(other); /* the session lock goes with the session */
+        ASSERT_EQ(db_sql_sweep_unlock(DB_DIALECT_POSTGRESQL, "inbox", lock, sizeof(lock)),
+                  IB_E_OK);
+        ASSERT_EQ(db_exec(other, lock, NULL, 0, NULL, &err), IB_E_OK);
+        db_end(other, true, &err);
+        db_conn_free(other);
         ASSERT_EQ(db_inbox_sweep(dbc, 30, 2, &err), 1);
         ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'm5'"), 0);
     }
+}
+
+/*
+ * Text goes to SQL Server as UTF-16. No SQL Server runs here, so the same
+ * binding is forced on this driver: both bindings must store the same
+ * characters, so a message bound one way is a duplicate of the other.
+ */
+static void test_utf16_text_binding(void)
+{
+    const char *id = "m-\xc3\xa9\xe2\x82\xac-\xf0\x9f\x93\xa6"; /* e-acute, euro, U+1F4E6 */
+    const char *note = "caf\xc3\xa9 \xe2\x82\xac" "5";
+    ib_error_t err;
+    char hash[65];
+    db_conn_t *wide = tl_conn(&T);
+    wide->wide_text = true;
+    db_claim_t c = tl_claim("billing", id, NULL, "{\"u\":1}", hash);
+    db_param_t p[3] = {DB_TEXT(note), DB_INT(1), DB_FLOAT(1.25)};
+    db_stmt_t s = {"INSERT INTO orders (id, qty, price) VALUES (?, ?, ?)", p, 3};
+    ASSERT_EQ(db_inbox_apply(wide, &c, &s, 1, &err), DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE LENGTH(id) = 7 AND price = 1.25"), 1);
+    ASSERT_EQ(COUNT("SELECT LENGTH(message_id) FROM inbox WHERE message_id LIKE 'm-%'"), 6);
+    /* Narrow binding of the same text meets the same key. */
+    ASSERT_EQ(db_inbox_apply(dbc, &c, NULL, 0, &err), DB_DUPLICATE);
+    long long n = 0;
+    db_param_t q[1] = {DB_TEXT(note)};
+    ASSERT_EQ(db_exec(dbc, "SELECT COUNT(*) FROM orders WHERE id = ?", q, 1, &n, &err), IB_E_OK);
+    db_end(dbc, false, &err);
+    ASSERT_EQ(n, 1);
+    db_conn_free(wide);
 }
 
 static void test_bad_claims(void)
@@ -276,6 +310,7 @@ int main(int argc, char **argv)
     RUN(test_configured_native);
     RUN(test_record_failure);
     RUN(test_sweep);
+    RUN(test_utf16_text_binding);
     RUN(test_bad_claims);
     db_conn_free(dbc);
     tl_db_drop(&T);
