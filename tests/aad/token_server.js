@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+/*
+ * token_server.js - a stand-in for the Azure AD token endpoint on
+ * 127.0.0.1, for tests/aad. Prints its port on the first line of stdout.
+ *
+ * POST /{tenant}/oauth2/v2.0/token behaves by client_id:
+ *   good    200, expires_in 3600, access_token "at-<n>"
+ *   short   200, expires_in 3 (so the client refreshes within seconds)
+ *   denied  401 invalid_client with AADSTS700213, as Azure AD answers an
+ *           unknown federated credential
+ *   flaky   503 on the first request, then like good
+ *   slow    answers after 3 s
+ * GET /requests returns every token request seen: path, headers, form.
+ * Exits when stdin closes, so it never outlives the test.
+ */
+'use strict';
+const http = require('node:http');
+
+const seen = [];
+let issued = 0;
+
+function send(res, status, obj) {
+  const body = JSON.stringify(obj);
+  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+const server = http.createServer((req, res) => {
+  let raw = '';
+  req.on('data', (d) => { raw += d; });
+  req.on('end', () => {
+    if (req.method === 'GET' && req.url === '/requests') return send(res, 200, seen);
+    const m = /^\/([^/]+)\/oauth2\/v2\.0\/token$/.exec(req.url);
+    if (req.method !== 'POST' || !m) return send(res, 404, { error: 'not_found' });
+    const form = Object.fromEntries(new URLSearchParams(raw));
+    seen.push({ path: req.url, contentType: req.headers['content-type'], form });
+    const client = form.client_id;
+    const ok = (expiresIn) => send(res, 200, {
+      token_type: 'Bearer', expires_in: expiresIn, ext_expires_in: expiresIn, access_token: `at-${++issued}`,
+    });
+    const tries = seen.filter((r) => r.form.client_id === client).length;
+    switch (client) {
+      case 'good': return ok(3600);
+      case 'short': return ok(3);
+      case 'flaky': return tries === 1 ? send(res, 503, { error: 'temporarily_unavailable', error_codes: [50196] }) : ok(3600);
+      case 'slow': return setTimeout(() => ok(3600), 3000);
+      case 'denied':
+        return send(res, 401, {
+          error: 'invalid_client',
+          error_description: "AADSTS700213: No matching federated identity record found for presented assertion subject 'system:serviceaccount:apps:inboxd'. Trace ID: 0000",
+          error_codes: [700213],
+          trace_id: '0000',
+        });
+      default: return send(res, 400, { error: 'unauthorized_client', error_codes: [700016] });
+    }
+  });
+});
+
+server.listen(0, '127.0.0.1', () => process.stdout.write(`${server.address().port}\n`));
+process.stdin.on('end', () => process.exit(0));
+process.stdin.resume();
