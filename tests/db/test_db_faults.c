@@ -161,6 +161,29 @@ static void test_terminated_backend_reconnects(void)
     db_conn_free(dbc);
 }
 
+static void test_statement_timeout_is_transient(void)
+{
+    db_options_t o;
+    memset(&o, 0, sizeof(o));
+    o.statement_timeout_s = 1;
+    db_conn_t *dbc = tl_conn_opts(&T, &o);
+    char sql[64];
+    snprintf(sql, sizeof(sql), "SELECT pg_sleep(%.1f)", tl_timeout(1) + 4);
+    db_stmt_t slow = {sql, NULL, 0};
+    job_t j = {dbc, "slow1", "s", &slow, 1, 0, DB_FAILED, {0}};
+    run_job(&j);
+    ASSERT_EQ(j.out, DB_FAILED);
+    ASSERT_EQ(j.err.cls, IB_CLASS_TRANSIENT);
+    ASSERT_STREQ(j.err.sqlstate, "57014");
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'slow1'"), 0);
+    j.stmts = NULL;
+    j.n = 0;
+    run_job(&j);
+    ASSERT_EQ(j.out, DB_APPLIED);
+    ASSERT_EQ(db_conn_reconnects(dbc), 0);
+    db_conn_free(dbc);
+}
+
 static void test_second_copy_waits(void)
 {
     char sleep_sql[64];
@@ -225,6 +248,7 @@ int main(int argc, char **argv)
     RUN(test_deadlock_is_transient);
     RUN(test_serialization_failure_is_transient);
     RUN(test_terminated_backend_reconnects);
+    RUN(test_statement_timeout_is_transient);
     RUN(test_second_copy_waits);
     tl_db_drop(&T);
     return ib_test_done();
