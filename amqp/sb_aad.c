@@ -30,6 +30,7 @@ struct sb_aad {
 
     pthread_t thread;
     bool running;
+    bool curl_inited; /* curl_global_init succeeded; sb_aad_free pairs it */
     pthread_mutex_t lock;   /* guards everything below */
     pthread_cond_t cond;    /* signalled on a new token, a failure, or stop */
     bool stop;
@@ -361,6 +362,7 @@ sb_aad_t *sb_aad_new(const sb_aad_opts_t *opts, ib_error_t *err)
         sb_aad_free(aad);
         return NULL;
     }
+    aad->curl_inited = true;
     int rc = pthread_create(&aad->thread, NULL, refresh_main, aad);
     if (rc != 0) {
         ib_error_set(err, IB_E_IO, IB_CLASS_PERMANENT, "aad: thread: %s", strerror(rc));
@@ -391,6 +393,8 @@ void sb_aad_free(sb_aad_t *aad)
     free(aad->ca_file);
     free(aad->url);
     free(aad->token);
+    if (aad->curl_inited)
+        curl_global_cleanup(); /* reference-counted by libcurl */
     free(aad);
 }
 

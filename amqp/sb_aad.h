@@ -53,7 +53,8 @@ sb_aad_t *sb_aad_new(const sb_aad_opts_t *opts, ib_error_t *err);
 
 /*
  * Stops the thread (an HTTP request in progress is bounded by
- * http_timeout_ms) and frees everything. NULL is a no-op. thread: main.
+ * http_timeout_ms), frees everything and releases its curl_global_init.
+ * NULL is a no-op. thread: main.
  */
 void sb_aad_free(sb_aad_t *aad);
 

@@ -20,9 +20,14 @@
 #include "ib_test.h"
 #include "sb_aad.h"
 
-static pid_t server_pid;
-static int server_stdin = -1;
-static char authority[64];
+typedef struct {
+    pid_t pid;
+    int stdin_fd;
+    char authority[64];
+} server_t;
+
+static server_t plain = {0, -1, ""}, secure = {0, -1, ""};
+static const char *authority = plain.authority;
 static char token_file[256];
 static char tmpdir[] = "/tmp/inboxd-aad-XXXXXX";
 
@@ -36,45 +41,54 @@ static void sleep_ms(long ms)
     }
 }
 
-static int start_server(void)
+/* Starts token_server.js (with --tls CERT KEY when cert is not NULL). */
+static int start_server(server_t *s, const char *cert, const char *key)
 {
     const char *script = getenv("INBOXD_AAD_TOKEN_SERVER");
     int in[2], out[2];
     if (!script || pipe(in) != 0 || pipe(out) != 0)
         return -1;
-    server_pid = fork();
-    if (server_pid == 0) {
+    s->pid = fork();
+    if (s->pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
         close(in[1]);
         close(out[0]);
-        execlp("node", "node", script, (char *)NULL);
+        if (cert)
+            execlp("node", "node", script, "--tls", cert, key, (char *)NULL);
+        else
+            execlp("node", "node", script, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
     close(out[1]);
-    server_stdin = in[1];
+    s->stdin_fd = in[1];
     char line[32] = "";
     FILE *f = fdopen(out[0], "r");
-    if (!f || !fgets(line, sizeof line, f))
+    if (!f || !fgets(line, sizeof line, f)) {
+        if (f)
+            fclose(f);
         return -1;
+    }
     fclose(f);
     int port = atoi(line);
     if (port <= 0)
         return -1;
     /* A trailing slash, as AZURE_AUTHORITY_HOST has on AKS. */
-    snprintf(authority, sizeof authority, "http://127.0.0.1:%d/", port);
+    snprintf(s->authority, sizeof s->authority, "%s://127.0.0.1:%d/", cert ? "https" : "http", port);
     return 0;
 }
 
-static void stop_server(void)
+static void stop_server(server_t *s)
 {
-    if (server_stdin >= 0)
-        close(server_stdin); /* the server exits when its stdin closes */
-    if (server_pid > 0) {
-        kill(server_pid, SIGTERM);
-        waitpid(server_pid, NULL, 0);
+    if (s->stdin_fd >= 0)
+        close(s->stdin_fd); /* the server exits when its stdin closes */
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        waitpid(s->pid, NULL, 0);
     }
+    s->stdin_fd = -1;
+    s->pid = 0;
 }
 
 static void write_token_file(const char *content)
@@ -299,6 +313,49 @@ static void test_get_never_waits_on_network(void)
     ASSERT_TRUE(ib_mono_ms() - t0 < 2500 + (long long)(ib_test_timeout(0.5) * 1000));
 }
 
+/* A throwaway CA and a certificate for 127.0.0.1, made with the openssl CLI. */
+static int make_certs(void)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "(cd %s && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+             "-subj /CN=inboxd-test-ca -keyout ca.key -out ca.crt && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-subj /CN=127.0.0.1 -keyout srv.key -out srv.csr && "
+             "printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n' > srv.ext && "
+             "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 "
+             "-extfile srv.ext -out srv.crt) >%s/openssl.log 2>&1",
+             tmpdir, tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_tls_with_private_ca(void)
+{
+    ib_error_t err;
+    char cert[300], key[300], ca[300];
+    snprintf(cert, sizeof cert, "%s/srv.crt", tmpdir);
+    snprintf(key, sizeof key, "%s/srv.key", tmpdir);
+    snprintf(ca, sizeof ca, "%s/ca.crt", tmpdir);
+    ASSERT_EQ(make_certs(), 0);
+    ASSERT_EQ(start_server(&secure, cert, key), 0);
+    sb_aad_opts_t o = opts_for("good");
+    o.authority_host = secure.authority;
+    o.ca_file = ca;
+    sb_aad_t *aad = sb_aad_new(&o, &err);
+    ASSERT_TRUE(aad != NULL);
+    ASSERT_EQ(sb_aad_wait(aad, (long)(ib_test_timeout(10) * 1000), &err), IB_E_OK);
+    sb_aad_free(aad);
+    /* Without the CA the certificate is refused: verification is on. */
+    o.ca_file = NULL;
+    aad = sb_aad_new(&o, &err);
+    ASSERT_TRUE(aad != NULL);
+    ASSERT_EQ(sb_aad_wait(aad, (long)(ib_test_timeout(10) * 1000), &err), IB_E_AUTH);
+    ASSERT_CONTAINS(err.text, "certificate");
+    sb_aad_free(aad);
+    stop_server(&secure);
+}
+
 static void test_missing_token_file(void)
 {
     ib_error_t err;
@@ -319,10 +376,10 @@ int main(void)
     snprintf(token_file, sizeof token_file, "%s/azure-identity-token", tmpdir);
     write_token_file(ASSERTION_1);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (start_server() != 0) {
+    if (start_server(&plain, NULL, NULL) != 0) {
         fprintf(stderr, "cannot start token_server.js with node (INBOXD_AAD_TOKEN_SERVER=%s)\n",
                 getenv("INBOXD_AAD_TOKEN_SERVER") ? getenv("INBOXD_AAD_TOKEN_SERVER") : "unset");
-        stop_server();
+        stop_server(&plain);
         return 1;
     }
     RUN(test_missing_settings);
@@ -332,9 +389,13 @@ int main(void)
     RUN(test_recovers_after_503);
     RUN(test_get_never_waits_on_network);
     RUN(test_missing_token_file);
-    stop_server();
-    unlink(token_file);
-    rmdir(tmpdir);
+    RUN(test_tls_with_private_ca);
+    stop_server(&plain);
+    stop_server(&secure);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
     curl_global_cleanup();
     return ib_test_done();
 }

@@ -11,10 +11,13 @@
  *   flaky   503 on the first request, then like good
  *   slow    answers after 3 s
  * GET /requests returns every token request seen: path, headers, form.
+ * With "--tls CERT KEY" it serves HTTPS with that certificate.
  * Exits when stdin closes, so it never outlives the test.
  */
 'use strict';
 const http = require('node:http');
+const https = require('node:https');
+const fs = require('node:fs');
 
 const seen = [];
 let issued = 0;
@@ -25,7 +28,8 @@ function send(res, status, obj) {
   res.end(body);
 }
 
-const server = http.createServer((req, res) => {
+const tls = process.argv.indexOf('--tls');
+const handler = (req, res) => {
   let raw = '';
   req.on('data', (d) => { raw += d; });
   req.on('end', () => {
@@ -54,7 +58,10 @@ const server = http.createServer((req, res) => {
       default: return send(res, 400, { error: 'unauthorized_client', error_codes: [700016] });
     }
   });
-});
+};
+const server = tls > 0
+  ? https.createServer({ cert: fs.readFileSync(process.argv[tls + 1]), key: fs.readFileSync(process.argv[tls + 2]) }, handler)
+  : http.createServer(handler);
 
 server.listen(0, '127.0.0.1', () => process.stdout.write(`${server.address().port}\n`));
 process.stdin.on('end', () => process.exit(0));
