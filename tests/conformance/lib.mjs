@@ -24,6 +24,10 @@ export function readStats() {
   return JSON.parse(readFileSync(process.env.SBEMU_STATS, "utf8")).entities;
 }
 
+export function readConnectionStats() {
+  return JSON.parse(readFileSync(process.env.SBEMU_STATS, "utf8")).connections;
+}
+
 // Polls the stats file (rewritten every second) until pred(entities) holds.
 export async function statsWhen(pred, timeoutMs = 4000) {
   const end = Date.now() + timeoutMs;

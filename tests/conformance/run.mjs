@@ -24,14 +24,22 @@ if (!existsSync(join(here, "node_modules", "@azure", "service-bus"))) {
   process.exit(1);
 }
 
+// A scenario may ask for extra sbemu flags with a line "// sbemu-args: ..."
+// (fault injection), or for no SAS key at all with "// sbemu-no-key".
+const scenarioText = readFileSync(scenario, "utf8");
+const argsLine = scenarioText.match(/^\/\/ sbemu-args: (.*)$/m);
+const extraArgs = argsLine ? argsLine[1].trim().split(/\s+/) : [];
+const noKey = /^\/\/ sbemu-no-key$/m.test(scenarioText);
+
 const KEY_NAME = "RootManageSharedAccessKey";
 const KEY = "c2JlbXUtY29uZm9ybWFuY2Uta2V5LTAxMjM0NTY3ODk=";
 const dir = mkdtempSync(join(tmpdir(), "sbemu-conf-"));
 const stats = join(dir, "stats.json");
 const emu = spawn(
   sbemu,
-  ["--listen", "127.0.0.1:0", "--topology", topology, "--key-name", KEY_NAME, "--key", KEY,
-   "--stats-file", stats, "--log-level", "warn"],
+  ["--listen", "127.0.0.1:0", "--topology", topology,
+   ...(noKey ? [] : ["--key-name", KEY_NAME, "--key", KEY]),
+   "--stats-file", stats, "--log-level", "warn", ...extraArgs],
   { stdio: ["ignore", "pipe", "inherit"] }
 );
 const emuExit = new Promise((resolve) => emu.on("exit", (code, signal) => resolve({ code, signal })));

@@ -32,6 +32,9 @@ void emu_conn_close(emu_conn_t *conn, const char *cond, const char *desc)
     if (conn->closing)
         return;
     conn->closing = true;
+    if (strcmp(cond, "amqp:connection:forced") == 0)
+        conn->b->ns->conn_forced++;
+    IB_LOG(IB_LOG_INFO, "disconnect", IB_S("condition", cond), IB_S("description", desc));
     pn_condition_t *c = pn_connection_condition(conn->pc);
     pn_condition_set_name(c, cond);
     pn_condition_set_description(c, desc);
@@ -276,6 +279,8 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         pn_sasl_allowed_mechs(sasl, "ANONYMOUS");
         pn_sasl_set_allow_insecure_mechs(sasl, true);
         emu_conn_t *nc = calloc(1, sizeof *nc);
+        b->ns->conn_accepted++;
+        b->ns->conn_open++;
         if (nc) {
             nc->pc = c;
             nc->b = b;
@@ -372,6 +377,7 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         break;
     case PN_TRANSPORT_CLOSED:
         log_condition("disconnect", pn_transport_condition(pn_event_transport(e)));
+        b->ns->conn_open--;
         if (conn)
             conn_free(b, conn);
         conn = NULL;

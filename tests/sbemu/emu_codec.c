@@ -40,6 +40,8 @@ int emu_buf_reserve(emu_buf_t *b, size_t more)
 /* thread: any */
 int emu_buf_add(emu_buf_t *b, const void *p, size_t n)
 {
+    if (n == 0)
+        return 0;
     if (emu_buf_reserve(b, n) != 0)
         return -1;
     memcpy(b->data + b->len, p, n);

@@ -134,6 +134,8 @@ struct emu_ns {
     size_t n;
     emu_map_t *locks;       /* canonical lock token -> emu_msg_t */
     int64_t lock_early_ms;  /* fault: locks end this much before locked-until */
+    /* Connection counters kept here so the stats file has one source. */
+    uint64_t conn_accepted, conn_open, conn_forced;
     emu_ns_hooks_t hooks;
 };
 

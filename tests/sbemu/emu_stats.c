@@ -32,7 +32,9 @@ char *emu_stats_json(const emu_ns_t *ns)
     json_t *ents = json_object();
     for (size_t i = 0; i < ns->n; i++)
         json_object_set_new(ents, ns->ents[i]->path, entity_json(ns->ents[i]));
-    json_t *root = json_pack("{s:o}", "entities", ents);
+    json_t *conns = json_pack("{s:I,s:I,s:I}", "accepted", (json_int_t)ns->conn_accepted, "open",
+                              (json_int_t)ns->conn_open, "forced_closed", (json_int_t)ns->conn_forced);
+    json_t *root = json_pack("{s:o,s:o}", "entities", ents, "connections", conns);
     char *s = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     return s;
