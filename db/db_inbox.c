@@ -280,7 +280,8 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
         size_t n = ib_strlcpy(cut, detail, sizeof(cut));
         if (n > DETAIL_MAX) {
             size_t end = DETAIL_MAX;
-            while (end > 0 && ((unsigned char)cut[end] & 0xC0) == 0x80)
+            /* detail[end] is the first byte left out: never split its character. */
+            while (end > 0 && ((unsigned char)detail[end] & 0xC0) == 0x80)
                 end--;
             cut[end] = '\0';
         }

@@ -188,6 +188,14 @@ static void test_record_failure(void)
     ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rec3' AND "
                     "LENGTH(error_detail) = 2000"),
               1);
+    /* A cut never splits a UTF-8 character: 1999 'x' then a 2-byte e-acute. */
+    big[1999] = '\xc3';
+    big[2000] = '\xa9';
+    c = tl_claim("billing", "rec4", NULL, "{\"r\":4}", hash);
+    ASSERT_EQ(db_inbox_record_failure(dbc, &c, IB_CLASS_PERMANENT, big, &err), DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rec4' AND "
+                    "LENGTH(error_detail) = 1999"),
+              1);
 }
 
 static void test_sweep(void)

@@ -1,0 +1,103 @@
+/*
+ * bench_db_inbox - the cost of db_inbox_apply against the same transaction
+ * sent as plain statements over the same ODBC driver, in the same run.
+ *
+ *   bench_db_inbox postgresql|sqlite [CLAIMS_PER_THREAD] [THREADS]
+ *
+ * Phase "plain": INSERT an inbox-shaped row + INSERT a business row + COMMIT
+ * through db_exec/db_end (no duplicate handling): the database's and
+ * driver's own ceiling for this transaction. Phase "inbox": db_inbox_apply
+ * with the same business statement. Prints claims/s for both and the ratio.
+ * Not a test: nothing here asserts a speed.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_testlib.h"
+#include "ib_log.h"
+
+static tl_db_t T;
+static int per_thread = 2000;
+static int phase_inbox;
+
+static void *run(void *arg)
+{
+    int t = (int)(long)arg;
+    db_conn_t *dbc = tl_conn(&T);
+    char id[48], hash[65];
+    ib_error_t err;
+
+    for (int k = 0; k < per_thread; k++) {
+        snprintf(id, sizeof(id), "%s-%d-%d", phase_inbox ? "i" : "p", t, k);
+        db_claim_t c = tl_claim("bench", id, NULL, id, hash);
+        db_param_t biz[2] = {DB_TEXT(id), DB_INT(k)};
+        if (phase_inbox) {
+            db_stmt_t s = {"INSERT INTO biz (msg_id, n) VALUES (?, ?)", biz, 2};
+            if (db_inbox_apply(dbc, &c, &s, 1, &err) != DB_APPLIED) {
+                fprintf(stderr, "apply: %s\n", err.text);
+                exit(1);
+            }
+        } else {
+            db_param_t row[4] = {DB_TEXT("bench"), DB_TEXT(id), DB_TEXT(hash), DB_INT(1)};
+            if (db_exec(dbc,
+                        "INSERT INTO plain_inbox (consumer, message_id, body_sha256, "
+                        "delivery_count) VALUES (?, ?, ?, ?)",
+                        row, 4, NULL, &err) != IB_E_OK ||
+                db_exec(dbc, "INSERT INTO biz (msg_id, n) VALUES (?, ?)", biz, 2, NULL, &err) !=
+                    IB_E_OK ||
+                db_end(dbc, true, &err) != IB_E_OK) {
+                fprintf(stderr, "plain: %s\n", err.text);
+                exit(1);
+            }
+        }
+    }
+    db_conn_free(dbc);
+    return NULL;
+}
+
+static double phase(int inbox, int threads)
+{
+    pthread_t th[64];
+    long long t0 = ib_mono_ms();
+    phase_inbox = inbox;
+    for (long i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, run, (void *)i);
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+    long long ms = ib_mono_ms() - t0;
+    return ms ? per_thread * threads * 1000.0 / ms : 0;
+}
+
+int main(int argc, char **argv)
+{
+    db_dialect_t d = tl_dialect_arg(argc, argv);
+    int threads = argc > 3 ? atoi(argv[3]) : 8;
+    ib_error_t err;
+
+    if (argc > 2)
+        per_thread = atoi(argv[2]);
+    if (threads < 1 || threads > 64 || per_thread < 1)
+        return 2;
+    ib_log_set_level(IB_LOG_WARN);
+    tl_db_create(&T, d, "bench");
+    db_conn_t *dbc = tl_conn(&T);
+    if (db_migrate(dbc, true, &err) != IB_E_OK ||
+        tl_exec(&T, "CREATE TABLE biz (msg_id varchar(64) NOT NULL, n integer NOT NULL)") ||
+        tl_exec(&T, "CREATE TABLE plain_inbox (consumer varchar(200) NOT NULL, message_id "
+                    "varchar(128) NOT NULL, body_sha256 char(64) NOT NULL, delivery_count "
+                    "integer, PRIMARY KEY (consumer, message_id))")) {
+        fprintf(stderr, "setup failed: %s\n", err.text);
+        tl_db_drop(&T);
+        return 1;
+    }
+    db_conn_free(dbc);
+    double plain = phase(0, threads);
+    double inbox = phase(1, threads);
+    printf("%s threads=%d claims=%d plain=%.0f/s inbox=%.0f/s ratio=%.2f\n",
+           db_dialect_name(d), threads, per_thread * threads, plain, inbox,
+           plain > 0 ? inbox / plain : 0);
+    tl_db_drop(&T);
+    return 0;
+}
