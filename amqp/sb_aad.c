@@ -30,15 +30,15 @@ struct sb_aad {
 
     pthread_t thread;
     bool running;
-    bool curl_inited; /* curl_global_init succeeded; sb_aad_free pairs it */
-    pthread_mutex_t lock;   /* guards everything below */
-    pthread_cond_t cond;    /* signalled on a new token, a failure, or stop */
+    bool curl_inited;     /* curl_global_init succeeded; sb_aad_free pairs it */
+    pthread_mutex_t lock; /* guards everything below */
+    pthread_cond_t cond;  /* signalled on a new token, a failure, or stop */
     bool stop;
-    bool want_now;          /* token_get found nothing: refresh without waiting */
-    char *token;            /* the cached access token, or NULL */
+    bool want_now; /* token_get found nothing: refresh without waiting */
+    char *token;   /* the cached access token, or NULL */
     long long expires_at_ms;
-    bool failed;            /* the last attempt failed */
-    ib_error_t last_err;    /* its error, for callers */
+    bool failed;         /* the last attempt failed */
+    ib_error_t last_err; /* its error, for callers */
     long fetches;
 };
 
@@ -138,9 +138,10 @@ static void describe_failure(long status, const char *body, ib_error_t *err)
         snprintf(aadsts, sizeof aadsts, "AADSTS%lld", code);
     else if (desc && strncmp(desc, "AADSTS", 6) == 0)
         snprintf(aadsts, sizeof aadsts, "%.*s", (int)strcspn(desc, ": "), desc);
-    ib_error_set(err, IB_E_AUTH, status >= 500 || status == 429 ? IB_CLASS_TRANSIENT : IB_CLASS_PERMANENT,
-                 "token endpoint answered %ld: %s%s%s%s%.200s", status, oauth ? oauth : "no OAuth error",
-                 aadsts[0] ? " " : "", aadsts, desc ? ": " : "", desc ? desc : "");
+    ib_error_set(
+        err, IB_E_AUTH, status >= 500 || status == 429 ? IB_CLASS_TRANSIENT : IB_CLASS_PERMANENT,
+        "token endpoint answered %ld: %s%s%s%s%.200s", status, oauth ? oauth : "no OAuth error",
+        aadsts[0] ? " " : "", aadsts, desc ? ": " : "", desc ? desc : "");
     ib_strlcpy(err->condition, aadsts[0] ? aadsts : (oauth ? oauth : ""), sizeof err->condition);
     json_decref(j);
 }
@@ -200,7 +201,7 @@ static char *fetch_token(sb_aad_t *aad, long long *expires_at_ms, ib_error_t *er
     const char *at = j ? json_string_value(json_object_get(j, "access_token")) : NULL;
     json_t *exp = j ? json_object_get(j, "expires_in") : NULL;
     /* expires_in is a number in v2.0 responses; some proxies send a string. */
-    long long expires_in = json_is_integer(exp) ? json_integer_value(exp)
+    long long expires_in = json_is_integer(exp)  ? json_integer_value(exp)
                            : json_is_string(exp) ? atoll(json_string_value(exp))
                                                  : 0;
     if (!at || !*at || expires_in <= 0) {
@@ -271,7 +272,8 @@ static void *refresh_main(void *arg)
             if (wait_ms < 1000)
                 wait_ms = 1000;
             IB_LOG(IB_LOG_INFO, "aad_token", IB_MSG("access token acquired"),
-                   IB_S("client_id", aad->client_id), IB_I("expires_in_s", (expires_at - now) / 1000),
+                   IB_S("client_id", aad->client_id),
+                   IB_I("expires_in_s", (expires_at - now) / 1000),
                    IB_I("refresh_in_s", wait_ms / 1000));
         } else {
             aad->failed = true;
@@ -336,9 +338,11 @@ sb_aad_t *sb_aad_new(const sb_aad_opts_t *opts, ib_error_t *err)
         sb_aad_free(aad);
         return NULL;
     }
-    if (strspn(aad->tenant_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
+    if (strspn(aad->tenant_id,
+               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
         strlen(aad->tenant_id)) {
-        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "AZURE_TENANT_ID is not a tenant id or domain");
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "AZURE_TENANT_ID is not a tenant id or domain");
         free(authority);
         sb_aad_free(aad);
         return NULL;
@@ -435,7 +439,8 @@ ib_err_t sb_aad_token_get(void *ctx, const char *audience, sb_token_t *out, ib_e
         out->token = strdup(aad->token);
         out->type = SB_TOKEN_TYPE_JWT;
         out->expires_at_ms = aad->expires_at_ms;
-        rc = out->token ? IB_E_OK : ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        rc = out->token ? IB_E_OK
+                        : ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     } else {
         /* After a failure the backoff decides; otherwise make a late refresh happen now. */
         if (!aad->failed) {

@@ -31,9 +31,9 @@ typedef struct sb_aad sb_aad_t;
 
 typedef struct sb_aad_opts {
     /* Each NULL or "" is read from the environment variable in brackets. */
-    const char *client_id;            /* [AZURE_CLIENT_ID] required */
-    const char *tenant_id;            /* [AZURE_TENANT_ID] required */
-    const char *authority_host;       /* [AZURE_AUTHORITY_HOST], else https://login.microsoftonline.com */
+    const char *client_id;      /* [AZURE_CLIENT_ID] required */
+    const char *tenant_id;      /* [AZURE_TENANT_ID] required */
+    const char *authority_host; /* [AZURE_AUTHORITY_HOST], else https://login.microsoftonline.com */
     const char *federated_token_file; /* [AZURE_FEDERATED_TOKEN_FILE] required */
     const char *scope;                /* NULL: SB_AAD_SCOPE_SERVICEBUS */
     const char *ca_file;              /* extra CA bundle for the authority (tests); NULL: system */

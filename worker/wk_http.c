@@ -40,7 +40,7 @@ typedef enum {
 typedef struct {
     wk_conn_state_t state;
     int fd;
-    char *in;  /* max_request_bytes + 1, allocated on first use */
+    char *in; /* max_request_bytes + 1, allocated on first use */
     size_t inlen;
     char *out; /* the whole response */
     size_t outlen, outoff;
@@ -178,8 +178,8 @@ static void conn_respond(wk_http_t *h, wk_conn_t *c, int status, const char *rea
 static void conn_respond_text(wk_http_t *h, wk_conn_t *c, int status, const char *reason,
                               const char *text, bool head_only)
 {
-    conn_respond(h, c, status, reason, "text/plain; charset=utf-8", text, strlen(text),
-                 head_only, NULL);
+    conn_respond(h, c, status, reason, "text/plain; charset=utf-8", text, strlen(text), head_only,
+                 NULL);
 }
 
 /* Answers one complete request head held in c->in (NUL-terminated). */
@@ -233,8 +233,8 @@ static void handle_request(wk_http_t *h, wk_conn_t *c)
             conn_respond_text(h, c, 500, "Internal Server Error", "out of memory\n", head);
             return;
         }
-        conn_respond(h, c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text, len,
-                     head, NULL);
+        conn_respond(h, c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text, len, head,
+                     NULL);
         free(text);
     } else {
         conn_respond_text(h, c, 404, "Not Found", "not found\n", head);
@@ -245,8 +245,8 @@ static void handle_request(wk_http_t *h, wk_conn_t *c)
 static bool head_complete(const char *buf, size_t len)
 {
     for (size_t i = 1; i < len; i++)
-        if (buf[i] == '\n' && (buf[i - 1] == '\n' || (i >= 2 && buf[i - 1] == '\r' &&
-                                                      buf[i - 2] == '\n')))
+        if (buf[i] == '\n' &&
+            (buf[i - 1] == '\n' || (i >= 2 && buf[i - 1] == '\r' && buf[i - 2] == '\n')))
             return true;
     return false;
 }
@@ -276,8 +276,8 @@ static void conn_read(wk_http_t *h, wk_conn_t *c)
             return;
         }
         if (c->inlen == cap) {
-            conn_respond_text(h, c, 431, "Request Header Fields Too Large",
-                              "request too large\n", false);
+            conn_respond_text(h, c, 431, "Request Header Fields Too Large", "request too large\n",
+                              false);
             return;
         }
     }
@@ -286,8 +286,8 @@ static void conn_read(wk_http_t *h, wk_conn_t *c)
 static void conn_write(wk_conn_t *c)
 {
     while (c->outoff < c->outlen) {
-        ssize_t n = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t n =
+            send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -349,8 +349,7 @@ static void accept_some(wk_http_t *h)
     for (int i = 0; i < ACCEPTS_PER_TURN; i++) {
         int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-                errno != ECONNABORTED)
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
                 IB_LOG(IB_LOG_WARN, "http_accept", IB_MSG("accept failed"),
                        IB_S("error", strerror(errno)));
             return;
@@ -404,8 +403,8 @@ static void *serve(void *arg)
             if (c->state == WK_CONN_FREE)
                 continue;
             h->pfd_conn[n] = i;
-            h->pfd[n++] = (struct pollfd){
-                .fd = c->fd, .events = c->state == WK_CONN_WRITING ? POLLOUT : POLLIN};
+            h->pfd[n++] = (struct pollfd){.fd = c->fd,
+                                          .events = c->state == WK_CONN_WRITING ? POLLOUT : POLLIN};
             if (c->deadline_ms < next)
                 next = c->deadline_ms;
         }
@@ -478,8 +477,7 @@ static int bind_listen(const char *addr, int *port_out, ib_error_t *err)
                -1;
     int fd = -1, saved = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
             saved = errno;
             continue;

@@ -44,13 +44,13 @@ typedef enum {
 } wk_http_cond_t;
 
 typedef struct wk_http_opts {
-    const char *listen;        /* "host:port", "[v6]:port" or ":port"; NULL/"" disables */
-    wk_metrics_t *metrics;     /* served on /metrics; NULL serves 404. Not owned. */
+    const char *listen;             /* "host:port", "[v6]:port" or ":port"; NULL/"" disables */
+    wk_metrics_t *metrics;          /* served on /metrics; NULL serves 404. Not owned. */
     long long heartbeat_max_age_ms; /* /healthz fails past this; 0 = 30000 */
-    size_t max_request_bytes;  /* whole request head; 0 = 8192 */
-    int read_timeout_ms;       /* deadline for the request head; 0 = 5000 */
-    int write_timeout_ms;      /* deadline for sending the response; 0 = 10000 */
-    int max_connections;       /* concurrent connections; 0 = 32 */
+    size_t max_request_bytes;       /* whole request head; 0 = 8192 */
+    int read_timeout_ms;            /* deadline for the request head; 0 = 5000 */
+    int write_timeout_ms;           /* deadline for sending the response; 0 = 10000 */
+    int max_connections;            /* concurrent connections; 0 = 32 */
 } wk_http_opts_t;
 
 /*

@@ -323,12 +323,14 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
         buf_printf(&b, "inboxd_dead_letters_total{reason=\"other\"} %llu\n",
                    (unsigned long long)load(&m->reasons_other));
 
-    header(&b, "inboxd_lock_renewals_total", "counter", "Message and session lock renewals, by result.");
+    header(&b, "inboxd_lock_renewals_total", "counter",
+           "Message and session lock renewals, by result.");
     for (int r = 0; r < WK_RENEW__COUNT; r++)
         buf_printf(&b, "inboxd_lock_renewals_total{result=\"%s\"} %llu\n", renew_names[r],
                    (unsigned long long)load(&m->lock_renewals[r]));
 
-    header(&b, "inboxd_lock_lost_total", "counter", "Messages whose lock was lost before settlement.");
+    header(&b, "inboxd_lock_lost_total", "counter",
+           "Messages whose lock was lost before settlement.");
     buf_printf(&b, "inboxd_lock_lost_total %llu\n", (unsigned long long)load(&m->lock_lost));
 
     header(&b, "inboxd_in_flight", "gauge", "Messages received and not yet settled.");

@@ -75,7 +75,8 @@ static int start_server(server_t *s, const char *cert, const char *key)
     if (port <= 0)
         return -1;
     /* A trailing slash, as AZURE_AUTHORITY_HOST has on AKS. */
-    snprintf(s->authority, sizeof s->authority, "%s://127.0.0.1:%d/", cert ? "https" : "http", port);
+    snprintf(s->authority, sizeof s->authority, "%s://127.0.0.1:%d/", cert ? "https" : "http",
+             port);
     return 0;
 }
 
@@ -186,11 +187,13 @@ static void test_token_from_environment(void)
     ASSERT_EQ(sb_aad_token_get(aad, "sb://ns.servicebus.windows.net/orders", &tok, &err), IB_E_OK);
     ASSERT_CONTAINS(tok.token, "at-");
     ASSERT_STREQ(tok.type, SB_TOKEN_TYPE_JWT);
-    ASSERT_TRUE(tok.expires_at_ms > before + 3590 * 1000LL && tok.expires_at_ms <= before + 3600 * 1000LL);
+    ASSERT_TRUE(tok.expires_at_ms > before + 3590 * 1000LL &&
+                tok.expires_at_ms <= before + 3600 * 1000LL);
     /* Cached: a second audience gets the same token without a new request. */
     sb_token_t tok2;
-    ASSERT_EQ(sb_aad_token_get(aad, "sb://ns.servicebus.windows.net/orders/$management", &tok2, &err),
-              IB_E_OK);
+    ASSERT_EQ(
+        sb_aad_token_get(aad, "sb://ns.servicebus.windows.net/orders/$management", &tok2, &err),
+        IB_E_OK);
     ASSERT_STREQ(tok2.token, tok.token);
     ASSERT_EQ(sb_aad_fetch_count(aad), 1);
     sb_token_clear(&tok);
@@ -236,8 +239,9 @@ static void test_refresh_before_expiry_reads_rotated_file(void)
     sb_aad_free(aad);
     json_t *all = server_requests();
     json_t *last = json_array_get(all, json_array_size(all) - 1);
-    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(last, "form"), "client_assertion")),
-                 ASSERTION_2);
+    ASSERT_STREQ(
+        json_string_value(json_object_get(json_object_get(last, "form"), "client_assertion")),
+        ASSERTION_2);
     json_decref(all);
     sb_token_clear(&first);
     sb_token_clear(&second);

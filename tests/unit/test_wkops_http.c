@@ -123,8 +123,8 @@ static void test_disabled(void)
 static void test_bad_listen(void)
 {
     ib_error_t err;
-    const char *bad[] = {"nonsense", "127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:9x", "[::1]9090",
-                         "::1:9090"};
+    const char *bad[] = {"nonsense",     "127.0.0.1:", "127.0.0.1:99999",
+                         "127.0.0.1:9x", "[::1]9090",  "::1:9090"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         wk_http_opts_t o = {.listen = bad[i]};
         ib_error_clear(&err);
@@ -230,9 +230,9 @@ static void test_errors(void)
     ASSERT_EQ(get(port, "/nope", resp, sizeof resp), 404);
     ASSERT_EQ(get(port, "/metrics", resp, sizeof resp), 404);
     ASSERT_EQ(get(port, "/healthzz", resp, sizeof resp), 404);
-    ASSERT_EQ(exchange(port, "POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n", resp,
-                       sizeof resp),
-              405);
+    ASSERT_EQ(
+        exchange(port, "POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n", resp, sizeof resp),
+        405);
     ASSERT_CONTAINS(resp, "Allow: GET, HEAD\r\n");
     ASSERT_EQ(exchange(port, "garbage\r\n\r\n", resp, sizeof resp), 400);
     ASSERT_EQ(exchange(port, "GET /healthz SPDY/9\r\n\r\n", resp, sizeof resp), 400);

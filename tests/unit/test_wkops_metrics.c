@@ -117,8 +117,8 @@ static void test_histogram(void)
     wk_metrics_handler_duration(m, 0.0005); /* first bucket */
     wk_metrics_handler_duration(m, 0.001);  /* le is inclusive */
     wk_metrics_handler_duration(m, 0.2);
-    wk_metrics_handler_duration(m, 100);    /* above every bound */
-    wk_metrics_handler_duration(m, -1);     /* clamps to 0 */
+    wk_metrics_handler_duration(m, 100); /* above every bound */
+    wk_metrics_handler_duration(m, -1);  /* clamps to 0 */
     char *t = wk_metrics_render(m, NULL);
     ASSERT_EQ(sample(t, "inboxd_handler_duration_seconds_bucket{le=\"0.001\"}"), 3);
     ASSERT_EQ(sample(t, "inboxd_handler_duration_seconds_bucket{le=\"0.1\"}"), 3);
