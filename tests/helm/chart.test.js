@@ -94,10 +94,17 @@ const dummyEnv = {
   INBOXD_DB_CONNECTION_STRING: 'Driver={SQLite3};Database=/tmp/never-opened.db',
 };
 
+/* inboxd's built-in defaults, as `inboxd --print-config` prints them with no file. */
+function printedDefaults() {
+  const env = { ...process.env, ...dummyEnv };
+  for (const k of Object.keys(env)) if (k.startsWith('INBOXD_') && !(k in dummyEnv)) delete env[k];
+  const r = spawnSync(inboxd, ['--print-config'], { encoding: 'utf8', env });
+  return JSON.parse(r.stdout);
+}
+
 /* Leaf keys of `inboxd --print-config` as a tree: {section: {key: true}}. */
 function knownKeys() {
-  const r = spawnSync(inboxd, ['--print-config'], { encoding: 'utf8', env: { ...process.env, ...dummyEnv } });
-  const printed = JSON.parse(r.stdout);
+  const printed = printedDefaults();
   const tree = (o) => {
     const t = {};
     for (const [k, v] of Object.entries(o))
@@ -395,6 +402,29 @@ test('every values.yaml leaf has a comment', () => {
   });
   assert.deepEqual(bare, []);
   return `${lines.length} lines`;
+});
+
+test('values.yaml config defaults are inboxd\'s own defaults', () => {
+  /*
+   * The chart restates inboxd's defaults so they are visible in values.yaml;
+   * they must not drift from the binary's. consumer defaults to the release
+   * name in the chart, and print-config shows pool_size resolved (0 means
+   * max_concurrent_calls).
+   */
+  const yaml = render(bin, []).values.config;
+  const defaults = printedDefaults();
+  const skip = new Set(['consumer', 'db.pool_size']);
+  const diff = [];
+  const walk = (v, d, prefix) => {
+    for (const [k, x] of Object.entries(v)) {
+      const name = prefix + k;
+      if (skip.has(name) || d === undefined || !(k in d)) continue;
+      if (x && typeof x === 'object' && !Array.isArray(x)) walk(x, d[k], name + '.');
+      else if (JSON.stringify(x) !== JSON.stringify(d[k])) diff.push(`${name}: chart ${JSON.stringify(x)}, inboxd ${JSON.stringify(d[k])}`);
+    }
+  };
+  walk(yaml, defaults, '');
+  assert.deepEqual(diff, []);
 });
 
 for (const [label, files] of cases)
