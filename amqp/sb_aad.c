@@ -1,6 +1,9 @@
 /*
  * sb_aad.c - the workload identity token provider: one refresh thread doing
  * blocking libcurl requests, one mutex-protected cached token.
+ *
+ * thread: fetch_token and its helpers run on the refresh thread only; the
+ * public functions take the mutex and never call libcurl.
  */
 #include "sb_aad.h"
 

@@ -8,6 +8,9 @@
  * LINGER (our side shut for writing; unread input is drained briefly so the
  * kernel does not reset the connection and destroy the response before the
  * client read it) -> FREE.
+ *
+ * thread: the static functions from "sockets" on run on the server thread
+ * only; the setters at the top run on any thread and touch atomics only.
  */
 #include "wk_http.h"
 

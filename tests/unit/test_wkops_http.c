@@ -144,6 +144,31 @@ static void test_bad_listen(void)
     wk_http_stop(h);
 }
 
+static void test_ipv6_listen(void)
+{
+    /* "[v6]:port" form; skipped where the machine has no IPv6 loopback. */
+    ib_error_t err;
+    wk_http_opts_t o = {.listen = "[::1]:0"};
+    wk_http_t *h = wk_http_start(&o, &err);
+    if (!h && err.code == IB_E_IO) {
+        fprintf(stderr, "skip test_ipv6_listen: %s\n", err.text);
+        return;
+    }
+    ASSERT_TRUE(h != NULL);
+    ASSERT_TRUE(wk_http_port(h) > 0);
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
+                              .sin6_port = htons((unsigned short)wk_http_port(h))};
+    sa.sin6_addr = in6addr_loopback;
+    ASSERT_EQ(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    const char *req = "GET /healthz HTTP/1.1\r\n\r\n";
+    ASSERT_EQ(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    char resp[512];
+    ASSERT_EQ(read_response(fd, resp, sizeof resp), 200);
+    close(fd);
+    wk_http_stop(h);
+}
+
 static void test_liveness(void)
 {
     char resp[4096];
@@ -355,6 +380,7 @@ int main(void)
     ib_log_set_level(IB_LOG_WARN);
     RUN(test_disabled);
     RUN(test_bad_listen);
+    RUN(test_ipv6_listen);
     RUN(test_liveness);
     RUN(test_readiness);
     RUN(test_metrics);
