@@ -276,9 +276,9 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         pn_transport_t *t = pn_transport();
         pn_transport_set_server(t);
         pn_sasl_t *sasl = pn_sasl(t);
-        pn_sasl_allowed_mechs(sasl, "ANONYMOUS");
         pn_sasl_set_allow_insecure_mechs(sasl, true);
         emu_conn_t *nc = calloc(1, sizeof *nc);
+        emu_sasl_install(t, nc);
         b->ns->conn_accepted++;
         b->ns->conn_open++;
         if (nc) {

@@ -19,6 +19,7 @@
 #include <proton/proactor.h>
 #include <proton/session.h>
 #include <proton/terminus.h>
+#include <proton/transport.h>
 
 typedef enum {
     EMU_LINK_CBS_IN,   /* client sender to $cbs: put-token requests */
@@ -126,6 +127,12 @@ void emu_link_refuse(emu_link_t *l, const char *cond, const char *desc);
 void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req);
 /* True when conn may attach to path (token covers it, or no key configured). */
 bool emu_cbs_authorized(emu_broker_t *b, emu_conn_t *conn, const char *path);
+
+/* Grants conn access to audience until expiry_s ("" = whole namespace). */
+void emu_cbs_grant(emu_conn_t *conn, const char *audience, int64_t expiry_s);
+
+/* emu_sasl.c: installs the server SASL plug-in on an accepted transport. */
+void emu_sasl_install(pn_transport_t *t, emu_conn_t *conn);
 
 /* emu_mgmt.c */
 void emu_mgmt_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req);

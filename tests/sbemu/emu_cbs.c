@@ -13,7 +13,8 @@
 
 #define EMU_GRANTS_MAX 256
 
-static void grant_add(emu_conn_t *conn, const char *audience, int64_t expiry_s)
+/* thread: proactor */
+void emu_cbs_grant(emu_conn_t *conn, const char *audience, int64_t expiry_s)
 {
     if (conn->ngrants >= EMU_GRANTS_MAX) {
         /* Bounded: drop the oldest (the list tail). */
@@ -116,7 +117,7 @@ void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
         respond(l, req, 401, desc);
         return;
     }
-    grant_add(l->conn, name, expiry);
+    emu_cbs_grant(l->conn, name, expiry);
     IB_LOG(IB_LOG_DEBUG, "cbs_token", IB_S("audience", name), IB_S("result", "accepted"));
     respond(l, req, 200, "OK");
 }
