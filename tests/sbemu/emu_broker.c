@@ -361,7 +361,13 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         emu_link_t *l = pn_link_get_context(pl);
         if (l)
             emu_link_release(b, l);
-        if (pn_link_state(pl) & PN_LOCAL_ACTIVE)
+        if (pn_link_state(pl) & PN_LOCAL_UNINIT) {
+            /* Detached while we held its attach (a session wait): answer both. */
+            pn_terminus_set_type(pn_link_source(pl), PN_UNSPECIFIED);
+            pn_terminus_set_type(pn_link_target(pl), PN_UNSPECIFIED);
+            pn_link_open(pl);
+        }
+        if (!(pn_link_state(pl) & PN_LOCAL_CLOSED))
             pn_link_close(pl);
         break;
     }
