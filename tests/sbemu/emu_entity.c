@@ -317,7 +317,7 @@ static void expire_msg(emu_msg_t *msg, int64_t now)
 }
 
 /* thread: proactor */
-void emu_entity_tick(emu_entity_t *ent, int64_t now)
+void emu_entity_tick(emu_entity_t *ent, int64_t now, bool ttl_scan)
 {
     emu_msg_t *m, *n;
     bool woke = false;
@@ -334,7 +334,7 @@ void emu_entity_tick(emu_entity_t *ent, int64_t now)
             woke = true;
         }
     }
-    if (ent->kind != EMU_KIND_DLQ) {
+    if (ttl_scan && ent->kind != EMU_KIND_DLQ) {
         for (m = ent->avail.head; m; m = n) {
             n = m->next;
             if (m->expires_ms && m->expires_ms <= now)

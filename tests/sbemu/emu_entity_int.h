@@ -10,8 +10,8 @@
 
 /* Frees every message of ent (namespace teardown). */
 void emu_entity_clear(emu_entity_t *ent);
-/* Lock expiry, TTL and scheduled messages of one entity. */
-void emu_entity_tick(emu_entity_t *ent, int64_t now);
+/* Lock expiry and scheduled messages of one entity; TTL too when ttl_scan. */
+void emu_entity_tick(emu_entity_t *ent, int64_t now, bool ttl_scan);
 /* Stores a new message of ent; takes a reference on blob. 0 or -1. */
 int emu_entity_enqueue(emu_entity_t *ent, emu_blob_t *blob, int64_t now);
 /* Returns a session's locked message to active (delivery count +1 if asked). */

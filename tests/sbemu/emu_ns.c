@@ -446,9 +446,12 @@ static void collect_expired(void *ctx, void *value)
 /* thread: proactor */
 void emu_ns_tick(emu_ns_t *ns, int64_t now)
 {
+    bool ttl_scan = now >= ns->next_ttl_scan_ms;
+    if (ttl_scan)
+        ns->next_ttl_scan_ms = now + 250;
     for (size_t i = 0; i < ns->n; i++) {
         emu_entity_t *ent = ns->ents[i];
-        emu_entity_tick(ent, now);
+        emu_entity_tick(ent, now, ttl_scan);
         if (ent->dedup)
             dedup_purge(ent, now);
         if (!ent->sessions)

@@ -195,7 +195,7 @@ static void test_ttl_expiry(void)
     send(ns, "b", NULL, 0, T0);
     emu_ns_tick(ns, T0 + 999);
     ASSERT_EQ(q(ns)->avail.count, 2);
-    emu_ns_tick(ns, T0 + 1000);
+    emu_ns_tick(ns, T0 + 1250); /* TTL scans run at most every 250 ms */
     ASSERT_EQ(q(ns)->avail.count, 1);
     ASSERT_EQ(q(ns)->st.expired, 1);
     ASSERT_EQ(q(ns)->dlq->avail.count, 0);
