@@ -281,12 +281,17 @@ void emu_link_pump_conn(emu_broker_t *b, emu_conn_t *conn)
             pump_link(b, l, now);
 }
 
-static void reply_now(pn_delivery_t *d, bool lost)
+static void reply_now(pn_delivery_t *d, bool lost, bool session)
 {
     if (lost) {
         pn_condition_t *c = pn_disposition_condition(pn_delivery_local(d));
-        pn_condition_set_name(c, "com.microsoft:message-lock-lost");
-        pn_condition_set_description(c, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.");
+        if (session) {
+            pn_condition_set_name(c, "com.microsoft:session-lock-lost");
+            pn_condition_set_description(c, "The session lock has expired or was released; settle the message on a new session receiver.");
+        } else {
+            pn_condition_set_name(c, "com.microsoft:message-lock-lost");
+            pn_condition_set_description(c, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.");
+        }
         pn_delivery_update(d, PN_REJECTED);
     } else {
         pn_delivery_update(d, PN_ACCEPTED);
@@ -303,7 +308,7 @@ void emu_link_flush_replies(emu_broker_t *b, emu_conn_t *conn, bool all)
         while (l->replies && (all || l->replies->due_ms <= now)) {
             emu_reply_t *r = l->replies;
             l->replies = r->next;
-            reply_now(r->dlv, r->lost);
+            reply_now(r->dlv, r->lost, l->wants_session);
             free(r);
         }
     }
@@ -390,7 +395,7 @@ void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
             return;
         }
     }
-    reply_now(d, rc != 0);
+    reply_now(d, rc != 0, l->wants_session);
 }
 
 static void reject(pn_delivery_t *d, const char *cond, const char *desc)
