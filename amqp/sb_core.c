@@ -125,6 +125,7 @@ void sb_core_connect(sb_core_t *core)
 
     if (core->conn)
         return;
+    ib_error_clear(&core->last_err);
     core->conn = pn_connection();
     pn_connection_set_container(core->conn, core->container);
     pn_connection_set_hostname(core->conn, core->cs.host);
@@ -261,18 +262,36 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
         break;
     }
     case PN_CONNECTION_WAKE:
+        /*
+         * Proton writes a connection's frames only at the end of one of its
+         * own event batches, so the periodic work runs here: the timeout
+         * below just wakes the connection.
+         */
+        if (core->tick_due) {
+            core->tick_due = false;
+            sb_auth_tick(core);
+            sb_rr_tick(core);
+            if (core->hooks.on_tick)
+                core->hooks.on_tick(core->hooks.owner);
+        }
         if (core->hooks.on_wake)
             core->hooks.on_wake(core->hooks.owner);
         break;
     case PN_PROACTOR_TIMEOUT:
-        sb_auth_tick(core);
-        sb_rr_tick(core);
-        if (core->hooks.on_tick)
-            core->hooks.on_tick(core->hooks.owner);
         pn_proactor_set_timeout(core->proactor, core->tick_ms);
+        if (core->conn) {
+            core->tick_due = true;
+            pn_connection_wake(core->conn);
+        } else {
+            sb_rr_tick(core); /* fails requests that waited too long */
+            if (core->hooks.on_tick)
+                core->hooks.on_tick(core->hooks.owner);
+        }
         break;
     case PN_PROACTOR_INTERRUPT:
-        if (core->hooks.on_interrupt)
+        if (core->conn)
+            pn_connection_wake(core->conn); /* the owner reads its flags in on_wake */
+        else if (core->hooks.on_interrupt)
             core->hooks.on_interrupt(core->hooks.owner);
         break;
     case PN_PROACTOR_INACTIVE:

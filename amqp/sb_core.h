@@ -62,6 +62,7 @@ struct sb_core {
     pn_proactor_t *proactor;
     pn_connection_t *conn; /* NULL while disconnected */
     bool up;               /* remote open seen */
+    bool tick_due;         /* the timeout fired; tick in the next wake */
     sb_connstr_t cs;
     sb_token_get_fn token_get;
     void *token_ctx;
@@ -90,7 +91,10 @@ void sb_core_connect(sb_core_t *core);
 void sb_core_close(sb_core_t *core);
 /* Handles one event. Returns false once the proactor is inactive. */
 bool sb_core_handle(sb_core_t *core, pn_event_t *e);
-/* thread: any. */
+/*
+ * thread: any. Wakes the connection: work done outside one of its event
+ * batches (the blocking sender) is written out only after this.
+ */
 void sb_core_wake(sb_core_t *core);
 void sb_core_interrupt(sb_core_t *core);
 

@@ -37,9 +37,14 @@ struct sb_sender {
     out_link_t *links;
 };
 
-/* thread: caller. Runs the proactor until *flag, a lost connection, or the deadline. */
+/*
+ * thread: caller. Runs the proactor until *flag, a lost connection, or the
+ * deadline. Work done since the last batch is flushed by waking the
+ * connection first.
+ */
 static bool run_until(sb_sender_t *s, const bool *flag, long long deadline)
 {
+    sb_core_wake(&s->core);
     while (!*flag && !s->down && ib_mono_ms() < deadline) {
         pn_event_batch_t *b = pn_proactor_wait(s->core.proactor);
         pn_event_t *e;

@@ -1,0 +1,369 @@
+/*
+ * sb_client.c - the client's life: options, the proactor thread, reconnect
+ * with backoff, stop, the cross-thread settle queue and stats.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_log.h"
+#include "sb_client_int.h"
+
+#define REASON_MAX 4096
+
+static char *dup_or_null(const char *s)
+{
+    return s && *s ? strdup(s) : NULL;
+}
+
+/* ---- hooks from the core (thread: proactor) ---- */
+
+static void c_on_up(void *owner)
+{
+    sb_client_t *c = owner;
+    if (c->stopping)
+        return;
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+        if (r->state == RCV_IDLE)
+            sb_rcv_start(r);
+}
+
+static long long backoff_ms(sb_client_t *c)
+{
+    unsigned long long d = c->reconnect_min_ms;
+    for (unsigned k = 0; k < c->attempt && d < c->reconnect_max_ms; k++)
+        d *= 2;
+    if (d > c->reconnect_max_ms)
+        d = c->reconnect_max_ms;
+    /* Jitter: between half and all of the step. */
+    return (long long)(d / 2 + (unsigned long long)rand() % (d / 2 + 1));
+}
+
+static void c_on_down(void *owner, const ib_error_t *why)
+{
+    sb_client_t *c = owner;
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+        sb_rcv_lost(r, why, false);
+    sb_client_set_ready(c, 0, why);
+    c->st.connected = 0;
+    if (c->stopping) {
+        c->done = true;
+        return;
+    }
+    {
+        long long delay = backoff_ms(c);
+        c->reconnect_at = ib_mono_ms() + delay;
+        c->attempt++;
+        IB_LOG(IB_LOG_WARN, "reconnect", IB_MSG("connection lost, reconnecting"),
+               IB_S("error", why->text), IB_I("delay_ms", delay), IB_I("attempt", c->attempt));
+    }
+}
+
+static void c_on_link_event(void *owner, pn_event_t *e, pn_link_t *link)
+{
+    sb_rcv_event(owner, e, link);
+}
+
+static void apply_flags(sb_client_t *c)
+{
+    bool stop_rcv, stop;
+    pthread_mutex_lock(&c->lock);
+    stop_rcv = c->stop_receiving;
+    stop = c->stop_requested;
+    pthread_mutex_unlock(&c->lock);
+    if ((stop_rcv || stop) && !c->receiving_stopped) {
+        c->receiving_stopped = true;
+        IB_LOG(IB_LOG_INFO, "drain", IB_MSG("receiving stopped"), IB_I("in_flight", c->n_inflight),
+               IB_I("buffered", c->n_buffered));
+        sb_rcv_release_buffered(c);
+        for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+            if (r->state == RCV_OPEN && r->link) {
+                if (!r->session)
+                    pn_link_drain(r->link, 0);
+                else if (r->held == 0)
+                    sb_rcv_close(r);
+            }
+    }
+    if (stop && !c->stopping) {
+        c->stopping = true;
+        c->stop_deadline = ib_mono_ms() + 3000;
+        sb_settle_shutdown(c);
+        for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+            if (r->link)
+                sb_rcv_close(r);
+        if (c->core.conn)
+            sb_core_close(&c->core);
+        else
+            c->done = true;
+    }
+}
+
+static void c_on_wake(void *owner)
+{
+    sb_client_t *c = owner;
+    apply_flags(c);
+    sb_settle_drain_queue(c);
+}
+
+static void c_on_tick(void *owner)
+{
+    sb_client_t *c = owner;
+    long long now = ib_mono_ms();
+    apply_flags(c);
+    sb_settle_drain_queue(c);
+    if (c->stopping) {
+        if (now >= c->stop_deadline)
+            c->done = true;
+        return;
+    }
+    if (!c->core.conn && now >= c->reconnect_at) {
+        c->st.reconnects += c->attempt > 0;
+        sb_core_connect(&c->core);
+    }
+    if (c->core.up)
+        for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+            if (r->state == RCV_IDLE && now >= r->retry_at && !c->receiving_stopped)
+                sb_rcv_start(r);
+    sb_settle_tick(c);
+    sb_renew_tick(c);
+    sb_session_tick(c);
+    sb_rcv_pump(c);
+}
+
+static void c_on_interrupt(void *owner)
+{
+    apply_flags(owner);
+}
+
+/* ---- thread ---- */
+
+void sb_client_publish_stats(sb_client_t *c)
+{
+    unsigned links = 0, held = 0;
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+        if (r->state == RCV_OPEN) {
+            links++;
+            held += r->session && r->session_id;
+        }
+    c->st.links = links;
+    c->st.sessions_held = held;
+    if (held > c->st.max_sessions_held)
+        c->st.max_sessions_held = held;
+    c->st.in_flight = c->n_inflight;
+    c->st.buffered = c->n_buffered;
+    c->st.connected = c->ready;
+    pthread_mutex_lock(&c->lock);
+    c->stats = c->st;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void sb_client_set_ready(sb_client_t *c, int ready, const ib_error_t *why)
+{
+    if (c->ready == (ready != 0))
+        return;
+    c->ready = ready != 0;
+    if (ready)
+        c->attempt = 0;
+    IB_LOG(ready || c->stopping ? IB_LOG_INFO : IB_LOG_WARN, "ready", IB_MSG(ready ? "receiving" : "not receiving"),
+           IB_S("entity", c->entity), IB_S("error", why ? why->text : NULL));
+    if (c->cb.on_state)
+        c->cb.on_state(ready, why, c->cb.ctx);
+}
+
+static void *client_thread(void *arg)
+{
+    sb_client_t *c = arg;
+    sb_core_connect(&c->core);
+    while (!c->done) {
+        pn_event_batch_t *b = pn_proactor_wait(c->core.proactor);
+        pn_event_t *e;
+        while ((e = pn_event_batch_next(b)) != NULL)
+            sb_core_handle(&c->core, e);
+        pn_proactor_done(c->core.proactor, b);
+        sb_client_publish_stats(c);
+    }
+    /* Anything left (a stop that could not close in time) is reported and freed. */
+    sb_settle_shutdown(c);
+    sb_client_publish_stats(c);
+    return NULL;
+}
+
+/* ---- public API ---- */
+
+sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib_error_t *err)
+{
+    sb_client_t *c;
+    sb_core_hooks_t hooks = {c_on_up, c_on_down, c_on_link_event, c_on_wake, c_on_tick,
+                             c_on_interrupt, NULL};
+    const char *entity;
+
+    if (!opt || !cb || !cb->on_message || !cb->on_settled) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "servicebus: options and the on_message/on_settled callbacks are required");
+        return NULL;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    hooks.owner = c;
+    pthread_mutex_init(&c->lock, NULL);
+    c->cb = *cb;
+    if (sb_core_init(&c->core, opt->connection_string, opt->ca_file, opt->token_get,
+                     opt->token_ctx, opt->op_timeout_ms, &hooks, err) != IB_E_OK) {
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return NULL;
+    }
+    entity = opt->entity && *opt->entity ? opt->entity : c->core.cs.entity_path;
+    if (!entity) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "servicebus.entity: no entity given and the connection string has no EntityPath");
+        sb_client_free(c);
+        return NULL;
+    }
+    if (opt->entity && *opt->entity && c->core.cs.entity_path &&
+        strcasecmp(opt->entity, c->core.cs.entity_path) != 0) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "servicebus.entity: '%s' differs from the connection string's EntityPath",
+                     opt->entity);
+        sb_client_free(c);
+        return NULL;
+    }
+    c->entity = strdup(entity[0] == '/' ? entity + 1 : entity);
+    c->audience = c->entity ? sb_core_audience(&c->core, c->entity) : NULL;
+    c->ca_file = dup_or_null(opt->ca_file);
+    c->sessions = opt->sessions;
+    c->prefetch = opt->prefetch;
+    c->mcc = opt->max_concurrent_calls ? opt->max_concurrent_calls : 1;
+    c->max_sessions = opt->max_concurrent_sessions ? opt->max_concurrent_sessions : 1;
+    c->renew_max_s = opt->max_auto_lock_renewal_s;
+    c->idle_s = opt->session_idle_timeout_s ? opt->session_idle_timeout_s : 60;
+    c->reconnect_max_ms = opt->reconnect_max_ms ? opt->reconnect_max_ms : 30000;
+    c->reconnect_min_ms = opt->reconnect_min_ms ? opt->reconnect_min_ms : 100;
+    if (c->reconnect_min_ms > c->reconnect_max_ms)
+        c->reconnect_min_ms = c->reconnect_max_ms;
+    c->session_wait_ms = opt->session_wait_ms ? opt->session_wait_ms : 60000;
+    c->renew_margin_ms = opt->renew_margin_ms;
+    if (!c->entity || !c->audience) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        sb_client_free(c);
+        return NULL;
+    }
+    for (unsigned k = 0; k < (c->sessions ? c->max_sessions : 1); k++) {
+        sb_rcv_t *r = sb_rcv_new(c, c->sessions);
+        if (!r) {
+            ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+            sb_client_free(c);
+            return NULL;
+        }
+    }
+    srand((unsigned)ib_mono_ms() ^ (unsigned)(uintptr_t)c);
+    return c;
+}
+
+ib_err_t sb_client_start(sb_client_t *c)
+{
+    if (c->started)
+        return IB_E_INVAL;
+    if (pthread_create(&c->thread, NULL, client_thread, c) != 0)
+        return IB_E_NOMEM;
+    c->started = true;
+    return IB_E_OK;
+}
+
+static char *dup_capped(const char *s)
+{
+    size_t n;
+    char *out;
+    if (!s)
+        return NULL;
+    n = strlen(s);
+    if (n > REASON_MAX) {
+        n = REASON_MAX;
+        /* Do not cut a UTF-8 sequence in half. */
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+            n--;
+    }
+    out = malloc(n + 1);
+    if (out) {
+        memcpy(out, s, n);
+        out[n] = '\0';
+    }
+    return out;
+}
+
+void sb_client_settle(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
+                      const char *description)
+{
+    struct sb_msg_state *st = msg->st;
+    pthread_mutex_lock(&c->lock);
+    if (c->stop_requested) {
+        /* Stop reports every held message with IB_E_SHUTDOWN; do not touch msg. */
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    st->d = d;
+    st->reason = d == SB_DEADLETTER ? dup_capped(reason) : NULL;
+    st->desc = d == SB_DEADLETTER ? dup_capped(description) : NULL;
+    st->qnext = NULL;
+    if (c->sq_tail)
+        c->sq_tail->st->qnext = msg;
+    else
+        c->sq_head = msg;
+    c->sq_tail = msg;
+    pthread_mutex_unlock(&c->lock);
+    sb_core_wake(&c->core);
+}
+
+void sb_client_stop_receiving(sb_client_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->stop_receiving = true;
+    pthread_mutex_unlock(&c->lock);
+    sb_core_interrupt(&c->core);
+}
+
+void sb_client_stop(sb_client_t *c)
+{
+    if (!c->started || c->joined)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->stop_requested = true;
+    pthread_mutex_unlock(&c->lock);
+    sb_core_interrupt(&c->core);
+    pthread_join(c->thread, NULL);
+    c->joined = true;
+}
+
+void sb_client_free(sb_client_t *c)
+{
+    if (!c)
+        return;
+    sb_client_stop(c);
+    while (c->held) {
+        sb_msg_t *msg = c->held;
+        sb_msg_unlink(c, msg);
+        sb_msg_destroy(msg);
+    }
+    while (c->rcvs) {
+        sb_rcv_t *r = c->rcvs;
+        c->rcvs = r->next;
+        free(r->session_id);
+        free(r);
+    }
+    sb_core_fini(&c->core);
+    free(c->entity);
+    free(c->audience);
+    free(c->ca_file);
+    free(c->connstr);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+void sb_client_stats(sb_client_t *c, sb_stats_t *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,139 @@
+/*
+ * sb_client_int.h - internal to the client (sb_client.c, sb_receiver.c,
+ * sb_session.c, sb_settle.c, sb_renew.c). thread: proactor for everything
+ * except the fields marked "under lock".
+ */
+#ifndef SB_CLIENT_INT_H
+#define SB_CLIENT_INT_H
+
+#include <pthread.h>
+
+#include "sb_client.h"
+#include "sb_core.h"
+
+/*
+ * Where a message is and who holds it. One transition function,
+ * sb_msg_set_state, keeps the counters right.
+ */
+typedef enum {
+    SB_MS_BUFFERED, /* the client: prefetch buffer, not yet handed out */
+    SB_MS_HANDED,   /* the worker: on_message called, settlement not started
+                       (a settle request may sit in the settle queue) */
+    SB_MS_SETTLING, /* the broker: disposition or update-disposition sent */
+    SB_MS_DONE      /* nobody: on_settled called or dropped; freed next */
+} sb_msg_state_t;
+
+typedef struct sb_rcv sb_rcv_t;
+typedef struct sb_renew_batch sb_renew_batch_t;
+
+struct sb_msg_state {
+    sb_msg_state_t state;
+    sb_client_t *client;
+    sb_rcv_t *rcv;       /* the link that delivered it; NULL once that link is gone */
+    pn_delivery_t *dlv;  /* NULL once the link is gone */
+    bool lock_lost;      /* on_lock_lost reported (or the lock is known gone) */
+    bool session;        /* came from a session link */
+    long long locked_until; /* wall ms, renewals update it */
+    long long lock_dur;     /* ms, as first seen */
+    long long renew_until;  /* wall ms: auto-renewal stops here */
+    long long settle_deadline; /* mono ms */
+    sb_renew_batch_t *batch; /* renewal in flight, slot batch_ix */
+    unsigned batch_ix;
+    bool renew_alone;     /* a batch failed: renew this one by itself */
+    long long renew_after; /* mono ms: no renewal before (after a failure) */
+    bool mgmt_pending;    /* an update-disposition request carries msg as ctx */
+    sb_msg_t *prev, *next; /* c->held */
+    sb_msg_t *bnext;       /* c->buf_head FIFO */
+    /* under lock: written by sb_client_settle */
+    sb_disposition_t d;
+    char *reason, *desc;
+    sb_msg_t *qnext;
+};
+
+typedef enum { RCV_IDLE, RCV_AUTH, RCV_ATTACHING, RCV_OPEN, RCV_CLOSING } sb_rcv_state_t;
+
+struct sb_rcv {
+    sb_link_tag_t tag;
+    sb_client_t *c;
+    sb_rcv_state_t state;
+    bool session;
+    pn_session_t *ssn;
+    pn_link_t *link;
+    char name[128];
+    char *session_id;               /* accepted session */
+    long long session_locked_until; /* wall ms */
+    long long session_lock_dur;     /* ms, as granted at attach */
+    bool session_renewing;
+    long long last_activity; /* mono ms */
+    long long retry_at;      /* mono ms: earliest next attach */
+    unsigned gen;            /* +1 per attach, to spot stale answers */
+    unsigned held;           /* unsettled messages of this link */
+    sb_rcv_t *next;
+};
+
+struct sb_client {
+    sb_core_t core;
+    sb_callbacks_t cb;
+    char *connstr, *entity, *ca_file, *audience;
+    bool sessions;
+    unsigned prefetch, mcc, max_sessions, renew_max_s, idle_s, reconnect_max_ms, reconnect_min_ms;
+    unsigned session_wait_ms, renew_margin_ms;
+
+    pthread_t thread;
+    bool started, joined;
+
+    pthread_mutex_t lock;
+    sb_msg_t *sq_head, *sq_tail; /* under lock: settle queue */
+    bool stop_receiving;         /* under lock */
+    bool stop_requested;         /* under lock */
+    sb_stats_t stats;            /* under lock: published copy */
+
+    /* thread: proactor */
+    sb_stats_t st;
+    sb_rcv_t *rcvs;
+    sb_msg_t *held;
+    sb_msg_t *buf_head, *buf_tail;
+    unsigned n_buffered, n_inflight;
+    bool receiving_stopped; /* the proactor has applied stop_receiving */
+    bool stopping, done, ready;
+    long long stop_deadline;
+    long long reconnect_at;
+    unsigned attempt;
+};
+
+/* sb_client.c */
+void sb_client_publish_stats(sb_client_t *c);
+void sb_client_set_ready(sb_client_t *c, int ready, const ib_error_t *why);
+
+/* sb_receiver.c */
+sb_rcv_t *sb_rcv_new(sb_client_t *c, bool session);
+void sb_rcv_start(sb_rcv_t *r);
+void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link);
+void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive);
+void sb_rcv_grant(sb_rcv_t *r);
+void sb_rcv_pump(sb_client_t *c);
+void sb_rcv_release_buffered(sb_client_t *c);
+void sb_rcv_close(sb_rcv_t *r);
+void sb_msg_drop(sb_client_t *c, sb_msg_t *msg, uint64_t outcome);
+void sb_msg_lock_lost(sb_client_t *c, sb_msg_t *msg, const char *why);
+
+/* sb_session.c */
+void sb_session_prepare(sb_rcv_t *r);
+bool sb_session_opened(sb_rcv_t *r);
+void sb_session_tick(sb_client_t *c);
+
+/* sb_settle.c */
+void sb_settle_drain_queue(sb_client_t *c);
+void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv);
+void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result);
+void sb_settle_tick(sb_client_t *c);
+void sb_settle_shutdown(sb_client_t *c);
+void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg);
+void sb_msg_destroy(sb_msg_t *msg);
+
+/* sb_renew.c */
+void sb_renew_tick(sb_client_t *c);
+void sb_renew_forget(sb_msg_t *msg);
+long long sb_renew_margin(const sb_client_t *c, long long lock_dur);
+
+#endif

@@ -1,0 +1,407 @@
+/*
+ * sb_receiver.c - peek-lock receive links: attach (after put-token), credit,
+ * incoming deliveries, the prefetch buffer and its hand-off to the worker,
+ * and what happens to messages when a link goes away.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <proton/condition.h>
+#include <proton/terminus.h>
+
+#include "ib_log.h"
+#include "sb_client_int.h"
+
+/* A buffered message whose lock ends sooner than this is not handed out. */
+#define HANDOFF_MIN_LOCK_MS 1000
+
+sb_rcv_t *sb_rcv_new(sb_client_t *c, bool session)
+{
+    sb_rcv_t *r = calloc(1, sizeof(*r)), **tail;
+    if (!r)
+        return NULL;
+    r->tag.kind = SB_KIND_RECEIVER;
+    r->c = c;
+    r->session = session;
+    for (tail = &c->rcvs; *tail; tail = &(*tail)->next)
+        ;
+    *tail = r;
+    return r;
+}
+
+static void rcv_attach(sb_rcv_t *r)
+{
+    sb_client_t *c = r->c;
+    if (!c->core.conn || c->stopping) {
+        r->state = RCV_IDLE;
+        return;
+    }
+    r->ssn = pn_session(c->core.conn);
+    pn_session_open(r->ssn);
+    sb_core_name(&c->core, r->session ? "sess" : "recv", r->name, sizeof(r->name));
+    r->link = pn_receiver(r->ssn, r->name);
+    pn_terminus_set_address(pn_link_source(r->link), c->entity);
+    pn_terminus_set_address(pn_link_target(r->link), r->name);
+    pn_link_set_snd_settle_mode(r->link, PN_SND_UNSETTLED);
+    pn_link_set_rcv_settle_mode(r->link, PN_RCV_SECOND);
+    if (r->session)
+        sb_session_prepare(r);
+    pn_link_set_context(r->link, r);
+    pn_link_open(r->link);
+    r->state = RCV_ATTACHING;
+    r->held = 0;
+    r->gen++;
+}
+
+static void rcv_authorized(void *ctx, const ib_error_t *err)
+{
+    sb_rcv_t *r = ctx;
+    if (r->state != RCV_AUTH)
+        return;
+    if (err->code != IB_E_OK) {
+        r->state = RCV_IDLE;
+        r->retry_at = ib_mono_ms() + (err->code == IB_E_AUTH ? 5000 : 1000);
+        if (err->code != IB_E_CLOSED)
+            sb_client_set_ready(r->c, 0, err);
+        return;
+    }
+    if (r->session)
+        sb_client_set_ready(r->c, 1, NULL); /* sessions: ready once authorized */
+    rcv_attach(r);
+}
+
+void sb_rcv_start(sb_rcv_t *r)
+{
+    if (r->state != RCV_IDLE || !r->c->core.conn)
+        return;
+    r->state = RCV_AUTH;
+    sb_core_authorize(&r->c->core, r->c->audience, rcv_authorized, r);
+}
+
+void sb_rcv_grant(sb_rcv_t *r)
+{
+    sb_client_t *c = r->c;
+    int credit, want;
+    if (r->state != RCV_OPEN || !r->link || c->receiving_stopped || c->stopping)
+        return;
+    credit = pn_link_credit(r->link);
+    if (r->session) {
+        want = r->held == 0 && credit == 0 ? 1 : 0;
+    } else {
+        int window = (int)(c->prefetch + c->mcc);
+        want = window - (int)r->held - credit;
+    }
+    if (want > 0)
+        pn_link_flow(r->link, want);
+}
+
+/* Local settlement of a delivery we will not process. */
+static void dlv_release(pn_delivery_t *dlv, uint64_t outcome)
+{
+    if (!dlv)
+        return;
+    if (outcome)
+        pn_delivery_update(dlv, outcome);
+    pn_delivery_settle(dlv);
+}
+
+void sb_msg_drop(sb_client_t *c, sb_msg_t *msg, uint64_t outcome)
+{
+    struct sb_msg_state *st = msg->st;
+    sb_rcv_t *r = st->rcv;
+    if (r)
+        r->held--;
+    st->rcv = NULL;
+    if (st->state == SB_MS_BUFFERED) {
+        sb_msg_t **pp = &c->buf_head, *prev = NULL;
+        while (*pp && *pp != msg) {
+            prev = *pp;
+            pp = &(*pp)->st->bnext;
+        }
+        if (*pp) {
+            *pp = st->bnext;
+            if (c->buf_tail == msg)
+                c->buf_tail = prev;
+            c->n_buffered--;
+        }
+    }
+    if (st->dlv) {
+        pn_delivery_set_context(st->dlv, NULL);
+        dlv_release(st->dlv, outcome);
+        st->dlv = NULL;
+    }
+    sb_msg_unlink(c, msg);
+    sb_msg_destroy(msg);
+    if (r)
+        sb_rcv_grant(r);
+}
+
+void sb_msg_lock_lost(sb_client_t *c, sb_msg_t *msg, const char *why)
+{
+    struct sb_msg_state *st = msg->st;
+    if (st->lock_lost)
+        return;
+    st->lock_lost = true;
+    c->st.lock_lost++;
+    IB_LOG(IB_LOG_WARN, "lock_lost", IB_MSG(why), IB_S("message_id", msg->message_id),
+           IB_S("lock_token", msg->lock_token), IB_S("session_id", msg->session_id),
+           IB_I("delivery_count", msg->delivery_count));
+    if (st->state == SB_MS_BUFFERED) {
+        sb_msg_drop(c, msg, PN_RELEASED);
+        return;
+    }
+    if (st->state == SB_MS_HANDED && c->cb.on_lock_lost)
+        c->cb.on_lock_lost(msg, c->cb.ctx);
+}
+
+void sb_rcv_pump(sb_client_t *c)
+{
+    long long now = ib_now_ms();
+    while (c->buf_head && c->n_inflight < c->mcc && !c->stopping && !c->receiving_stopped) {
+        sb_msg_t *msg = c->buf_head;
+        struct sb_msg_state *st = msg->st;
+        c->buf_head = st->bnext;
+        if (!c->buf_head)
+            c->buf_tail = NULL;
+        st->bnext = NULL;
+        c->n_buffered--;
+        if (st->locked_until - now < HANDOFF_MIN_LOCK_MS) {
+            /* Its lock ended while it waited: the broker will deliver it again. */
+            c->st.expired_dropped++;
+            IB_LOG(IB_LOG_INFO, "lock_expired", IB_MSG("buffered message dropped, lock expired"),
+                   IB_S("message_id", msg->message_id), IB_S("lock_token", msg->lock_token));
+            st->state = SB_MS_HANDED; /* already out of the buffer */
+            sb_msg_drop(c, msg, PN_RELEASED);
+            continue;
+        }
+        st->state = SB_MS_HANDED;
+        c->n_inflight++;
+        c->st.handed++;
+        c->cb.on_message(msg, c->cb.ctx);
+    }
+}
+
+static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
+{
+    sb_msg_t *msg = pn_delivery_get_context(dlv);
+    struct sb_msg_state *st;
+    pn_delivery_tag_t tag;
+    size_t n;
+    char *buf;
+    ssize_t got;
+    long long now;
+
+    if (msg) { /* an update of a delivery we hold */
+        if (pn_delivery_settled(dlv))
+            sb_settle_reply(c, msg, dlv);
+        return;
+    }
+    if (!pn_delivery_readable(dlv) || pn_delivery_partial(dlv))
+        return;
+    n = pn_delivery_pending(dlv);
+    buf = malloc(n ? n : 1);
+    msg = calloc(1, sizeof(*msg));
+    st = calloc(1, sizeof(*st));
+    got = buf ? pn_link_recv(r->link, buf, n) : -1;
+    pn_link_advance(r->link);
+    if (!buf || !msg || !st || got < 0) {
+        free(buf);
+        free(msg);
+        free(st);
+        dlv_release(dlv, PN_RELEASED);
+        return;
+    }
+    if (sb_msg_decode(msg, (const unsigned char *)buf, (size_t)got, true) == IB_E_NOMEM) {
+        free(buf);
+        free(msg);
+        free(st);
+        dlv_release(dlv, PN_RELEASED);
+        return;
+    }
+    free(buf);
+    tag = pn_delivery_tag(dlv);
+    msg->has_lock = sb_lock_token_from_tag((const unsigned char *)tag.start, tag.size,
+                                           msg->lock_uuid, msg->lock_token);
+    msg->st = st;
+    now = ib_now_ms();
+    st->client = c;
+    st->rcv = r;
+    st->dlv = dlv;
+    st->session = r->session;
+    st->locked_until = msg->locked_until_ms ? msg->locked_until_ms : now + 30000;
+    if (r->session && r->session_locked_until > st->locked_until)
+        st->locked_until = r->session_locked_until;
+    st->lock_dur = st->locked_until - now;
+    if (st->lock_dur < 1000)
+        st->lock_dur = 1000;
+    st->renew_until = now + (long long)c->renew_max_s * 1000;
+    st->state = SB_MS_BUFFERED;
+    pn_delivery_set_context(dlv, msg);
+    st->next = c->held;
+    if (c->held)
+        c->held->st->prev = msg;
+    c->held = msg;
+    r->held++;
+    r->last_activity = ib_mono_ms();
+    c->st.received++;
+    IB_LOG(IB_LOG_DEBUG, "msg_received", IB_S("message_id", msg->message_id),
+           IB_S("lock_token", msg->lock_token), IB_S("session_id", msg->session_id),
+           IB_I("delivery_count", msg->delivery_count), IB_I("sequence_number", msg->sequence_number));
+    if (c->receiving_stopped || c->stopping) {
+        sb_msg_drop(c, msg, PN_RELEASED);
+        return;
+    }
+    if (r->session) {
+        /* One at a time per session (credit 1): straight to the worker. */
+        st->state = SB_MS_HANDED;
+        c->n_inflight++;
+        c->st.handed++;
+        c->cb.on_message(msg, c->cb.ctx);
+        return;
+    }
+    if (c->buf_tail)
+        c->buf_tail->st->bnext = msg;
+    else
+        c->buf_head = msg;
+    c->buf_tail = msg;
+    c->n_buffered++;
+    sb_rcv_pump(c);
+    sb_rcv_grant(r);
+}
+
+void sb_rcv_release_buffered(sb_client_t *c)
+{
+    while (c->buf_head) {
+        sb_msg_drop(c, c->buf_head, PN_RELEASED);
+    }
+}
+
+void sb_rcv_close(sb_rcv_t *r)
+{
+    if (!r->link || r->state == RCV_CLOSING)
+        return;
+    r->state = RCV_CLOSING;
+    pn_link_close(r->link);
+}
+
+void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
+{
+    sb_client_t *c = r->c;
+    sb_msg_t *msg = c->held;
+    bool was_session = r->session && r->session_id;
+
+    while (msg) {
+        sb_msg_t *next = msg->st->next;
+        struct sb_msg_state *st = msg->st;
+        if (st->rcv == r) {
+            pn_delivery_t *dlv = st->dlv;
+            st->rcv = NULL;
+            st->dlv = NULL;
+            if (dlv && proton_alive) {
+                pn_delivery_set_context(dlv, NULL);
+                pn_delivery_settle(dlv);
+            }
+            if (st->state == SB_MS_BUFFERED) {
+                sb_msg_drop(c, msg, 0);
+            } else if (st->state == SB_MS_HANDED) {
+                sb_msg_lock_lost(c, msg, st->session ? "session link lost" : "receive link lost");
+            } else if (st->state == SB_MS_SETTLING && !st->mgmt_pending) {
+                /* The broker's answer will never come on this link. */
+                ib_error_t res;
+                if (st->session || st->d == SB_RELEASE) {
+                    ib_error_set(&res, st->session ? IB_E_LOCK_LOST : IB_E_DETACHED,
+                                 IB_CLASS_TRANSIENT, "link lost before the broker confirmed: %s",
+                                 why->text);
+                    sb_settle_finish(c, msg, &res);
+                } else {
+                    /* Settle again through $management: the lock outlives the link. */
+                    st->state = SB_MS_HANDED;
+                    st->lock_lost = true;
+                    pthread_mutex_lock(&c->lock);
+                    st->qnext = c->sq_head;
+                    c->sq_head = msg;
+                    if (!c->sq_tail)
+                        c->sq_tail = msg;
+                    pthread_mutex_unlock(&c->lock);
+                }
+            }
+        }
+        msg = next;
+    }
+    if (proton_alive && r->link) {
+        pn_link_set_context(r->link, NULL);
+        pn_link_close(r->link);
+        pn_session_close(r->ssn);
+    }
+    r->link = NULL;
+    r->ssn = NULL;
+    r->held = 0;
+    r->state = RCV_IDLE;
+    r->session_renewing = false;
+    if (was_session)
+        c->st.sessions_released++;
+    free(r->session_id);
+    r->session_id = NULL;
+}
+
+void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)
+{
+    sb_link_tag_t *tag = pn_link_get_context(link);
+    sb_rcv_t *r;
+    if (!tag || tag->kind != SB_KIND_RECEIVER)
+        return;
+    r = (sb_rcv_t *)tag;
+    switch (pn_event_type(e)) {
+    case PN_LINK_REMOTE_OPEN:
+        if (r->state != RCV_ATTACHING)
+            break;
+        if (r->session) {
+            if (!sb_session_opened(r))
+                break; /* no session now; the broker detaches with com.microsoft:timeout */
+        } else if (!pn_terminus_get_address(pn_link_remote_source(link))) {
+            break; /* refused: a detach with the reason follows */
+        }
+        r->state = RCV_OPEN;
+        r->last_activity = ib_mono_ms();
+        IB_LOG(IB_LOG_INFO, "attach", IB_MSG("receive link attached"), IB_S("entity", c->entity),
+               IB_S("link", r->name), IB_S("session_id", r->session_id));
+        if (!r->session)
+            sb_client_set_ready(c, 1, NULL);
+        sb_rcv_grant(r);
+        break;
+    case PN_LINK_REMOTE_CLOSE:
+    case PN_LINK_REMOTE_DETACH: {
+        ib_error_t why;
+        pn_condition_t *cond = pn_link_remote_condition(link);
+        const char *name = pn_condition_is_set(cond) ? pn_condition_get_name(cond) : "";
+        bool quiet = r->state == RCV_CLOSING ||
+                     (r->session && (strcmp(name, "com.microsoft:timeout") == 0 ||
+                                     strcmp(name, "com.microsoft:session-cannot-be-locked") == 0));
+        ib_error_set(&why, IB_E_DETACHED, IB_CLASS_TRANSIENT, "receive link closed by the broker");
+        if (quiet) {
+            IB_LOG(IB_LOG_DEBUG, "detach", IB_MSG("receive link closed"), IB_S("condition", name),
+                   IB_S("link", r->name));
+        } else {
+            sb_log_condition("detach", "the broker closed a receive link", cond, &why);
+            why.code = strstr(name, "lock-lost") ? IB_E_LOCK_LOST
+                       : strcmp(name, "amqp:not-found") == 0 ? IB_E_NOTFOUND
+                       : strstr(name, "unauthorized") ? IB_E_AUTH
+                                                       : IB_E_DETACHED;
+        }
+        if (!r->session && !quiet)
+            sb_client_set_ready(c, 0, &why);
+        sb_rcv_lost(r, &why, true);
+        /* Next-available sessions: try again soon; a refused link: back off. */
+        r->retry_at = ib_mono_ms() + (quiet ? (r->session ? 200 : 0)
+                                            : why.code == IB_E_NOTFOUND ? 5000 : 1000);
+        break;
+    }
+    case PN_LINK_FLOW:
+        break;
+    case PN_DELIVERY:
+        on_delivery(c, r, pn_event_delivery(e));
+        break;
+    default:
+        break;
+    }
+}

@@ -1,0 +1,299 @@
+/*
+ * sb_settle.c - settlement: the worker's requests come through a
+ * mutex-protected queue and a wake-up; each becomes a disposition on the
+ * receive link (peek-lock, rcv-settle-mode second: the broker answers with
+ * its own settled disposition) or, when that link is gone, a $management
+ * com.microsoft:update-disposition. Every request ends in exactly one
+ * on_settled.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <proton/condition.h>
+#include <proton/disposition.h>
+
+#include "ib_log.h"
+#include "sb_client_int.h"
+
+void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg)
+{
+    struct sb_msg_state *st = msg->st;
+    if (st->prev)
+        st->prev->st->next = st->next;
+    else if (c->held == msg)
+        c->held = st->next;
+    if (st->next)
+        st->next->st->prev = st->prev;
+    st->prev = st->next = NULL;
+    sb_renew_forget(msg);
+    if (st->mgmt_pending) {
+        sb_rr_forget(&c->core, msg);
+        st->mgmt_pending = false;
+    }
+}
+
+void sb_msg_destroy(sb_msg_t *msg)
+{
+    if (msg->st) {
+        free(msg->st->reason);
+        free(msg->st->desc);
+        free(msg->st);
+    }
+    sb_msg_free(msg);
+}
+
+void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
+{
+    struct sb_msg_state *st = msg->st;
+    sb_rcv_t *r = st->rcv;
+    if (st->dlv) {
+        pn_delivery_set_context(st->dlv, NULL);
+        pn_delivery_settle(st->dlv);
+        st->dlv = NULL;
+    }
+    if (r) {
+        r->held--;
+        r->last_activity = ib_mono_ms();
+    }
+    st->rcv = NULL;
+    if (st->state != SB_MS_BUFFERED && c->n_inflight > 0)
+        c->n_inflight--;
+    st->state = SB_MS_DONE;
+    sb_msg_unlink(c, msg);
+    if (result->code == IB_E_OK)
+        c->st.settled_ok++;
+    else
+        c->st.settle_failed++;
+    IB_LOG(result->code == IB_E_OK ? IB_LOG_DEBUG : IB_LOG_WARN, "settled",
+           IB_S("disposition", sb_disposition_name(st->d)), IB_S("message_id", msg->message_id),
+           IB_S("lock_token", msg->lock_token), IB_S("session_id", msg->session_id),
+           IB_S("result", ib_err_name(result->code)),
+           IB_S("error", result->code == IB_E_OK ? NULL : result->text));
+    c->cb.on_settled(msg, st->d, result, c->cb.ctx);
+    sb_msg_destroy(msg);
+    if (r)
+        sb_rcv_grant(r);
+    sb_rcv_pump(c);
+}
+
+static const char *mgmt_status(sb_disposition_t d)
+{
+    switch (d) {
+    case SB_COMPLETE: return "completed";
+    case SB_ABANDON: return "abandoned";
+    case SB_DEADLETTER: return "suspended";
+    case SB_DEFER: return "defered"; /* sic: the service's spelling */
+    default: return NULL;
+    }
+}
+
+static void on_mgmt_settled(void *ctx, int status, pn_message_t *resp, const ib_error_t *err)
+{
+    sb_msg_t *msg = ctx;
+    ib_error_t res;
+    msg->st->mgmt_pending = false;
+    if (status == 200 || status == 204) {
+        ib_error_clear(&res);
+    } else if (status < 0) {
+        res = *err;
+        if (res.code == IB_E_CLOSED || res.code == IB_E_DETACHED)
+            res.code = IB_E_DETACHED;
+    } else {
+        sb_resp_error(resp, status, &res);
+    }
+    sb_settle_finish(msg->st->client, msg, &res);
+}
+
+static void settle_via_mgmt(sb_client_t *c, sb_msg_t *msg)
+{
+    struct sb_msg_state *st = msg->st;
+    pn_message_t *req = sb_mgmt_message("com.microsoft:update-disposition", NULL);
+    pn_data_t *body = pn_message_body(req);
+    pn_uuid_t u;
+    sb_rr_t *rr = sb_core_mgmt(&c->core, c->entity);
+
+    memcpy(u.bytes, msg->lock_uuid, 16);
+    pn_data_put_map(body);
+    pn_data_enter(body);
+    sb_put_str(body, "lock-tokens");
+    pn_data_put_array(body, false, PN_UUID);
+    pn_data_enter(body);
+    pn_data_put_uuid(body, u);
+    pn_data_exit(body);
+    sb_put_str(body, "disposition-status");
+    sb_put_str(body, mgmt_status(st->d));
+    if (st->d == SB_DEADLETTER) {
+        sb_put_str(body, "deadletter-reason");
+        sb_put_str(body, st->reason ? st->reason : "");
+        sb_put_str(body, "deadletter-description");
+        sb_put_str(body, st->desc ? st->desc : "");
+    }
+    pn_data_exit(body);
+    st->state = SB_MS_SETTLING;
+    st->mgmt_pending = true;
+    sb_renew_forget(msg);
+    sb_rr_request(rr, req, on_mgmt_settled, msg);
+}
+
+static void settle_one(sb_client_t *c, sb_msg_t *msg)
+{
+    struct sb_msg_state *st = msg->st;
+    ib_error_t res;
+
+    if (st->state != SB_MS_HANDED)
+        return; /* already settling or done: a second request is ignored */
+    if (st->dlv) {
+        pn_disposition_t *disp = pn_delivery_local(st->dlv);
+        uint64_t outcome = PN_ACCEPTED;
+        switch (st->d) {
+        case SB_COMPLETE:
+            break;
+        case SB_ABANDON:
+        case SB_DEFER:
+            outcome = PN_MODIFIED;
+            pn_disposition_set_failed(disp, false);
+            pn_disposition_set_undeliverable(disp, st->d == SB_DEFER);
+            break;
+        case SB_DEADLETTER: {
+            pn_condition_t *cond = pn_disposition_condition(disp);
+            pn_data_t *info;
+            outcome = PN_REJECTED;
+            pn_condition_set_name(cond, "com.microsoft:dead-letter");
+            info = pn_condition_info(cond);
+            pn_data_put_map(info);
+            pn_data_enter(info);
+            sb_put_str(info, "DeadLetterReason");
+            if (st->reason)
+                sb_put_str(info, st->reason);
+            else
+                pn_data_put_null(info);
+            sb_put_str(info, "DeadLetterErrorDescription");
+            if (st->desc)
+                sb_put_str(info, st->desc);
+            else
+                pn_data_put_null(info);
+            pn_data_exit(info);
+            break;
+        }
+        case SB_RELEASE:
+            outcome = PN_RELEASED;
+            break;
+        }
+        st->state = SB_MS_SETTLING;
+        st->settle_deadline = ib_mono_ms() + c->core.op_timeout_ms;
+        pn_delivery_update(st->dlv, outcome);
+        return;
+    }
+    if (!st->session && st->d != SB_RELEASE && msg->has_lock) {
+        settle_via_mgmt(c, msg);
+        return;
+    }
+    ib_error_set(&res, st->session ? IB_E_LOCK_LOST : IB_E_DETACHED, IB_CLASS_TRANSIENT,
+                 st->session ? "the session link that delivered the message is gone"
+                             : "the link that delivered the message is gone");
+    st->state = SB_MS_SETTLING;
+    sb_settle_finish(c, msg, &res);
+}
+
+void sb_settle_drain_queue(sb_client_t *c)
+{
+    sb_msg_t *list;
+    pthread_mutex_lock(&c->lock);
+    list = c->sq_head;
+    c->sq_head = c->sq_tail = NULL;
+    pthread_mutex_unlock(&c->lock);
+    while (list) {
+        sb_msg_t *msg = list;
+        list = msg->st->qnext;
+        msg->st->qnext = NULL;
+        if (c->stopping) {
+            ib_error_t res;
+            ib_error_set(&res, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "the client is stopping");
+            sb_settle_finish(c, msg, &res);
+            continue;
+        }
+        settle_one(c, msg);
+    }
+}
+
+void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv)
+{
+    struct sb_msg_state *st = msg->st;
+    uint64_t state = pn_delivery_remote_state(dlv);
+    pn_condition_t *cond = pn_disposition_condition(pn_delivery_remote(dlv));
+    const char *name = cond && pn_condition_is_set(cond) ? pn_condition_get_name(cond) : NULL;
+    ib_error_t res;
+
+    if (st->state != SB_MS_SETTLING) {
+        /* The broker settled a delivery we did not settle: its lock is gone. */
+        pn_delivery_set_context(dlv, NULL);
+        pn_delivery_settle(dlv);
+        st->dlv = NULL;
+        sb_msg_lock_lost(c, msg, "the broker settled the delivery unasked");
+        return;
+    }
+    ib_error_clear(&res);
+    if (name) {
+        sb_log_condition("settle", "the broker refused a settlement", cond, &res);
+        if (strstr(name, "lock-lost"))
+            res.code = IB_E_LOCK_LOST;
+        else if (strcmp(name, "amqp:not-found") == 0 && !st->session && msg->has_lock &&
+                 st->d != SB_RELEASE) {
+            /* Not on this link: Service Bus allows the same settlement via $management. */
+            pn_delivery_set_context(dlv, NULL);
+            pn_delivery_settle(dlv);
+            st->dlv = NULL;
+            settle_via_mgmt(c, msg);
+            return;
+        }
+    } else if (state == PN_REJECTED && st->d != SB_DEADLETTER) {
+        ib_error_set(&res, IB_E_BROKER, IB_CLASS_TRANSIENT, "the broker rejected the settlement");
+    }
+    sb_settle_finish(c, msg, &res);
+}
+
+void sb_settle_tick(sb_client_t *c)
+{
+    long long mono = ib_mono_ms(), now = ib_now_ms();
+    sb_msg_t *msg = c->held;
+    while (msg) {
+        sb_msg_t *next = msg->st->next;
+        struct sb_msg_state *st = msg->st;
+        if (st->state == SB_MS_SETTLING && st->dlv && mono > st->settle_deadline) {
+            ib_error_t res;
+            ib_error_set(&res, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
+                         "no answer to the settlement from the broker");
+            sb_settle_finish(c, msg, &res);
+        } else if (st->state == SB_MS_HANDED && !st->lock_lost && st->locked_until > 0 &&
+                   now > st->locked_until) {
+            sb_msg_lock_lost(c, msg, "lock expired without renewal");
+        }
+        msg = next;
+    }
+}
+
+void sb_settle_shutdown(sb_client_t *c)
+{
+    ib_error_t res;
+    pthread_mutex_lock(&c->lock);
+    c->sq_head = c->sq_tail = NULL;
+    pthread_mutex_unlock(&c->lock);
+    sb_rcv_release_buffered(c);
+    ib_error_set(&res, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT,
+                 "the client stopped before the message was settled");
+    while (c->held) {
+        sb_msg_t *msg = c->held;
+        if (msg->st->state == SB_MS_BUFFERED) {
+            sb_msg_drop(c, msg, PN_RELEASED);
+            continue;
+        }
+        if (msg->st->dlv && c->core.conn) {
+            /* Give the lock back at once rather than let it expire. */
+            if (msg->st->state == SB_MS_HANDED)
+                pn_delivery_update(msg->st->dlv, PN_RELEASED);
+        } else {
+            msg->st->dlv = NULL;
+        }
+        sb_settle_finish(c, msg, &res);
+    }
+}

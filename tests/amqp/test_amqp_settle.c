@@ -1,0 +1,173 @@
+/*
+ * Receive and settle against sbemu: complete, abandon, dead-letter with a
+ * reason, defer; credit bounds. Every outcome is checked in the broker's
+ * stats file or by peeking the dead-letter queue, not by the client's view.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ib_log.h"
+#include "sbt.h"
+
+static const char *topology =
+    "{\"queues\":[{\"name\":\"orders\",\"lock_duration_s\":5,\"max_delivery_count\":5},"
+    "{\"name\":\"bulk\",\"lock_duration_s\":30,\"max_delivery_count\":5}]}";
+
+static sb_client_t *start(sbt_emu_t *emu, const char *entity, unsigned prefetch, unsigned mcc,
+                          sbt_rx_t *rx)
+{
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sbt_options(emu, entity, &opt);
+    opt.prefetch = prefetch;
+    opt.max_concurrent_calls = mcc;
+    sbt_callbacks(rx, &cb);
+    c = sb_client_new(&opt, &cb, &err);
+    if (!c) {
+        fprintf(stderr, "sb_client_new: %s\n", err.text);
+        exit(1);
+    }
+    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    SBT_CHECK(sbt_wait_ready(rx, 10000));
+    return c;
+}
+
+static void test_outcomes(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000};
+    sb_sender_t *s;
+    sb_msg_t **peeked;
+    size_t npeek;
+    ib_error_t err;
+    long long now = ib_now_ms();
+    const sb_prop_t *p;
+
+    sbt_send(emu, "orders", "m", 4, NULL);
+    SBT_CHECK(sbt_wait_stat(emu, "orders", "active", 4, 5000) == 4);
+    sbt_rx_init(&rx);
+    c = start(emu, "orders", 0, 1, &rx);
+
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "m-0") == 0);
+    SBT_CHECK(msg->decode_err.code == IB_E_OK);
+    SBT_CHECK(strcmp(msg->subject, "test") == 0);
+    SBT_CHECK(msg->body_len == 7 && memcmp(msg->body, "{\"n\":0}", 7) == 0);
+    SBT_CHECK((p = sb_msg_prop(msg, "kind")) && p->type == SB_PROP_STRING && strcmp(p->str, "test") == 0);
+    SBT_CHECK(strlen(msg->lock_token) == 36);
+    SBT_CHECK(msg->delivery_count == 1);
+    SBT_CHECK(msg->sequence_number >= 1);
+    SBT_CHECK(msg->enqueued_ms > now - 60000 && msg->enqueued_ms <= ib_now_ms() + 1000);
+    SBT_CHECK(msg->locked_until_ms > ib_now_ms());
+    /* Broker view: exactly one locked (prefetch 0, one call). */
+    SBT_CHECK(sbt_wait_stat(emu, "orders", "locked", 1, 3000) == 1);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000) && rx.settled_ok == 1);
+
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "m-1") == 0);
+    sb_client_settle(c, msg, SB_ABANDON, NULL, NULL);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "m-1") == 0); /* back at once */
+    SBT_CHECK(msg->delivery_count == 2);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "m-2") == 0);
+    sb_client_settle(c, msg, SB_DEADLETTER, "BadOrder", "the order has no lines");
+
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "m-3") == 0);
+    sb_client_settle(c, msg, SB_DEFER, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 5, 5000));
+    SBT_CHECK(rx.settled_ok == 5);
+
+    /* The broker's state. */
+    SBT_CHECK(sbt_wait_stat(emu, "orders", "completed", 2, 3000) == 2);
+    SBT_CHECK(sbt_stat(emu, "orders", "abandoned") == 1);
+    SBT_CHECK(sbt_stat(emu, "orders", "dead_lettered") == 1);
+    SBT_CHECK(sbt_stat_reason(emu, "orders", "BadOrder") == 1);
+    SBT_CHECK(sbt_stat(emu, "orders", "deferred") == 1);
+    SBT_CHECK(sbt_stat(emu, "orders", "active") == 0);
+    SBT_CHECK(sbt_stat(emu, "orders", "locked") == 0);
+
+    /* The DLQ through $management peek. */
+    s = sb_sender_open(&so, &err);
+    SBT_CHECK(s);
+    SBT_CHECK(sb_sender_peek(s, "orders/$DeadLetterQueue", 1, 10, &peeked, &npeek, &err) == IB_E_OK);
+    SBT_CHECK(npeek == 1);
+    SBT_CHECK(strcmp(peeked[0]->message_id, "m-2") == 0);
+    SBT_CHECK(peeked[0]->dead_letter_reason && strcmp(peeked[0]->dead_letter_reason, "BadOrder") == 0);
+    SBT_CHECK(peeked[0]->dead_letter_description &&
+              strcmp(peeked[0]->dead_letter_description, "the order has no lines") == 0);
+    SBT_CHECK(peeked[0]->body_len == 7);
+    sb_peek_free(peeked, npeek);
+    /* The active queue holds only the deferred message now. */
+    SBT_CHECK(sb_sender_peek(s, "orders", 1, 10, &peeked, &npeek, &err) == IB_E_OK);
+    SBT_CHECK(npeek == 1 && strcmp(peeked[0]->message_id, "m-3") == 0);
+    sb_peek_free(peeked, npeek);
+    sb_sender_close(s);
+
+    sb_client_stop(c);
+    sb_client_free(c);
+    SBT_CHECK(rx.shutdown == 0);
+    sbt_rx_destroy(&rx);
+    fprintf(stderr, "ok   outcomes\n");
+}
+
+/* prefetch 5 + 3 calls: the broker never has more than 8 locked for us. */
+static void test_credit(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *held[64];
+    int nh = 0, done = 0;
+    sb_stats_t st;
+
+    sbt_send(emu, "bulk", "b", 30, NULL);
+    sbt_rx_init(&rx);
+    c = start(emu, "bulk", 5, 3, &rx);
+    usleep((useconds_t)sbt_ms(1500) * 1000);
+    SBT_CHECK(sbt_wait_stat(emu, "bulk", "locked", 8, 3000) == 8);
+    sb_client_stats(c, &st);
+    SBT_CHECK(st.in_flight == 3 && st.buffered == 5);
+    pthread_mutex_lock(&rx.mu);
+    SBT_CHECK(rx.received == 3);
+    pthread_mutex_unlock(&rx.mu);
+    while (done < 30) {
+        sb_msg_t *msg = sbt_take(&rx, 5000);
+        SBT_CHECK(msg);
+        held[nh++] = msg;
+        if (nh == 3 || done + nh == 30) {
+            for (int k = 0; k < nh; k++)
+                sb_client_settle(c, held[k], SB_COMPLETE, NULL, NULL);
+            done += nh;
+            nh = 0;
+        }
+    }
+    SBT_CHECK(sbt_wait_settled(&rx, 30, 10000) && rx.settled_ok == 30);
+    SBT_CHECK(rx.max_inflight <= 3);
+    SBT_CHECK(sbt_wait_stat(emu, "bulk", "completed", 30, 3000) == 30);
+    SBT_CHECK(sbt_stat(emu, "bulk", "active") == 0);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    fprintf(stderr, "ok   credit\n");
+}
+
+int main(void)
+{
+    sbt_emu_t emu;
+    ib_log_set_level(getenv("SBT_DEBUG") ? IB_LOG_DEBUG : IB_LOG_WARN);
+    sbt_emu_start(&emu, topology, NULL);
+    test_outcomes(&emu);
+    test_credit(&emu);
+    sbt_emu_stop(&emu);
+    return 0;
+}
