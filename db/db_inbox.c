@@ -205,6 +205,39 @@ static db_outcome_t commit_or_fail(db_conn_t *dbc, ib_error_t *err)
     return DB_APPLIED;
 }
 
+/*
+ * Runs the route's statements in the open transaction. On failure err is
+ * filled (a constraint in the route's own tables is permanent, never a
+ * duplicate) and nothing is rolled back here.
+ */
+static ib_err_t run_stmts(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts, ib_error_t *err)
+{
+    for (size_t i = 0; i < nstmts; i++) {
+        db_bind_t *b = NULL;
+        ib_err_t rc;
+
+        if (!stmts[i].sql || (stmts[i].nparams && !stmts[i].params))
+            return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                                "statement %zu: no SQL or params", i + 1);
+        if (stmts[i].nparams) {
+            b = calloc(stmts[i].nparams, sizeof(*b));
+            if (!b)
+                return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+            for (size_t k = 0; k < stmts[i].nparams; k++)
+                b[k] = DB_B(stmts[i].params[k]);
+        }
+        rc = db_run(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
+        free(b);
+        if (rc != IB_E_OK) {
+            if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            ib_error_prefix(err, "statement %zu", i + 1);
+            return rc;
+        }
+    }
+    return IB_E_OK;
+}
+
 db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_stmt_t *stmts,
                             size_t nstmts, ib_error_t *err)
 {
@@ -229,36 +262,9 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
     if (insert_row(dbc, claim, "processed", NULL, NULL, err) != IB_E_OK)
         return insert_failed(dbc, claim, err);
 
-    for (size_t i = 0; i < nstmts; i++) {
-        db_bind_t *b = NULL;
-        ib_err_t rc;
-
-        if (!stmts[i].sql || (stmts[i].nparams && !stmts[i].params)) {
-            db_rollback_quiet(dbc);
-            ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "statement %zu: no SQL or params",
-                         i + 1);
-            return DB_FAILED;
-        }
-        if (stmts[i].nparams) {
-            b = calloc(stmts[i].nparams, sizeof(*b));
-            if (!b) {
-                db_rollback_quiet(dbc);
-                ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-                return DB_FAILED;
-            }
-            for (size_t k = 0; k < stmts[i].nparams; k++)
-                b[k] = DB_B(stmts[i].params[k]);
-        }
-        rc = db_run(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
-        free(b);
-        if (rc != IB_E_OK) {
-            /* A constraint in the route's own tables is the data's fault. */
-            if (err->cls == IB_CLASS_DUPLICATE)
-                err->cls = IB_CLASS_PERMANENT;
-            ib_error_prefix(err, "statement %zu", i + 1);
-            db_rollback_quiet(dbc);
-            return DB_FAILED;
-        }
+    if (run_stmts(dbc, stmts, nstmts, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        return DB_FAILED;
     }
     return commit_or_fail(dbc, err);
 }
@@ -297,4 +303,126 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
     if (insert_row(dbc, claim, status, ib_class_name(cls), detail, err) != IB_E_OK)
         return insert_failed(dbc, claim, err);
     return commit_or_fail(dbc, err);
+}
+
+/* ---- batches ----------------------------------------------------------- */
+
+typedef enum {
+    BATCH_TODO = 0, /* not reached yet */
+    BATCH_PENDING,  /* inserted and run; applied if the COMMIT succeeds */
+    BATCH_LOOKUP,   /* unique violation on the inbox key: read the row afterwards */
+    BATCH_DECIDED,  /* outcome final (invalid claim, permanent failure) */
+} batch_state_t;
+
+static ib_err_t savepoint_op(db_conn_t *dbc, size_t i, bool rollback, ib_error_t *err)
+{
+    char name[32], sql[96];
+    snprintf(name, sizeof(name), "inboxd_m%zu", i);
+    if ((rollback ? db_sql_rollback_to(dbc->dialect, name, sql, sizeof(sql))
+                  : db_sql_savepoint(dbc->dialect, name, sql, sizeof(sql))) != IB_E_OK)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "savepoint name");
+    return db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err);
+}
+
+size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n)
+{
+    batch_state_t *st;
+    ib_error_t whole;
+    bool failed = false;
+    size_t applied = 0;
+
+    if (!items || n == 0)
+        return 0;
+    st = calloc(n, sizeof(*st));
+    for (size_t i = 0; i < n; i++) {
+        items[i].outcome = DB_FAILED;
+        ib_error_clear(&items[i].err);
+        if (!st) {
+            ib_error_set(&items[i].err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+            continue;
+        }
+        if (claim_check(items[i].claim, &items[i].err) != IB_E_OK) {
+            st[i] = BATCH_DECIDED;
+        } else if (items[i].nstmts && !items[i].stmts) {
+            ib_error_set(&items[i].err, IB_E_INVAL, IB_CLASS_PERMANENT, "no statements");
+            st[i] = BATCH_DECIDED;
+        }
+    }
+    if (!st)
+        return 0;
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, &whole) != IB_E_OK) {
+        if (whole.cls != IB_CLASS_PERMANENT)
+            whole.cls = IB_CLASS_TRANSIENT;
+        failed = true;
+    }
+    for (size_t i = 0; i < n && !failed; i++) {
+        ib_error_t *err = &items[i].err;
+        if (st[i] == BATCH_DECIDED)
+            continue;
+        if (savepoint_op(dbc, i, false, &whole) != IB_E_OK) {
+            failed = true;
+            break;
+        }
+        if (insert_row(dbc, items[i].claim, "processed", NULL, NULL, err) != IB_E_OK) {
+            if (err->code != IB_E_DB_CONN &&
+                db_dialect_is_unique_violation(dbc->dialect, err->sqlstate, err->native))
+                st[i] = BATCH_LOOKUP;
+            else if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            if (st[i] != BATCH_LOOKUP && err->cls != IB_CLASS_PERMANENT) {
+                whole = *err;
+                failed = true;
+                break;
+            }
+            if (st[i] != BATCH_LOOKUP) {
+                ib_error_prefix(err, "inbox insert");
+                st[i] = BATCH_DECIDED;
+            }
+        } else if (run_stmts(dbc, items[i].stmts, items[i].nstmts, err) != IB_E_OK) {
+            if (err->cls != IB_CLASS_PERMANENT) {
+                whole = *err;
+                failed = true;
+                break;
+            }
+            st[i] = BATCH_DECIDED;
+        } else {
+            st[i] = BATCH_PENDING;
+            continue;
+        }
+        /* Undo this item only; a failure here loses the whole transaction. */
+        if (savepoint_op(dbc, i, true, &whole) != IB_E_OK) {
+            failed = true;
+            break;
+        }
+    }
+    if (!failed && db_end(dbc, true, &whole) != IB_E_OK)
+        failed = true;
+    if (failed) {
+        db_rollback_quiet(dbc);
+        whole.cls = IB_CLASS_TRANSIENT;
+        ib_error_prefix(&whole, "batch rolled back");
+    }
+    for (size_t i = 0; i < n; i++) {
+        /*
+         * After a rollback a key violation may have been against an item
+         * of this very batch, so it decides nothing: retry it.
+         */
+        if (st[i] == BATCH_PENDING || st[i] == BATCH_TODO || (failed && st[i] == BATCH_LOOKUP)) {
+            if (failed) {
+                items[i].outcome = DB_FAILED;
+                items[i].err = whole;
+            } else {
+                items[i].outcome = DB_APPLIED;
+                ib_error_clear(&items[i].err);
+                applied++;
+            }
+        } else if (st[i] == BATCH_LOOKUP) {
+            ib_error_t viol = items[i].err;
+            items[i].outcome = decide_existing(dbc, items[i].claim, &viol, &items[i].err);
+        }
+    }
+    free(st);
+    return applied;
 }

@@ -172,6 +172,34 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
  */
 long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err);
 
+/*
+ * Several messages in one transaction, a savepoint per message: one COMMIT
+ * for the batch instead of one per message. Each item gets the outcome
+ * db_inbox_apply would give it, with these batch rules:
+ *
+ *   - a duplicate, conflict or permanent failure of one item is rolled back
+ *     to its savepoint and does not disturb the others;
+ *   - a transient failure of any item (or of a ROLLBACK TO SAVEPOINT, or
+ *     of the COMMIT) rolls the whole transaction back: every item that was
+ *     not already decided as duplicate, conflict or permanent is then
+ *     DB_FAILED transient. Retrying those one at a time with
+ *     db_inbox_apply is the safe fallback (SQL Server dooms a transaction
+ *     on some errors, so a batch can fail where single messages succeed).
+ *
+ * Two items with the same key in one batch: the first applies, the second
+ * is a duplicate (or conflict). Returns the number of items applied.
+ * thread: the owner of dbc.
+ */
+typedef struct db_batch_item {
+    const db_claim_t *claim; /* in, borrowed */
+    const db_stmt_t *stmts;  /* in, borrowed */
+    size_t nstmts;           /* in */
+    db_outcome_t outcome;    /* out */
+    ib_error_t err;          /* out: filled when outcome is DB_FAILED or DB_CONFLICT */
+} db_batch_item_t;
+
+size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n);
+
 /* ---- helpers ----------------------------------------------------------- */
 
 /* SHA-256 of len bytes at data as 64 lowercase hex characters + NUL into hex. */
