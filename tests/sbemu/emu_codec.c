@@ -572,3 +572,83 @@ int emu_msg_set_id(const uint8_t *p, size_t len, const emu_sections_t *s, const 
         return -1;
     return 0;
 }
+
+/* True when the string/symbol key k appears among the count pairs of ents. */
+static bool map_has_key(const uint8_t *ents, size_t elen, uint32_t count, const uint8_t *k, size_t kl)
+{
+    const char *ks;
+    size_t ksl;
+    if (!text_value(k, kl, &ks, &ksl))
+        return false;
+    for (uint32_t i = 0; i < count; i++) {
+        long a = emu_amqp_skip(ents, elen);
+        long v = a < 0 ? -1 : emu_amqp_skip(ents + a, elen - (size_t)a);
+        if (v < 0)
+            return false;
+        const char *s;
+        size_t sl;
+        if (text_value(ents, (size_t)a, &s, &sl) && sl == ksl && memcmp(s, ks, sl) == 0)
+            return true;
+        ents += a + v, elen -= (size_t)(a + v);
+    }
+    return false;
+}
+
+/* thread: any */
+int emu_encode_app_merge(emu_buf_t *out, const uint8_t *app, size_t app_len, const uint8_t *mods,
+                         size_t mods_len)
+{
+    static const uint8_t ahdr[] = {0x00, 0x53, 0x74, 0xd1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const uint8_t *ments;
+    size_t mlen, hdr;
+    uint32_t mcount, count = 0;
+    if (map_entries(mods, mods_len, &ments, &mlen, &mcount) != 0)
+        return -1;
+    size_t start = out->len;
+    if (emu_buf_add(out, ahdr, sizeof ahdr))
+        return -1;
+    if (app && app_len) {
+        const uint8_t *ents;
+        size_t elen;
+        uint32_t pairs;
+        if (section_code(app, app_len, &hdr) != 0x74 ||
+            map_entries(app + hdr, app_len - hdr, &ents, &elen, &pairs) != 0)
+            return -1;
+        for (uint32_t i = 0; i < pairs; i++) {
+            long kn = emu_amqp_skip(ents, elen);
+            long vn = kn < 0 ? -1 : emu_amqp_skip(ents + kn, elen - (size_t)kn);
+            if (vn < 0)
+                return -1;
+            if (!map_has_key(ments, mlen, mcount, ents, (size_t)kn)) {
+                if (emu_buf_add(out, ents, (size_t)(kn + vn)))
+                    return -1;
+                count += 2;
+            }
+            ents += kn + vn, elen -= (size_t)(kn + vn);
+        }
+    }
+    for (uint32_t i = 0; i < mcount; i++) {
+        long kn = emu_amqp_skip(ments, mlen);
+        long vn = kn < 0 ? -1 : emu_amqp_skip(ments + kn, mlen - (size_t)kn);
+        if (vn < 0)
+            return -1;
+        bool text = ments[0] == 0xa1 || ments[0] == 0xa3 || ments[0] == 0xb1 || ments[0] == 0xb3;
+        bool dl = text_is(ments, (size_t)kn, "DeadLetterReason") ||
+                  text_is(ments, (size_t)kn, "DeadLetterErrorDescription");
+        if (text && !dl) {
+            size_t at = out->len;
+            if (emu_buf_add(out, ments, (size_t)(kn + vn)))
+                return -1;
+            /* sym8/sym32 and str8/str32 share their layout: retag as string. */
+            if (out->data[at] == 0xa3)
+                out->data[at] = 0xa1;
+            else if (out->data[at] == 0xb3)
+                out->data[at] = 0xb1;
+            count += 2;
+        }
+        ments += kn + vn, mlen -= (size_t)(kn + vn);
+    }
+    wr32(out->data + start + 4, (uint32_t)(out->len - start - 8));
+    wr32(out->data + start + 8, count);
+    return 0;
+}

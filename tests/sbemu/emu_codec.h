@@ -105,4 +105,13 @@ int emu_encode_delivery(emu_buf_t *out, const uint8_t *p, const emu_sections_t *
 int emu_encode_dead_letter_props(emu_buf_t *out, const uint8_t *app, size_t app_len,
                                  const char *reason, const char *description);
 
+/*
+ * Appends an application-properties section: the stored one (app may be
+ * NULL/0) updated with the entries of mods, an encoded AMQP map (symbol
+ * keys become strings; DeadLetterReason/DeadLetterErrorDescription are
+ * left out, dead-lettering sets them). Returns 0 or -1.
+ */
+int emu_encode_app_merge(emu_buf_t *out, const uint8_t *app, size_t app_len, const uint8_t *mods,
+                         size_t mods_len);
+
 #endif

@@ -474,3 +474,16 @@ int emu_entity_cancel_scheduled(emu_entity_t *ent, int64_t seq)
         }
     return -1;
 }
+
+/* thread: proactor */
+int emu_msg_set_app(emu_msg_t *msg, const uint8_t *app, size_t len)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, app, len);
+    free(msg->app);
+    msg->app = copy;
+    msg->app_len = (uint32_t)len;
+    return 0;
+}

@@ -232,6 +232,9 @@ size_t emu_entity_peek(emu_entity_t *ent, int64_t from, size_t max, const char *
 /* Finds a deferred message by sequence number (NULL when none). */
 emu_msg_t *emu_entity_deferred(emu_entity_t *ent, int64_t seq);
 
+/* Replaces msg's application-properties section (copied). 0 or -1. */
+int emu_msg_set_app(emu_msg_t *msg, const uint8_t *app, size_t len);
+
 /* Moves a deferred message to locked (receive-by-sequence-number). */
 void emu_msg_undefer_lock(emu_msg_t *msg, int64_t now);
 /* Drops a scheduled message by sequence number; 0, or -1 when none. */

@@ -314,6 +314,31 @@ void emu_link_flush_replies(emu_broker_t *b, emu_conn_t *conn, bool all)
     }
 }
 
+/*
+ * Applies propertiesToModify (a map from an abandon/defer annotation or a
+ * dead-letter error info) to the locked message's application properties.
+ */
+static void modify_properties(emu_broker_t *b, const uint8_t lock[16], pn_data_t *mods, int64_t now)
+{
+    emu_msg_t *m = emu_ns_locked(b->ns, lock, now);
+    if (!m || !mods)
+        return;
+    pn_data_rewind(mods);
+    if (!pn_data_next(mods) || pn_data_type(mods) != PN_MAP || pn_data_get_map(mods) == 0)
+        return;
+    char enc[65536];
+    pn_data_rewind(mods);
+    ssize_t n = pn_data_encode(mods, enc, sizeof enc);
+    if (n <= 0)
+        return;
+    const uint8_t *app = m->app ? m->app : m->blob->data + m->blob->sec.app.off;
+    size_t app_len = m->app ? m->app_len : m->blob->sec.app.len;
+    emu_buf_t out = {0};
+    if (emu_encode_app_merge(&out, app, app_len, (const uint8_t *)enc, (size_t)n) == 0)
+        emu_msg_set_app(m, out.data, out.len);
+    emu_buf_free(&out);
+}
+
 /* Reads the dead-letter reason/description from a rejected outcome's info map. */
 static void dead_letter_info(pn_delivery_t *d, char *reason, size_t rl, char *desc, size_t dl)
 {
@@ -356,15 +381,19 @@ void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
             rc = emu_ns_settle(b->ns, lock, EMU_COMPLETE, NULL, NULL, now);
             break;
         case PN_MODIFIED:
+            modify_properties(b, lock, pn_disposition_annotations(pn_delivery_remote(d)), now);
             rc = emu_ns_settle(b->ns, lock,
                                pn_disposition_is_undeliverable(pn_delivery_remote(d)) ? EMU_DEFER : EMU_ABANDON,
                                NULL, NULL, now);
             break;
-        case PN_REJECTED:
+        case PN_REJECTED: {
+            pn_condition_t *c = pn_disposition_condition(pn_delivery_remote(d));
+            modify_properties(b, lock, c ? pn_condition_info(c) : NULL, now);
             dead_letter_info(d, reason, sizeof reason, desc, sizeof desc);
             rc = emu_ns_settle(b->ns, lock, EMU_DEAD_LETTER, reason[0] ? reason : NULL,
                                desc[0] ? desc : NULL, now);
             break;
+        }
         case PN_RELEASED:
         default:
             rc = emu_ns_settle(b->ns, lock, EMU_RELEASE, NULL, NULL, now);
