@@ -1,0 +1,148 @@
+/*
+ * Lock renewal against sbemu (lock duration 2 s):
+ *  - a handler held for 3x the lock duration keeps its lock and completes once;
+ *  - buffered (prefetched) messages are renewed too and are not redelivered;
+ *  - with renewals refused by fault injection the message is reported
+ *    lock-lost, its settlement fails with IB_E_LOCK_LOST, and it comes back.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ib_log.h"
+#include "sbt.h"
+
+static const char *topology =
+    "{\"queues\":[{\"name\":\"slow\",\"lock_duration_s\":2,\"max_delivery_count\":10},"
+    "{\"name\":\"pre\",\"lock_duration_s\":2,\"max_delivery_count\":10}]}";
+
+static sb_client_t *start(sbt_emu_t *emu, const char *entity, unsigned prefetch, sbt_rx_t *rx)
+{
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sbt_options(emu, entity, &opt);
+    opt.prefetch = prefetch;
+    opt.max_auto_lock_renewal_s = 60;
+    sbt_callbacks(rx, &cb);
+    c = sb_client_new(&opt, &cb, &err);
+    SBT_CHECK(c);
+    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    SBT_CHECK(sbt_wait_ready(rx, 10000));
+    return c;
+}
+
+static void test_held_3x(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sb_stats_t st;
+
+    sbt_send(emu, "slow", "h", 1, NULL);
+    sbt_rx_init(&rx);
+    c = start(emu, "slow", 0, &rx);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg);
+    usleep(6000 * 1000); /* 3x the lock duration (not scaled: the broker's clock) */
+    SBT_CHECK(rx.lock_lost == 0);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
+    SBT_CHECK(rx.settled_ok == 1);
+    sb_client_stats(c, &st);
+    SBT_CHECK(st.renewals_ok >= 3);
+    SBT_CHECK(st.lock_lost == 0);
+    SBT_CHECK(sbt_wait_stat(emu, "slow", "completed", 1, 3000) == 1);
+    SBT_CHECK(sbt_stat(emu, "slow", "delivered") == 1); /* never redelivered */
+    SBT_CHECK(sbt_stat(emu, "slow", "active") == 0);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    fprintf(stderr, "ok   held_3x renewals=%llu\n", st.renewals_ok);
+}
+
+static void test_buffered_renewed(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg;
+
+    sbt_send(emu, "pre", "p", 3, NULL);
+    sbt_rx_init(&rx);
+    c = start(emu, "pre", 2, &rx);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "p-0") == 0);
+    SBT_CHECK(sbt_wait_stat(emu, "pre", "locked", 3, 3000) == 3);
+    usleep(5000 * 1000); /* the two buffered locks would have expired twice over */
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    for (int k = 1; k < 3; k++) {
+        msg = sbt_take(&rx, 5000);
+        SBT_CHECK(msg);
+        SBT_CHECK(msg->delivery_count == 1);
+        sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    }
+    SBT_CHECK(sbt_wait_settled(&rx, 3, 5000) && rx.settled_ok == 3);
+    SBT_CHECK(sbt_wait_stat(emu, "pre", "completed", 3, 3000) == 3);
+    SBT_CHECK(sbt_stat(emu, "pre", "delivered") == 3);
+    SBT_CHECK(sbt_stat(emu, "pre", "abandoned") == 0);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    fprintf(stderr, "ok   buffered_renewed\n");
+}
+
+static void test_refused(void)
+{
+    static const char *const faults[] = {"--fault-refuse-renew", "1000", NULL};
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    long long end;
+
+    sbt_emu_start(&emu, topology, faults);
+    sbt_send(&emu, "slow", "r", 1, NULL);
+    sbt_rx_init(&rx);
+    c = start(&emu, "slow", 0, &rx);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && msg->delivery_count == 1);
+    end = ib_mono_ms() + sbt_ms(5000);
+    while (rx.lock_lost == 0 && ib_mono_ms() < end)
+        usleep(50 * 1000);
+    pthread_mutex_lock(&rx.mu);
+    SBT_CHECK(rx.lock_lost == 1 && rx.nlost == 1 && rx.lost[0] == msg);
+    pthread_mutex_unlock(&rx.mu);
+    usleep(2500 * 1000); /* the refused renewal left the lock to run out */
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
+    SBT_CHECK(rx.results[IB_E_LOCK_LOST] == 1);
+    /* It comes back, counted as a second delivery, and completes. */
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "r-0") == 0);
+    SBT_CHECK(msg->delivery_count == 2);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000));
+    SBT_CHECK(rx.settled_ok == 1);
+    SBT_CHECK(sbt_wait_stat(&emu, "slow", "completed", 1, 3000) == 1);
+    SBT_CHECK(sbt_stat(&emu, "slow", "delivered") == 2);
+    SBT_CHECK(sbt_stat(&emu, "slow", "active") == 0);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   refused\n");
+}
+
+int main(void)
+{
+    sbt_emu_t emu;
+    ib_log_set_level(getenv("SBT_DEBUG") ? IB_LOG_DEBUG : IB_LOG_ERROR);
+    sbt_emu_start(&emu, topology, NULL);
+    test_held_3x(&emu);
+    test_buffered_renewed(&emu);
+    sbt_emu_stop(&emu);
+    test_refused();
+    return 0;
+}

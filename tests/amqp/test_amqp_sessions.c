@@ -1,0 +1,148 @@
+/*
+ * Sessions against sbemu: 20 sessions of 5 messages each, sent interleaved,
+ * consumed with max_concurrent_sessions 4. Per-session order holds, no
+ * session ever has two messages in flight, no more than 4 sessions are held
+ * at once, idle sessions are given back, and the broker ends with every
+ * message completed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ib_log.h"
+#include "sbt.h"
+
+#define NSESS 20
+#define PER 5
+
+static const char *topology =
+    "{\"queues\":[{\"name\":\"sq\",\"lock_duration_s\":5,\"max_delivery_count\":10,"
+    "\"requires_session\":true}]}";
+
+static int next_index[NSESS];
+static int inflight_per_session[NSESS];
+static int order_errors, overlap_errors;
+
+static int session_no(const sb_msg_t *msg)
+{
+    return msg->session_id ? atoi(msg->session_id + 1) : -1; /* "s<N>" */
+}
+
+/* thread: proactor (on_message) */
+static void hook(sbt_rx_t *rx, sb_msg_t *msg)
+{
+    int s = session_no(msg), n;
+    pthread_mutex_lock(&rx->mu);
+    if (s < 0 || s >= NSESS || sscanf(msg->message_id, "s%*d-%d", &n) != 1) {
+        order_errors++;
+    } else {
+        if (inflight_per_session[s]++ > 0)
+            overlap_errors++;
+        if (n != next_index[s])
+            order_errors++;
+        next_index[s] = n + 1;
+    }
+    pthread_mutex_unlock(&rx->mu);
+}
+
+int main(void)
+{
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sb_stats_t st;
+    sb_sender_options_t so;
+    sb_sender_t *s;
+    sb_out_msg_t msgs[NSESS * PER];
+    char ids[NSESS * PER][32], sids[NSESS][16];
+    int done = 0;
+    unsigned seed = 7;
+
+    ib_log_set_level(getenv("SBT_DEBUG") ? IB_LOG_DEBUG : IB_LOG_ERROR);
+    sbt_emu_start(&emu, topology, NULL);
+
+    /* Interleaved: s0-0, s1-0, ..., s19-0, s0-1, ... */
+    memset(msgs, 0, sizeof(msgs));
+    for (int k = 0; k < NSESS; k++)
+        snprintf(sids[k], sizeof(sids[k]), "s%d", k);
+    for (int i = 0; i < PER; i++)
+        for (int k = 0; k < NSESS; k++) {
+            int j = i * NSESS + k;
+            snprintf(ids[j], sizeof(ids[j]), "s%d-%d", k, i);
+            msgs[j].message_id = ids[j];
+            msgs[j].session_id = sids[k];
+            msgs[j].body = ids[j];
+            msgs[j].body_len = strlen(ids[j]);
+        }
+    so = (sb_sender_options_t){emu.connstr, NULL, NULL, NULL, 10000};
+    s = sb_sender_open(&so, &err);
+    SBT_CHECK(s);
+    SBT_CHECK(sb_sender_send(s, "sq", msgs, NSESS * PER, &err) == IB_E_OK);
+    sb_sender_close(s);
+    SBT_CHECK(sbt_wait_stat(&emu, "sq", "active", NSESS * PER, 5000) == NSESS * PER);
+
+    sbt_rx_init(&rx);
+    rx.hook = hook;
+    sbt_options(&emu, "sq", &opt);
+    opt.sessions = true;
+    opt.max_concurrent_sessions = 4;
+    opt.session_idle_timeout_s = 1;
+    opt.session_wait_ms = 1000;
+    sbt_callbacks(&rx, &cb);
+    c = sb_client_new(&opt, &cb, &err);
+    SBT_CHECK(c);
+    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+
+    /* Settle in a shuffled order across the sessions held at a time. */
+    while (done < NSESS * PER) {
+        sb_msg_t *batch[8];
+        int nb = 0;
+        sb_msg_t *msg = sbt_take(&rx, 15000);
+        SBT_CHECK(msg);
+        batch[nb++] = msg;
+        while (nb < 8 && (msg = sbt_take(&rx, 20)) != NULL)
+            batch[nb++] = msg;
+        for (int k = nb - 1; k > 0; k--) {
+            int j = (int)(rand_r(&seed) % (unsigned)(k + 1));
+            sb_msg_t *t = batch[k];
+            batch[k] = batch[j];
+            batch[j] = t;
+        }
+        for (int k = 0; k < nb; k++) {
+            pthread_mutex_lock(&rx.mu);
+            inflight_per_session[session_no(batch[k])]--;
+            pthread_mutex_unlock(&rx.mu);
+            sb_client_settle(c, batch[k], SB_COMPLETE, NULL, NULL);
+        }
+        done += nb;
+    }
+    SBT_CHECK(sbt_wait_settled(&rx, NSESS * PER, 10000));
+    SBT_CHECK(rx.settled_ok == NSESS * PER);
+    SBT_CHECK(order_errors == 0);
+    SBT_CHECK(overlap_errors == 0);
+    for (int k = 0; k < NSESS; k++)
+        SBT_CHECK(next_index[k] == PER);
+    SBT_CHECK(sbt_wait_stat(&emu, "sq", "completed", NSESS * PER, 5000) == NSESS * PER);
+    SBT_CHECK(sbt_stat(&emu, "sq", "active") == 0);
+    SBT_CHECK(sbt_stat(&emu, "sq", "locked") == 0);
+
+    /* Idle sessions are given back. */
+    usleep((useconds_t)sbt_ms(2500) * 1000);
+    sb_client_stats(c, &st);
+    fprintf(stderr, "sessions accepted=%llu released=%llu max_held=%u held=%u\n",
+            st.sessions_accepted, st.sessions_released, st.max_sessions_held, st.sessions_held);
+    SBT_CHECK(st.max_sessions_held <= 4 && st.max_sessions_held >= 2);
+    SBT_CHECK(st.sessions_accepted >= NSESS);
+    SBT_CHECK(st.sessions_held == 0);
+    SBT_CHECK(st.sessions_released >= NSESS);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   sessions\n");
+    return 0;
+}
