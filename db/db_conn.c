@@ -75,6 +75,28 @@ ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const cha
             break;
         }
     }
+    /*
+     * psqlODBC can fail a statement on a dead connection without a
+     * statement record; the connection handle then holds the reason.
+     */
+    if (!have_first && htype == SQL_HANDLE_STMT && dbc && dbc->dbc) {
+        for (SQLSMALLINT i = 1; i < 10; i++) {
+            SQLRETURN rc = SQLGetDiagRec(SQL_HANDLE_DBC, dbc->dbc, i, state, &native, msg,
+                                         sizeof(msg), &len);
+            if (!ok(rc))
+                break;
+            if (!have_first) {
+                memcpy(first_state, state, sizeof(state));
+                memcpy(first_msg, msg, sizeof(msg));
+                first_native = native;
+                have_first = true;
+            }
+            if (strncmp((char *)state, "01", 2) != 0) {
+                found = true;
+                break;
+            }
+        }
+    }
     if (!found) {
         memcpy(state, first_state, sizeof(state));
         memcpy(msg, first_msg, sizeof(msg));
@@ -519,7 +541,7 @@ out:
 
 /* ---- public helpers ------------------------------------------------------ */
 
-static bool first_int(SQLHSTMT st, void *arg)
+bool db_row_first_int(SQLHSTMT st, void *arg)
 {
     long long *out = arg;
     SQLBIGINT v = 0;
@@ -545,7 +567,7 @@ ib_err_t db_exec(db_conn_t *dbc, const char *sql, const db_param_t *params, size
         for (size_t i = 0; i < nparams; i++)
             b[i] = DB_B(params[i]);
     }
-    rc = db_run(dbc, sql, b, nparams, out ? first_int : NULL, out, NULL, err);
+    rc = db_run(dbc, sql, b, nparams, out ? db_row_first_int : NULL, out, NULL, err);
     free(b);
     if (rc != IB_E_OK && err && err->cls == IB_CLASS_DUPLICATE)
         err->cls = IB_CLASS_PERMANENT;

@@ -62,6 +62,9 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
  */
 size_t db_utf8_to_utf16(const char *s, size_t len, SQLWCHAR *out);
 
+/* A db_row_cb storing column 1 of the first row as an integer in *(long long *)arg. */
+bool db_row_first_int(SQLHSTMT st, void *arg);
+
 /* Rolls back, ignoring (but noting a lost connection from) any failure. */
 void db_rollback_quiet(db_conn_t *dbc);
 

@@ -255,8 +255,12 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
     if (dbc->in_txn)
         db_rollback_quiet(dbc); /* a caller's leftover must not join this transaction */
     if (db_conn_ensure(dbc, err) != IB_E_OK) {
-        if (err->cls != IB_CLASS_PERMANENT)
-            err->cls = IB_CLASS_TRANSIENT;
+        /*
+         * Not reaching the database is never the message's fault, even
+         * when the cause is permanent (a rotated password): never let it
+         * dead-letter the message.
+         */
+        err->cls = IB_CLASS_TRANSIENT;
         return DB_FAILED;
     }
     if (insert_row(dbc, claim, "processed", NULL, NULL, err) != IB_E_OK)
@@ -296,8 +300,12 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
     if (dbc->in_txn)
         db_rollback_quiet(dbc);
     if (db_conn_ensure(dbc, err) != IB_E_OK) {
-        if (err->cls != IB_CLASS_PERMANENT)
-            err->cls = IB_CLASS_TRANSIENT;
+        /*
+         * Not reaching the database is never the message's fault, even
+         * when the cause is permanent (a rotated password): never let it
+         * dead-letter the message.
+         */
+        err->cls = IB_CLASS_TRANSIENT;
         return DB_FAILED;
     }
     if (insert_row(dbc, claim, status, ib_class_name(cls), detail, err) != IB_E_OK)
@@ -353,8 +361,7 @@ size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n)
     if (dbc->in_txn)
         db_rollback_quiet(dbc);
     if (db_conn_ensure(dbc, &whole) != IB_E_OK) {
-        if (whole.cls != IB_CLASS_PERMANENT)
-            whole.cls = IB_CLASS_TRANSIENT;
+        whole.cls = IB_CLASS_TRANSIENT; /* as in db_inbox_apply */
         failed = true;
     }
     for (size_t i = 0; i < n && !failed; i++) {

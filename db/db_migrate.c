@@ -19,17 +19,6 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static bool first_int(SQLHSTMT st, void *arg)
-{
-    long long *out = arg;
-    SQLBIGINT v = 0;
-    SQLLEN ind = 0;
-    SQLRETURN rc = SQLGetData(st, 1, SQL_C_SBIGINT, &v, sizeof(v), &ind);
-    if ((rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO) && ind != SQL_NULL_DATA)
-        *out = v;
-    return false;
-}
-
 /* Checks that the table has every inbox column and a unique key on the inbox key. */
 static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
 {
@@ -53,7 +42,7 @@ static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
     }
     if (db_sql_probe_key(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
-    if (db_run(dbc, sql, NULL, 0, first_int, &keys, NULL, err) != IB_E_OK) {
+    if (db_run(dbc, sql, NULL, 0, db_row_first_int, &keys, NULL, err) != IB_E_OK) {
         db_rollback_quiet(dbc);
         ib_error_prefix(err, "inbox key check");
         if (err->cls == IB_CLASS_DUPLICATE)
@@ -157,7 +146,7 @@ long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err)
         return -1;
     if (lock[0]) {
         got = 0;
-        if (db_run(dbc, lock, NULL, 0, first_int, &got, NULL, err) != IB_E_OK ||
+        if (db_run(dbc, lock, NULL, 0, db_row_first_int, &got, NULL, err) != IB_E_OK ||
             db_end(dbc, true, err) != IB_E_OK) {
             db_rollback_quiet(dbc);
             ib_error_prefix(err, "sweep lock");

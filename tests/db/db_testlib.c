@@ -173,6 +173,11 @@ int tl_exec(const tl_db_t *t, const char *sql)
     return raw_exec(t->connstr, sql, NULL);
 }
 
+int tl_admin_exec(const tl_db_t *t, const char *sql)
+{
+    return raw_exec(t->admin, sql, NULL);
+}
+
 long long tl_scalar(const tl_db_t *t, const char *sql)
 {
     long long v = 0;

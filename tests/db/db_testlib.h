@@ -30,6 +30,8 @@ db_conn_t *tl_conn(const tl_db_t *t);
 db_conn_t *tl_conn_opts(const tl_db_t *t, const db_options_t *extra);
 /* Runs sql and commits (autocommit, raw ODBC); returns 0 or -1 (printed). */
 int tl_exec(const tl_db_t *t, const char *sql);
+/* tl_exec on the maintenance database (PostgreSQL only). */
+int tl_admin_exec(const tl_db_t *t, const char *sql);
 /* The first column of the first row of sql as an integer; exits 1 on failure. */
 long long tl_scalar(const tl_db_t *t, const char *sql);
 /* A claim with body text: fills hash (65 bytes) from body. */

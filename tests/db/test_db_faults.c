@@ -161,6 +161,60 @@ static void test_terminated_backend_reconnects(void)
     db_conn_free(dbc);
 }
 
+/*
+ * The database cannot be reached at all, for a reason that would be
+ * permanent at start (3D000: no such database): for a message that is
+ * still weather, never a reason to dead-letter it.
+ */
+static void test_unreachable_database_is_transient(void)
+{
+    /*
+     * psqlODBC reports a missing database as 08001 (native 101), not
+     * 3D000; configuring 08001 as permanent makes the cause "permanent"
+     * here, as a rotated password would be.
+     */
+    db_options_t o;
+    ib_error_t err;
+    json_error_t jerr;
+    json_t *arr = json_loads("[\"08001\"]", 0, &jerr);
+    memset(&o, 0, sizeof(o));
+    ASSERT_EQ(db_codes_from_json(arr, "errors.permanent_native", &o.permanent_native, &err),
+              IB_E_OK);
+    json_decref(arr);
+    db_conn_t *dbc = tl_conn_opts(&T, &o);
+    db_codes_free(&o.permanent_native);
+    char sql[256];
+    db_stmt_t none = {"SELECT 1", NULL, 0};
+    job_t j = {dbc, "gone1", "g", &none, 1, 0, DB_FAILED, {0}};
+    int renamed = -1;
+
+    ASSERT_EQ(COUNT("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                    "datname = current_database() AND pid <> pg_backend_pid()"),
+              1);
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s RENAME TO %s_away", T.name, T.name);
+    for (int i = 0; i < 50 && renamed != 0; i++) {
+        sleep_ms(100); /* the terminated backend may take a moment to leave */
+        renamed = tl_admin_exec(&T, sql);
+    }
+    ASSERT_EQ(renamed, 0);
+    run_job(&j); /* finds the connection gone */
+    fprintf(stderr, "connection gone: [%s] %s\n", j.err.sqlstate, j.err.text);
+    ASSERT_EQ(j.out, DB_FAILED);
+    ASSERT_EQ(j.err.cls, IB_CLASS_TRANSIENT);
+    run_job(&j); /* cannot reopen it */
+    fprintf(stderr, "reopen refused: [%s] %s\n", j.err.sqlstate, j.err.text);
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s_away RENAME TO %s", T.name, T.name);
+    ASSERT_EQ(tl_admin_exec(&T, sql), 0);
+    ASSERT_EQ(j.out, DB_FAILED);
+    ASSERT_EQ(j.err.cls, IB_CLASS_TRANSIENT);
+    ASSERT_STREQ(j.err.sqlstate, "08001");
+    ASSERT_EQ(j.err.code, IB_E_DB_CONN);
+    run_job(&j);
+    ASSERT_EQ(j.out, DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'gone1'"), 1);
+    db_conn_free(dbc);
+}
+
 static void test_statement_timeout_is_transient(void)
 {
     db_options_t o;
@@ -248,6 +302,7 @@ int main(int argc, char **argv)
     RUN(test_deadlock_is_transient);
     RUN(test_serialization_failure_is_transient);
     RUN(test_terminated_backend_reconnects);
+    RUN(test_unreachable_database_is_transient);
     RUN(test_statement_timeout_is_transient);
     RUN(test_second_copy_waits);
     tl_db_drop(&T);
