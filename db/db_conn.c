@@ -81,8 +81,8 @@ ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const cha
      */
     if (!have_first && htype == SQL_HANDLE_STMT && dbc && dbc->dbc) {
         for (SQLSMALLINT i = 1; i < 10; i++) {
-            SQLRETURN rc = SQLGetDiagRec(SQL_HANDLE_DBC, dbc->dbc, i, state, &native, msg,
-                                         sizeof(msg), &len);
+            SQLRETURN rc =
+                SQLGetDiagRec(SQL_HANDLE_DBC, dbc->dbc, i, state, &native, msg, sizeof(msg), &len);
             if (!ok(rc))
                 break;
             if (!have_first) {
@@ -124,8 +124,8 @@ ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const cha
         if (dbc)
             dbc->broken = true;
     }
-    ib_error_set(err, lost ? IB_E_DB_CONN : IB_E_DB, cls, "%s: [%s/%ld] %s", what,
-                 (char *)state, (long)native, (char *)msg);
+    ib_error_set(err, lost ? IB_E_DB_CONN : IB_E_DB, cls, "%s: [%s/%ld] %s", what, (char *)state,
+                 (long)native, (char *)msg);
     ib_strlcpy(err->sqlstate, (char *)state, sizeof(err->sqlstate));
     err->native = native;
     return err->code;
@@ -157,13 +157,16 @@ static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
     SQLRETURN rc;
 
     if (!ok(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &dbc->env)))
-        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "ODBC environment allocation failed");
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT,
+                            "ODBC environment allocation failed");
     SQLSetEnvAttr(dbc->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0);
     if (!ok(SQLAllocHandle(SQL_HANDLE_DBC, dbc->env, &dbc->dbc))) {
         disconnect(dbc);
-        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "ODBC connection allocation failed");
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT,
+                            "ODBC connection allocation failed");
     }
-    SQLSetConnectAttr(dbc->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->login_timeout_s, 0);
+    SQLSetConnectAttr(dbc->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->login_timeout_s,
+                      0);
     rc = SQLDriverConnect(dbc->dbc, NULL, (SQLCHAR *)dbc->connstr, SQL_NTS, out, sizeof(out),
                           &outlen, SQL_DRIVER_NOPROMPT);
     memset(out, 0, sizeof(out)); /* the completed string may hold the password */
@@ -238,8 +241,7 @@ db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
         return NULL;
     }
     dbc = calloc(1, sizeof(*dbc));
-    if (!dbc || !(dbc->connstr = strdup(opt->connection_string)) ||
-        !(dbc->table = strdup(table)) ||
+    if (!dbc || !(dbc->connstr = strdup(opt->connection_string)) || !(dbc->table = strdup(table)) ||
         db_codes_copy(&dbc->transient, &opt->transient_native) != IB_E_OK ||
         db_codes_copy(&dbc->permanent, &opt->permanent_native) != IB_E_OK) {
         db_conn_free(dbc);
@@ -249,7 +251,8 @@ db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
     dbc->want = opt->dialect;
     dbc->dialect = opt->dialect;
     dbc->stmt_timeout_s = opt->statement_timeout_s > 0 ? opt->statement_timeout_s : 0;
-    dbc->login_timeout_s = opt->login_timeout_s > 0 ? opt->login_timeout_s : DEFAULT_LOGIN_TIMEOUT_S;
+    dbc->login_timeout_s =
+        opt->login_timeout_s > 0 ? opt->login_timeout_s : DEFAULT_LOGIN_TIMEOUT_S;
     if (connect_once(dbc, err) != IB_E_OK) {
         db_conn_free(dbc);
         return NULL;
@@ -370,8 +373,7 @@ size_t db_utf8_to_utf16(const char *s, size_t len, SQLWCHAR *out)
 }
 
 static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db_bind_t *b,
-                         SQLLEN *ind, SQL_TIMESTAMP_STRUCT *ts, SQLWCHAR **wide,
-                         ib_error_t *err)
+                         SQLLEN *ind, SQL_TIMESTAMP_STRUCT *ts, SQLWCHAR **wide, ib_error_t *err)
 {
     SQLRETURN rc;
 
@@ -442,8 +444,8 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
         case DB_PARAM_NULL:
         default:
             *ind = SQL_NULL_DATA;
-            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, 1, 0, NULL,
-                                  0, ind);
+            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, 1, 0, NULL, 0,
+                                  ind);
             break;
         }
     }
@@ -491,8 +493,7 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
         SQLSetStmtAttr(st, SQL_ATTR_QUERY_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->stmt_timeout_s, 0);
     for (size_t i = 0; i < nbinds; i++)
         if ((res = bind_one(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &ind[i], &ts[i], &wide[i],
-                           err)) !=
-            IB_E_OK)
+                            err)) != IB_E_OK)
             goto out;
     rc = SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
     if (!ok(rc) && rc != SQL_NO_DATA) {
@@ -585,8 +586,8 @@ ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
                                                  "commit: the connection was lost")
                                   : IB_E_OK;
     if (!ok(SQLEndTran(SQL_HANDLE_DBC, dbc->dbc, commit ? SQL_COMMIT : SQL_ROLLBACK))) {
-        ib_err_t rc = db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, commit ? "commit" : "rollback",
-                                    err);
+        ib_err_t rc =
+            db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, commit ? "commit" : "rollback", err);
         if (err && err->cls == IB_CLASS_DUPLICATE)
             err->cls = IB_CLASS_PERMANENT;
         if (commit)

@@ -18,7 +18,8 @@ struct db_conn {
     bool connected; /* SQLDriverConnect succeeded and not yet disconnected */
     bool broken;    /* lost; reopen before the next transaction */
     bool in_txn;
-    bool wide_text; /* bind text as UTF-16 (SQL Server's nvarchar) */    /* a statement ran since the last commit or rollback */
+    bool wide_text; /* bind text as UTF-16 (SQL Server's nvarchar) */ /* a statement ran since the
+                                                                         last commit or rollback */
     long reconnects;
     db_dialect_t want;    /* as configured */
     db_dialect_t dialect; /* resolved */
@@ -36,8 +37,8 @@ typedef enum { DB_BIND_PARAM, DB_BIND_TS } db_bind_kind_t;
 
 typedef struct db_bind {
     db_bind_kind_t kind;
-    db_param_t p;     /* DB_BIND_PARAM */
-    long long ts_ms;  /* DB_BIND_TS: ms since the epoch, UTC; <= 0 = NULL */
+    db_param_t p;    /* DB_BIND_PARAM */
+    long long ts_ms; /* DB_BIND_TS: ms since the epoch, UTC; <= 0 = NULL */
 } db_bind_t;
 
 #define DB_B(param) ((db_bind_t){DB_BIND_PARAM, (param), 0})

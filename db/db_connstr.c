@@ -96,8 +96,7 @@ ib_err_t db_connstr_parse(const char *s, db_connstr_t *out, ib_error_t *err)
             while (i < len && s[i] != ';') {
                 if (s[i] == '{' || s[i] == '}') {
                     free(val);
-                    return db_connstr_free(out),
-                           fail(err, i, "a brace inside an unbraced value");
+                    return db_connstr_free(out), fail(err, i, "a brace inside an unbraced value");
                 }
                 val[vl++] = s[i++];
             }
@@ -158,8 +157,8 @@ const char *db_connstr_get(const db_connstr_t *cs, const char *key)
 
 int db_connstr_key_is_secret(const char *key)
 {
-    static const char *const secret_keys[] = {"pwd", "password", "authenticationkey",
-                                               "accesstoken", "clientsecret", NULL};
+    static const char *const secret_keys[] = {"pwd",         "password",     "authenticationkey",
+                                              "accesstoken", "clientsecret", NULL};
     for (int k = 0; secret_keys[k]; k++)
         if (strcasecmp(key, secret_keys[k]) == 0)
             return 1;

@@ -15,7 +15,10 @@
 #define P IB_CLASS_PERMANENT
 #define D IB_CLASS_DUPLICATE
 #define ANY DB_NATIVE_ANY
-#define END {NULL, 0, IB_CLASS_NONE}
+#define END                                                                                        \
+    {                                                                                              \
+        NULL, 0, IB_CLASS_NONE                                                                     \
+    }
 
 /*
  * SQL Server (ODBC Driver 18 / FreeTDS): 2627 is a PRIMARY KEY or UNIQUE
@@ -26,12 +29,13 @@
  * as 42000 with the user's number, so they are permanent unless configured.
  */
 static const db_errrule_t mssql_rules[] = {
-    {"23000", 2627, D}, {"23000", 2601, D}, {NULL, 1205, T}, {NULL, -2, T},
-    {NULL, 40197, T},   {NULL, 40501, T},   {NULL, 40613, T}, {NULL, 49918, T},
-    {NULL, 49919, T},   {NULL, 49920, T},   {NULL, 10928, T}, {NULL, 10929, T},
-    {NULL, 4060, T},    {"08", ANY, T},     {"HYT00", ANY, T}, {"HYT01", ANY, T},
-    {"40001", ANY, T},  {"22", ANY, P},     {"23", ANY, P},    {"42", ANY, P},
-    END,
+    {"23000", 2627, D}, {"23000", 2601, D}, {NULL, 1205, T},
+    {NULL, -2, T},      {NULL, 40197, T},   {NULL, 40501, T},
+    {NULL, 40613, T},   {NULL, 49918, T},   {NULL, 49919, T},
+    {NULL, 49920, T},   {NULL, 10928, T},   {NULL, 10929, T},
+    {NULL, 4060, T},    {"08", ANY, T},     {"HYT00", ANY, T},
+    {"HYT01", ANY, T},  {"40001", ANY, T},  {"22", ANY, P},
+    {"23", ANY, P},     {"42", ANY, P},     END,
 };
 
 /*
@@ -55,10 +59,9 @@ static const db_errrule_t postgresql_rules[] = {
  * 8 READONLY.
  */
 static const db_errrule_t sqlite_rules[] = {
-    {NULL, 19, D},    {NULL, 5, T},      {NULL, 6, T},      {NULL, 10, T},   {NULL, 13, T},
-    {NULL, 15, T},    {"08", ANY, T},    {"HYT00", ANY, T}, {NULL, 1, P},    {NULL, 8, P},
-    {NULL, 18, P},    {NULL, 20, P},     {NULL, 25, P},     {"22", ANY, P},  {"23", ANY, P},
-    {"42", ANY, P},   END,
+    {NULL, 19, D},  {NULL, 5, T},      {NULL, 6, T},   {NULL, 10, T},  {NULL, 13, T}, {NULL, 15, T},
+    {"08", ANY, T}, {"HYT00", ANY, T}, {NULL, 1, P},   {NULL, 8, P},   {NULL, 18, P}, {NULL, 20, P},
+    {NULL, 25, P},  {"22", ANY, P},    {"23", ANY, P}, {"42", ANY, P}, END,
 };
 
 /*
@@ -67,10 +70,9 @@ static const db_errrule_t sqlite_rules[] = {
  * many connections.
  */
 static const db_errrule_t mariadb_rules[] = {
-    {NULL, 1062, D},  {NULL, 1213, T},  {NULL, 1205, T},   {NULL, 2006, T}, {NULL, 2013, T},
-    {NULL, 1927, T},  {NULL, 1040, T},  {"08", ANY, T},    {"40001", ANY, T},
-    {"HYT00", ANY, T}, {"HYT01", ANY, T}, {"22", ANY, P},  {"23", ANY, P},  {"42", ANY, P},
-    END,
+    {NULL, 1062, D},   {NULL, 1213, T}, {NULL, 1205, T}, {NULL, 2006, T},   {NULL, 2013, T},
+    {NULL, 1927, T},   {NULL, 1040, T}, {"08", ANY, T},  {"40001", ANY, T}, {"HYT00", ANY, T},
+    {"HYT01", ANY, T}, {"22", ANY, P},  {"23", ANY, P},  {"42", ANY, P},    END,
 };
 
 static const db_errrule_t no_rules[] = {END};
@@ -378,17 +380,17 @@ typedef struct coltypes {
 
 static const coltypes_t *types_of(db_dialect_t d)
 {
-    static const coltypes_t mssql = {"nvarchar(200)", "nvarchar(128)", "nvarchar(400)",
+    static const coltypes_t mssql = {"nvarchar(200)", "nvarchar(128)",  "nvarchar(400)",
                                      "nvarchar(260)", "nvarchar(2000)", "bigint",
-                                     "int",           "datetime2(3)",  "PRIMARY KEY CLUSTERED"};
-    static const coltypes_t pg = {"varchar(200)", "varchar(128)", "varchar(400)",
+                                     "int",           "datetime2(3)",   "PRIMARY KEY CLUSTERED"};
+    static const coltypes_t pg = {"varchar(200)", "varchar(128)",  "varchar(400)",
                                   "varchar(260)", "varchar(2000)", "bigint",
                                   "integer",      "timestamp(3)",  "PRIMARY KEY"};
-    static const coltypes_t lite = {"TEXT",    "TEXT", "TEXT", "TEXT",       "TEXT",
+    static const coltypes_t lite = {"TEXT",    "TEXT",    "TEXT", "TEXT",       "TEXT",
                                     "INTEGER", "INTEGER", "TEXT", "PRIMARY KEY"};
-    static const coltypes_t maria = {"varchar(200)", "varchar(128)", "varchar(400)",
+    static const coltypes_t maria = {"varchar(200)", "varchar(128)",  "varchar(400)",
                                      "varchar(260)", "varchar(2000)", "bigint",
-                                     "int",          "datetime(3)",  "PRIMARY KEY"};
+                                     "int",          "datetime(3)",   "PRIMARY KEY"};
     switch (d) {
     case DB_DIALECT_MSSQL:
         return &mssql;
@@ -405,34 +407,33 @@ static int columns(char *buf, size_t size, db_dialect_t d, const char *table)
 {
     const coltypes_t *t = types_of(d);
     const char *nul = d == DB_DIALECT_SQLITE ? "" : " NULL";
-    return snprintf(buf, size,
-                    "(\n"
-                    "    consumer        %s NOT NULL,\n"
-                    "    message_id      %s NOT NULL,\n"
-                    "    idempotency_key %s%s,\n"
-                    "    body_sha256     %s NOT NULL,\n"
-                    "    status          %s NOT NULL,\n"
-                    "    entity          %s%s,\n"
-                    "    sequence_number %s%s,\n"
-                    "    delivery_count  %s%s,\n"
-                    "    enqueued_at     %s%s,\n"
-                    "    received_at     %s NOT NULL,\n"
-                    "    processed_at    %s NOT NULL,\n"
-                    "    error_class     %s%s,\n"
-                    "    error_detail    %s%s,\n"
-                    "    CONSTRAINT %s%s%s %s (consumer, message_id)\n"
-                    ")",
-                    t->text200, t->text128, t->text400, nul,
-                    d == DB_DIALECT_SQLITE ? "TEXT" : "char(64)",
-                    d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", t->text260, nul, t->i64, nul,
-                    t->i32, nul, t->ts, nul, t->ts, t->ts,
-                    d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", nul, t->text2000, nul,
-                    d == DB_DIALECT_MSSQL ? "PK_" : "", base_name(table),
-                    d == DB_DIALECT_MSSQL ? "" : "_pk", t->pk_clause);
+    return snprintf(
+        buf, size,
+        "(\n"
+        "    consumer        %s NOT NULL,\n"
+        "    message_id      %s NOT NULL,\n"
+        "    idempotency_key %s%s,\n"
+        "    body_sha256     %s NOT NULL,\n"
+        "    status          %s NOT NULL,\n"
+        "    entity          %s%s,\n"
+        "    sequence_number %s%s,\n"
+        "    delivery_count  %s%s,\n"
+        "    enqueued_at     %s%s,\n"
+        "    received_at     %s NOT NULL,\n"
+        "    processed_at    %s NOT NULL,\n"
+        "    error_class     %s%s,\n"
+        "    error_detail    %s%s,\n"
+        "    CONSTRAINT %s%s%s %s (consumer, message_id)\n"
+        ")",
+        t->text200, t->text128, t->text400, nul, d == DB_DIALECT_SQLITE ? "TEXT" : "char(64)",
+        d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", t->text260, nul, t->i64, nul, t->i32, nul,
+        t->ts, nul, t->ts, t->ts, d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", nul, t->text2000,
+        nul, d == DB_DIALECT_MSSQL ? "PK_" : "", base_name(table),
+        d == DB_DIALECT_MSSQL ? "" : "_pk", t->pk_clause);
 }
 
-ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size,
-                    const char **out, size_t *n)
+ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size, const char **out,
+                    size_t *n)
 {
     const char *b;
     size_t used = 0;
@@ -443,19 +444,19 @@ ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size,
         return IB_E_INVAL;
     b = base_name(table);
 
-#define DDL_PUT(...)                                                                           \
-    do {                                                                                       \
-        w = snprintf(buf + used, size - used, __VA_ARGS__);                                    \
-        if (w < 0 || (size_t)w >= size - used)                                                 \
-            return IB_E_INVAL;                                                                 \
-        used += (size_t)w;                                                                     \
+#define DDL_PUT(...)                                                                               \
+    do {                                                                                           \
+        w = snprintf(buf + used, size - used, __VA_ARGS__);                                        \
+        if (w < 0 || (size_t)w >= size - used)                                                     \
+            return IB_E_INVAL;                                                                     \
+        used += (size_t)w;                                                                         \
     } while (0)
-#define DDL_COLS()                                                                             \
-    do {                                                                                       \
-        w = columns(buf + used, size - used, d, table);                                        \
-        if (w < 0 || (size_t)w >= size - used)                                                 \
-            return IB_E_INVAL;                                                                 \
-        used += (size_t)w;                                                                     \
+#define DDL_COLS()                                                                                 \
+    do {                                                                                           \
+        w = columns(buf + used, size - used, d, table);                                            \
+        if (w < 0 || (size_t)w >= size - used)                                                     \
+            return IB_E_INVAL;                                                                     \
+        used += (size_t)w;                                                                         \
     } while (0)
 #define DDL_NEXT() (out[(*n)++] = buf + used)
 #define DDL_END() (used++) /* keep the NUL snprintf wrote */

@@ -111,8 +111,8 @@ bool db_table_name_valid(const char *table);
  * idempotent (creates only what is absent). Strings point into buf.
  */
 #define DB_DDL_MAX 8
-ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size,
-                    const char **out, size_t *n);
+ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size, const char **out,
+                    size_t *n);
 /*
  * INSERT of one inbox row. Parameters in order: consumer, message_id,
  * idempotency_key, body_sha256, status, entity, sequence_number,

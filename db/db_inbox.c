@@ -72,7 +72,8 @@ static ib_err_t claim_check(const db_claim_t *c, ib_error_t *err)
         why = "consumer is empty or longer than 200 bytes";
     else if (!c->message_id || !*c->message_id || strlen(c->message_id) > MESSAGE_ID_MAX)
         why = "message_id is empty or longer than 128 bytes";
-    else if (c->idempotency_key && (!*c->idempotency_key || strlen(c->idempotency_key) > IDEM_KEY_MAX))
+    else if (c->idempotency_key &&
+             (!*c->idempotency_key || strlen(c->idempotency_key) > IDEM_KEY_MAX))
         why = "idempotency_key is empty or longer than 400 bytes";
     else if (!is_hex64(c->body_sha256))
         why = "body_sha256 is not 64 lowercase hex characters";

@@ -91,8 +91,8 @@ void tl_db_create(tl_db_t *t, db_dialect_t d, const char *tag)
         snprintf(t->path, sizeof(t->path), "%s/inboxd-%s-%d-%d-%d.db", tmp, tag, (int)getpid(),
                  seq++, rand() % 100000);
         unlink(t->path);
-        snprintf(t->connstr, sizeof(t->connstr), "Driver={SQLite3};Database=%s;Timeout=%d",
-                 t->path, (int)tl_timeout(10) * 1000);
+        snprintf(t->connstr, sizeof(t->connstr), "Driver={SQLite3};Database=%s;Timeout=%d", t->path,
+                 (int)tl_timeout(10) * 1000);
         return;
     }
     const char *port = getenv("INBOXD_TEST_PG_PORT");

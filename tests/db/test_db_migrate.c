@@ -34,8 +34,7 @@ static long long index_count(const char *table)
                  "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = '%s'",
                  table);
     else
-        snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM pg_indexes WHERE tablename = '%s'",
-                 table);
+        snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM pg_indexes WHERE tablename = '%s'", table);
     return tl_scalar(&T, sql);
 }
 

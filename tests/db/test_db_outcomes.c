@@ -224,8 +224,9 @@ static void test_sweep(void)
     if (T.dialect == DB_DIALECT_POSTGRESQL) {
         /* Another replica holds the sweep lock: this one backs off. */
         db_conn_t *other = tl_conn(&T);
-        ASSERT_EQ(db_exec(other, "UPDATE inbox SET processed_at = TIMESTAMP '2020-01-01' WHERE "
-                                 "message_id = 'm5'",
+        ASSERT_EQ(db_exec(other,
+                          "UPDATE inbox SET processed_at = TIMESTAMP '2020-01-01' WHERE "
+                          "message_id = 'm5'",
                           NULL, 0, NULL, &err),
                   IB_E_OK);
         ASSERT_EQ(db_end(other, true, &err), IB_E_OK);
@@ -237,8 +238,7 @@ static void test_sweep(void)
         db_end(other, true, &err);
         ASSERT_EQ(db_inbox_sweep(dbc, 30, 2, &err), 0);
         ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'm5'"), 1);
-        ASSERT_EQ(db_sql_sweep_unlock(DB_DIALECT_POSTGRESQL, "inbox", lock, sizeof(lock)),
-                  IB_E_OK);
+        ASSERT_EQ(db_sql_sweep_unlock(DB_DIALECT_POSTGRESQL, "inbox", lock, sizeof(lock)), IB_E_OK);
         ASSERT_EQ(db_exec(other, lock, NULL, 0, NULL, &err), IB_E_OK);
         db_end(other, true, &err);
         db_conn_free(other);
@@ -255,7 +255,8 @@ static void test_sweep(void)
 static void test_utf16_text_binding(void)
 {
     const char *id = "m-\xc3\xa9\xe2\x82\xac-\xf0\x9f\x93\xa6"; /* e-acute, euro, U+1F4E6 */
-    const char *note = "caf\xc3\xa9 \xe2\x82\xac" "5";
+    const char *note = "caf\xc3\xa9 \xe2\x82\xac"
+                       "5";
     ib_error_t err;
     char hash[65];
     db_conn_t *wide = tl_conn(&T);

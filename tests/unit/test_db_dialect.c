@@ -66,31 +66,27 @@ static int check_cases(db_dialect_t d, const cls_case_t *c, size_t n)
 static void test_mssql_classification(void)
 {
     static const cls_case_t cases[] = {
-        {"23000", 2627, D},  /* PRIMARY KEY / UNIQUE constraint */
-        {"23000", 2601, D},  /* unique index */
-        {"40001", 1205, T},  /* deadlock victim */
-        {"HYT00", 0, T},     /* query timeout (client) */
-        {"HYT00", -2, T},
-        {"08S01", 10054, T}, /* connection reset */
-        {"08001", 53, T},
-        {"42000", 40197, T}, /* Azure SQL reconfiguration */
-        {"42000", 40501, T}, /* service busy */
-        {"42000", 40613, T}, /* database unavailable */
-        {"42000", 49918, T},
-        {"42000", 10928, T}, /* resource limit */
-        {"42000", 10929, T},
-        {"42000", 4060, T},  /* cannot open database (failover) */
-        {"22003", 8115, P},  /* arithmetic overflow */
-        {"22007", 241, P},   /* date conversion */
-        {"22001", 8152, P},  /* string truncated */
-        {"23000", 547, P},   /* foreign key / CHECK */
-        {"23000", 515, P},   /* NULL into NOT NULL */
-        {"42S02", 208, P},   /* invalid object name */
-        {"42000", 102, P},   /* syntax */
-        {"42000", 50400, P}, /* THROW 50400: a business rejection */
-        {"28000", 18456, P}, /* login failed */
-        {"IM002", 0, P},     /* no such driver */
-        {"HY000", 0, T},     /* unknown: retried, then dead-lettered by the broker */
+        {"23000", 2627, D},                       /* PRIMARY KEY / UNIQUE constraint */
+        {"23000", 2601, D},                       /* unique index */
+        {"40001", 1205, T},                       /* deadlock victim */
+        {"HYT00", 0, T},                          /* query timeout (client) */
+        {"HYT00", -2, T},    {"08S01", 10054, T}, /* connection reset */
+        {"08001", 53, T},    {"42000", 40197, T}, /* Azure SQL reconfiguration */
+        {"42000", 40501, T},                      /* service busy */
+        {"42000", 40613, T},                      /* database unavailable */
+        {"42000", 49918, T}, {"42000", 10928, T}, /* resource limit */
+        {"42000", 10929, T}, {"42000", 4060, T},  /* cannot open database (failover) */
+        {"22003", 8115, P},                       /* arithmetic overflow */
+        {"22007", 241, P},                        /* date conversion */
+        {"22001", 8152, P},                       /* string truncated */
+        {"23000", 547, P},                        /* foreign key / CHECK */
+        {"23000", 515, P},                        /* NULL into NOT NULL */
+        {"42S02", 208, P},                        /* invalid object name */
+        {"42000", 102, P},                        /* syntax */
+        {"42000", 50400, P},                      /* THROW 50400: a business rejection */
+        {"28000", 18456, P},                      /* login failed */
+        {"IM002", 0, P},                          /* no such driver */
+        {"HY000", 0, T}, /* unknown: retried, then dead-lettered by the broker */
     };
     ASSERT_EQ(check_cases(DB_DIALECT_MSSQL, cases, sizeof(cases) / sizeof(cases[0])), 0);
     ASSERT_TRUE(db_dialect_is_unique_violation(DB_DIALECT_MSSQL, "23000", 2627));
@@ -105,10 +101,10 @@ static void test_mssql_classification(void)
 static void test_postgresql_classification(void)
 {
     static const cls_case_t cases[] = {
-        {"23505", 1, D}, {"40001", 1, T}, {"40P01", 1, T}, {"57P01", 1, T}, {"08006", 1, T},
+        {"23505", 1, D},  {"40001", 1, T}, {"40P01", 1, T}, {"57P01", 1, T}, {"08006", 1, T},
         {"08S01", 35, T}, {"57014", 1, T}, {"53300", 1, T}, {"55P03", 1, T}, {"22P02", 1, P},
-        {"22012", 1, P}, {"23514", 1, P}, {"23503", 1, P}, {"23502", 1, P}, {"42601", 1, P},
-        {"42P01", 1, P}, {"3D000", 1, P}, {"28P01", 1, P}, {"XX000", 1, T},
+        {"22012", 1, P},  {"23514", 1, P}, {"23503", 1, P}, {"23502", 1, P}, {"42601", 1, P},
+        {"42P01", 1, P},  {"3D000", 1, P}, {"28P01", 1, P}, {"XX000", 1, T},
     };
     ASSERT_EQ(check_cases(DB_DIALECT_POSTGRESQL, cases, sizeof(cases) / sizeof(cases[0])), 0);
     ASSERT_TRUE(db_dialect_is_conn_lost(DB_DIALECT_POSTGRESQL, "57P01", 1));
@@ -176,8 +172,8 @@ static void test_configured_natives(void)
 
 static void test_configured_natives_invalid(void)
 {
-    static const char *bad[] = {"[1.5]", "[\"4000\"]", "[\"400011\"]", "[true]", "{\"a\": 1}",
-                                "[[1]]", "[\"40-01\"]", "[99999999999]"};
+    static const char *bad[] = {"[1.5]",      "[\"4000\"]", "[\"400011\"]", "[true]",
+                                "{\"a\": 1}", "[[1]]",      "[\"40-01\"]",  "[99999999999]"};
     json_error_t jerr;
     ib_error_t err;
     db_codes_t c;
@@ -256,7 +252,8 @@ static void test_mssql_ddl(void)
 
     ASSERT_EQ(db_sql_ddl(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf), ddl, &n), IB_E_OK);
     ASSERT_EQ(n, 3);
-    ASSERT_TRUE(strncmp(ddl[0], "IF OBJECT_ID(N'dbo.inbox', N'U') IS NULL\nCREATE TABLE dbo.inbox (",
+    ASSERT_TRUE(strncmp(ddl[0],
+                        "IF OBJECT_ID(N'dbo.inbox', N'U') IS NULL\nCREATE TABLE dbo.inbox (",
                         62) == 0);
     ASSERT_CONTAINS(ddl[0], "consumer        nvarchar(200) NOT NULL");
     ASSERT_CONTAINS(ddl[0], "message_id      nvarchar(128) NOT NULL");
@@ -270,7 +267,8 @@ static void test_mssql_ddl(void)
     ASSERT_CONTAINS(ddl[1], "CREATE UNIQUE NONCLUSTERED INDEX UX_inbox_idem ON dbo.inbox "
                             "(consumer, idempotency_key)");
     ASSERT_CONTAINS(ddl[1], "WHERE idempotency_key IS NOT NULL");
-    ASSERT_CONTAINS(ddl[2], "CREATE NONCLUSTERED INDEX IX_inbox_processed ON dbo.inbox (processed_at)");
+    ASSERT_CONTAINS(ddl[2],
+                    "CREATE NONCLUSTERED INDEX IX_inbox_processed ON dbo.inbox (processed_at)");
     /* No statement ends in ';' or holds GO: each is one batch for SQLExecDirect. */
     for (size_t i = 0; i < n; i++) {
         ASSERT_TRUE(ddl[i][strlen(ddl[i]) - 1] != ';');
@@ -288,7 +286,8 @@ static void test_other_dialect_text(void)
     ASSERT_EQ(db_sql_insert(DB_DIALECT_POSTGRESQL, "inbox", buf, sizeof(buf)), IB_E_OK);
     ASSERT_CONTAINS(buf, "(clock_timestamp() AT TIME ZONE 'UTC')");
     ASSERT_EQ(placeholders(buf), 12);
-    ASSERT_EQ(db_sql_sweep(DB_DIALECT_POSTGRESQL, "inbox", buf, sizeof(buf), &limit_first), IB_E_OK);
+    ASSERT_EQ(db_sql_sweep(DB_DIALECT_POSTGRESQL, "inbox", buf, sizeof(buf), &limit_first),
+              IB_E_OK);
     ASSERT_TRUE(!limit_first);
     ASSERT_CONTAINS(buf, "LIMIT ?");
     ASSERT_EQ(db_sql_sweep(DB_DIALECT_SQLITE, "inbox", buf, sizeof(buf), &limit_first), IB_E_OK);
@@ -312,8 +311,8 @@ static void test_other_dialect_text(void)
 static void test_table_names(void)
 {
     static const char *good[] = {"inbox", "dbo.inbox", "_x1", "Inbox_2", "s.t"};
-    static const char *bad[] = {"",        "1abc",   "a.b.c",    "inbox; DROP TABLE x",
-                                "a-b",     ".x",     "x.",       "in box",
+    static const char *bad[] = {"",        "1abc",      "a.b.c",   "inbox; DROP TABLE x",
+                                "a-b",     ".x",        "x.",      "in box",
                                 "[inbox]", "\"inbox\"", "inbox--", "a..b"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         ASSERT_TRUE(db_table_name_valid(good[i]));
@@ -426,7 +425,8 @@ static void test_sha256(void)
     db_sha256_hex("abc", 3, hex);
     ASSERT_STREQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     db_sha256_hex("a\0b", 3, hex); /* bodies are bytes, not strings */
-    ASSERT_TRUE(strcmp(hex, "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb") != 0);
+    ASSERT_TRUE(strcmp(hex, "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb") !=
+                0);
     ASSERT_EQ(strlen(hex), 64);
 }
 
