@@ -131,6 +131,11 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
     char id[200];
     int sf = session_filter(pl, id, sizeof id);
     if (ent->opts.requires_session) {
+        if (sf < 0) {
+            emu_link_refuse(l, "amqp:not-allowed",
+                            "It is not possible for an entity that requires sessions to create a non-sessionful message receiver.");
+            return;
+        }
         l->wants_session = true;
         bool busy = false;
         int64_t now = emu_now_ms();
