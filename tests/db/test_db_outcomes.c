@@ -350,6 +350,32 @@ static void test_batch(void)
     ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 't1'"), 1);
 }
 
+/* SQLite: a writer holding the database past the driver's Timeout -> busy (5), transient. */
+static void test_sqlite_busy_is_transient(void)
+{
+    if (T.dialect != DB_DIALECT_SQLITE)
+        return;
+    tl_db_t quick = T;
+    snprintf(quick.connstr, sizeof(quick.connstr), "Driver={SQLite3};Database=%s;Timeout=200",
+             T.path);
+    db_conn_t *holder = tl_conn(&T), *waiter = tl_conn(&quick);
+    ib_error_t err;
+    char hash[65];
+
+    ASSERT_EQ(db_exec(holder, "INSERT INTO skus (sku) VALUES ('HOLD')", NULL, 0, NULL, &err),
+              IB_E_OK); /* write transaction left open */
+    db_claim_t c = tl_claim("billing", "busy1", NULL, "{}", hash);
+    ASSERT_EQ(db_inbox_apply(waiter, &c, NULL, 0, &err), DB_FAILED);
+    ASSERT_EQ(err.cls, IB_CLASS_TRANSIENT);
+    ASSERT_EQ(err.native, 5);
+    ASSERT_EQ(db_end(holder, false, &err), IB_E_OK);
+    ASSERT_EQ(db_inbox_apply(waiter, &c, NULL, 0, &err), DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'busy1'"), 1);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM skus WHERE sku = 'HOLD'"), 0);
+    db_conn_free(holder);
+    db_conn_free(waiter);
+}
+
 static void test_bad_claims(void)
 {
     ib_error_t err;
@@ -394,6 +420,7 @@ int main(int argc, char **argv)
     RUN(test_sweep);
     RUN(test_utf16_text_binding);
     RUN(test_batch);
+    RUN(test_sqlite_busy_is_transient);
     RUN(test_bad_claims);
     db_conn_free(dbc);
     tl_db_drop(&T);
