@@ -49,6 +49,7 @@ typedef struct decoder {
     pn_data_t *d;
     size_t body_cap;
     bool nomem;
+    bool props_seen;
 } decoder_t;
 
 static void fail(decoder_t *dc, const char *fmt, const char *what)
@@ -196,6 +197,11 @@ static void decode_properties(decoder_t *dc)
         fail(dc, "the %s section is not a list", "properties");
         return;
     }
+    if (dc->props_seen) {
+        fail(dc, "%s", "more than one properties section");
+        return;
+    }
+    dc->props_seen = true;
     pn_data_enter(d);
     for (int k = 0; pn_data_next(d); k++) {
         switch (k) {
@@ -455,7 +461,7 @@ static unsigned long section_code(pn_data_t *d)
 
 ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool received)
 {
-    decoder_t dc = {msg, NULL, 0, false};
+    decoder_t dc = {msg, NULL, 0, false, false};
     size_t off = 0;
     bool body_seen = false;
 
