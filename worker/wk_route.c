@@ -321,7 +321,8 @@ static void compile_key(wk_route_t *r, const json_t *key, problems_t *p)
                 r->key = realloc(r->key, cap * sizeof(*r->key));
             }
             memset(&r->key[r->nkey], 0, sizeof(part_t));
-            r->key[r->nkey++].lit = strndup(lit, llen);
+            lit[llen] = '\0';
+            r->key[r->nkey++].lit = strdup(lit);
             llen = 0;
         }
         if (end)
