@@ -139,7 +139,9 @@ typedef struct db_stmt {
  *                 permanent code: dead-letter or record).
  *
  * Every outcome but DB_APPLIED leaves no open transaction: it was rolled
- * back before returning. err is cleared on the other outcomes.
+ * back before returning (DB_APPLIED committed). err is cleared on
+ * DB_APPLIED and DB_DUPLICATE; on DB_CONFLICT it holds IB_E_CONFLICT
+ * (permanent) with a text fit for a dead-letter description.
  * thread: the owner of dbc.
  */
 db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_stmt_t *stmts,
