@@ -125,11 +125,19 @@ start_inboxd() {
   E2E_PIDS+=("$LAST_PID")
 }
 
-# send_file ENTITY FILE.jsonl
+# send_file ENTITY FILE.jsonl: sends, then waits until the broker's stats
+# file has counted every message sent so far to ENTITY (it is rewritten
+# every second, so a fresh "empty" must not be read as "drained").
+declare -A E2E_SENT
 send_file() {
+  local n
   "$INBOXCTL" send --connection-string "$SB_CS" --entity "$1" --file "$2" 2>>"$W/inboxctl.log" \
     || die "inboxctl send failed: $(tail -n 3 "$W/inboxctl.log")"
+  n=$(grep -c . "$2")
+  E2E_SENT[$1]=$(( ${E2E_SENT[$1]:-0} + n ))
+  wait_until 30 sent_seen "$1" || die "the broker stats never showed ${E2E_SENT[$1]} messages sent to $1"
 }
+sent_seen() { [ "$(stat "$1" sent)" -ge "${E2E_SENT[$1]}" ]; }
 
 # gen_items N [PREFIX] [SUBJECT]: JSON lines of N item messages.
 gen_items() {
