@@ -1,0 +1,473 @@
+/*
+ * inboxctl - an operator's tool speaking real AMQP to any Service Bus:
+ *
+ *   inboxctl send  [--entity E] [--message-id ID] [--subject S] [--session-id S]
+ *                  [--correlation-id C] [--content-type T] [--prop K=V]... [--prop-int K=N]...
+ *                  (--body TEXT | --body-file F | --file MESSAGES.jsonl)
+ *   inboxctl peek  [--entity E] [--dlq] [--max N]
+ *   inboxctl dlq list [--entity E] [--max N]
+ *
+ * The connection string comes from --connection-string, else
+ * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
+ * inboxd reads); the entity from --entity, else the config, else EntityPath.
+ * A line of --file is {"message_id":..,"subject":..,"session_id":..,
+ * "correlation_id":..,"content_type":..,"properties":{..},"body": text or JSON}.
+ * peek and dlq list print one JSON object per message on stdout.
+ *
+ * Exit status: 0 success, 1 broker or I/O failure, 2 usage.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "ib_log.h"
+#include "sb_connstr.h"
+#include "sb_send.h"
+#include "wk_config.h"
+
+#define SEND_CHUNK 200
+#define MAX_PROPS 32
+
+typedef struct opts {
+    const char *cs, *entity, *config;
+    const char *message_id, *subject, *session_id, *correlation_id, *content_type;
+    const char *body, *body_file, *file;
+    sb_prop_t props[MAX_PROPS];
+    size_t nprops;
+    bool dlq;
+    int max;
+} opts_t;
+
+static int usage(const char *why)
+{
+    fprintf(stderr,
+            "inboxctl: %s\n"
+            "usage: inboxctl send [--entity E] [--message-id ID] [--subject S] [--session-id S]\n"
+            "                     [--correlation-id C] [--content-type T] [--prop K=V]...\n"
+            "                     [--prop-int K=N]... (--body TEXT | --body-file F | --file F.jsonl)\n"
+            "       inboxctl peek [--entity E] [--dlq] [--max N]\n"
+            "       inboxctl dlq list [--entity E] [--max N]\n"
+            "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
+            why);
+    return 2;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    if (!fp)
+        return NULL;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = (n + 65536 + 1) * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(fp);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, 65536, fp);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    fclose(fp);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Resolves the connection string and entity; the config strings stay in cfg. */
+static int resolve(opts_t *o, wk_config_t *cfg, bool *have_cfg)
+{
+    *have_cfg = false;
+    if (!o->cs)
+        o->cs = getenv("INBOXD_SERVICEBUS_CONNECTION_STRING");
+    if ((!o->cs || !o->entity) && o->config) {
+        int problems = wk_config_load(cfg, o->config, NULL);
+        (void)problems; /* inboxctl needs only two keys; inboxd --check-config judges the rest */
+        *have_cfg = true;
+        if (!o->cs && cfg->servicebus.connection_string[0])
+            o->cs = cfg->servicebus.connection_string;
+        if (!o->entity && cfg->servicebus.entity[0])
+            o->entity = cfg->servicebus.entity;
+    }
+    if (!o->cs || !*o->cs)
+        return usage("no connection string (--connection-string, "
+                     "INBOXD_SERVICEBUS_CONNECTION_STRING or --config)");
+    if (!o->entity) {
+        sb_connstr_t cs;
+        ib_error_t err;
+        if (sb_connstr_parse(o->cs, &cs, &err) != IB_E_OK) {
+            fprintf(stderr, "inboxctl: %s\n", err.text);
+            return 2;
+        }
+        if (cs.entity_path) {
+            static char entity[256];
+            ib_strlcpy(entity, cs.entity_path, sizeof(entity));
+            o->entity = entity;
+        }
+        sb_connstr_free(&cs);
+    }
+    if (!o->entity)
+        return usage("no entity (--entity, the config, or EntityPath)");
+    return 0;
+}
+
+static bool add_prop(opts_t *o, const char *kv, bool integer)
+{
+    const char *eq = strchr(kv, '=');
+    sb_prop_t *p;
+    if (!eq || eq == kv || o->nprops == MAX_PROPS)
+        return false;
+    p = &o->props[o->nprops++];
+    memset(p, 0, sizeof(*p));
+    p->key = strndup(kv, (size_t)(eq - kv));
+    if (integer) {
+        char *end;
+        errno = 0;
+        p->i = strtoll(eq + 1, &end, 10);
+        if (errno || *end || !eq[1])
+            return false;
+        p->type = SB_PROP_INT64;
+    } else {
+        p->type = SB_PROP_STRING;
+        p->str = strdup(eq + 1);
+    }
+    return true;
+}
+
+/* Fills m from one JSON line; strings point into j (kept alive by the caller). */
+static bool msg_from_json(json_t *j, sb_out_msg_t *m, sb_prop_t *props, char **body_text)
+{
+    json_t *body, *pr;
+    const char *k;
+    json_t *v;
+    size_t n = 0;
+
+    memset(m, 0, sizeof(*m));
+    if (!json_is_object(j))
+        return false;
+    m->message_id = json_string_value(json_object_get(j, "message_id"));
+    m->subject = json_string_value(json_object_get(j, "subject"));
+    m->session_id = json_string_value(json_object_get(j, "session_id"));
+    m->correlation_id = json_string_value(json_object_get(j, "correlation_id"));
+    m->content_type = json_string_value(json_object_get(j, "content_type"));
+    pr = json_object_get(j, "properties");
+    json_object_foreach(pr, k, v)
+    {
+        if (n == MAX_PROPS)
+            return false;
+        sb_prop_t *p = &props[n++];
+        memset(p, 0, sizeof(*p));
+        p->key = (char *)k;
+        if (json_is_string(v)) {
+            p->type = SB_PROP_STRING;
+            p->str = (char *)json_string_value(v);
+        } else if (json_is_integer(v)) {
+            p->type = SB_PROP_INT64;
+            p->i = json_integer_value(v);
+        } else if (json_is_real(v)) {
+            p->type = SB_PROP_DOUBLE;
+            p->d = json_real_value(v);
+        } else if (json_is_boolean(v)) {
+            p->type = SB_PROP_BOOL;
+            p->i = json_is_true(v);
+        } else {
+            p->type = SB_PROP_NULL;
+        }
+    }
+    m->props = props;
+    m->nprops = n;
+    body = json_object_get(j, "body");
+    if (json_is_string(body)) {
+        m->body = json_string_value(body);
+        m->body_len = json_string_length(body);
+    } else if (body) {
+        *body_text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+        m->body = *body_text;
+        m->body_len = *body_text ? strlen(*body_text) : 0;
+    }
+    return true;
+}
+
+static int send_file(sb_sender_t *s, const opts_t *o)
+{
+    FILE *fp = strcmp(o->file, "-") == 0 ? stdin : fopen(o->file, "r");
+    char *line = NULL;
+    size_t cap = 0, total = 0;
+    ssize_t len;
+    int rc = 0;
+    json_t *js[SEND_CHUNK];
+    sb_out_msg_t ms[SEND_CHUNK];
+    static sb_prop_t props[SEND_CHUNK][MAX_PROPS];
+    char *bodies[SEND_CHUNK];
+    size_t n = 0, lineno = 0;
+
+    if (!fp) {
+        fprintf(stderr, "inboxctl: %s: %s\n", o->file, strerror(errno));
+        return 1;
+    }
+    for (;;) {
+        len = getline(&line, &cap, fp);
+        if (len > 0) {
+            json_error_t jerr;
+            lineno++;
+            if (strspn(line, " \t\r\n") == (size_t)len)
+                continue;
+            js[n] = json_loads(line, 0, &jerr);
+            bodies[n] = NULL;
+            if (!js[n] || !msg_from_json(js[n], &ms[n], props[n], &bodies[n])) {
+                fprintf(stderr, "inboxctl: %s:%zu: not a message object (%s)\n", o->file, lineno,
+                        js[n] ? "bad fields" : jerr.text);
+                json_decref(js[n]);
+                free(bodies[n]);
+                rc = 2;
+                break;
+            }
+            n++;
+        }
+        if (n == SEND_CHUNK || (len < 0 && n)) {
+            ib_error_t err;
+            if (sb_sender_send(s, o->entity, ms, n, &err) != IB_E_OK) {
+                fprintf(stderr, "inboxctl: send failed after %zu messages: %s\n", total,
+                        err.text);
+                rc = 1;
+            } else {
+                total += n;
+            }
+            for (size_t i = 0; i < n; i++) {
+                json_decref(js[i]);
+                free(bodies[i]);
+            }
+            n = 0;
+            if (rc)
+                break;
+        }
+        if (len < 0)
+            break;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_decref(js[i]);
+        free(bodies[i]);
+    }
+    free(line);
+    if (fp != stdin)
+        fclose(fp);
+    if (rc == 0)
+        fprintf(stderr, "inboxctl: sent %zu messages to %s\n", total, o->entity);
+    return rc;
+}
+
+static int cmd_send(sb_sender_t *s, const opts_t *o)
+{
+    sb_out_msg_t m;
+    char *buf = NULL;
+    size_t len = 0;
+    ib_error_t err;
+    ib_err_t rc;
+
+    if (o->file)
+        return send_file(s, o);
+    memset(&m, 0, sizeof(m));
+    if (o->body_file) {
+        buf = read_file(o->body_file, &len);
+        if (!buf) {
+            fprintf(stderr, "inboxctl: %s: %s\n", o->body_file, strerror(errno));
+            return 1;
+        }
+        m.body = buf;
+        m.body_len = len;
+    } else {
+        m.body = o->body;
+        m.body_len = strlen(o->body);
+    }
+    m.message_id = o->message_id;
+    m.subject = o->subject;
+    m.session_id = o->session_id;
+    m.correlation_id = o->correlation_id;
+    m.content_type = o->content_type;
+    m.props = o->props;
+    m.nprops = o->nprops;
+    rc = sb_sender_send(s, o->entity, &m, 1, &err);
+    free(buf);
+    if (rc != IB_E_OK) {
+        fprintf(stderr, "inboxctl: send failed: %s\n", err.text);
+        return 1;
+    }
+    return 0;
+}
+
+static json_t *msg_json(const sb_msg_t *m)
+{
+    json_t *j = json_object(), *props = json_object();
+    json_object_set_new(j, "message_id", m->message_id ? json_string(m->message_id) : json_null());
+    json_object_set_new(j, "subject", m->subject ? json_string(m->subject) : json_null());
+    json_object_set_new(j, "session_id", m->session_id ? json_string(m->session_id) : json_null());
+    json_object_set_new(j, "sequence_number", json_integer(m->sequence_number));
+    json_object_set_new(j, "delivery_count", json_integer(m->delivery_count));
+    if (m->dead_letter_reason)
+        json_object_set_new(j, "dead_letter_reason", json_string(m->dead_letter_reason));
+    if (m->dead_letter_description)
+        json_object_set_new(j, "dead_letter_description",
+                            json_string(m->dead_letter_description));
+    for (size_t i = 0; i < m->nprops; i++) {
+        const sb_prop_t *p = &m->props[i];
+        json_t *v;
+        switch (p->type) {
+        case SB_PROP_INT64:
+            v = json_integer(p->i);
+            break;
+        case SB_PROP_DOUBLE:
+            v = json_real(p->d);
+            break;
+        case SB_PROP_BOOL:
+            v = json_boolean(p->i);
+            break;
+        case SB_PROP_NULL:
+            v = json_null();
+            break;
+        default:
+            v = json_string(p->str ? p->str : "");
+        }
+        json_object_set_new(props, p->key, v);
+    }
+    json_object_set_new(j, "properties", props);
+    json_object_set_new(j, "body", json_stringn_nocheck((const char *)m->body, m->body_len));
+    return j;
+}
+
+static int cmd_peek(sb_sender_t *s, const opts_t *o)
+{
+    char entity[600];
+    long long from = 1;
+    int printed = 0;
+
+    snprintf(entity, sizeof(entity), "%s%s", o->entity, o->dlq ? "/$DeadLetterQueue" : "");
+    while (printed < o->max) {
+        sb_msg_t **msgs = NULL;
+        size_t n = 0;
+        ib_error_t err;
+        int want = o->max - printed < 100 ? o->max - printed : 100;
+        if (sb_sender_peek(s, entity, from, want, &msgs, &n, &err) != IB_E_OK) {
+            fprintf(stderr, "inboxctl: peek failed: %s\n", err.text);
+            return 1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_t *j = msg_json(msgs[i]);
+            char *t = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+            if (t)
+                printf("%s\n", t);
+            free(t);
+            json_decref(j);
+            if (msgs[i]->sequence_number >= from)
+                from = msgs[i]->sequence_number + 1;
+            printed++;
+        }
+        sb_peek_free(msgs, n);
+        if (n < (size_t)want)
+            break;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    wk_config_t cfg;
+    bool have_cfg = false;
+    const char *cmd;
+    int rc, first = 2;
+    sb_sender_t *s;
+    ib_error_t err;
+
+    memset(&o, 0, sizeof(o));
+    o.max = 1000000;
+    ib_log_set_level(IB_LOG_WARN);
+    if (argc < 2)
+        return usage("missing command");
+    cmd = argv[1];
+    if (strcmp(cmd, "dlq") == 0) {
+        if (argc < 3 || strcmp(argv[2], "list") != 0)
+            return usage("dlq takes 'list'");
+        o.dlq = true;
+        first = 3;
+    } else if (strcmp(cmd, "send") != 0 && strcmp(cmd, "peek") != 0) {
+        if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+            usage("help");
+            return 0;
+        }
+        return usage("unknown command");
+    }
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name, field)                                                                       \
+    if (strcmp(a, name) == 0) {                                                                \
+        if (!v)                                                                                \
+            return usage(name " needs a value");                                               \
+        o.field = v;                                                                           \
+        i++;                                                                                   \
+        continue;                                                                              \
+    }
+        OPT("--connection-string", cs)
+        OPT("--entity", entity)
+        OPT("--config", config)
+        OPT("--message-id", message_id)
+        OPT("--subject", subject)
+        OPT("--session-id", session_id)
+        OPT("--correlation-id", correlation_id)
+        OPT("--content-type", content_type)
+        OPT("--body", body)
+        OPT("--body-file", body_file)
+        OPT("--file", file)
+#undef OPT
+        if (strcmp(a, "--dlq") == 0) {
+            o.dlq = true;
+        } else if ((strcmp(a, "--prop") == 0 || strcmp(a, "--prop-int") == 0) && v) {
+            if (!add_prop(&o, v, strcmp(a, "--prop-int") == 0))
+                return usage("--prop takes KEY=VALUE (--prop-int KEY=INTEGER)");
+            i++;
+        } else if (strcmp(a, "--max") == 0 && v) {
+            o.max = atoi(v);
+            if (o.max <= 0)
+                return usage("--max takes a positive number");
+            i++;
+        } else {
+            char why[300];
+            snprintf(why, sizeof(why), "unknown or incomplete argument '%s'", a);
+            return usage(why);
+        }
+    }
+    if (strcmp(cmd, "send") == 0 && !!o.body + !!o.body_file + !!o.file != 1)
+        return usage("send takes exactly one of --body, --body-file, --file");
+
+    rc = resolve(&o, &cfg, &have_cfg);
+    if (rc == 0) {
+        sb_sender_options_t so = {.connection_string = o.cs};
+        if (have_cfg && cfg.servicebus.ca_file[0])
+            so.ca_file = cfg.servicebus.ca_file;
+        s = sb_sender_open(&so, &err);
+        if (!s) {
+            fprintf(stderr, "inboxctl: cannot connect: %s\n", err.text);
+            rc = 1;
+        } else {
+            rc = strcmp(cmd, "send") == 0 ? cmd_send(s, &o) : cmd_peek(s, &o);
+            sb_sender_close(s);
+        }
+    }
+    for (size_t i = 0; i < o.nprops; i++) {
+        free(o.props[i].key);
+        free(o.props[i].str);
+    }
+    if (have_cfg)
+        wk_config_free(&cfg);
+    return rc;
+}
