@@ -529,6 +529,16 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
                 break;
         }
     }
+    /*
+     * SQL Server reports an error raised later in a batch (the THROW after
+     * sp_getapplock) only when its result is reached: drain every result.
+     */
+    while ((rc = SQLMoreResults(st)) != SQL_NO_DATA) {
+        if (!ok(rc)) {
+            res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "next result", err);
+            goto out;
+        }
+    }
 out:
     if (st != SQL_NULL_HSTMT)
         SQLFreeHandle(SQL_HANDLE_STMT, st);

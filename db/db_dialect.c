@@ -521,6 +521,13 @@ ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size, c
 }
 
 /*
+ * The SQL Server lock batches leave NOCOUNT alone: it is a session
+ * setting, and with it on SQLRowCount may report -1 for the sweep's DELETE,
+ * whose count is how the sweep knows when to stop. The extra row-count
+ * results are drained by db_run instead.
+ */
+
+/*
  * A stable 31-bit key for advisory locks derived from a name (FNV-1a), so
  * the lock of one table never blocks another's.
  */
