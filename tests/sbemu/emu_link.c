@@ -151,7 +151,12 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
         } else {
             /* Wait (without answering) for a session to free up, as the service does. */
             l->session_pending = true;
-            l->session_deadline_ms = now + link_timeout_ms(pl);
+            /*
+             * Answer a tick (50 ms) early: the SDK runs its own timer with
+             * the same value, and the service's answer should win the race.
+             */
+            uint32_t wait = link_timeout_ms(pl);
+            l->session_deadline_ms = now + (wait > 100 ? wait - 50 : wait);
         }
         return;
     }
