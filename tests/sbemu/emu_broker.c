@@ -327,6 +327,7 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         break;
     }
     case PN_SESSION_REMOTE_CLOSE:
+        log_condition("end", pn_session_remote_condition(pn_event_session(e)));
         pn_session_close(pn_event_session(e));
         break;
     case PN_LINK_REMOTE_OPEN: {

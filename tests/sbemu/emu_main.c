@@ -13,6 +13,7 @@
 #include "ib_log.h"
 
 #include <proton/listener.h>
+#include <proton/logger.h>
 #include <proton/netaddr.h>
 #include <proton/transport.h>
 #include <signal.h>
@@ -31,6 +32,14 @@ static void on_signal(int sig)
     if (g_signals++)
         _exit(1);
     pn_proactor_interrupt(g_proactor);
+}
+
+/* thread: proactor. Proton's own log lines join sbemu's JSON stream. */
+static void proton_log_sink(intptr_t ctx, pn_log_subsystem_t sub, pn_log_level_t sev, const char *msg)
+{
+    (void)ctx;
+    ib_log_level_t lvl = sev <= PN_LEVEL_ERROR ? IB_LOG_ERROR : sev <= PN_LEVEL_WARNING ? IB_LOG_WARN : IB_LOG_DEBUG;
+    IB_LOG(lvl, "proton", IB_S("subsystem", pn_logger_subsystem_name(sub)), IB_MSG(msg));
 }
 
 static void usage(FILE *fp)
@@ -173,6 +182,7 @@ int main(int argc, char **argv)
     char addr[300];
     pn_proactor_addr(addr, sizeof addr, host, port);
 
+    pn_logger_set_log_sink(pn_default_logger(), proton_log_sink, 0);
     b.proactor = g_proactor = pn_proactor();
     b.listener = pn_listener();
     pn_proactor_listen(b.proactor, b.listener, addr, 64);
