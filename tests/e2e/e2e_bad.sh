@@ -24,10 +24,10 @@ cat >"$W/msgs.jsonl" <<'JSON'
 {"message_id":"good-3","subject":"Item","body":{"id":"g3","n":3}}
 JSON
 send_file mixed "$W/msgs.jsonl"
-write_config "$W/inboxd.json" mixed "$routes"
+write_config "$W/inboxd.json" mixed "$routes" '{"servicebus":{"max_concurrent_calls":1}}'
 start_inboxd "$W/inboxd.json" inboxd
 wait_until 60 queue_empty mixed || die "queue not drained"
-check "inboxd exit status" "$(stop_inboxd $LAST_PID)" 0
+stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "good rows" "$(sql 'SELECT id FROM items ORDER BY id' | tr '\n' ' ')" "g1 g2 g3 "
 check "g1 untouched by the conflict" "$(sql "SELECT n FROM items WHERE id = 'g1'")" 1
 expected="audit AuditNotAccepted

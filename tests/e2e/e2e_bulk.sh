@@ -16,7 +16,7 @@ wait_until 180 queue_empty bulk || die "queue not drained: active=$(stat bulk ac
 wait_until 10 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^inboxd_messages_total{result=\"applied\"} $N\$'" \
   || die "metrics: $(curl -s http://127.0.0.1:$port/metrics | grep inboxd_messages_total)"
 check "readyz while running" "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/readyz)" 200
-check "inboxd exit status after SIGTERM" "$(stop_inboxd $pid)" 0
+stop_inboxd $pid; check "inboxd exit status after SIGTERM" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "distinct business rows" "$(sql 'SELECT count(DISTINCT id) FROM items')" $N
 check "inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE status = 'processed'")" $N

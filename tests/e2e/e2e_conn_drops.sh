@@ -11,7 +11,7 @@ send_file flaky "$W/msgs.jsonl"
 write_config "$W/inboxd.json" flaky "$(items_route)"
 start_inboxd "$W/inboxd.json" inboxd
 wait_until 240 queue_empty flaky || die "queue not drained"
-check "inboxd exit status" "$(stop_inboxd $LAST_PID)" 0
+stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
 check "dead-lettered" "$(stat flaky dead_lettered)" 0

@@ -12,7 +12,7 @@ send_file dup "$W/msgs.jsonl"
 write_config "$W/inboxd.json" dup "$(items_route)"
 start_inboxd "$W/inboxd.json" inboxd
 wait_until 120 queue_empty dup || die "queue not drained"
-check "inboxd exit status" "$(stop_inboxd $LAST_PID)" 0
+stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
 check "completed by the broker (every copy)" "$(stat dup completed)" $((3 * N))

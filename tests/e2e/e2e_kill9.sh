@@ -24,7 +24,7 @@ while [ $kills -lt 3 ] || ! queue_empty crash; do
     [ "$(sql 'SELECT count(*) FROM items')" -lt $N ] || die "the run finished before kill #$kills; raise N"
   else
     wait_until 300 queue_empty crash || die "queue not drained after the kills"
-    check "inboxd exit status" "$(stop_inboxd $pid)" 0
+    stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
   fi
 done
 check "kills" $kills 3

@@ -13,7 +13,7 @@ send_file slow "$W/msgs.jsonl"
 write_config "$W/inboxd.json" slow "$routes" '{"servicebus":{"max_auto_lock_renewal_s":120}}'
 start_inboxd "$W/inboxd.json" inboxd
 wait_until 60 queue_empty slow || die "not completed"
-check "inboxd exit status" "$(stop_inboxd $LAST_PID)" 0
+stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" 1
 check "delivered once" "$(stat slow delivered)" 1
 check "completed" "$(stat slow completed)" 1

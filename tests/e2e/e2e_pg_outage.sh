@@ -32,7 +32,7 @@ retries=$(echo "$metrics" | awk '/^inboxd_retries_total/ { s += $2 } END { print
 abandons=$(echo "$metrics" | awk '/^inboxd_messages_total\{result="abandoned"\}/ { print $2 + 0 }')
 e2e_log "retries $retries, abandons ${abandons:-0}"
 check "retries visible in the metrics" "$([ "${retries%.*}" -gt 0 ] && echo yes)" yes
-check "inboxd exit status" "$(stop_inboxd $pid)" 0
+stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
 check "dead-lettered" "$(stat outage dead_lettered)" 0

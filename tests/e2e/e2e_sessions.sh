@@ -13,7 +13,7 @@ write_config "$W/inboxd.json" sess "$(items_route)" \
   '{"servicebus":{"sessions":true,"max_concurrent_sessions":6,"session_idle_timeout_s":2}}'
 start_inboxd "$W/inboxd.json" inboxd
 wait_until 180 queue_empty sess || die "queue not drained"
-check "inboxd exit status" "$(stop_inboxd $LAST_PID)" 0
+stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 oc=$(items_order_col)
 check "rows" "$(sql 'SELECT count(*) FROM items')" $((S * M))
 check "sessions" "$(sql 'SELECT count(DISTINCT session) FROM items')" $S

@@ -14,7 +14,7 @@ pid=$LAST_PID
 wait_until 60 bash -c "[ \$(stat_done=\$(jq -r '.entities.term.completed // 0' $STATS 2>/dev/null); echo \${stat_done:-0}) -ge 200 ]" \
   || die "no progress"
 t0=$(date +%s)
-rc=$(stop_inboxd $pid 12)
+stop_inboxd $pid 12; rc=$STOP_RC
 t1=$(date +%s)
 check "exit status" "$rc" 0
 check "exited within the drain timeout" "$([ $((t1 - t0)) -le $(secs 11) ] && echo yes)" yes

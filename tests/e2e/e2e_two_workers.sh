@@ -15,8 +15,8 @@ start_inboxd "$W/inboxd.json" b; b=$LAST_PID
 sleep 1
 send_file pair "$W/msgs.jsonl"
 wait_until 120 queue_empty pair || die "queue not drained"
-check "worker a exit status" "$(stop_inboxd $a)" 0
-check "worker b exit status" "$(stop_inboxd $b)" 0
+stop_inboxd $a; check "worker a exit status" "$STOP_RC" 0
+stop_inboxd $b; check "worker b exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
 check "completed by the broker" "$(stat pair completed)" $((2 * N))

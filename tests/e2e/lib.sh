@@ -192,15 +192,22 @@ e2e_dump() {
   return 0
 }
 
-# stop_inboxd PID [TIMEOUT_S]: SIGTERM and wait; prints the exit status.
+# stop_inboxd PID [TIMEOUT_S]: SIGTERM and wait; sets STOP_RC to the exit
+# status ("timeout" when it had to be killed). Not for $(...): only this
+# shell can wait for its children.
 stop_inboxd() {
-  local pid=$1 t=${2:-20} rc
+  local pid=$1 t=${2:-20}
   kill -TERM "$pid" 2>/dev/null || true
   for _ in $(seq 1 $(( $(secs "$t") * 10 ))); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
-  if kill -0 "$pid" 2>/dev/null; then echo "timeout"; kill -9 "$pid"; wait "$pid" 2>/dev/null; return; fi
-  wait "$pid"; rc=$?
-  echo "$rc"
+  if kill -0 "$pid" 2>/dev/null; then
+    STOP_RC=timeout
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null
+    return 0
+  fi
+  wait "$pid"
+  STOP_RC=$?
 }
