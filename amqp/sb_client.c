@@ -293,19 +293,43 @@ static char *dup_capped(const char *s)
     return out;
 }
 
+static sb_prop_t *copy_props(const sb_prop_t *props, size_t n)
+{
+    sb_prop_t *out = calloc(n, sizeof(*out));
+    if (!out)
+        return NULL;
+    for (size_t k = 0; k < n; k++) {
+        out[k] = props[k];
+        out[k].key = strdup(props[k].key ? props[k].key : "");
+        out[k].str = props[k].str ? strdup(props[k].str) : NULL;
+    }
+    return out;
+}
+
 void sb_client_settle(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
                       const char *description)
 {
+    sb_client_settle_props(c, msg, d, reason, description, NULL, 0);
+}
+
+void sb_client_settle_props(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
+                            const char *description, const sb_prop_t *props, size_t nprops)
+{
     struct sb_msg_state *st = msg->st;
+    bool modifies = d == SB_ABANDON || d == SB_DEFER || d == SB_DEADLETTER;
+    sb_prop_t *mod = modifies && nprops ? copy_props(props, nprops) : NULL;
     pthread_mutex_lock(&c->lock);
     if (c->stop_requested) {
         /* Stop reports every held message with IB_E_SHUTDOWN; do not touch msg. */
         pthread_mutex_unlock(&c->lock);
+        sb_props_free(mod, mod ? nprops : 0);
         return;
     }
     st->d = d;
     st->reason = d == SB_DEADLETTER ? dup_capped(reason) : NULL;
     st->desc = d == SB_DEADLETTER ? dup_capped(description) : NULL;
+    st->mod = mod;
+    st->nmod = mod ? nprops : 0;
     st->qnext = NULL;
     if (c->sq_tail)
         c->sq_tail->st->qnext = msg;

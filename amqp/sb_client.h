@@ -42,7 +42,10 @@
  * settle (on_settled), then sb_client_stop() and sb_client_free().
  * sb_client_stop() releases buffered messages (they come back at once,
  * without a delivery count) and reports IB_E_SHUTDOWN for any message still
- * held by the worker; their locks expire on the broker.
+ * held by the worker; those are released too (the broker redelivers them
+ * at once; a commit that still lands is caught by the inbox). After
+ * sb_client_stop() begins, sb_client_settle() is ignored and must not be
+ * given a message whose on_settled has run.
  */
 #ifndef SB_CLIENT_H
 #define SB_CLIENT_H
@@ -132,6 +135,16 @@ ib_err_t sb_client_start(sb_client_t *c);
  */
 void sb_client_settle(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
                       const char *description);
+/*
+ * The same with application properties to modify on the broker's copy
+ * (abandon, defer, dead-letter; ignored for complete and release): sent as
+ * the modified outcome's message-annotations, as extra error info of a
+ * dead-letter, or as properties-to-modify of update-disposition. props
+ * (string keys; SB_PROP_STRING, INT64, DOUBLE, BOOL, NULL values) is copied.
+ * thread: any.
+ */
+void sb_client_settle_props(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
+                            const char *description, const sb_prop_t *props, size_t nprops);
 /* Stops granting credit, drains the links and releases buffered messages. thread: any. */
 void sb_client_stop_receiving(sb_client_t *c);
 /* Closes links and connection, reports leftovers (see above), joins the thread. thread: any

@@ -47,6 +47,8 @@ struct sb_msg_state {
     /* under lock: written by sb_client_settle */
     sb_disposition_t d;
     char *reason, *desc;
+    sb_prop_t *mod; /* properties to modify, copied */
+    size_t nmod;
     sb_msg_t *qnext;
 };
 
@@ -130,6 +132,8 @@ void sb_settle_tick(sb_client_t *c);
 void sb_settle_shutdown(sb_client_t *c);
 void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg);
 void sb_msg_destroy(sb_msg_t *msg);
+void sb_props_put(pn_data_t *d, const sb_prop_t *props, size_t n, bool symbol_keys);
+void sb_props_free(sb_prop_t *props, size_t n);
 
 /* sb_renew.c */
 void sb_renew_tick(sb_client_t *c);

@@ -88,8 +88,9 @@ void sb_rcv_grant(sb_rcv_t *r)
     if (r->session) {
         want = r->held == 0 && credit == 0 ? 1 : 0;
     } else {
+        /* Messages of a lost link the worker still holds count too. */
         int window = (int)(c->prefetch + c->mcc);
-        want = window - (int)r->held - credit;
+        want = window - (int)(c->n_inflight + c->n_buffered) - credit;
     }
     if (want > 0)
         pn_link_flow(r->link, want);

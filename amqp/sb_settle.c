@@ -32,9 +32,38 @@ void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg)
     }
 }
 
+void sb_props_free(sb_prop_t *props, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        free(props[k].key);
+        free(props[k].str);
+    }
+    free(props);
+}
+
+/* Appends key/value pairs (the caller has entered a map). */
+void sb_props_put(pn_data_t *d, const sb_prop_t *props, size_t n, bool symbol_keys)
+{
+    for (size_t k = 0; k < n; k++) {
+        const sb_prop_t *p = &props[k];
+        if (symbol_keys)
+            sb_put_sym(d, p->key);
+        else
+            sb_put_str(d, p->key);
+        switch (p->type) {
+        case SB_PROP_INT64: pn_data_put_long(d, p->i); break;
+        case SB_PROP_DOUBLE: pn_data_put_double(d, p->d); break;
+        case SB_PROP_BOOL: pn_data_put_bool(d, p->i != 0); break;
+        case SB_PROP_NULL: pn_data_put_null(d); break;
+        default: sb_put_str(d, p->str ? p->str : ""); break;
+        }
+    }
+}
+
 void sb_msg_destroy(sb_msg_t *msg)
 {
     if (msg->st) {
+        sb_props_free(msg->st->mod, msg->st->nmod);
         free(msg->st->reason);
         free(msg->st->desc);
         free(msg->st);
@@ -71,8 +100,10 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
            IB_S("error", result->code == IB_E_OK ? NULL : result->text));
     c->cb.on_settled(msg, st->d, result, c->cb.ctx);
     sb_msg_destroy(msg);
-    if (r)
-        sb_rcv_grant(r);
+    /* Credit is client-wide for a plain entity: a message of a lost link frees a slot too. */
+    for (sb_rcv_t *g = c->rcvs; g; g = g->next)
+        if (g == r || !g->session)
+            sb_rcv_grant(g);
     sb_rcv_pump(c);
 }
 
@@ -128,6 +159,13 @@ static void settle_via_mgmt(sb_client_t *c, sb_msg_t *msg)
         sb_put_str(body, "deadletter-description");
         sb_put_str(body, st->desc ? st->desc : "");
     }
+    if (st->nmod) {
+        sb_put_str(body, "properties-to-modify");
+        pn_data_put_map(body);
+        pn_data_enter(body);
+        sb_props_put(body, st->mod, st->nmod, false);
+        pn_data_exit(body);
+    }
     pn_data_exit(body);
     st->state = SB_MS_SETTLING;
     st->mgmt_pending = true;
@@ -153,6 +191,13 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
             outcome = PN_MODIFIED;
             pn_disposition_set_failed(disp, false);
             pn_disposition_set_undeliverable(disp, st->d == SB_DEFER);
+            if (st->nmod) {
+                pn_data_t *ann = pn_disposition_annotations(disp);
+                pn_data_put_map(ann);
+                pn_data_enter(ann);
+                sb_props_put(ann, st->mod, st->nmod, true);
+                pn_data_exit(ann);
+            }
             break;
         case SB_DEADLETTER: {
             pn_condition_t *cond = pn_disposition_condition(disp);
@@ -172,6 +217,7 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
                 sb_put_str(info, st->desc);
             else
                 pn_data_put_null(info);
+            sb_props_put(info, st->mod, st->nmod, false);
             pn_data_exit(info);
             break;
         }

@@ -1,0 +1,299 @@
+/*
+ * Less travelled paths against sbemu, each checked on the broker:
+ *  - a topic subscription as the entity;
+ *  - abandon and dead-letter with properties to modify;
+ *  - settling after the link is gone ($management update-disposition);
+ *  - stop with messages buffered and held (released, IB_E_SHUTDOWN);
+ *  - a wrong SAS key (IB_E_AUTH) and tokens refreshed before they expire.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ib_log.h"
+#include "sbt.h"
+
+static const char *topology =
+    "{\"queues\":[{\"name\":\"q2\",\"lock_duration_s\":5,\"max_delivery_count\":5},"
+    "{\"name\":\"q3\",\"lock_duration_s\":10,\"max_delivery_count\":5},"
+    "{\"name\":\"q4\",\"lock_duration_s\":10,\"max_delivery_count\":5},"
+    "{\"name\":\"q5\",\"lock_duration_s\":5,\"max_delivery_count\":5}],"
+    "\"topics\":[{\"name\":\"events\",\"subscriptions\":[{\"name\":\"audit\",\"lock_duration_s\":5},"
+    "{\"name\":\"billing\",\"lock_duration_s\":5}]}]}";
+
+static sb_client_t *start_opt(sb_options_t *opt, sbt_rx_t *rx, bool wait_ready)
+{
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sbt_callbacks(rx, &cb);
+    c = sb_client_new(opt, &cb, &err);
+    if (!c)
+        fprintf(stderr, "sb_client_new: %s\n", err.text);
+    SBT_CHECK(c);
+    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    if (wait_ready)
+        SBT_CHECK(sbt_wait_ready(rx, 10000));
+    return c;
+}
+
+static sb_client_t *start(sbt_emu_t *emu, const char *entity, unsigned prefetch, sbt_rx_t *rx)
+{
+    sb_options_t opt;
+    sbt_options(emu, entity, &opt);
+    opt.prefetch = prefetch;
+    return start_opt(&opt, rx, true);
+}
+
+static void finish(sb_client_t *c, sbt_rx_t *rx)
+{
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(rx);
+}
+
+static sb_msg_t **peek(sbt_emu_t *emu, const char *entity, size_t *n)
+{
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000};
+    ib_error_t err;
+    sb_sender_t *s = sb_sender_open(&so, &err);
+    sb_msg_t **out;
+    SBT_CHECK(s);
+    SBT_CHECK(sb_sender_peek(s, entity, 1, 50, &out, n, &err) == IB_E_OK);
+    sb_sender_close(s);
+    return out;
+}
+
+static void test_subscription(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sbt_send(emu, "events", "e", 2, NULL);
+    sbt_rx_init(&rx);
+    c = start(emu, "events/Subscriptions/audit", 0, &rx);
+    for (int k = 0; k < 2; k++) {
+        msg = sbt_take(&rx, 5000);
+        SBT_CHECK(msg);
+        sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    }
+    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000) && rx.settled_ok == 2);
+    SBT_CHECK(sbt_wait_stat(emu, "events/Subscriptions/audit", "completed", 2, 3000) == 2);
+    SBT_CHECK(sbt_stat(emu, "events/Subscriptions/audit", "active") == 0);
+    SBT_CHECK(sbt_stat(emu, "events/Subscriptions/billing", "active") == 2); /* untouched */
+    finish(c, &rx);
+    fprintf(stderr, "ok   subscription\n");
+}
+
+static void test_modify(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg, **dl;
+    size_t n;
+    const sb_prop_t *p;
+    sb_prop_t mod1[2] = {{"attempt", SB_PROP_INT64, NULL, 1, 0}, {"note", SB_PROP_STRING, "retry", 0, 0}};
+    sb_prop_t mod2[1] = {{"stage", SB_PROP_STRING, "final", 0, 0}};
+
+    sbt_send(emu, "q2", "p", 1, NULL);
+    sbt_rx_init(&rx);
+    c = start(emu, "q2", 0, &rx);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && !sb_msg_prop(msg, "attempt"));
+    sb_client_settle_props(c, msg, SB_ABANDON, NULL, NULL, mod1, 2);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && msg->delivery_count == 2);
+    SBT_CHECK((p = sb_msg_prop(msg, "attempt")) && p->type == SB_PROP_INT64 && p->i == 1);
+    SBT_CHECK((p = sb_msg_prop(msg, "note")) && p->type == SB_PROP_STRING && strcmp(p->str, "retry") == 0);
+    sb_client_settle_props(c, msg, SB_DEADLETTER, "Poison", "cannot parse", mod2, 1);
+    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000) && rx.settled_ok == 2);
+    SBT_CHECK(sbt_wait_stat(emu, "q2", "dead_lettered", 1, 3000) == 1);
+    dl = peek(emu, "q2/$DeadLetterQueue", &n);
+    SBT_CHECK(n == 1);
+    SBT_CHECK(dl[0]->dead_letter_reason && strcmp(dl[0]->dead_letter_reason, "Poison") == 0);
+    SBT_CHECK((p = sb_msg_prop(dl[0], "stage")) && strcmp(p->str, "final") == 0);
+    SBT_CHECK((p = sb_msg_prop(dl[0], "note")) && strcmp(p->str, "retry") == 0);
+    sb_peek_free(dl, n);
+    finish(c, &rx);
+    fprintf(stderr, "ok   modify\n");
+}
+
+/* The connection drops right after the delivery: settlement goes through $management. */
+static void test_settle_after_link_loss(void)
+{
+    static const char *const faults[] = {"--fault-drop-after", "1", NULL};
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *a, *b, **dl;
+    size_t n;
+    long long end;
+
+    sbt_emu_start(&emu, topology, faults);
+    sbt_send(&emu, "q3", "l", 2, NULL);
+    sbt_rx_init(&rx);
+    c = start(&emu, "q3", 0, &rx);
+    a = sbt_take(&rx, 5000);
+    SBT_CHECK(a);
+    end = ib_mono_ms() + sbt_ms(5000);
+    while (rx.lock_lost < 1 && ib_mono_ms() < end)
+        usleep(20 * 1000);
+    SBT_CHECK(rx.lock_lost == 1);
+    /* The worker holds a: credit stays at zero, nothing else is delivered. */
+    SBT_CHECK(sbt_take(&rx, 500) == NULL);
+    sb_client_settle(c, a, SB_DEADLETTER, "LostLink", "settled via management");
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 10000) && rx.settled_ok == 1);
+    b = sbt_take(&rx, 5000); /* delivered on a new connection, which drops again */
+    SBT_CHECK(b);
+    end = ib_mono_ms() + sbt_ms(5000);
+    while (rx.lock_lost < 2 && ib_mono_ms() < end)
+        usleep(20 * 1000);
+    SBT_CHECK(rx.lock_lost == 2);
+    sb_client_settle(c, b, SB_RELEASE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 2, 10000));
+    SBT_CHECK(rx.settled_ok == 1);
+    SBT_CHECK(rx.results[IB_E_DETACHED] == 1); /* release has no $management form */
+    SBT_CHECK(sbt_wait_stat(&emu, "q3", "dead_lettered", 1, 3000) == 1);
+    SBT_CHECK(sbt_stat_reason(&emu, "q3", "LostLink") == 1);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    dl = peek(&emu, "q3/$DeadLetterQueue", &n);
+    SBT_CHECK(n == 1 && strcmp(dl[0]->message_id, "l-0") == 0);
+    SBT_CHECK(strcmp(dl[0]->dead_letter_description, "settled via management") == 0);
+    sb_peek_free(dl, n);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   settle_after_link_loss\n");
+}
+
+static void test_stop_releases(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sbt_send(emu, "q4", "s", 3, NULL);
+    sbt_rx_init(&rx);
+    c = start(emu, "q4", 2, &rx);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg);
+    SBT_CHECK(sbt_wait_stat(emu, "q4", "locked", 3, 3000) == 3);
+    sb_client_stop_receiving(c);
+    sb_client_stop(c);
+    SBT_CHECK(rx.shutdown == 1 && rx.settled == 1);
+    /* The worker's settle after stop is ignored. */
+    sb_client_free(c);
+    SBT_CHECK(sbt_wait_stat(emu, "q4", "active", 3, 3000) == 3);
+    SBT_CHECK(sbt_stat(emu, "q4", "locked") == 0);
+    SBT_CHECK(sbt_stat(emu, "q4", "released") == 3);
+    sbt_rx_destroy(&rx);
+    fprintf(stderr, "ok   stop_releases\n");
+}
+
+static void test_wrong_key(sbt_emu_t *emu)
+{
+    char cs[512];
+    sb_sender_options_t so;
+    sb_sender_t *s;
+    ib_error_t err;
+    sb_out_msg_t m;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_client_t *c;
+    sb_stats_t st;
+
+    snprintf(cs, sizeof(cs),
+             "Endpoint=sb://127.0.0.1:%d/;SharedAccessKeyName=tester;SharedAccessKey=wrong;"
+             "UseDevelopmentEmulator=true",
+             emu->port);
+    so = (sb_sender_options_t){cs, NULL, NULL, NULL, 5000};
+    s = sb_sender_open(&so, &err);
+    SBT_CHECK(s);
+    memset(&m, 0, sizeof(m));
+    m.message_id = "nope";
+    SBT_CHECK(sb_sender_send(s, "q5", &m, 1, &err) == IB_E_AUTH);
+    sb_sender_close(s);
+
+    sbt_rx_init(&rx);
+    sbt_options(emu, "q5", &opt);
+    opt.connection_string = cs;
+    c = start_opt(&opt, &rx, false);
+    usleep((useconds_t)sbt_ms(1500) * 1000);
+    sb_client_stats(c, &st);
+    SBT_CHECK(!rx.ready && st.connected == 0 && st.links == 0);
+    finish(c, &rx);
+    SBT_CHECK(sbt_stat(emu, "q5", "sent") == 0);
+    fprintf(stderr, "ok   wrong_key\n");
+}
+
+/* Tokens that live 8 s: the client puts fresh ones well before they expire. */
+typedef struct short_tokens {
+    sb_connstr_t cs;
+    int calls;
+    pthread_mutex_t mu;
+} short_tokens_t;
+
+static ib_err_t short_token(void *ctx, const char *audience, sb_token_t *out, ib_error_t *err)
+{
+    short_tokens_t *t = ctx;
+    long long exp = ib_now_ms() / 1000 + 8;
+    (void)err;
+    pthread_mutex_lock(&t->mu);
+    t->calls++;
+    pthread_mutex_unlock(&t->mu);
+    out->token = sb_sas_token(audience, t->cs.key_name, t->cs.key, exp);
+    out->type = SB_TOKEN_TYPE_SAS;
+    out->expires_at_ms = exp * 1000;
+    return IB_E_OK;
+}
+
+static void test_token_refresh(sbt_emu_t *emu)
+{
+    short_tokens_t t;
+    ib_error_t err;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    int calls;
+
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_init(&t.mu, NULL);
+    SBT_CHECK(sb_connstr_parse(emu->connstr, &t.cs, &err) == IB_E_OK);
+    sbt_rx_init(&rx);
+    sbt_options(emu, "q5", &opt);
+    opt.token_get = short_token;
+    opt.token_ctx = &t;
+    c = start_opt(&opt, &rx, true);
+    usleep(10000 * 1000); /* past the first token's expiry */
+    sbt_send(emu, "q5", "t", 1, NULL);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000) && rx.settled_ok == 1);
+    SBT_CHECK(sbt_wait_stat(emu, "q5", "completed", 1, 3000) == 1);
+    pthread_mutex_lock(&t.mu);
+    calls = t.calls;
+    pthread_mutex_unlock(&t.mu);
+    fprintf(stderr, "token calls: %d\n", calls);
+    SBT_CHECK(calls >= 3); /* the first put and a refresh every ~4 s (half of 8 s) */
+    finish(c, &rx);
+    sb_connstr_free(&t.cs);
+    pthread_mutex_destroy(&t.mu);
+    fprintf(stderr, "ok   token_refresh\n");
+}
+
+int main(void)
+{
+    sbt_emu_t emu;
+    ib_log_set_level(getenv("SBT_DEBUG") ? IB_LOG_DEBUG : IB_LOG_OFF);
+    sbt_emu_start(&emu, topology, NULL);
+    test_subscription(&emu);
+    test_modify(&emu);
+    test_stop_releases(&emu);
+    test_wrong_key(&emu);
+    test_token_refresh(&emu);
+    sbt_emu_stop(&emu);
+    test_settle_after_link_loss();
+    return 0;
+}
