@@ -136,7 +136,9 @@ typedef struct db_stmt {
  *   DB_FAILED     err filled: transient (deadlock, serialization, timeout,
  *                 lost connection: retry), permanent (data error, SQL error,
  *                 a constraint that is not the inbox key, a configured
- *                 permanent code: dead-letter or record).
+ *                 permanent code: dead-letter or record). A database that
+ *                 cannot be reached or reopened is always transient here,
+ *                 whatever the cause: it is never the message's fault.
  *
  * Every outcome but DB_APPLIED leaves no open transaction: it was rolled
  * back before returning (DB_APPLIED committed). err is cleared on
