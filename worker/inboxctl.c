@@ -198,7 +198,7 @@ static bool msg_from_json(json_t *j, sb_out_msg_t *m, sb_prop_t *props, char **b
     return true;
 }
 
-static int send_file(sb_sender_t *s, const opts_t *o)
+static int send_file(sb_sender_t **s, const sb_sender_options_t *so, const opts_t *o)
 {
     FILE *fp = strcmp(o->file, "-") == 0 ? stdin : fopen(o->file, "r");
     char *line = NULL;
@@ -236,13 +236,29 @@ static int send_file(sb_sender_t *s, const opts_t *o)
         }
         if (n == SEND_CHUNK || (len < 0 && n)) {
             ib_error_t err;
-            if (sb_sender_send(s, o->entity, ms, n, &err) != IB_E_OK) {
-                fprintf(stderr, "inboxctl: send failed after %zu messages: %s\n", total,
-                        err.text);
-                rc = 1;
-            } else {
-                total += n;
+            int tries = 0;
+            /* A connection the broker drops mid-chunk is reopened and the
+             * chunk sent again: a message may then arrive twice, which is
+             * what the consumer's inbox is for; a lost one would not be. */
+            while (sb_sender_send(*s, o->entity, ms, n, &err) != IB_E_OK) {
+                if (err.cls != IB_CLASS_TRANSIENT || ++tries > 5) {
+                    fprintf(stderr, "inboxctl: send failed after %zu messages: %s\n", total,
+                            err.text);
+                    rc = 1;
+                    break;
+                }
+                fprintf(stderr, "inboxctl: %s; reconnecting and sending the last %zu again\n",
+                        err.text, n);
+                sb_sender_close(*s);
+                *s = sb_sender_open(so, &err);
+                if (!*s) {
+                    fprintf(stderr, "inboxctl: cannot reconnect: %s\n", err.text);
+                    rc = 1;
+                    break;
+                }
             }
+            if (rc == 0)
+                total += n;
             for (size_t i = 0; i < n; i++) {
                 json_decref(js[i]);
                 free(bodies[i]);
@@ -266,7 +282,7 @@ static int send_file(sb_sender_t *s, const opts_t *o)
     return rc;
 }
 
-static int cmd_send(sb_sender_t *s, const opts_t *o)
+static int cmd_send(sb_sender_t **s, const sb_sender_options_t *so, const opts_t *o)
 {
     sb_out_msg_t m;
     char *buf = NULL;
@@ -275,7 +291,7 @@ static int cmd_send(sb_sender_t *s, const opts_t *o)
     ib_err_t rc;
 
     if (o->file)
-        return send_file(s, o);
+        return send_file(s, so, o);
     memset(&m, 0, sizeof(m));
     if (o->body_file) {
         buf = read_file(o->body_file, &len);
@@ -296,7 +312,7 @@ static int cmd_send(sb_sender_t *s, const opts_t *o)
     m.content_type = o->content_type;
     m.props = o->props;
     m.nprops = o->nprops;
-    rc = sb_sender_send(s, o->entity, &m, 1, &err);
+    rc = sb_sender_send(*s, o->entity, &m, 1, &err);
     free(buf);
     if (rc != IB_E_OK) {
         fprintf(stderr, "inboxctl: send failed: %s\n", err.text);
@@ -459,7 +475,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "inboxctl: cannot connect: %s\n", err.text);
             rc = 1;
         } else {
-            rc = strcmp(cmd, "send") == 0 ? cmd_send(s, &o) : cmd_peek(s, &o);
+            rc = strcmp(cmd, "send") == 0 ? cmd_send(&s, &so, &o) : cmd_peek(s, &o);
             sb_sender_close(s);
         }
     }
