@@ -330,9 +330,12 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
         msg = next;
     }
     if (proton_alive && r->link) {
+        /* Freed at once: session receivers come and go all day on one connection. */
         pn_link_set_context(r->link, NULL);
         pn_link_close(r->link);
+        pn_link_free(r->link);
         pn_session_close(r->ssn);
+        pn_session_free(r->ssn);
     }
     r->link = NULL;
     r->ssn = NULL;

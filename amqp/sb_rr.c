@@ -358,13 +358,17 @@ static void rr_lost(sb_rr_t *rr, const ib_error_t *why)
     if (rr->snd) {
         pn_link_set_context(rr->snd, NULL);
         pn_link_close(rr->snd);
+        pn_link_free(rr->snd);
     }
     if (rr->rcv) {
         pn_link_set_context(rr->rcv, NULL);
         pn_link_close(rr->rcv);
+        pn_link_free(rr->rcv);
     }
-    if (rr->ssn)
+    if (rr->ssn) {
         pn_session_close(rr->ssn);
+        pn_session_free(rr->ssn);
+    }
     rr->snd = rr->rcv = NULL;
     rr->ssn = NULL;
     rr->state = RR_IDLE;
