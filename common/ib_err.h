@@ -11,31 +11,31 @@
 #include <stddef.h>
 
 /* X(NAME, description). Add new codes at the end of a group. */
-#define IB_ERR_MAP(X)                                                                  \
-    X(OK, "success")                                                                   \
-    X(NOMEM, "out of memory")                                                          \
-    X(INVAL, "invalid argument")                                                       \
-    X(CONFIG, "invalid configuration")                                                 \
-    X(PARSE, "malformed input")                                                        \
-    X(IO, "input/output error")                                                        \
-    X(TIMEOUT, "operation timed out")                                                  \
-    X(AGAIN, "try again later")                                                        \
-    X(CLOSED, "closed")                                                                \
-    X(AUTH, "authentication or authorization failed")                                  \
-    X(NOTFOUND, "entity not found")                                                    \
-    X(TLS, "TLS failure")                                                              \
-    X(DB, "database error")                                                            \
-    X(DB_CONN, "database connection lost")                                             \
-    X(DUPLICATE, "message already processed")                                          \
-    X(CONFLICT, "idempotency key reused with a different body")                        \
-    X(LOCK_LOST, "message or session lock lost")                                       \
-    X(DETACHED, "link detached before settlement")                                     \
-    X(DECODE, "message could not be decoded")                                          \
-    X(NO_ROUTE, "no route matches the message")                                        \
-    X(INVALID_JSON, "message body is not valid JSON")                                  \
-    X(MISSING_FIELD, "a field the route needs is missing")                             \
-    X(BROKER, "broker returned an error")                                              \
-    X(UNSUPPORTED, "not supported")                                                    \
+#define IB_ERR_MAP(X)                                                                              \
+    X(OK, "success")                                                                               \
+    X(NOMEM, "out of memory")                                                                      \
+    X(INVAL, "invalid argument")                                                                   \
+    X(CONFIG, "invalid configuration")                                                             \
+    X(PARSE, "malformed input")                                                                    \
+    X(IO, "input/output error")                                                                    \
+    X(TIMEOUT, "operation timed out")                                                              \
+    X(AGAIN, "try again later")                                                                    \
+    X(CLOSED, "closed")                                                                            \
+    X(AUTH, "authentication or authorization failed")                                              \
+    X(NOTFOUND, "entity not found")                                                                \
+    X(TLS, "TLS failure")                                                                          \
+    X(DB, "database error")                                                                        \
+    X(DB_CONN, "database connection lost")                                                         \
+    X(DUPLICATE, "message already processed")                                                      \
+    X(CONFLICT, "idempotency key reused with a different body")                                    \
+    X(LOCK_LOST, "message or session lock lost")                                                   \
+    X(DETACHED, "link detached before settlement")                                                 \
+    X(DECODE, "message could not be decoded")                                                      \
+    X(NO_ROUTE, "no route matches the message")                                                    \
+    X(INVALID_JSON, "message body is not valid JSON")                                              \
+    X(MISSING_FIELD, "a field the route needs is missing")                                         \
+    X(BROKER, "broker returned an error")                                                          \
+    X(UNSUPPORTED, "not supported")                                                                \
     X(SHUTDOWN, "shutting down")
 
 typedef enum {
@@ -47,11 +47,11 @@ typedef enum {
 
 /* What the caller should do about an error. */
 typedef enum {
-    IB_CLASS_NONE = 0, /* no error */
-    IB_CLASS_TRANSIENT,  /* retry, then abandon */
-    IB_CLASS_PERMANENT,  /* dead-letter (or record) */
-    IB_CLASS_DUPLICATE,  /* already applied: complete */
-    IB_CLASS_AMBIGUOUS,  /* outcome unknown: record uncertain, dead-letter */
+    IB_CLASS_NONE = 0,  /* no error */
+    IB_CLASS_TRANSIENT, /* retry, then abandon */
+    IB_CLASS_PERMANENT, /* dead-letter (or record) */
+    IB_CLASS_DUPLICATE, /* already applied: complete */
+    IB_CLASS_AMBIGUOUS, /* outcome unknown: record uncertain, dead-letter */
 } ib_class_t;
 
 /*
@@ -61,10 +61,10 @@ typedef enum {
 typedef struct ib_error {
     ib_err_t code;
     ib_class_t cls;
-    char sqlstate[6];    /* "" when not from a database */
-    long native;         /* driver-native code, 0 when none */
-    char condition[96];  /* AMQP condition symbol, "" when none */
-    char text[512];      /* human text; never holds a secret */
+    char sqlstate[6];   /* "" when not from a database */
+    long native;        /* driver-native code, 0 when none */
+    char condition[96]; /* AMQP condition symbol, "" when none */
+    char text[512];     /* human text; never holds a secret */
 } ib_error_t;
 
 /* Symbolic name ("IB_E_TIMEOUT") and description of a code. Never NULL. */

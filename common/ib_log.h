@@ -18,9 +18,22 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-typedef enum { IB_LOG_DEBUG = 0, IB_LOG_INFO, IB_LOG_WARN, IB_LOG_ERROR, IB_LOG_OFF } ib_log_level_t;
+typedef enum {
+    IB_LOG_DEBUG = 0,
+    IB_LOG_INFO,
+    IB_LOG_WARN,
+    IB_LOG_ERROR,
+    IB_LOG_OFF
+} ib_log_level_t;
 
-typedef enum { IB_FT_END = 0, IB_FT_STR, IB_FT_INT, IB_FT_DBL, IB_FT_BOOL, IB_FT_RAW } ib_field_type_t;
+typedef enum {
+    IB_FT_END = 0,
+    IB_FT_STR,
+    IB_FT_INT,
+    IB_FT_DBL,
+    IB_FT_BOOL,
+    IB_FT_RAW
+} ib_field_type_t;
 
 typedef struct ib_field {
     const char *key;
@@ -42,10 +55,10 @@ extern volatile int ib_log_min_level;
 
 #define ib_log_enabled(lvl) ((int)(lvl) >= ib_log_min_level)
 
-#define IB_LOG(lvl, event, ...)                                                                \
-    do {                                                                                       \
-        if (ib_log_enabled(lvl))                                                               \
-            ib_log_emit((lvl), (event), (const ib_field_t[]){__VA_ARGS__, IB_F_END_});         \
+#define IB_LOG(lvl, event, ...)                                                                    \
+    do {                                                                                           \
+        if (ib_log_enabled(lvl))                                                                   \
+            ib_log_emit((lvl), (event), (const ib_field_t[]){__VA_ARGS__, IB_F_END_});             \
     } while (0)
 
 /* Writes one line; fields ends with an IB_FT_END entry. Prefer IB_LOG. */

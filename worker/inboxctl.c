@@ -43,15 +43,16 @@ typedef struct opts {
 
 static int usage(const char *why)
 {
-    fprintf(stderr,
-            "inboxctl: %s\n"
-            "usage: inboxctl send [--entity E] [--message-id ID] [--subject S] [--session-id S]\n"
-            "                     [--correlation-id C] [--content-type T] [--prop K=V]...\n"
-            "                     [--prop-int K=N]... (--body TEXT | --body-file F | --file F.jsonl)\n"
-            "       inboxctl peek [--entity E] [--dlq] [--max N]\n"
-            "       inboxctl dlq list [--entity E] [--max N]\n"
-            "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
-            why);
+    fprintf(
+        stderr,
+        "inboxctl: %s\n"
+        "usage: inboxctl send [--entity E] [--message-id ID] [--subject S] [--session-id S]\n"
+        "                     [--correlation-id C] [--content-type T] [--prop K=V]...\n"
+        "                     [--prop-int K=N]... (--body TEXT | --body-file F | --file F.jsonl)\n"
+        "       inboxctl peek [--entity E] [--dlq] [--max N]\n"
+        "       inboxctl dlq list [--entity E] [--max N]\n"
+        "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
+        why);
     return 2;
 }
 
@@ -332,8 +333,7 @@ static json_t *msg_json(const sb_msg_t *m)
     if (m->dead_letter_reason)
         json_object_set_new(j, "dead_letter_reason", json_string(m->dead_letter_reason));
     if (m->dead_letter_description)
-        json_object_set_new(j, "dead_letter_description",
-                            json_string(m->dead_letter_description));
+        json_object_set_new(j, "dead_letter_description", json_string(m->dead_letter_description));
     for (size_t i = 0; i < m->nprops; i++) {
         const sb_prop_t *p = &m->props[i];
         json_t *v;
@@ -425,13 +425,13 @@ int main(int argc, char **argv)
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, field)                                                                       \
-    if (strcmp(a, name) == 0) {                                                                \
-        if (!v)                                                                                \
-            return usage(name " needs a value");                                               \
-        o.field = v;                                                                           \
-        i++;                                                                                   \
-        continue;                                                                              \
+#define OPT(name, field)                                                                           \
+    if (strcmp(a, name) == 0) {                                                                    \
+        if (!v)                                                                                    \
+            return usage(name " needs a value");                                                   \
+        o.field = v;                                                                               \
+        i++;                                                                                       \
+        continue;                                                                                  \
     }
         OPT("--connection-string", cs)
         OPT("--entity", entity)

@@ -19,7 +19,8 @@ const wk_setting_t wk_settings[] = {
      "Name of this consumer; part of the inbox key, so several consumers can share one table.",
      OFF(consumer)},
     {"servicebus.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
-     "Service Bus connection string (Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...).",
+     "Service Bus connection string "
+     "(Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...).",
      OFF(servicebus.connection_string)},
     {"servicebus.entity", WK_CT_STR, "", NOLIM, NULL, 0,
      "Queue name or topic/Subscriptions/subscription; defaults to the connection string's "
@@ -46,22 +47,20 @@ const wk_setting_t wk_settings[] = {
     {"servicebus.reconnect_max_ms", WK_CT_INT, "30000", 100, 600000, NULL, 0,
      "Upper bound of the reconnect backoff.", OFF(servicebus.reconnect_max_ms)},
     {"servicebus.ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
-     "PEM file of CA certificates to trust instead of the system store.",
-     OFF(servicebus.ca_file)},
+     "PEM file of CA certificates to trust instead of the system store.", OFF(servicebus.ca_file)},
     {"db.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
      "ODBC connection string (Driver={ODBC Driver 18 for SQL Server};Server=...).",
      OFF(db.connection_string)},
     {"db.dialect", WK_CT_ENUM, "auto", NOLIM, "auto|mssql|postgresql|sqlite|mariadb", 0,
      "SQL dialect; auto detects it from the driver's SQL_DBMS_NAME.", OFF(db.dialect)},
     {"db.pool_size", WK_CT_INT, "0", 0, 256, NULL, 0,
-     "Database worker threads, one connection each (0 = max_concurrent_calls).",
-     OFF(db.pool_size)},
+     "Database worker threads, one connection each (0 = max_concurrent_calls).", OFF(db.pool_size)},
     {"db.inbox_table", WK_CT_STR, "inboxd_inbox", NOLIM, NULL, 0,
      "Name of the inbox table (may be schema-qualified).", OFF(db.inbox_table)},
     {"db.migrate", WK_CT_BOOL, "true", NOLIM, NULL, 0,
      "Create the inbox table if absent; when false, check that it exists.", OFF(db.migrate)},
-    {"db.statement_timeout_s", WK_CT_INT, "30", 1, 3600, NULL, 0,
-     "Timeout of each statement.", OFF(db.statement_timeout_s)},
+    {"db.statement_timeout_s", WK_CT_INT, "30", 1, 3600, NULL, 0, "Timeout of each statement.",
+     OFF(db.statement_timeout_s)},
     {"db.inbox_retention_days", WK_CT_INT, "0", 0, 3650, NULL, 0,
      "Delete inbox rows older than this many days, in small batches (0 = keep forever).",
      OFF(db.inbox_retention_days)},
@@ -192,8 +191,7 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
             return;
         }
         if (v < s->min || v > s->max) {
-            problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min,
-                    s->max);
+            problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min, s->max);
             return;
         }
         *(long long *)slot = v;
@@ -284,8 +282,7 @@ static void load_file(wk_config_t *cfg, const char *path, problems_t *p)
     json_t *v;
 
     if (!root) {
-        problem(p, path, "cannot load: %s (line %d, column %d)", jerr.text, jerr.line,
-                jerr.column);
+        problem(p, path, "cannot load: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
         return;
     }
     if (!json_is_object(root)) {
@@ -543,11 +540,11 @@ void wk_config_print_help(FILE *fp)
         char env[128], range[96];
         wk_config_env_name(s->name, env, sizeof(env));
         range_text(s, range, sizeof(range));
-        fprintf(fp, "  %s (%s%s%s)%s%s\n      %s\n      default: %s%s%s  env: %s\n",
-                s->name, type_name(s->type), *range ? " " : "", range,
+        fprintf(fp, "  %s (%s%s%s)%s%s\n      %s\n      default: %s%s%s  env: %s\n", s->name,
+                type_name(s->type), *range ? " " : "", range,
                 (s->flags & WK_CF_REQUIRED) ? " required" : "",
-                (s->flags & WK_CF_SENSITIVE) ? " sensitive" : "", s->doc,
-                *s->def ? "" : "\"", *s->def ? s->def : "", *s->def ? "" : "\"", env);
+                (s->flags & WK_CF_SENSITIVE) ? " sensitive" : "", s->doc, *s->def ? "" : "\"",
+                *s->def ? s->def : "", *s->def ? "" : "\"", env);
     }
     fprintf(fp, "\nExit status: 0 success, 1 runtime failure, 2 invalid configuration.\n");
 }

@@ -52,8 +52,8 @@ typedef struct daemon {
     wk_pipeline_t pipe;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;        /* job queue non-empty, or stop */
-    pthread_cond_t idle_cv;   /* in-flight list changed */
+    pthread_cond_t cv;      /* job queue non-empty, or stop */
+    pthread_cond_t idle_cv; /* in-flight list changed */
     job_t *qhead, *qtail;
     size_t queued;
     job_t *oldest, *newest; /* in-flight list */
@@ -236,9 +236,8 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
            IB_S("session_id", msg->session_id), IB_S("subject", msg->subject),
            IB_I("delivery_count", msg->delivery_count),
            IB_I("sequence_number", msg->sequence_number),
-           IB_S("enqueued_at", msg->enqueued_ms ? enq : NULL),
-           IB_S("lock_token", msg->lock_token), IB_S("result", result),
-           IB_S("disposition", sb_disposition_name(disp)),
+           IB_S("enqueued_at", msg->enqueued_ms ? enq : NULL), IB_S("lock_token", msg->lock_token),
+           IB_S("result", result), IB_S("disposition", sb_disposition_name(disp)),
            IB_S("reason", d->disposition == SB_DEADLETTER ? d->reason : NULL),
            IB_S("error_class", d->err.code ? ib_class_name(d->err.cls) : NULL),
            IB_S("sqlstate", d->err.sqlstate[0] ? d->err.sqlstate : NULL),
@@ -357,15 +356,14 @@ static void log_stats(daemon_t *dm)
     pthread_mutex_lock(&dm->mu);
     off += (size_t)snprintf(reasons, sizeof(reasons), "{");
     for (size_t i = 0; i < dm->nreasons && off < sizeof(reasons) - 80; i++)
-        off += (size_t)snprintf(reasons + off, sizeof(reasons) - off, "%s\"%s\":%llu",
-                                i ? "," : "", dm->reasons[i].name, dm->reasons[i].n);
+        off += (size_t)snprintf(reasons + off, sizeof(reasons) - off, "%s\"%s\":%llu", i ? "," : "",
+                                dm->reasons[i].name, dm->reasons[i].n);
     snprintf(reasons + off, sizeof(reasons) - off, "}");
     if (dm->oldest)
         oldest_ms = ib_mono_ms() - dm->oldest->received_mono;
     size_t in_flight = dm->in_flight;
     pthread_mutex_unlock(&dm->mu);
-    IB_LOG(IB_LOG_INFO, "stats", IB_MSG("periodic statistics"),
-           IB_S("consumer", dm->cfg->consumer),
+    IB_LOG(IB_LOG_INFO, "stats", IB_MSG("periodic statistics"), IB_S("consumer", dm->cfg->consumer),
            IB_I("processed", atomic_load(&dm->n_outcome[WK_OUT_APPLIED]) +
                                  atomic_load(&dm->n_outcome[WK_OUT_SKIPPED]) +
                                  atomic_load(&dm->n_outcome[WK_OUT_RECORDED])),
@@ -402,8 +400,8 @@ static int prepare_db(daemon_t *dm, db_options_t *opt, sigset_t *sigs)
         ib_error_t err;
         db_conn_t *dbc = db_conn_new(opt, &err);
         if (dbc && db_migrate(dbc, dm->cfg->db.migrate, &err) == IB_E_OK) {
-            IB_LOG(IB_LOG_INFO, "db_ready", IB_MSG(dm->cfg->db.migrate ? "inbox table ready"
-                                                                       : "inbox table checked"),
+            IB_LOG(IB_LOG_INFO, "db_ready",
+                   IB_MSG(dm->cfg->db.migrate ? "inbox table ready" : "inbox table checked"),
                    IB_S("dialect", db_dialect_name(db_conn_dialect(dbc))),
                    IB_S("table", dm->cfg->db.inbox_table));
             db_conn_free(dbc);
@@ -471,8 +469,8 @@ int wk_daemon_run(const wk_config_t *cfg)
         goto out;
     }
     dm->metrics = wk_metrics_new(NULL);
-    dm->http = wk_http_start(&(wk_http_opts_t){.listen = cfg->http.listen, .metrics = dm->metrics},
-                             &err);
+    dm->http =
+        wk_http_start(&(wk_http_opts_t){.listen = cfg->http.listen, .metrics = dm->metrics}, &err);
     if (!dm->http) {
         IB_LOG(IB_LOG_ERROR, "http", IB_MSG(err.text), IB_S("listen", cfg->http.listen));
         rc = err.code == IB_E_CONFIG ? 2 : 1;
@@ -559,8 +557,7 @@ int wk_daemon_run(const wk_config_t *cfg)
         long long now = ib_mono_ms();
 
         wk_http_heartbeat(dm->http);
-        wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE,
-                              atomic_load(&dm->pipe.db_reachable));
+        wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE, atomic_load(&dm->pipe.db_reachable));
         sync_client_metrics(dm, &prev);
         if (sig > 0 && draining) {
             IB_LOG(IB_LOG_WARN, "shutdown", IB_MSG("second signal: exiting at once"));

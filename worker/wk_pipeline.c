@@ -10,9 +10,8 @@
 
 const char *wk_outcome_name(wk_outcome_t o)
 {
-    static const char *const names[] = {"applied",       "duplicate", "skipped",
-                                        "recorded",      "conflict",  "dead_lettered",
-                                        "abandoned",     "released"};
+    static const char *const names[] = {"applied",  "duplicate",     "skipped",   "recorded",
+                                        "conflict", "dead_lettered", "abandoned", "released"};
     return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "unknown";
 }
 
@@ -26,11 +25,10 @@ long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *se
     return cap > 0 ? (long long)(rand_r(seed) % (unsigned long long)(cap + 1)) : 0;
 }
 
-static void dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt,
-                        ...) __attribute__((format(printf, 4, 5)));
+static void dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-static void dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt,
-                        ...)
+static void dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt, ...)
 {
     va_list ap;
     d->outcome = o;
@@ -194,8 +192,7 @@ void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
             dead_letter(d, WK_OUT_CONFLICT, "IdempotencyKeyConflict",
                         "idempotency key '%s' (or message-id '%s') was already applied with a "
                         "different body",
-                        claim.idempotency_key ? claim.idempotency_key : "",
-                        claim.message_id);
+                        claim.idempotency_key ? claim.idempotency_key : "", claim.message_id);
             break;
         }
         if (d->err.code == IB_E_DB_CONN)

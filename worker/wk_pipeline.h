@@ -35,19 +35,19 @@ const char *wk_outcome_name(wk_outcome_t o);
 typedef struct wk_decision {
     wk_outcome_t outcome;
     sb_disposition_t disposition;
-    char reason[128];        /* dead-letter reason */
-    char description[1024];  /* dead-letter description; no secret, no body */
-    ib_error_t err;          /* the failure behind the outcome, if any */
-    int attempts;            /* inbox transactions tried */
-    long long duration_ms;   /* time spent in the database */
+    char reason[128];       /* dead-letter reason */
+    char description[1024]; /* dead-letter description; no secret, no body */
+    ib_error_t err;         /* the failure behind the outcome, if any */
+    int attempts;           /* inbox transactions tried */
+    long long duration_ms;  /* time spent in the database */
 } wk_decision_t;
 
 /* What a db worker needs; shared read-only, except the atomics. */
 typedef struct wk_pipeline {
     const wk_config_t *cfg;
     const wk_routes_t *routes;
-    wk_metrics_t *metrics;          /* may be NULL */
-    atomic_bool *stopping;          /* stop retrying when set (may be NULL) */
+    wk_metrics_t *metrics;           /* may be NULL */
+    atomic_bool *stopping;           /* stop retrying when set (may be NULL) */
     atomic_llong *retry_deadline_ms; /* mono ms after which no retry starts (0 = none) */
     atomic_bool db_reachable;
     atomic_ullong retries;

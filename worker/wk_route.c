@@ -27,10 +27,14 @@ static const struct {
     const char *name;
     src_kind_t kind;
 } field_sources[] = {
-    {"message_id", SRC_MESSAGE_ID},       {"body", SRC_BODY},
-    {"subject", SRC_SUBJECT},             {"correlation_id", SRC_CORRELATION_ID},
-    {"session_id", SRC_SESSION_ID},       {"content_type", SRC_CONTENT_TYPE},
-    {"enqueued_at", SRC_ENQUEUED_AT},     {"sequence_number", SRC_SEQUENCE_NUMBER},
+    {"message_id", SRC_MESSAGE_ID},
+    {"body", SRC_BODY},
+    {"subject", SRC_SUBJECT},
+    {"correlation_id", SRC_CORRELATION_ID},
+    {"session_id", SRC_SESSION_ID},
+    {"content_type", SRC_CONTENT_TYPE},
+    {"enqueued_at", SRC_ENQUEUED_AT},
+    {"sequence_number", SRC_SEQUENCE_NUMBER},
     {"delivery_count", SRC_DELIVERY_COUNT},
 };
 
@@ -251,7 +255,7 @@ static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params
     r->nstmts = nsql;
     for (size_t i = 0; i < nsql; i++) {
         const json_t *s = json_is_array(sql) ? json_array_get(sql, i) : sql;
-        const json_t *plist = !params               ? NULL
+        const json_t *plist = !params              ? NULL
                               : json_is_array(sql) ? json_array_get(params, i)
                                                    : params;
         char field[32];
@@ -278,9 +282,11 @@ static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params
         for (size_t k = 0; k < np; k++) {
             if (!compile_param(json_array_get(plist, k), &r->stmts[i].params[k])) {
                 char *t = json_dumps(json_array_get(plist, k), JSON_ENCODE_ANY);
-                problem(p, "params", "unknown source %s (use message_id, body, subject, "
+                problem(p, "params",
+                        "unknown source %s (use message_id, body, subject, "
                         "correlation_id, session_id, content_type, enqueued_at, sequence_number, "
-                        "delivery_count, prop:NAME, $.json.path, or a literal)", t ? t : "?");
+                        "delivery_count, prop:NAME, $.json.path, or a literal)",
+                        t ? t : "?");
                 free(t);
             } else if (r->stmts[i].params[k].kind == SRC_JSON) {
                 r->needs_json = true;
@@ -414,7 +420,7 @@ static void compile_match(wk_route_t *r, const json_t *m, problems_t *p)
 
 static void compile_route(wk_route_t *r, const json_t *j, problems_t *p)
 {
-    static const char *const known[] = {"match", "sql", "params", "idempotency_key",
+    static const char *const known[] = {"match",        "sql",    "params", "idempotency_key",
                                         "on_permanent", "action", "reason", NULL};
     const char *k;
     json_t *v, *action, *onp;
@@ -619,8 +625,8 @@ static ib_err_t body_json(wk_binding_t *b, const sb_msg_t *msg, ib_error_t *err)
                               JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
     if (!b->body_json)
         return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
-                            "body is not valid JSON: %s at line %d column %d", jerr.text,
-                            jerr.line, jerr.column);
+                            "body is not valid JSON: %s at line %d column %d", jerr.text, jerr.line,
+                            jerr.column);
     return IB_E_OK;
 }
 
@@ -787,8 +793,7 @@ static ib_err_t render_key(const wk_route_t *r, const sb_msg_t *msg, wk_binding_
     return IB_E_OK;
 }
 
-ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out,
-                       ib_error_t *err)
+ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out, ib_error_t *err)
 {
     size_t total = 0, at = 0;
     ib_err_t rc;

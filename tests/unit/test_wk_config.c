@@ -133,7 +133,8 @@ static void test_env_overrides_file(void)
     wk_config_free(&cfg);
     setenv("INBOXD_SERVICEBUS_PREFETCH", "-3", 1);
     errs = load_errors("{}", &n, &cfg);
-    ASSERT_CONTAINS(errs, "config: servicebus.prefetch: INBOXD_SERVICEBUS_PREFETCH: -3 is out of range");
+    ASSERT_CONTAINS(errs,
+                    "config: servicebus.prefetch: INBOXD_SERVICEBUS_PREFETCH: -3 is out of range");
     free(errs);
     wk_config_free(&cfg);
     clear_env();
@@ -191,15 +192,13 @@ static void test_round_trip_every_entry(void)
     ASSERT_EQ(n, 0);
     free(errs);
     ja = wk_config_to_json(&a);
-    json_object_set_new(json_object_get(ja, "servicebus"), "connection_string",
-                        json_string(SB_CS));
+    json_object_set_new(json_object_get(ja, "servicebus"), "connection_string", json_string(SB_CS));
     json_object_set_new(json_object_get(ja, "db"), "connection_string", json_string(DB_CS));
     text = json_dumps(ja, 0);
     path = write_tmp(text);
     ASSERT_EQ(wk_config_load(&b, path, stderr), 0);
     jb = wk_config_to_json(&b);
-    json_object_set_new(json_object_get(jb, "servicebus"), "connection_string",
-                        json_string(SB_CS));
+    json_object_set_new(json_object_get(jb, "servicebus"), "connection_string", json_string(SB_CS));
     json_object_set_new(json_object_get(jb, "db"), "connection_string", json_string(DB_CS));
     ASSERT_TRUE(json_equal(ja, jb));
     /* Each table entry is present in the printed config. */

@@ -40,7 +40,8 @@ static void setup(void)
             "{\"match\":{\"subject\":\"Reject\"},\"action\":\"deadletter\",\"reason\":\"Nope\"}]}",
             cs);
     fclose(fp);
-    if (wk_config_load(&cfg, cfgpath, stderr) != 0 || wk_routes_compile(cfg.routes, &routes, stderr))
+    if (wk_config_load(&cfg, cfgpath, stderr) != 0 ||
+        wk_routes_compile(cfg.routes, &routes, stderr))
         abort();
     memset(&opt, 0, sizeof(opt));
     opt.connection_string = cfg.db.connection_string;
@@ -136,8 +137,9 @@ static void test_record_then_duplicate(void)
     wk_decision_t d = run("r1", "Rec", "{\"id\":\"r\",\"n\":-5}", false);
     ASSERT_EQ(d.outcome, WK_OUT_RECORDED);
     ASSERT_EQ(d.disposition, SB_COMPLETE);
-    ASSERT_EQ(count("SELECT count(*) FROM inboxd_inbox WHERE message_id = 'r1' AND status = 'failed'"),
-              1);
+    ASSERT_EQ(
+        count("SELECT count(*) FROM inboxd_inbox WHERE message_id = 'r1' AND status = 'failed'"),
+        1);
     /* The redelivery meets the failed row and is completed without running again. */
     d = run("r1", "Rec", "{\"id\":\"r\",\"n\":-5}", false);
     ASSERT_EQ(d.outcome, WK_OUT_DUPLICATE);

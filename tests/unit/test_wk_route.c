@@ -124,8 +124,9 @@ static void test_bind_sources(void)
         "\"idempotency_key\":\"order:{$.order.id}:{prop:type}:{{x}}\"}]",
         &n, &rs);
     ASSERT_EQ(n, 0);
-    make_msg(&m, "S", "{\"order\":{\"id\":991},\"items\":[{\"sku\":\"a\"},{\"sku\":\"b\"}],"
-                      "\"odd key\":1.5}");
+    make_msg(&m, "S",
+             "{\"order\":{\"id\":991},\"items\":[{\"sku\":\"a\"},{\"sku\":\"b\"}],"
+             "\"odd key\":1.5}");
     ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
     ASSERT_EQ(b.nstmts, 2);
     ASSERT_EQ(b.stmts[0].nparams, 7);
