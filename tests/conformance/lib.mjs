@@ -56,3 +56,9 @@ export async function receiveN(receiver, count, maxWaitMs = 5000) {
   }
   return out;
 }
+
+// Closes a client whose connection a fault may have dropped mid-close: the
+// SDK can leave that promise pending forever, so bound the wait.
+export async function closeQuietly(sb, ms = 3000) {
+  await Promise.race([sb.close().catch(() => {}), sleep(ms)]);
+}

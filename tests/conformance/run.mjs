@@ -69,7 +69,12 @@ const child = spawn(process.execPath, ["--test", "--test-reporter=spec", scenari
 const testCode = await new Promise((resolve) => child.on("exit", (code) => resolve(code ?? 1)));
 
 emu.kill("SIGTERM");
+const killer = setTimeout(() => {
+  console.error("conformance: sbemu still running 10 s after SIGTERM; killing it");
+  emu.kill("SIGKILL");
+}, 10000);
 const { code, signal } = await emuExit;
+clearTimeout(killer);
 let status = testCode;
 if (code !== 0) {
   console.error(`conformance: sbemu did not stop cleanly on SIGTERM (code ${code}, signal ${signal})`);

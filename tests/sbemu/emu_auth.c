@@ -105,7 +105,8 @@ int emu_sas_check(const char *token, const char *key_name, const char *key, cons
     memcpy(buf + srl + 1, se, sel);
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int maclen = 0;
-    if (!HMAC(EVP_sha256(), key, (int)strlen(key), (unsigned char *)buf, srl + 1 + sel, mac, &maclen))
+    if (!HMAC(EVP_sha256(), key, (int)strlen(key), (unsigned char *)buf, srl + 1 + sel, mac,
+              &maclen))
         return fail(why, whylen, "hmac failed");
     char want[64], got[256];
     emu_base64(mac, maclen, want);
@@ -173,7 +174,8 @@ int emu_jwt_check(const char *token, const char *issuer, const char *secret, int
         json_t *v;
         json_array_foreach(aud, i, v)
         {
-            if (json_is_string(v) && strcmp(json_string_value(v), "https://servicebus.azure.net") == 0)
+            if (json_is_string(v) &&
+                strcmp(json_string_value(v), "https://servicebus.azure.net") == 0)
                 aud_ok = true;
         }
     }

@@ -201,8 +201,8 @@ static void on_link_remote_open(emu_broker_t *b, emu_conn_t *conn, pn_link_t *pl
     conn->links = l;
     pn_link_set_context(pl, l);
     bool client_sends = pn_link_is_receiver(pl); /* our end receives */
-    const char *addr = client_sends ? term_addr(pn_link_remote_target(pl))
-                                    : term_addr(pn_link_remote_source(pl));
+    const char *addr =
+        client_sends ? term_addr(pn_link_remote_target(pl)) : term_addr(pn_link_remote_source(pl));
     const char *bare = addr[0] == '/' ? addr + 1 : addr;
     size_t entlen;
     IB_LOG(IB_LOG_DEBUG, "attach", IB_S("link", pn_link_name(pl)), IB_S("address", addr),
@@ -225,7 +225,9 @@ static void on_link_remote_open(emu_broker_t *b, emu_conn_t *conn, pn_link_t *pl
             return;
         }
         if (!emu_cbs_authorized(b, conn, bare)) {
-            emu_link_refuse(l, "amqp:unauthorized-access", "Unauthorized access. A valid token is required for the '$management' node.");
+            emu_link_refuse(
+                l, "amqp:unauthorized-access",
+                "Unauthorized access. A valid token is required for the '$management' node.");
             return;
         }
         mirror_terminus(pl);
@@ -246,7 +248,8 @@ static void on_link_remote_open(emu_broker_t *b, emu_conn_t *conn, pn_link_t *pl
     }
     if (!emu_cbs_authorized(b, conn, bare)) {
         emu_link_refuse(l, "amqp:unauthorized-access",
-                        "Unauthorized access. 'Send' or 'Listen' claim(s) are required for this operation; put a valid token with $cbs first.");
+                        "Unauthorized access. 'Send' or 'Listen' claim(s) are required for this "
+                        "operation; put a valid token with $cbs first.");
         return;
     }
     emu_link_attach_entity(b, l, ent);
@@ -316,7 +319,8 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         if (conn) {
             conn->wake_pending = false;
             if (conn->drop)
-                emu_conn_close(conn, "amqp:connection:forced", "The connection was closed by fault injection (drop-every-ms).");
+                emu_conn_close(conn, "amqp:connection:forced",
+                               "The connection was closed by fault injection (drop-every-ms).");
             conn->dirty = true;
         }
         break;
@@ -433,7 +437,8 @@ void emu_broker_tick(emu_broker_t *b)
     if (b->stats_file && now >= b->next_stats_ms) {
         b->next_stats_ms = now + 1000;
         if (emu_stats_write(b->ns, b->stats_file) != 0)
-            IB_LOG(IB_LOG_WARN, "stats", IB_MSG("cannot write stats file"), IB_S("path", b->stats_file));
+            IB_LOG(IB_LOG_WARN, "stats", IB_MSG("cannot write stats file"),
+                   IB_S("path", b->stats_file));
     }
     pn_proactor_set_timeout(b->proactor, EMU_TICK_MS);
 }

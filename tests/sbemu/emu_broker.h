@@ -44,17 +44,17 @@ typedef struct emu_link {
     emu_link_kind_t kind;
     pn_link_t *pl;
     emu_conn_t *conn;
-    struct emu_link *next;                 /* in conn->links */
-    emu_entity_t *ent;                     /* entity links and $management */
-    struct emu_link *cnext, *cprev;        /* in ent->consumers */
+    struct emu_link *next;          /* in conn->links */
+    emu_entity_t *ent;              /* entity links and $management */
+    struct emu_link *cnext, *cprev; /* in ent->consumers */
     bool peek_lock;
-    bool wants_session;                    /* receiver on a session entity */
-    bool session_pending;                  /* accept-next waiting for a session */
-    bool session_lost;                     /* to be detached: session-lock-lost */
+    bool wants_session;   /* receiver on a session entity */
+    bool session_pending; /* accept-next waiting for a session */
+    bool session_lost;    /* to be detached: session-lock-lost */
     int64_t session_deadline_ms;
     emu_session_t *session;
-    emu_buf_t rx;                          /* a transfer being received */
-    emu_reply_t *replies;                  /* delayed settlement replies */
+    emu_buf_t rx;         /* a transfer being received */
+    emu_reply_t *replies; /* delayed settlement replies */
     uint64_t tag_counter;
 } emu_link_t;
 
@@ -82,11 +82,11 @@ typedef struct emu_broker {
     pn_listener_t *listener;
     emu_ns_t *ns;
     emu_faults_t faults;
-    const char *key_name, *key;      /* NULL: accept any token */
+    const char *key_name, *key; /* NULL: accept any token */
     const char *jwt_issuer, *jwt_secret;
     const char *stats_file;
     emu_conn_t *conns;
-    emu_conn_t *current;             /* connection of the event being handled */
+    emu_conn_t *current; /* connection of the event being handled */
     emu_buf_t scratch;
     int64_t next_stats_ms, next_drop_ms;
     bool stopping;

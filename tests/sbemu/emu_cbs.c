@@ -87,8 +87,10 @@ void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
     pn_data_rewind(body);
     char token[8192];
     token[0] = '\0';
-    if (pn_data_next(body) && (pn_data_type(body) == PN_STRING || pn_data_type(body) == PN_SYMBOL)) {
-        pn_bytes_t t = pn_data_type(body) == PN_STRING ? pn_data_get_string(body) : pn_data_get_symbol(body);
+    if (pn_data_next(body) &&
+        (pn_data_type(body) == PN_STRING || pn_data_type(body) == PN_SYMBOL)) {
+        pn_bytes_t t =
+            pn_data_type(body) == PN_STRING ? pn_data_get_string(body) : pn_data_get_symbol(body);
         snprintf(token, sizeof token, "%.*s", (int)t.size, t.start);
     }
     int64_t now_s = emu_now_ms() / 1000;
@@ -97,7 +99,8 @@ void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
     int rc = 0;
     if (strcmp(type, "jwt") == 0) {
         if (b->jwt_issuer)
-            rc = emu_jwt_check(token, b->jwt_issuer, b->jwt_secret, now_s, &expiry, why, sizeof why);
+            rc =
+                emu_jwt_check(token, b->jwt_issuer, b->jwt_secret, now_s, &expiry, why, sizeof why);
         else if (b->key)
             rc = -1, snprintf(why, sizeof why, "jwt tokens are not configured");
     } else if (strcmp(type, "servicebus.windows.net:sastoken") == 0) {

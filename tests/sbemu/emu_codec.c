@@ -13,7 +13,8 @@ static uint32_t rd32(const uint8_t *p)
 
 static void wr32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8),
+    p[3] = (uint8_t)v;
 }
 
 static uint64_t rd64(const uint8_t *p)
@@ -72,12 +73,24 @@ long emu_amqp_skip(const uint8_t *p, size_t len)
         return v < 0 ? -1 : 1 + d + v;
     }
     switch (c >> 4) {
-    case 0x4: need = 1; break;
-    case 0x5: need = 2; break;
-    case 0x6: need = 3; break;
-    case 0x7: need = 5; break;
-    case 0x8: need = 9; break;
-    case 0x9: need = 17; break;
+    case 0x4:
+        need = 1;
+        break;
+    case 0x5:
+        need = 2;
+        break;
+    case 0x6:
+        need = 3;
+        break;
+    case 0x7:
+        need = 5;
+        break;
+    case 0x8:
+        need = 9;
+        break;
+    case 0x9:
+        need = 17;
+        break;
     case 0xa:
     case 0xc:
     case 0xe:
@@ -125,11 +138,21 @@ int emu_msg_split(const uint8_t *p, size_t len, emu_sections_t *s)
             return -1;
         emu_span_t sp = {(uint32_t)off, (uint32_t)n};
         switch (code) {
-        case 0x70: s->header = sp; break;
-        case 0x71: s->dann = sp; break;
-        case 0x72: s->mann = sp; break;
-        case 0x73: s->props = sp; break;
-        case 0x74: s->app = sp; break;
+        case 0x70:
+            s->header = sp;
+            break;
+        case 0x71:
+            s->dann = sp;
+            break;
+        case 0x72:
+            s->mann = sp;
+            break;
+        case 0x73:
+            s->props = sp;
+            break;
+        case 0x74:
+            s->app = sp;
+            break;
         default:
             if (!s->rest.len && !s->rest.off)
                 s->rest = (emu_span_t){(uint32_t)off, (uint32_t)(len - off)};
@@ -574,7 +597,8 @@ int emu_msg_set_id(const uint8_t *p, size_t len, const emu_sections_t *s, const 
 }
 
 /* True when the string/symbol key k appears among the count pairs of ents. */
-static bool map_has_key(const uint8_t *ents, size_t elen, uint32_t count, const uint8_t *k, size_t kl)
+static bool map_has_key(const uint8_t *ents, size_t elen, uint32_t count, const uint8_t *k,
+                        size_t kl)
 {
     const char *ks;
     size_t ksl;

@@ -23,9 +23,9 @@ typedef struct emu_span {
 /* Where each section of an encoded message sits; len 0 when absent. */
 typedef struct emu_sections {
     emu_span_t header, dann, mann, props, app;
-    emu_span_t rest;    /* body sections and footer, up to the end */
-    int n_data;         /* number of data body sections */
-    bool other_body;    /* an amqp-value or amqp-sequence section */
+    emu_span_t rest; /* body sections and footer, up to the end */
+    int n_data;      /* number of data body sections */
+    bool other_body; /* an amqp-value or amqp-sequence section */
 } emu_sections_t;
 
 /* What the broker reads from a message. */
@@ -35,8 +35,8 @@ typedef struct emu_msg_info {
     bool has_ttl;
     uint32_t ttl_ms;
     bool durable;
-    int priority;          /* -1 when absent */
-    int64_t scheduled_ms;  /* x-opt-scheduled-enqueue-time, 0 when absent */
+    int priority;         /* -1 when absent */
+    int64_t scheduled_ms; /* x-opt-scheduled-enqueue-time, 0 when absent */
 } emu_msg_info_t;
 
 /* A growable byte buffer. */

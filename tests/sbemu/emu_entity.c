@@ -56,10 +56,14 @@ static void list_unlink(emu_list_t *l, emu_msg_t *m)
 static emu_list_t *state_list(emu_entity_t *ent, emu_msg_state_t st)
 {
     switch (st) {
-    case EMU_MSG_ACTIVE: return &ent->avail;
-    case EMU_MSG_LOCKED: return &ent->locked;
-    case EMU_MSG_DEFERRED: return &ent->deferred;
-    case EMU_MSG_SCHEDULED: break;
+    case EMU_MSG_ACTIVE:
+        return &ent->avail;
+    case EMU_MSG_LOCKED:
+        return &ent->locked;
+    case EMU_MSG_DEFERRED:
+        return &ent->deferred;
+    case EMU_MSG_SCHEDULED:
+        break;
     }
     return &ent->scheduled;
 }
@@ -311,7 +315,8 @@ static void expire_msg(emu_msg_t *msg, int64_t now)
     emu_entity_t *ent = msg->entity;
     ent->st.expired++;
     if (ent->opts.dead_letter_on_expiry && msg->state != EMU_MSG_DEFERRED)
-        emu_msg_dead_letter(msg, "TTLExpiredException", "The message expired and was dead lettered.", now);
+        emu_msg_dead_letter(msg, "TTLExpiredException",
+                            "The message expired and was dead lettered.", now);
     else
         msg_free(msg);
 }

@@ -22,11 +22,11 @@
 #include <stdint.h>
 
 typedef struct emu_entity_opts {
-    int lock_duration_s;       /* default 60 */
-    int max_delivery_count;    /* default 10; 0 = unlimited */
-    bool requires_session;     /* default false */
-    int dup_window_s;          /* duplicate detection window; 0 = off */
-    int default_ttl_s;         /* 0 = unlimited */
+    int lock_duration_s;        /* default 60 */
+    int max_delivery_count;     /* default 10; 0 = unlimited */
+    bool requires_session;      /* default false */
+    int dup_window_s;           /* duplicate detection window; 0 = off */
+    int default_ttl_s;          /* 0 = unlimited */
     bool dead_letter_on_expiry; /* move expired messages to the DLQ */
 } emu_entity_opts_t;
 
@@ -68,9 +68,9 @@ typedef struct emu_msg {
     int64_t lock_expiry_ms;  /* when the lock really ends (fault: earlier) */
     uint32_t delivery_count;
     emu_msg_state_t state;
-    uint8_t lock[16];        /* canonical byte order */
+    uint8_t lock[16]; /* canonical byte order */
     void *holder;
-    uint8_t *app;            /* replacement application-properties section */
+    uint8_t *app; /* replacement application-properties section */
     uint32_t app_len;
 } emu_msg_t;
 
@@ -81,13 +81,13 @@ typedef struct emu_list {
 
 struct emu_session {
     char *id;
-    void *holder;            /* the receiver link that holds the session, or NULL */
+    void *holder; /* the receiver link that holds the session, or NULL */
     int64_t locked_until_ms;
     int64_t lock_expiry_ms;
     uint8_t *state;
     size_t state_len;
     bool has_state;
-    size_t n_msgs;           /* messages of this session in the entity, any state */
+    size_t n_msgs; /* messages of this session in the entity, any state */
 };
 
 #define EMU_REASONS_MAX 16
@@ -108,17 +108,17 @@ struct emu_entity {
     emu_kind_t kind;
     emu_entity_opts_t opts;
     emu_ns_t *ns;
-    emu_entity_t *dlq;      /* queues and subscriptions */
-    emu_entity_t *parent;   /* DLQ: its entity; subscription: its topic */
-    emu_entity_t **subs;    /* topics */
+    emu_entity_t *dlq;    /* queues and subscriptions */
+    emu_entity_t *parent; /* DLQ: its entity; subscription: its topic */
+    emu_entity_t **subs;  /* topics */
     size_t nsubs;
     int64_t next_seq;
     emu_list_t avail, locked, deferred, scheduled;
-    emu_map_t *sessions;    /* id -> emu_session_t */
-    emu_map_t *dedup;       /* message-id bytes -> emu_dedup_t */
+    emu_map_t *sessions; /* id -> emu_session_t */
+    emu_map_t *dedup;    /* message-id bytes -> emu_dedup_t */
     void *dedup_head, *dedup_tail;
     emu_stats_t st;
-    void *consumers;        /* owned by the broker layer */
+    void *consumers; /* owned by the broker layer */
 };
 
 typedef struct emu_ns_hooks {
@@ -132,8 +132,8 @@ typedef struct emu_ns_hooks {
 struct emu_ns {
     emu_entity_t **ents;
     size_t n;
-    emu_map_t *locks;       /* canonical lock token -> emu_msg_t */
-    int64_t lock_early_ms;  /* fault: locks end this much before locked-until */
+    emu_map_t *locks;      /* canonical lock token -> emu_msg_t */
+    int64_t lock_early_ms; /* fault: locks end this much before locked-until */
     /* Connection counters kept here so the stats file has one source. */
     uint64_t conn_accepted, conn_open, conn_forced;
     int64_t next_ttl_scan_ms; /* TTL walks whole lists: at most every 250 ms */
@@ -155,7 +155,12 @@ emu_entity_t *emu_ns_add_subscription(emu_ns_t *ns, emu_entity_t *topic, const c
 emu_entity_t *emu_ns_find(emu_ns_t *ns, const char *address, size_t len);
 
 /* Send results. */
-typedef enum { EMU_SEND_OK = 0, EMU_SEND_MALFORMED, EMU_SEND_NOMEM, EMU_SEND_NOT_ALLOWED } emu_send_t;
+typedef enum {
+    EMU_SEND_OK = 0,
+    EMU_SEND_MALFORMED,
+    EMU_SEND_NOMEM,
+    EMU_SEND_NOT_ALLOWED
+} emu_send_t;
 
 /*
  * Stores one transfer sent to a queue or topic: unpacks batch envelopes,
@@ -175,10 +180,10 @@ void emu_msg_consume(emu_msg_t *msg);
 
 typedef enum {
     EMU_COMPLETE,
-    EMU_ABANDON,     /* delivery count +1, available again (or DLQ at the limit) */
+    EMU_ABANDON, /* delivery count +1, available again (or DLQ at the limit) */
     EMU_DEAD_LETTER,
     EMU_DEFER,
-    EMU_RELEASE,     /* unlock without counting a delivery */
+    EMU_RELEASE, /* unlock without counting a delivery */
 } emu_outcome_t;
 
 /* Looks up a live lock (NULL when unknown or expired). */

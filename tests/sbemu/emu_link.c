@@ -63,11 +63,16 @@ static uint32_t link_timeout_ms(pn_link_t *pl)
     pn_data_t *p = pn_link_remote_properties(pl);
     if (p && emu_map_find(p, "com.microsoft:timeout")) {
         switch (pn_data_type(p)) {
-        case PN_UINT: return pn_data_get_uint(p);
-        case PN_INT: return (uint32_t)pn_data_get_int(p);
-        case PN_ULONG: return (uint32_t)pn_data_get_ulong(p);
-        case PN_LONG: return (uint32_t)pn_data_get_long(p);
-        default: break;
+        case PN_UINT:
+            return pn_data_get_uint(p);
+        case PN_INT:
+            return (uint32_t)pn_data_get_int(p);
+        case PN_ULONG:
+            return (uint32_t)pn_data_get_ulong(p);
+        case PN_LONG:
+            return (uint32_t)pn_data_get_long(p);
+        default:
+            break;
         }
     }
     return 60000;
@@ -94,7 +99,8 @@ static void open_session_link(emu_link_t *l, emu_session_t *s)
     pn_data_clear(p);
     pn_data_put_map(p);
     pn_data_enter(p);
-    pn_data_put_symbol(p, pn_bytes(strlen("com.microsoft:locked-until-utc"), "com.microsoft:locked-until-utc"));
+    pn_data_put_symbol(
+        p, pn_bytes(strlen("com.microsoft:locked-until-utc"), "com.microsoft:locked-until-utc"));
     pn_data_put_long(p, emu_ms_to_ticks(s->locked_until_ms));
     pn_data_exit(p);
     pn_link_open(pl);
@@ -109,7 +115,8 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
     if (pn_link_is_receiver(pl)) {
         /* The client sends to ent. */
         if (ent->kind != EMU_KIND_QUEUE && ent->kind != EMU_KIND_TOPIC) {
-            emu_link_refuse(l, "amqp:not-allowed", "Cannot send to a subscription or dead-letter queue.");
+            emu_link_refuse(l, "amqp:not-allowed",
+                            "Cannot send to a subscription or dead-letter queue.");
             return;
         }
         l->kind = EMU_LINK_SEND_IN;
@@ -123,7 +130,8 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
         return;
     }
     if (ent->kind == EMU_KIND_TOPIC) {
-        emu_link_refuse(l, "amqp:not-allowed", "Cannot receive from a topic; receive from a subscription.");
+        emu_link_refuse(l, "amqp:not-allowed",
+                        "Cannot receive from a topic; receive from a subscription.");
         return;
     }
     l->kind = EMU_LINK_CONSUMER;
@@ -133,7 +141,8 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
     if (ent->opts.requires_session) {
         if (sf < 0) {
             emu_link_refuse(l, "amqp:not-allowed",
-                            "It is not possible for an entity that requires sessions to create a non-sessionful message receiver.");
+                            "It is not possible for an entity that requires sessions to create a "
+                            "non-sessionful message receiver.");
             return;
         }
         l->wants_session = true;
@@ -146,8 +155,9 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
             emu_conn_poke(b, l->conn);
         } else if (busy) {
             consumers_del(ent, l);
-            emu_link_refuse(l, "com.microsoft:session-cannot-be-locked",
-                            "The requested session cannot be accepted. It may be locked by another receiver.");
+            emu_link_refuse(
+                l, "com.microsoft:session-cannot-be-locked",
+                "The requested session cannot be accepted. It may be locked by another receiver.");
         } else {
             /* Wait (without answering) for a session to free up, as the service does. */
             l->session_pending = true;
@@ -161,7 +171,9 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
         return;
     }
     if (sf >= 0) {
-        emu_link_refuse(l, "amqp:not-allowed", "The entity does not require sessions; a session receiver cannot be created.");
+        emu_link_refuse(
+            l, "amqp:not-allowed",
+            "The entity does not require sessions; a session receiver cannot be created.");
         return;
     }
     pn_terminus_copy(pn_link_source(pl), pn_link_remote_source(pl));
@@ -257,7 +269,8 @@ static void pump_link(emu_broker_t *b, emu_link_t *l, int64_t now)
             l->session_pending = false;
             IB_LOG(IB_LOG_DEBUG, "session_timeout", IB_S("entity", l->ent->path));
             emu_link_refuse(l, "com.microsoft:timeout",
-                            "The operation did not complete within the allotted timeout: no session is available.");
+                            "The operation did not complete within the allotted timeout: no "
+                            "session is available.");
             return;
         } else {
             return;
@@ -297,10 +310,13 @@ static void reply_now(pn_delivery_t *d, bool lost, bool session)
         pn_condition_t *c = pn_disposition_condition(pn_delivery_local(d));
         if (session) {
             pn_condition_set_name(c, "com.microsoft:session-lock-lost");
-            pn_condition_set_description(c, "The session lock has expired or was released; settle the message on a new session receiver.");
+            pn_condition_set_description(c, "The session lock has expired or was released; settle "
+                                            "the message on a new session receiver.");
         } else {
             pn_condition_set_name(c, "com.microsoft:message-lock-lost");
-            pn_condition_set_description(c, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.");
+            pn_condition_set_description(c,
+                                         "The lock supplied is invalid. Either the lock expired, "
+                                         "or the message has already been removed from the queue.");
         }
         pn_delivery_update(d, PN_REJECTED);
     } else {
@@ -393,7 +409,8 @@ void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
         case PN_MODIFIED:
             modify_properties(b, lock, pn_disposition_annotations(pn_delivery_remote(d)), now);
             rc = emu_ns_settle(b->ns, lock,
-                               pn_disposition_is_undeliverable(pn_delivery_remote(d)) ? EMU_DEFER : EMU_ABANDON,
+                               pn_disposition_is_undeliverable(pn_delivery_remote(d)) ? EMU_DEFER
+                                                                                      : EMU_ABANDON,
                                NULL, NULL, now);
             break;
         case PN_REJECTED: {
@@ -478,7 +495,8 @@ void emu_link_on_incoming(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
     }
     int64_t now = emu_now_ms();
     if (too_big || l->rx.len > EMU_MAX_MESSAGE) {
-        reject(d, "amqp:link:message-size-exceeded", "The message is larger than the 262144 bytes sbemu allows.");
+        reject(d, "amqp:link:message-size-exceeded",
+               "The message is larger than the 262144 bytes sbemu allows.");
     } else if (l->kind == EMU_LINK_SEND_IN) {
         emu_send_t rc = emu_entity_send(l->ent, l->rx.data, l->rx.len, now);
         if (rc == EMU_SEND_OK) {
@@ -486,7 +504,8 @@ void emu_link_on_incoming(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
             pn_delivery_settle(d);
         } else {
             reject(d, rc == EMU_SEND_MALFORMED ? "amqp:decode-error" : "amqp:internal-error",
-                   rc == EMU_SEND_MALFORMED ? "The message could not be decoded." : "The message could not be stored.");
+                   rc == EMU_SEND_MALFORMED ? "The message could not be decoded."
+                                            : "The message could not be stored.");
         }
     } else {
         pn_message_t *req = pn_message();

@@ -35,29 +35,31 @@ static void on_signal(int sig)
 }
 
 /* thread: proactor. Proton's own log lines join sbemu's JSON stream. */
-static void proton_log_sink(intptr_t ctx, pn_log_subsystem_t sub, pn_log_level_t sev, const char *msg)
+static void proton_log_sink(intptr_t ctx, pn_log_subsystem_t sub, pn_log_level_t sev,
+                            const char *msg)
 {
     (void)ctx;
-    ib_log_level_t lvl = sev <= PN_LEVEL_ERROR ? IB_LOG_ERROR : sev <= PN_LEVEL_WARNING ? IB_LOG_WARN : IB_LOG_DEBUG;
+    ib_log_level_t lvl = sev <= PN_LEVEL_ERROR     ? IB_LOG_ERROR
+                         : sev <= PN_LEVEL_WARNING ? IB_LOG_WARN
+                                                   : IB_LOG_DEBUG;
     IB_LOG(lvl, "proton", IB_S("subsystem", pn_logger_subsystem_name(sub)), IB_MSG(msg));
 }
 
 static void usage(FILE *fp)
 {
-    fprintf(fp,
-            "usage: sbemu --listen HOST:PORT --topology FILE [options]\n"
-            "  --key-name NAME          SAS rule name tokens must carry (skn)\n"
-            "  --key KEY                SAS key text; without it every token is accepted\n"
-            "  --jwt-issuer ISS         accept put-token type jwt (HS256) from this issuer\n"
-            "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
-            "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
-            "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
-            "  --fault-drop-after N     close each connection after N deliveries on it\n"
-            "  --fault-drop-every-ms T  close every connection every T ms\n"
-            "  --fault-refuse-renew K   answer the next K renew-lock requests 410 lock-lost\n"
-            "  --fault-lock-early-ms MS locks expire MS before the locked-until they announce\n"
-            "  --fault-settle-delay-ms D  delay every settlement reply by D ms\n"
-            "  --fault-drop-settle-reply K  apply but never answer the next K settlements\n");
+    fprintf(fp, "usage: sbemu --listen HOST:PORT --topology FILE [options]\n"
+                "  --key-name NAME          SAS rule name tokens must carry (skn)\n"
+                "  --key KEY                SAS key text; without it every token is accepted\n"
+                "  --jwt-issuer ISS         accept put-token type jwt (HS256) from this issuer\n"
+                "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
+                "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
+                "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
+                "  --fault-drop-after N     close each connection after N deliveries on it\n"
+                "  --fault-drop-every-ms T  close every connection every T ms\n"
+                "  --fault-refuse-renew K   answer the next K renew-lock requests 410 lock-lost\n"
+                "  --fault-lock-early-ms MS locks expire MS before the locked-until they announce\n"
+                "  --fault-settle-delay-ms D  delay every settlement reply by D ms\n"
+                "  --fault-drop-settle-reply K  apply but never answer the next K settlements\n");
 }
 
 static int parse_int(const char *flag, const char *v, int *out)
@@ -107,7 +109,9 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--stats-file") == 0)
             b.stats_file = v;
         else if (strcmp(a, "--tls-cert") == 0 || strcmp(a, "--tls-key") == 0) {
-            fprintf(stderr, "sbemu: %s: TLS is not supported; clients use UseDevelopmentEmulator=true\n", a);
+            fprintf(stderr,
+                    "sbemu: %s: TLS is not supported; clients use UseDevelopmentEmulator=true\n",
+                    a);
             return 2;
         } else if (strcmp(a, "--log-level") == 0) {
             int lvl = ib_log_level_parse(v);

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EMU_LOCK_LOST_TEXT                                                                     \
-    "The lock supplied is invalid. Either the lock expired, or the message has already been "  \
+#define EMU_LOCK_LOST_TEXT                                                                         \
+    "The lock supplied is invalid. Either the lock expired, or the message has already been "      \
     "removed from the queue."
 
 typedef struct mgmt_ctx {
@@ -41,7 +41,8 @@ static void finish(mgmt_ctx_t *c, int status, const char *cond, const char *desc
 {
     emu_link_t *out = emu_reply_link(c->l->conn, pn_message_get_reply_to(c->req));
     if (!out) {
-        IB_LOG(IB_LOG_WARN, "mgmt", IB_MSG("no reply link"), IB_S("reply_to", pn_message_get_reply_to(c->req)));
+        IB_LOG(IB_LOG_WARN, "mgmt", IB_MSG("no reply link"),
+               IB_S("reply_to", pn_message_get_reply_to(c->req)));
         return;
     }
     pn_message_set_correlation_id(c->resp, pn_message_get_id(c->req));
@@ -85,11 +86,20 @@ static bool get_long(pn_data_t *body, const char *key, int64_t *v)
     if (!emu_map_find(body, key))
         return false;
     switch (pn_data_type(body)) {
-    case PN_LONG: *v = pn_data_get_long(body); return true;
-    case PN_ULONG: *v = (int64_t)pn_data_get_ulong(body); return true;
-    case PN_INT: *v = pn_data_get_int(body); return true;
-    case PN_UINT: *v = pn_data_get_uint(body); return true;
-    default: return false;
+    case PN_LONG:
+        *v = pn_data_get_long(body);
+        return true;
+    case PN_ULONG:
+        *v = (int64_t)pn_data_get_ulong(body);
+        return true;
+    case PN_INT:
+        *v = pn_data_get_int(body);
+        return true;
+    case PN_UINT:
+        *v = pn_data_get_uint(body);
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -170,7 +180,8 @@ static void op_update_disposition(mgmt_ctx_t *c)
     int n = get_uuids(c->body, "lock-tokens", locks, EMU_TOKENS_MAX);
     char status[32], reason[256], desc[1024];
     if (n < 0 || !get_string(c->body, "disposition-status", status, sizeof status)) {
-        finish(c, 400, "com.microsoft:argument-error", "lock-tokens and disposition-status are required.");
+        finish(c, 400, "com.microsoft:argument-error",
+               "lock-tokens and disposition-status are required.");
         return;
     }
     bool has_reason = get_string(c->body, "deadletter-reason", reason, sizeof reason);
@@ -270,7 +281,8 @@ static void op_receive_by_seq(mgmt_ctx_t *c)
     get_long(c->body, "receiver-settle-mode", &mode);
     if (!emu_map_find(c->body, "sequence-numbers") ||
         (pn_data_type(c->body) != PN_ARRAY && pn_data_type(c->body) != PN_LIST)) {
-        finish(c, 400, "com.microsoft:argument-error", "sequence-numbers must be an array of long.");
+        finish(c, 400, "com.microsoft:argument-error",
+               "sequence-numbers must be an array of long.");
         return;
     }
     int64_t seqs[EMU_TOKENS_MAX];
@@ -283,7 +295,8 @@ static void op_receive_by_seq(mgmt_ctx_t *c)
     for (int i = 0; i < n; i++) {
         found[i] = emu_entity_deferred(c->ent, seqs[i]);
         if (!found[i]) {
-            finish(c, 404, "com.microsoft:message-not-found", "The deferred message was not found.");
+            finish(c, 404, "com.microsoft:message-not-found",
+                   "The deferred message was not found.");
             return;
         }
     }
@@ -323,12 +336,15 @@ static void op_schedule(mgmt_ctx_t *c)
                 break;
             if (is_msg && pn_data_type(c->body) == PN_BINARY) {
                 pn_bytes_t bin = pn_data_get_binary(c->body);
-                emu_entity_t *target = c->ent->kind == EMU_KIND_TOPIC && c->ent->nsubs ? c->ent->subs[0] : c->ent;
+                emu_entity_t *target =
+                    c->ent->kind == EMU_KIND_TOPIC && c->ent->nsubs ? c->ent->subs[0] : c->ent;
                 int64_t before = target->next_seq;
-                if (emu_entity_send(c->ent, (const uint8_t *)bin.start, bin.size, c->now) != EMU_SEND_OK) {
+                if (emu_entity_send(c->ent, (const uint8_t *)bin.start, bin.size, c->now) !=
+                    EMU_SEND_OK) {
                     pn_data_exit(c->body);
                     pn_data_exit(c->body);
-                    finish(c, 400, "com.microsoft:argument-error", "A scheduled message could not be decoded.");
+                    finish(c, 400, "com.microsoft:argument-error",
+                           "A scheduled message could not be decoded.");
                     return;
                 }
                 seqs[n++] = target->next_seq > before ? target->next_seq : before;
@@ -377,7 +393,8 @@ static void op_session(mgmt_ctx_t *c, const char *op)
     if (strcmp(op, "com.microsoft:renew-session-lock") == 0) {
         int64_t until;
         if (emu_session_renew(c->ent, sid, c->now, &until) != 0) {
-            finish(c, 410, "com.microsoft:session-lock-lost", "The session lock has expired or is not held.");
+            finish(c, 410, "com.microsoft:session-lock-lost",
+                   "The session lock has expired or is not held.");
             return;
         }
         begin_body(c);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct emu_dedup {
     struct emu_dedup *next;
     int64_t at_ms;
@@ -233,7 +232,8 @@ static emu_send_t send_one(emu_entity_t *ent, const uint8_t *bytes, size_t len, 
             emu_buf_free(&withid);
             return EMU_SEND_MALFORMED;
         }
-        emu_send_t rc = withid.len ? send_stored(ent, withid.data, withid.len, now) : EMU_SEND_NOMEM;
+        emu_send_t rc =
+            withid.len ? send_stored(ent, withid.data, withid.len, now) : EMU_SEND_NOMEM;
         emu_buf_free(&withid);
         return rc;
     }
@@ -248,7 +248,8 @@ static emu_send_t send_stored(emu_entity_t *ent, const uint8_t *bytes, size_t le
     memcpy(b->data, bytes, len);
     b->len = (uint32_t)len;
     b->refs = 1;
-    if (emu_msg_split(b->data, len, &b->sec) != 0 || emu_msg_info(b->data, &b->sec, &b->info) != 0) {
+    if (emu_msg_split(b->data, len, &b->sec) != 0 ||
+        emu_msg_info(b->data, &b->sec, &b->info) != 0) {
         free(b);
         return EMU_SEND_MALFORMED;
     }

@@ -124,10 +124,10 @@ static ssize_t sasl_code(pn_transport_t *t, pn_bytes_t in, pn_bytes_t *out)
 }
 
 static const pnx_sasl_implementation emu_sasl_impl = {
-    sasl_noop,         sasl_mechs,          sasl_init_server,  sasl_init_client,
-    sasl_noop,         sasl_process_init,   sasl_process_response,
-    sasl_process_mechanisms, sasl_process_bytes, sasl_process_bytes,
-    sasl_can_encrypt,  sasl_max_encrypt,    sasl_code,         sasl_code,
+    sasl_noop,          sasl_mechs,         sasl_init_server,      sasl_init_client,
+    sasl_noop,          sasl_process_init,  sasl_process_response, sasl_process_mechanisms,
+    sasl_process_bytes, sasl_process_bytes, sasl_can_encrypt,      sasl_max_encrypt,
+    sasl_code,          sasl_code,
 };
 
 /* thread: proactor */

@@ -14,15 +14,16 @@ static json_t *entity_json(const emu_entity_t *e)
     json_t *reasons = json_object();
     for (int i = 0; i < EMU_REASONS_MAX; i++)
         if (st->by_reason[i].n)
-            json_object_set_new(reasons, st->by_reason[i].reason, json_integer((json_int_t)st->by_reason[i].n));
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I}",
-                     "active", (json_int_t)e->avail.count, "locked", (json_int_t)e->locked.count,
-                     "deferred", (json_int_t)e->deferred.count, "scheduled",
-                     (json_int_t)e->scheduled.count, "sent", (json_int_t)st->sent, "delivered",
-                     (json_int_t)st->delivered, "completed", (json_int_t)st->completed, "abandoned",
-                     (json_int_t)st->abandoned, "released", (json_int_t)st->released,
-                     "dead_lettered", (json_int_t)st->dead_lettered, "dead_lettered_by_reason",
-                     reasons, "duplicate_detected", (json_int_t)st->duplicate_detected, "expired",
+            json_object_set_new(reasons, st->by_reason[i].reason,
+                                json_integer((json_int_t)st->by_reason[i].n));
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I}", "active",
+                     (json_int_t)e->avail.count, "locked", (json_int_t)e->locked.count, "deferred",
+                     (json_int_t)e->deferred.count, "scheduled", (json_int_t)e->scheduled.count,
+                     "sent", (json_int_t)st->sent, "delivered", (json_int_t)st->delivered,
+                     "completed", (json_int_t)st->completed, "abandoned", (json_int_t)st->abandoned,
+                     "released", (json_int_t)st->released, "dead_lettered",
+                     (json_int_t)st->dead_lettered, "dead_lettered_by_reason", reasons,
+                     "duplicate_detected", (json_int_t)st->duplicate_detected, "expired",
                      (json_int_t)st->expired);
 }
 
@@ -32,8 +33,9 @@ char *emu_stats_json(const emu_ns_t *ns)
     json_t *ents = json_object();
     for (size_t i = 0; i < ns->n; i++)
         json_object_set_new(ents, ns->ents[i]->path, entity_json(ns->ents[i]));
-    json_t *conns = json_pack("{s:I,s:I,s:I}", "accepted", (json_int_t)ns->conn_accepted, "open",
-                              (json_int_t)ns->conn_open, "forced_closed", (json_int_t)ns->conn_forced);
+    json_t *conns =
+        json_pack("{s:I,s:I,s:I}", "accepted", (json_int_t)ns->conn_accepted, "open",
+                  (json_int_t)ns->conn_open, "forced_closed", (json_int_t)ns->conn_forced);
     json_t *root = json_pack("{s:o,s:o}", "entities", ents, "connections", conns);
     char *s = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);

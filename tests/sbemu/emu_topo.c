@@ -81,7 +81,8 @@ static int parse_opts(json_t *obj, emu_entity_opts_t *o, const char *where, char
     if (get_int(obj, "lock_duration_s", &o->lock_duration_s, 300, where, err, errlen) ||
         get_int(obj, "max_delivery_count", &o->max_delivery_count, 1000000, where, err, errlen) ||
         get_bool(obj, "requires_session", &o->requires_session, where, err, errlen) ||
-        get_int(obj, "duplicate_detection_window_s", &o->dup_window_s, 7 * 86400, where, err, errlen) ||
+        get_int(obj, "duplicate_detection_window_s", &o->dup_window_s, 7 * 86400, where, err,
+                errlen) ||
         get_int(obj, "default_ttl_s", &o->default_ttl_s, 1 << 30, where, err, errlen) ||
         get_bool(obj, "dead_lettering_on_message_expiration", &o->dead_letter_on_expiry, where, err,
                  errlen))
@@ -103,18 +104,26 @@ static const char *get_name(json_t *obj, const char *where, char *err, size_t er
 
 static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"drop_after",      "drop_every_ms",     "refuse_renew",
-                                       "lock_early_ms",   "settle_delay_ms",   "drop_settle_reply",
+    static const char *const keys[] = {"drop_after",
+                                       "drop_every_ms",
+                                       "refuse_renew",
+                                       "lock_early_ms",
+                                       "settle_delay_ms",
+                                       "drop_settle_reply",
                                        NULL};
     if (check_keys(f, keys, "faults", err, errlen))
         return -1;
     const int max = 1 << 30;
     return get_int(f, "drop_after", &faults->drop_after, max, "faults", err, errlen) ||
-                   get_int(f, "drop_every_ms", &faults->drop_every_ms, max, "faults", err, errlen) ||
+                   get_int(f, "drop_every_ms", &faults->drop_every_ms, max, "faults", err,
+                           errlen) ||
                    get_int(f, "refuse_renew", &faults->refuse_renew, max, "faults", err, errlen) ||
-                   get_int(f, "lock_early_ms", &faults->lock_early_ms, max, "faults", err, errlen) ||
-                   get_int(f, "settle_delay_ms", &faults->settle_delay_ms, max, "faults", err, errlen) ||
-                   get_int(f, "drop_settle_reply", &faults->drop_settle_reply, max, "faults", err, errlen)
+                   get_int(f, "lock_early_ms", &faults->lock_early_ms, max, "faults", err,
+                           errlen) ||
+                   get_int(f, "settle_delay_ms", &faults->settle_delay_ms, max, "faults", err,
+                           errlen) ||
+                   get_int(f, "drop_settle_reply", &faults->drop_settle_reply, max, "faults", err,
+                           errlen)
                ? -1
                : 0;
 }
@@ -132,7 +141,8 @@ static int parse_topic(emu_ns_t *ns, json_t *t, size_t idx, char *err, size_t er
         return -1;
     emu_entity_opts_t o;
     emu_entity_opts_default(&o);
-    if (get_int(t, "duplicate_detection_window_s", &o.dup_window_s, 7 * 86400, where, err, errlen) ||
+    if (get_int(t, "duplicate_detection_window_s", &o.dup_window_s, 7 * 86400, where, err,
+                errlen) ||
         get_int(t, "default_ttl_s", &o.default_ttl_s, 1 << 30, where, err, errlen))
         return -1;
     emu_entity_t *topic = emu_ns_add_topic(ns, name, &o);

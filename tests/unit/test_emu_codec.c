@@ -9,10 +9,10 @@
 #include <string.h>
 
 /* properties(message-id "m1", subject "s") + app {"a": "x"} + data "body" */
-static const uint8_t msg1[] = {
-    0x00, 0x53, 0x73, 0xc0, 0x0a, 0x04, 0xa1, 0x02, 'm', '1', 0x40, 0x40, 0xa1, 0x01, 's',
-    0x00, 0x53, 0x74, 0xc1, 0x07, 0x02, 0xa1, 0x01, 'a', 0xa1, 0x01, 'x',
-    0x00, 0x53, 0x75, 0xa0, 0x04, 'b', 'o', 'd', 'y'};
+static const uint8_t msg1[] = {0x00, 0x53, 0x73, 0xc0, 0x0a, 0x04, 0xa1, 0x02, 'm',
+                               '1',  0x40, 0x40, 0xa1, 0x01, 's',  0x00, 0x53, 0x74,
+                               0xc1, 0x07, 0x02, 0xa1, 0x01, 'a',  0xa1, 0x01, 'x',
+                               0x00, 0x53, 0x75, 0xa0, 0x04, 'b',  'o',  'd',  'y'};
 
 static void test_split_and_info(void)
 {
@@ -39,11 +39,15 @@ static void test_delivery_header_and_annotations(void)
     emu_msg_split(msg1, sizeof msg1, &s);
     emu_msg_info(msg1, &s, &info);
     emu_buf_t out = {0};
-    emu_delivery_fields_t f = {.delivery_count = 0, .seq = 7, .enqueued_ms = 1000, .locked_until_ms = 2000,
+    emu_delivery_fields_t f = {.delivery_count = 0,
+                               .seq = 7,
+                               .enqueued_ms = 1000,
+                               .locked_until_ms = 2000,
                                .message_state = -1};
     ASSERT_EQ(emu_encode_delivery(&out, msg1, &s, &info, &f), 0);
     /* Header list of 5 with delivery-count encoded as uint 0. */
-    const uint8_t hdr[] = {0x00, 0x53, 0x70, 0xc0, 0x0a, 0x05, 0x42, 0x40, 0x40, 0x40, 0x70, 0, 0, 0, 0};
+    const uint8_t hdr[] = {0x00, 0x53, 0x70, 0xc0, 0x0a, 0x05, 0x42, 0x40,
+                           0x40, 0x40, 0x70, 0,    0,    0,    0};
     ASSERT_TRUE(out.len > sizeof hdr && memcmp(out.data, hdr, sizeof hdr) == 0);
     ASSERT_TRUE(memmem(out.data, out.len, "x-opt-sequence-number", 21) != NULL);
     ASSERT_TRUE(memmem(out.data, out.len, "x-opt-locked-until", 18) != NULL);
@@ -71,8 +75,8 @@ static void test_set_id(void)
     memcpy(m, msg1, sizeof msg1);
     emu_sections_t s;
     emu_msg_info_t info;
-    const uint8_t noid[] = {0x00, 0x53, 0x73, 0xc0, 0x07, 0x04, 0x40, 0x40, 0x40, 0xa1, 0x01, 's',
-                            0x00, 0x53, 0x75, 0xa0, 0x01, 'z'};
+    const uint8_t noid[] = {0x00, 0x53, 0x73, 0xc0, 0x07, 0x04, 0x40, 0x40, 0x40,
+                            0xa1, 0x01, 's',  0x00, 0x53, 0x75, 0xa0, 0x01, 'z'};
     ASSERT_EQ(emu_msg_split(noid, sizeof noid, &s), 0);
     emu_msg_info(noid, &s, &info);
     ASSERT_EQ(info.message_id.len, 0);
@@ -81,7 +85,10 @@ static void test_set_id(void)
     ASSERT_EQ(emu_msg_split(out.data, out.len, &s), 0);
     ASSERT_EQ(emu_msg_info(out.data, &s, &info), 0);
     ASSERT_EQ(info.message_id.len, 5);
-    ASSERT_TRUE(memcmp(out.data + info.message_id.off, "\xa1\x03" "abc", 5) == 0);
+    ASSERT_TRUE(memcmp(out.data + info.message_id.off,
+                       "\xa1\x03"
+                       "abc",
+                       5) == 0);
     ASSERT_TRUE(memmem(out.data, out.len, "\xa1\x01s", 3) != NULL);
     emu_buf_free(&out);
     /* No properties section at all: one is inserted before the body. */
@@ -100,12 +107,15 @@ static void test_app_merge_and_dead_letter(void)
     emu_msg_split(msg1, sizeof msg1, &s);
     /* mods: {sym "a": "y", str "n": "v", str "DeadLetterReason": "r"} */
     const uint8_t mods[] = {0xc1, 0x22, 0x06, 0xa3, 0x01, 'a', 0xa1, 0x01, 'y', 0xa1, 0x01, 'n',
-                            0xa1, 0x01, 'v', 0xa1, 0x10, 'D', 'e', 'a', 'd', 'L', 'e', 't', 't',
-                            'e', 'r', 'R', 'e', 'a', 's', 'o', 'n', 0xa1, 0x01, 'r'};
+                            0xa1, 0x01, 'v',  0xa1, 0x10, 'D', 'e',  'a',  'd', 'L',  'e',  't',
+                            't',  'e',  'r',  'R',  'e',  'a', 's',  'o',  'n', 0xa1, 0x01, 'r'};
     emu_buf_t out = {0};
     ASSERT_EQ(emu_encode_app_merge(&out, msg1 + s.app.off, s.app.len, mods, sizeof mods), 0);
-    ASSERT_TRUE(memmem(out.data, out.len, "\xa1\x01" "a\xa1\x01y", 6) != NULL); /* sym key became str */
-    ASSERT_TRUE(memmem(out.data, out.len, "\xa1\x01x", 3) == NULL);            /* old value replaced */
+    ASSERT_TRUE(memmem(out.data, out.len,
+                       "\xa1\x01"
+                       "a\xa1\x01y",
+                       6) != NULL);                                 /* sym key became str */
+    ASSERT_TRUE(memmem(out.data, out.len, "\xa1\x01x", 3) == NULL); /* old value replaced */
     ASSERT_TRUE(memmem(out.data, out.len, "DeadLetterReason", 16) == NULL);
     ASSERT_EQ(out.data[out.len - 1], 'v');
     emu_buf_t dl = {0};

@@ -12,12 +12,24 @@
 #define T0 1800000000000LL
 
 /* Hand-encodes a message: header (ttl if > 0), properties (id, group), data body. */
-static size_t make_msg(uint8_t *out, const char *id, const char *group, unsigned ttl_ms, const char *body)
+static size_t make_msg(uint8_t *out, const char *id, const char *group, unsigned ttl_ms,
+                       const char *body)
 {
     size_t n = 0;
     if (ttl_ms) {
-        const uint8_t h[] = {0x00, 0x53, 0x70, 0xc0, 0x08, 0x03, 0x42, 0x40, 0x70,
-                             (uint8_t)(ttl_ms >> 24), (uint8_t)(ttl_ms >> 16), (uint8_t)(ttl_ms >> 8), (uint8_t)ttl_ms};
+        const uint8_t h[] = {0x00,
+                             0x53,
+                             0x70,
+                             0xc0,
+                             0x08,
+                             0x03,
+                             0x42,
+                             0x40,
+                             0x70,
+                             (uint8_t)(ttl_ms >> 24),
+                             (uint8_t)(ttl_ms >> 16),
+                             (uint8_t)(ttl_ms >> 8),
+                             (uint8_t)ttl_ms};
         memcpy(out, h, sizeof h);
         n += sizeof h;
     }
@@ -125,7 +137,8 @@ static void test_abandon_counts_and_max_delivery(void)
     ASSERT_STREQ(q(ns)->st.by_reason[0].reason, "MaxDeliveryCountExceeded");
     /* The DLQ copy carries the reason in its application properties. */
     ASSERT_TRUE(dlq->avail.head->app != NULL);
-    ASSERT_TRUE(memmem(dlq->avail.head->app, dlq->avail.head->app_len, "MaxDeliveryCountExceeded", 24) != NULL);
+    ASSERT_TRUE(memmem(dlq->avail.head->app, dlq->avail.head->app_len, "MaxDeliveryCountExceeded",
+                       24) != NULL);
     emu_ns_free(ns);
 }
 
@@ -309,15 +322,21 @@ static void test_topology_errors(void)
     emu_ns_t *ns = emu_ns_new();
     emu_faults_t f = {0};
     char err[256];
-    ASSERT_EQ(emu_topo_parse("{\"queues\":[{\"name\":\"a\",\"lock_duration\":5}]}", ns, &f, err, sizeof err), -1);
+    ASSERT_EQ(emu_topo_parse("{\"queues\":[{\"name\":\"a\",\"lock_duration\":5}]}", ns, &f, err,
+                             sizeof err),
+              -1);
     ASSERT_CONTAINS(err, "lock_duration");
-    ASSERT_EQ(emu_topo_parse("{\"queues\":[{\"name\":\"a\"},{\"name\":\"a\"}]}", ns, &f, err, sizeof err), -1);
+    ASSERT_EQ(
+        emu_topo_parse("{\"queues\":[{\"name\":\"a\"},{\"name\":\"a\"}]}", ns, &f, err, sizeof err),
+        -1);
     ASSERT_CONTAINS(err, "duplicate");
     emu_ns_free(ns);
     ns = emu_ns_new();
     ASSERT_EQ(emu_topo_parse("{\"queues\":[{\"name\":\"a\",\"max_delivery_count\":2}],"
                              "\"topics\":[{\"name\":\"t\",\"subscriptions\":[{\"name\":\"s\"}]}],"
-                             "\"faults\":{\"refuse_renew\":3}}", ns, &f, err, sizeof err), 0);
+                             "\"faults\":{\"refuse_renew\":3}}",
+                             ns, &f, err, sizeof err),
+              0);
     ASSERT_EQ(f.refuse_renew, 3);
     ASSERT_EQ(emu_ns_find(ns, "a", 1)->opts.max_delivery_count, 2);
     ASSERT_TRUE(emu_ns_find(ns, "t/Subscriptions/s", 17) != NULL);

@@ -32,8 +32,8 @@ static void enc(const char *in, char *out)
 }
 
 /* Builds a token the way the SDKs do (wire reference §2.4). */
-static void make_sas(char *out, size_t size, const char *resource, long long expiry, const char *key,
-                     const char *key_name)
+static void make_sas(char *out, size_t size, const char *resource, long long expiry,
+                     const char *key, const char *key_name)
 {
     char sr[512], str[600], sig64[64], sig[128], skn[128];
     enc(resource, sr);
@@ -52,14 +52,18 @@ static void test_good_token(void)
     char tok[1024], why[128] = "";
     int64_t exp = 0;
     make_sas(tok, sizeof tok, "sb://localhost:5672/orders", NOW + 3600, KEY, "Root");
-    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost:5672/orders", NOW, &exp, why, sizeof why), 0);
+    ASSERT_EQ(
+        emu_sas_check(tok, "Root", KEY, "sb://localhost:5672/orders", NOW, &exp, why, sizeof why),
+        0);
     ASSERT_EQ(exp, NOW + 3600);
     /* No key name configured: any skn. */
-    ASSERT_EQ(emu_sas_check(tok, NULL, KEY, "sb://localhost:5672/orders", NOW, &exp, why, sizeof why), 0);
+    ASSERT_EQ(
+        emu_sas_check(tok, NULL, KEY, "sb://localhost:5672/orders", NOW, &exp, why, sizeof why), 0);
     /* A namespace-wide token covers every entity. */
     make_sas(tok, sizeof tok, "sb://localhost:5672/", NOW + 60, KEY, "Root");
-    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost:5672/events/Subscriptions/b", NOW, &exp,
-                            why, sizeof why), 0);
+    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost:5672/events/Subscriptions/b", NOW,
+                            &exp, why, sizeof why),
+              0);
 }
 
 static void test_bad_signature(void)
@@ -67,17 +71,22 @@ static void test_bad_signature(void)
     char tok[1024], why[128] = "";
     int64_t exp = 0;
     make_sas(tok, sizeof tok, "sb://localhost/orders", NOW + 3600, "another-key", "Root");
-    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why), -1);
+    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why),
+              -1);
     ASSERT_CONTAINS(why, "signature");
     /* Tampered expiry with the original signature. */
     make_sas(tok, sizeof tok, "sb://localhost/orders", NOW + 3600, KEY, "Root");
     char *se = strstr(tok, "&se=");
     se[4] = se[4] == '9' ? '8' : '9';
-    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why), -1);
+    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why),
+              -1);
     /* Wrong rule name. */
     make_sas(tok, sizeof tok, "sb://localhost/orders", NOW + 3600, KEY, "Other");
-    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why), -1);
-    ASSERT_EQ(emu_sas_check("Bearer x", "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why), -1);
+    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why),
+              -1);
+    ASSERT_EQ(
+        emu_sas_check("Bearer x", "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why),
+        -1);
 }
 
 static void test_expired(void)
@@ -85,7 +94,8 @@ static void test_expired(void)
     char tok[1024], why[128] = "";
     int64_t exp = 0;
     make_sas(tok, sizeof tok, "sb://localhost/orders", NOW - 1, KEY, "Root");
-    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why), -1);
+    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders", NOW, &exp, why, sizeof why),
+              -1);
     ASSERT_CONTAINS(why, "expired");
 }
 
@@ -94,12 +104,15 @@ static void test_wrong_audience(void)
     char tok[1024], why[128] = "";
     int64_t exp = 0;
     make_sas(tok, sizeof tok, "sb://localhost/orders", NOW + 3600, KEY, "Root");
-    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/payments", NOW, &exp, why, sizeof why), -1);
+    ASSERT_EQ(
+        emu_sas_check(tok, "Root", KEY, "sb://localhost/payments", NOW, &exp, why, sizeof why), -1);
     ASSERT_CONTAINS(why, "cover");
     /* A prefix that is not a path segment does not cover. */
-    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders2", NOW, &exp, why, sizeof why), -1);
+    ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders2", NOW, &exp, why, sizeof why),
+              -1);
     ASSERT_EQ(emu_sas_check(tok, "Root", KEY, "sb://localhost/orders/$management", NOW, &exp, why,
-                            sizeof why), 0);
+                            sizeof why),
+              0);
 }
 
 static void test_covers(void)
@@ -133,7 +146,8 @@ static void make_jwt(char *out, const char *payload, const char *secret)
     snprintf(signing, sizeof signing, "%s.%s", h, p);
     unsigned char mac[32];
     unsigned int maclen = 0;
-    HMAC(EVP_sha256(), secret, (int)strlen(secret), (unsigned char *)signing, strlen(signing), mac, &maclen);
+    HMAC(EVP_sha256(), secret, (int)strlen(secret), (unsigned char *)signing, strlen(signing), mac,
+         &maclen);
     char s[64];
     b64url(mac, maclen, s);
     sprintf(out, "%s.%s", signing, s);
@@ -143,22 +157,33 @@ static void test_jwt(void)
 {
     char tok[4096], why[128], payload[512];
     int64_t exp = 0;
-    snprintf(payload, sizeof payload,
-             "{\"iss\":\"https://issuer.test/\",\"aud\":\"https://servicebus.azure.net\",\"exp\":%lld}", NOW + 600);
+    snprintf(
+        payload, sizeof payload,
+        "{\"iss\":\"https://issuer.test/\",\"aud\":\"https://servicebus.azure.net\",\"exp\":%lld}",
+        NOW + 600);
     make_jwt(tok, payload, "jwt-secret");
-    ASSERT_EQ(emu_jwt_check(tok, "https://issuer.test/", "jwt-secret", NOW, &exp, why, sizeof why), 0);
+    ASSERT_EQ(emu_jwt_check(tok, "https://issuer.test/", "jwt-secret", NOW, &exp, why, sizeof why),
+              0);
     ASSERT_EQ(exp, NOW + 600);
     ASSERT_EQ(emu_jwt_check(tok, "https://other/", "jwt-secret", NOW, &exp, why, sizeof why), -1);
     ASSERT_EQ(emu_jwt_check(tok, "https://issuer.test/", "wrong", NOW, &exp, why, sizeof why), -1);
-    ASSERT_EQ(emu_jwt_check(tok, "https://issuer.test/", "jwt-secret", NOW + 601, &exp, why, sizeof why), -1);
+    ASSERT_EQ(
+        emu_jwt_check(tok, "https://issuer.test/", "jwt-secret", NOW + 601, &exp, why, sizeof why),
+        -1);
     snprintf(payload, sizeof payload,
-             "{\"iss\":\"https://issuer.test/\",\"aud\":[\"x\",\"https://servicebus.azure.net\"],\"exp\":%lld}", NOW + 600);
+             "{\"iss\":\"https://issuer.test/\",\"aud\":[\"x\",\"https://"
+             "servicebus.azure.net\"],\"exp\":%lld}",
+             NOW + 600);
     make_jwt(tok, payload, "jwt-secret");
-    ASSERT_EQ(emu_jwt_check(tok, "https://issuer.test/", "jwt-secret", NOW, &exp, why, sizeof why), 0);
-    snprintf(payload, sizeof payload,
-             "{\"iss\":\"https://issuer.test/\",\"aud\":\"https://storage.azure.com\",\"exp\":%lld}", NOW + 600);
+    ASSERT_EQ(emu_jwt_check(tok, "https://issuer.test/", "jwt-secret", NOW, &exp, why, sizeof why),
+              0);
+    snprintf(
+        payload, sizeof payload,
+        "{\"iss\":\"https://issuer.test/\",\"aud\":\"https://storage.azure.com\",\"exp\":%lld}",
+        NOW + 600);
     make_jwt(tok, payload, "jwt-secret");
-    ASSERT_EQ(emu_jwt_check(tok, "https://issuer.test/", "jwt-secret", NOW, &exp, why, sizeof why), -1);
+    ASSERT_EQ(emu_jwt_check(tok, "https://issuer.test/", "jwt-secret", NOW, &exp, why, sizeof why),
+              -1);
     ASSERT_CONTAINS(why, "audience");
 }
 

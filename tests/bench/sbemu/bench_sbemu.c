@@ -206,7 +206,8 @@ static pid_t start_sbemu(const char *exe, const char *topo, int *port)
     close(fds[1]);
     FILE *fp = fdopen(fds[0], "r");
     char line[256];
-    if (!fp || !fgets(line, sizeof line, fp) || sscanf(line, "{\"event\":\"listening\",\"port\":%d}", port) != 1)
+    if (!fp || !fgets(line, sizeof line, fp) ||
+        sscanf(line, "{\"event\":\"listening\",\"port\":%d}", port) != 1)
         return -1;
     return pid; /* the pipe stays open: sbemu logs warnings only */
 }
@@ -257,12 +258,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench: failed (settled %ld of %ld)\n", b.settled, b.total);
         return 1;
     }
-    printf("{\"phase\":\"send\",\"messages\":%ld,\"body_bytes\":%zu,\"seconds\":%.3f,\"msg_per_s\":%.0f}\n",
+    printf("{\"phase\":\"send\",\"messages\":%ld,\"body_bytes\":%zu,\"seconds\":%.3f,\"msg_per_s\":"
+           "%.0f}\n",
            b.total, b.body_bytes, b.t_send1 - b.t_send0, b.total / (b.t_send1 - b.t_send0));
-    printf("{\"phase\":\"queued\",\"messages\":%ld,\"rss_empty_mib\":%.1f,\"rss_queued_mib\":%.1f}\n",
-           b.total, b.rss_empty_kib / 1024.0, b.rss_full_kib / 1024.0);
+    printf(
+        "{\"phase\":\"queued\",\"messages\":%ld,\"rss_empty_mib\":%.1f,\"rss_queued_mib\":%.1f}\n",
+        b.total, b.rss_empty_kib / 1024.0, b.rss_full_kib / 1024.0);
     printf("{\"phase\":\"dispatch_settle\",\"messages\":%ld,\"seconds\":%.3f,\"msg_per_s\":%.0f}\n",
            b.total, b.t_recv1 - b.t_recv0, b.total / (b.t_recv1 - b.t_recv0));
-    printf("{\"phase\":\"exit\",\"sbemu_status\":%d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    printf("{\"phase\":\"exit\",\"sbemu_status\":%d}\n",
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return 0;
 }

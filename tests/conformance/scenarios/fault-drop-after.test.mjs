@@ -1,7 +1,7 @@
 // sbemu-args: --fault-drop-after 2
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { client, statsWhen, sleep } from "../lib.mjs";
+import { client, closeQuietly, statsWhen, sleep } from "../lib.mjs";
 
 test("--fault-drop-after: the connection is forced closed after 2 deliveries; locks survive and expire", async () => {
   const sb = client();
@@ -11,7 +11,7 @@ test("--fault-drop-after: the connection is forced closed after 2 deliveries; lo
     await assert.rejects(r.receiveMessages(3, { maxWaitTimeInMs: 2000 }),
       (e) => /ConnectionForced/.test(e.message) && e.retryable === true, "amqp:connection:forced reaches the SDK");
   } finally {
-    await sb.close();
+    await closeQuietly(sb);
   }
   const held = await statsWhen((s) => s["q-expire"].delivered === 2);
   assert.equal(held["q-expire"].delivered, 2, "exactly two deliveries before the drop");
