@@ -163,8 +163,9 @@ void sb_client_set_ready(sb_client_t *c, int ready, const ib_error_t *why)
     c->ready = ready != 0;
     if (ready)
         c->attempt = 0;
-    IB_LOG(ready || c->stopping ? IB_LOG_INFO : IB_LOG_WARN, "ready", IB_MSG(ready ? "receiving" : "not receiving"),
-           IB_S("entity", c->entity), IB_S("error", why ? why->text : NULL));
+    IB_LOG(ready || c->stopping ? IB_LOG_INFO : IB_LOG_WARN, "ready",
+           IB_MSG(ready ? "receiving" : "not receiving"), IB_S("entity", c->entity),
+           IB_S("error", why ? why->text : NULL));
     if (c->cb.on_state)
         c->cb.on_state(ready, why, c->cb.ctx);
 }
@@ -192,7 +193,7 @@ static void *client_thread(void *arg)
 sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib_error_t *err)
 {
     sb_client_t *c;
-    sb_core_hooks_t hooks = {c_on_up, c_on_down, c_on_link_event, c_on_wake, c_on_tick,
+    sb_core_hooks_t hooks = {c_on_up,        c_on_down, c_on_link_event, c_on_wake, c_on_tick,
                              c_on_interrupt, NULL};
     const char *entity;
 
@@ -209,16 +210,17 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     hooks.owner = c;
     pthread_mutex_init(&c->lock, NULL);
     c->cb = *cb;
-    if (sb_core_init(&c->core, opt->connection_string, opt->ca_file, opt->token_get,
-                     opt->token_ctx, opt->op_timeout_ms, &hooks, err) != IB_E_OK) {
+    if (sb_core_init(&c->core, opt->connection_string, opt->ca_file, opt->token_get, opt->token_ctx,
+                     opt->op_timeout_ms, &hooks, err) != IB_E_OK) {
         pthread_mutex_destroy(&c->lock);
         free(c);
         return NULL;
     }
     entity = opt->entity && *opt->entity ? opt->entity : c->core.cs.entity_path;
     if (!entity) {
-        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                     "servicebus.entity: no entity given and the connection string has no EntityPath");
+        ib_error_set(
+            err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+            "servicebus.entity: no entity given and the connection string has no EntityPath");
         sb_client_free(c);
         return NULL;
     }

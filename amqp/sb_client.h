@@ -60,24 +60,24 @@ typedef struct sb_client sb_client_t;
 
 typedef struct sb_options {
     const char *connection_string; /* required */
-    const char *entity;  /* "queue", "topic/Subscriptions/sub", "queue/$DeadLetterQueue";
-                            NULL: the connection string's EntityPath */
-    bool sessions;       /* accept next-available sessions */
-    unsigned prefetch;              /* buffered beyond those in flight */
-    unsigned max_concurrent_calls;  /* handed to the worker at once; 0 = 1 */
+    const char *entity;            /* "queue", "topic/Subscriptions/sub", "queue/$DeadLetterQueue";
+                                      NULL: the connection string's EntityPath */
+    bool sessions;                 /* accept next-available sessions */
+    unsigned prefetch;             /* buffered beyond those in flight */
+    unsigned max_concurrent_calls; /* handed to the worker at once; 0 = 1 */
     unsigned max_concurrent_sessions; /* 0 = 1 */
     unsigned max_auto_lock_renewal_s; /* 0 = no renewal */
     unsigned session_idle_timeout_s;  /* 0 = 60 */
     unsigned reconnect_max_ms;        /* backoff ceiling; 0 = 30000 */
-    const char *ca_file; /* PEM bundle for TLS; NULL = the system store */
-    sb_token_get_fn token_get; /* NULL = SAS from the connection string */
+    const char *ca_file;              /* PEM bundle for TLS; NULL = the system store */
+    sb_token_get_fn token_get;        /* NULL = SAS from the connection string */
     void *token_ctx;
     /* Tuning, 0 = default. */
-    unsigned reconnect_min_ms;     /* first backoff step; default 100 */
-    unsigned op_timeout_ms;        /* $management/$cbs request timeout; default 30000 */
-    unsigned session_wait_ms;      /* com.microsoft:timeout of a next-session attach;
-                                      default 60000 */
-    unsigned renew_margin_ms;      /* overrides the renewal margin above */
+    unsigned reconnect_min_ms; /* first backoff step; default 100 */
+    unsigned op_timeout_ms;    /* $management/$cbs request timeout; default 30000 */
+    unsigned session_wait_ms;  /* com.microsoft:timeout of a next-session attach;
+                                  default 60000 */
+    unsigned renew_margin_ms;  /* overrides the renewal margin above */
 } sb_options_t;
 
 typedef struct sb_callbacks {
@@ -101,23 +101,23 @@ typedef struct sb_callbacks {
 } sb_callbacks_t;
 
 typedef struct sb_stats {
-    unsigned long long received;      /* deliveries decoded */
-    unsigned long long handed;        /* on_message calls */
+    unsigned long long received; /* deliveries decoded */
+    unsigned long long handed;   /* on_message calls */
     unsigned long long settled_ok;
     unsigned long long settle_failed;
-    unsigned long long renewals_ok;   /* lock tokens (or session locks) renewed */
+    unsigned long long renewals_ok; /* lock tokens (or session locks) renewed */
     unsigned long long renewals_failed;
-    unsigned long long lock_lost;     /* on_lock_lost calls + buffered messages dropped */
+    unsigned long long lock_lost;       /* on_lock_lost calls + buffered messages dropped */
     unsigned long long expired_dropped; /* buffered messages not handed: lock expired */
     unsigned long long reconnects;
     unsigned long long sessions_accepted;
     unsigned long long sessions_released; /* idle or lost */
-    int connected;                    /* connected, authorized, links attached */
-    unsigned links;                   /* receive links attached now */
-    unsigned sessions_held;           /* sessions locked now */
-    unsigned in_flight;               /* handed to the worker, not yet settled */
-    unsigned buffered;                /* waiting in the prefetch buffer */
-    unsigned max_sessions_held;       /* high-water mark of sessions_held */
+    int connected;                        /* connected, authorized, links attached */
+    unsigned links;                       /* receive links attached now */
+    unsigned sessions_held;               /* sessions locked now */
+    unsigned in_flight;                   /* handed to the worker, not yet settled */
+    unsigned buffered;                    /* waiting in the prefetch buffer */
+    unsigned max_sessions_held;           /* high-water mark of sessions_held */
 } sb_stats_t;
 
 /*

@@ -29,19 +29,19 @@ typedef struct sb_renew_batch sb_renew_batch_t;
 struct sb_msg_state {
     sb_msg_state_t state;
     sb_client_t *client;
-    sb_rcv_t *rcv;       /* the link that delivered it; NULL once that link is gone */
-    pn_delivery_t *dlv;  /* NULL once the link is gone */
-    bool lock_lost;      /* on_lock_lost reported (or the lock is known gone) */
-    bool session;        /* came from a session link */
-    long long locked_until; /* wall ms, renewals update it */
-    long long lock_dur;     /* ms, as first seen */
-    long long renew_until;  /* wall ms: auto-renewal stops here */
+    sb_rcv_t *rcv;             /* the link that delivered it; NULL once that link is gone */
+    pn_delivery_t *dlv;        /* NULL once the link is gone */
+    bool lock_lost;            /* on_lock_lost reported (or the lock is known gone) */
+    bool session;              /* came from a session link */
+    long long locked_until;    /* wall ms, renewals update it */
+    long long lock_dur;        /* ms, as first seen */
+    long long renew_until;     /* wall ms: auto-renewal stops here */
     long long settle_deadline; /* mono ms */
-    sb_renew_batch_t *batch; /* renewal in flight, slot batch_ix */
+    sb_renew_batch_t *batch;   /* renewal in flight, slot batch_ix */
     unsigned batch_ix;
-    bool renew_alone;     /* a batch failed: renew this one by itself */
+    bool renew_alone;      /* a batch failed: renew this one by itself */
     long long renew_after; /* mono ms: no renewal before (after a failure) */
-    bool mgmt_pending;    /* an update-disposition request carries msg as ctx */
+    bool mgmt_pending;     /* an update-disposition request carries msg as ctx */
     sb_msg_t *prev, *next; /* c->held */
     sb_msg_t *bnext;       /* c->buf_head FIFO */
     /* under lock: written by sb_client_settle */

@@ -58,12 +58,12 @@ ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
             memset(rnd, 0, sizeof(rnd));
         fclose(fp);
     }
-    snprintf(core->container, sizeof(core->container), "inboxd-%02x%02x%02x%02x%02x%02x-%d",
-             rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], (int)getpid());
+    snprintf(core->container, sizeof(core->container), "inboxd-%02x%02x%02x%02x%02x%02x-%d", rnd[0],
+             rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], (int)getpid());
     if (!core->cs.emulator) {
-        const char *ca = ca_file && *ca_file ? ca_file
+        const char *ca = ca_file && *ca_file                   ? ca_file
                          : access(SYSTEM_CA_BUNDLE, R_OK) == 0 ? SYSTEM_CA_BUNDLE
-                                                              : SYSTEM_CA_DIR;
+                                                               : SYSTEM_CA_DIR;
         core->ssl = pn_ssl_domain(PN_SSL_MODE_CLIENT);
         if (!core->ssl) {
             sb_connstr_free(&core->cs);
@@ -181,7 +181,8 @@ static void transport_error(sb_core_t *core, pn_transport_t *t, ib_error_t *why)
 {
     pn_condition_t *cond = t ? pn_transport_condition(t) : NULL;
     const char *name = cond && pn_condition_is_set(cond) ? pn_condition_get_name(cond) : NULL;
-    const char *desc = cond && pn_condition_is_set(cond) ? pn_condition_get_description(cond) : NULL;
+    const char *desc =
+        cond && pn_condition_is_set(cond) ? pn_condition_get_description(cond) : NULL;
 
     if (core->last_err.code != IB_E_OK) {
         *why = core->last_err; /* the remote close said why */
@@ -193,7 +194,8 @@ static void transport_error(sb_core_t *core, pn_transport_t *t, ib_error_t *why)
     }
     if (core->ssl && desc &&
         (strstr(desc, "certificate") || strstr(desc, "SSL") || strstr(desc, "TLS") ||
-         strstr(desc, "ssl") || strstr(desc, "verify") || strcmp(name, "amqp:connection:framing-error") == 0)) {
+         strstr(desc, "ssl") || strstr(desc, "verify") ||
+         strcmp(name, "amqp:connection:framing-error") == 0)) {
         ib_error_set(why, IB_E_TLS, IB_CLASS_TRANSIENT, "TLS connection to %s:%d failed: %s: %s",
                      core->cs.host, core->cs.port, name, desc);
     } else {
@@ -244,7 +246,8 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
         transport_error(core, t, &why);
         IB_LOG(why.code == IB_E_CLOSED ? IB_LOG_INFO : IB_LOG_WARN, "disconnect",
                IB_MSG("connection ended"), IB_S("error", ib_err_name(why.code)),
-               IB_S("condition", cond && pn_condition_is_set(cond) ? pn_condition_get_name(cond) : NULL),
+               IB_S("condition",
+                    cond && pn_condition_is_set(cond) ? pn_condition_get_name(cond) : NULL),
                IB_S("description",
                     cond && pn_condition_is_set(cond) ? pn_condition_get_description(cond) : NULL));
         pthread_mutex_lock(&core->wake_lock);

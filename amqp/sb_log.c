@@ -23,8 +23,7 @@ void sb_log_init(void)
     pn_logger_set_log_sink(lg, proton_sink, 0);
     /* Warnings and errors always; Proton's chatty levels only when debugging. */
     pn_logger_set_mask(lg, PN_SUBSYSTEM_ALL,
-                       ib_log_enabled(IB_LOG_DEBUG) ? PN_LEVEL_INFO | PN_LEVEL_WARNING |
-                                                          PN_LEVEL_ERROR | PN_LEVEL_CRITICAL
-                                                    : PN_LEVEL_WARNING | PN_LEVEL_ERROR |
-                                                          PN_LEVEL_CRITICAL);
+                       ib_log_enabled(IB_LOG_DEBUG)
+                           ? PN_LEVEL_INFO | PN_LEVEL_WARNING | PN_LEVEL_ERROR | PN_LEVEL_CRITICAL
+                           : PN_LEVEL_WARNING | PN_LEVEL_ERROR | PN_LEVEL_CRITICAL);
 }

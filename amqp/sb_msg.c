@@ -147,15 +147,33 @@ static char *get_string(decoder_t *dc, const char *field)
 static bool get_integer(pn_data_t *d, long long *out)
 {
     switch (pn_data_type(d)) {
-    case PN_BYTE: *out = pn_data_get_byte(d); return true;
-    case PN_UBYTE: *out = pn_data_get_ubyte(d); return true;
-    case PN_SHORT: *out = pn_data_get_short(d); return true;
-    case PN_USHORT: *out = pn_data_get_ushort(d); return true;
-    case PN_INT: *out = pn_data_get_int(d); return true;
-    case PN_UINT: *out = pn_data_get_uint(d); return true;
-    case PN_LONG: *out = pn_data_get_long(d); return true;
-    case PN_CHAR: *out = pn_data_get_char(d); return true;
-    case PN_TIMESTAMP: *out = pn_data_get_timestamp(d); return true;
+    case PN_BYTE:
+        *out = pn_data_get_byte(d);
+        return true;
+    case PN_UBYTE:
+        *out = pn_data_get_ubyte(d);
+        return true;
+    case PN_SHORT:
+        *out = pn_data_get_short(d);
+        return true;
+    case PN_USHORT:
+        *out = pn_data_get_ushort(d);
+        return true;
+    case PN_INT:
+        *out = pn_data_get_int(d);
+        return true;
+    case PN_UINT:
+        *out = pn_data_get_uint(d);
+        return true;
+    case PN_LONG:
+        *out = pn_data_get_long(d);
+        return true;
+    case PN_CHAR:
+        *out = pn_data_get_char(d);
+        return true;
+    case PN_TIMESTAMP:
+        *out = pn_data_get_timestamp(d);
+        return true;
     case PN_ULONG: {
         uint64_t v = pn_data_get_ulong(d);
         if (v > (uint64_t)LLONG_MAX)
@@ -593,11 +611,16 @@ const sb_prop_t *sb_msg_prop(const sb_msg_t *msg, const char *key)
 const char *sb_disposition_name(sb_disposition_t d)
 {
     switch (d) {
-    case SB_COMPLETE: return "complete";
-    case SB_ABANDON: return "abandon";
-    case SB_DEADLETTER: return "deadletter";
-    case SB_DEFER: return "defer";
-    case SB_RELEASE: return "release";
+    case SB_COMPLETE:
+        return "complete";
+    case SB_ABANDON:
+        return "abandon";
+    case SB_DEADLETTER:
+        return "deadletter";
+    case SB_DEFER:
+        return "defer";
+    case SB_RELEASE:
+        return "release";
     }
     return "unknown";
 }

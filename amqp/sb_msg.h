@@ -46,8 +46,8 @@ typedef struct sb_msg {
     char *correlation_id; /* likewise */
     char *subject;
     char *content_type;
-    char *session_id;     /* properties.group-id */
-    char lock_token[37];  /* canonical GUID text; "" when the delivery had none */
+    char *session_id;    /* properties.group-id */
+    char lock_token[37]; /* canonical GUID text; "" when the delivery had none */
     /*
      * As Service Bus counts deliveries: 1 on the first delivery. The wire
      * header carries the number of previous failed deliveries, so a received
@@ -55,11 +55,11 @@ typedef struct sb_msg {
      * message reports the wire value unchanged, as .NET does.
      */
     unsigned delivery_count;
-    long long sequence_number; /* x-opt-sequence-number; -1 when absent */
-    long long enqueued_ms;     /* x-opt-enqueued-time, ms since the epoch; 0 when absent */
-    long long locked_until_ms; /* x-opt-locked-until as delivered (renewals do not change it;
-                                  the client tracks the renewed value); 0 when absent */
-    char *dead_letter_reason;  /* application property DeadLetterReason, else NULL */
+    long long sequence_number;     /* x-opt-sequence-number; -1 when absent */
+    long long enqueued_ms;         /* x-opt-enqueued-time, ms since the epoch; 0 when absent */
+    long long locked_until_ms;     /* x-opt-locked-until as delivered (renewals do not change it;
+                                      the client tracks the renewed value); 0 when absent */
+    char *dead_letter_reason;      /* application property DeadLetterReason, else NULL */
     char *dead_letter_description; /* DeadLetterErrorDescription, else NULL */
     sb_prop_t *props;
     size_t nprops;

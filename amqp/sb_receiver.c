@@ -247,7 +247,8 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     c->st.received++;
     IB_LOG(IB_LOG_DEBUG, "msg_received", IB_S("message_id", msg->message_id),
            IB_S("lock_token", msg->lock_token), IB_S("session_id", msg->session_id),
-           IB_I("delivery_count", msg->delivery_count), IB_I("sequence_number", msg->sequence_number));
+           IB_I("delivery_count", msg->delivery_count),
+           IB_I("sequence_number", msg->sequence_number));
     if (c->receiving_stopped || c->stopping) {
         sb_msg_drop(c, msg, PN_RELEASED);
         return;
@@ -387,17 +388,18 @@ void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)
                    IB_S("link", r->name));
         } else {
             sb_log_condition("detach", "the broker closed a receive link", cond, &why);
-            why.code = strstr(name, "lock-lost") ? IB_E_LOCK_LOST
+            why.code = strstr(name, "lock-lost")             ? IB_E_LOCK_LOST
                        : strcmp(name, "amqp:not-found") == 0 ? IB_E_NOTFOUND
-                       : strstr(name, "unauthorized") ? IB_E_AUTH
-                                                       : IB_E_DETACHED;
+                       : strstr(name, "unauthorized")        ? IB_E_AUTH
+                                                             : IB_E_DETACHED;
         }
         if (!r->session && !quiet)
             sb_client_set_ready(c, 0, &why);
         sb_rcv_lost(r, &why, true);
         /* Next-available sessions: try again soon; a refused link: back off. */
-        r->retry_at = ib_mono_ms() + (quiet ? (r->session ? 200 : 0)
-                                            : why.code == IB_E_NOTFOUND ? 5000 : 1000);
+        r->retry_at = ib_mono_ms() + (quiet                       ? (r->session ? 200 : 0)
+                                      : why.code == IB_E_NOTFOUND ? 5000
+                                                                  : 1000);
         break;
     }
     case PN_LINK_FLOW:

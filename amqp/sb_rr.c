@@ -129,11 +129,16 @@ int sb_resp_status(pn_message_t *resp)
     pn_data_t *ap;
     if (app_prop(resp, "statusCode", &ap) || app_prop(resp, "status-code", &ap)) {
         switch (pn_data_type(ap)) {
-        case PN_INT: return pn_data_get_int(ap);
-        case PN_UINT: return (int)pn_data_get_uint(ap);
-        case PN_LONG: return (int)pn_data_get_long(ap);
-        case PN_SHORT: return pn_data_get_short(ap);
-        default: return 0;
+        case PN_INT:
+            return pn_data_get_int(ap);
+        case PN_UINT:
+            return (int)pn_data_get_uint(ap);
+        case PN_LONG:
+            return (int)pn_data_get_long(ap);
+        case PN_SHORT:
+            return pn_data_get_short(ap);
+        default:
+            return 0;
         }
     }
     return 0;
@@ -146,7 +151,8 @@ static void prop_text(pn_message_t *resp, const char *key, char *buf, size_t siz
     if (!app_prop(resp, key, &ap))
         return;
     if (pn_data_type(ap) == PN_STRING || pn_data_type(ap) == PN_SYMBOL) {
-        pn_bytes_t b = pn_data_type(ap) == PN_STRING ? pn_data_get_string(ap) : pn_data_get_symbol(ap);
+        pn_bytes_t b =
+            pn_data_type(ap) == PN_STRING ? pn_data_get_string(ap) : pn_data_get_symbol(ap);
         size_t n = b.size < size - 1 ? b.size : size - 1;
         memcpy(buf, b.start, n);
         buf[n] = '\0';
@@ -394,7 +400,8 @@ static void on_response(sb_rr_t *rr, pn_delivery_t *d)
         pn_msgid_t cid = pn_message_get_correlation_id(m);
         char key[40] = "";
         if (cid.type == PN_STRING || cid.type == PN_SYMBOL) {
-            size_t kl = cid.u.as_bytes.size < sizeof(key) - 1 ? cid.u.as_bytes.size : sizeof(key) - 1;
+            size_t kl =
+                cid.u.as_bytes.size < sizeof(key) - 1 ? cid.u.as_bytes.size : sizeof(key) - 1;
             memcpy(key, cid.u.as_bytes.start, kl);
             key[kl] = '\0';
         }
@@ -441,8 +448,9 @@ bool sb_rr_handle(sb_core_t *core, pn_event_t *e, pn_link_t *link)
     case PN_LINK_REMOTE_DETACH: {
         ib_error_t why;
         ib_error_set(&why, IB_E_DETACHED, IB_CLASS_TRANSIENT, "%s link closed", rr->node);
-        sb_log_condition("mgmt", rr->entity ? "the broker closed a $management link"
-                                            : "the broker closed a $cbs link",
+        sb_log_condition("mgmt",
+                         rr->entity ? "the broker closed a $management link"
+                                    : "the broker closed a $cbs link",
                          pn_link_remote_condition(link), &why);
         if (strcmp(why.condition, "amqp:not-found") == 0)
             why.code = IB_E_NOTFOUND, why.cls = IB_CLASS_PERMANENT;

@@ -128,8 +128,8 @@ sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err)
     }
     hooks.owner = s;
     s->timeout_ms = opt->timeout_ms ? opt->timeout_ms : 30000;
-    if (sb_core_init(&s->core, opt->connection_string, opt->ca_file, opt->token_get,
-                     opt->token_ctx, s->timeout_ms, &hooks, err) != IB_E_OK) {
+    if (sb_core_init(&s->core, opt->connection_string, opt->ca_file, opt->token_get, opt->token_ctx,
+                     s->timeout_ms, &hooks, err) != IB_E_OK) {
         free(s);
         return NULL;
     }
@@ -270,11 +270,21 @@ static pn_message_t *build(const sb_out_msg_t *om)
             const sb_prop_t *p = &om->props[k];
             sb_put_str(ap, p->key);
             switch (p->type) {
-            case SB_PROP_INT64: pn_data_put_long(ap, p->i); break;
-            case SB_PROP_DOUBLE: pn_data_put_double(ap, p->d); break;
-            case SB_PROP_BOOL: pn_data_put_bool(ap, p->i != 0); break;
-            case SB_PROP_NULL: pn_data_put_null(ap); break;
-            default: sb_put_str(ap, p->str ? p->str : ""); break;
+            case SB_PROP_INT64:
+                pn_data_put_long(ap, p->i);
+                break;
+            case SB_PROP_DOUBLE:
+                pn_data_put_double(ap, p->d);
+                break;
+            case SB_PROP_BOOL:
+                pn_data_put_bool(ap, p->i != 0);
+                break;
+            case SB_PROP_NULL:
+                pn_data_put_null(ap);
+                break;
+            default:
+                sb_put_str(ap, p->str ? p->str : "");
+                break;
             }
         }
         pn_data_exit(ap);
@@ -335,8 +345,8 @@ ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *
                 *err = ol->err;
             else
                 ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
-                             "%zu of %zu messages to %s not confirmed in %u ms", n - sent, n, entity,
-                             s->timeout_ms);
+                             "%zu of %zu messages to %s not confirmed in %u ms", n - sent, n,
+                             entity, s->timeout_ms);
         }
         rc = err->code ? err->code : IB_E_TIMEOUT;
         /* Deliveries still pending may complete later; forget their outcome slots. */

@@ -21,13 +21,13 @@ typedef struct sb_out_msg {
     const char *correlation_id; /* NULL: none */
     const char *subject;
     const char *content_type;
-    const char *session_id;     /* properties.group-id */
-    const sb_prop_t *props;     /* application properties: type SB_PROP_STRING, INT64,
-                                   DOUBLE, BOOL or NULL */
+    const char *session_id; /* properties.group-id */
+    const sb_prop_t *props; /* application properties: type SB_PROP_STRING, INT64,
+                               DOUBLE, BOOL or NULL */
     size_t nprops;
-    const void *body;           /* one data section (may be empty) */
+    const void *body; /* one data section (may be empty) */
     size_t body_len;
-    long long ttl_ms;           /* header ttl; 0: none */
+    long long ttl_ms; /* header ttl; 0: none */
 } sb_out_msg_t;
 
 typedef struct sb_sender_options {
@@ -35,7 +35,7 @@ typedef struct sb_sender_options {
     const char *ca_file;           /* NULL = the system store */
     sb_token_get_fn token_get;     /* NULL = SAS from the connection string */
     void *token_ctx;
-    unsigned timeout_ms;           /* per call; 0 = 30000 */
+    unsigned timeout_ms; /* per call; 0 = 30000 */
 } sb_sender_options_t;
 
 /* Connects and authorizes; NULL with err filled. thread: the caller's. */

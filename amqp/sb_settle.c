@@ -51,11 +51,21 @@ void sb_props_put(pn_data_t *d, const sb_prop_t *props, size_t n, bool symbol_ke
         else
             sb_put_str(d, p->key);
         switch (p->type) {
-        case SB_PROP_INT64: pn_data_put_long(d, p->i); break;
-        case SB_PROP_DOUBLE: pn_data_put_double(d, p->d); break;
-        case SB_PROP_BOOL: pn_data_put_bool(d, p->i != 0); break;
-        case SB_PROP_NULL: pn_data_put_null(d); break;
-        default: sb_put_str(d, p->str ? p->str : ""); break;
+        case SB_PROP_INT64:
+            pn_data_put_long(d, p->i);
+            break;
+        case SB_PROP_DOUBLE:
+            pn_data_put_double(d, p->d);
+            break;
+        case SB_PROP_BOOL:
+            pn_data_put_bool(d, p->i != 0);
+            break;
+        case SB_PROP_NULL:
+            pn_data_put_null(d);
+            break;
+        default:
+            sb_put_str(d, p->str ? p->str : "");
+            break;
         }
     }
 }
@@ -110,11 +120,16 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
 static const char *mgmt_status(sb_disposition_t d)
 {
     switch (d) {
-    case SB_COMPLETE: return "completed";
-    case SB_ABANDON: return "abandoned";
-    case SB_DEADLETTER: return "suspended";
-    case SB_DEFER: return "defered"; /* sic: the service's spelling */
-    default: return NULL;
+    case SB_COMPLETE:
+        return "completed";
+    case SB_ABANDON:
+        return "abandoned";
+    case SB_DEADLETTER:
+        return "suspended";
+    case SB_DEFER:
+        return "defered"; /* sic: the service's spelling */
+    default:
+        return NULL;
     }
 }
 

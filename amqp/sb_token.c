@@ -60,8 +60,8 @@ char *sb_sas_token(const char *audience, const char *key_name, const char *key, 
     if (!to_sign)
         goto done;
     snprintf(to_sign, n, "%s\n%lld", sr, expiry_s);
-    if (!HMAC(EVP_sha256(), key, (int)strlen(key), (const unsigned char *)to_sign,
-              strlen(to_sign), mac, &mac_len))
+    if (!HMAC(EVP_sha256(), key, (int)strlen(key), (const unsigned char *)to_sign, strlen(to_sign),
+              mac, &mac_len))
         goto done;
     EVP_EncodeBlock((unsigned char *)b64, mac, (int)mac_len);
     sig = sb_uri_encode(b64);

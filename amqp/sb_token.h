@@ -19,8 +19,8 @@
 #define SB_TOKEN_TYPE_JWT "jwt"
 
 typedef struct sb_token {
-    char *token;           /* malloc'd by the provider; the caller frees it */
-    const char *type;      /* SB_TOKEN_TYPE_SAS or SB_TOKEN_TYPE_JWT (static text) */
+    char *token;             /* malloc'd by the provider; the caller frees it */
+    const char *type;        /* SB_TOKEN_TYPE_SAS or SB_TOKEN_TYPE_JWT (static text) */
     long long expires_at_ms; /* wall clock, ms since the epoch */
 } sb_token_t;
 

@@ -89,7 +89,8 @@ void sbt_emu_start(sbt_emu_t *emu, const char *topology, const char *const *extr
     }
     close(out[1]);
     fp = fdopen(out[0], "r");
-    if (!fp || !fgets(line, sizeof(line), fp) || sscanf(line, "{\"event\":\"listening\",\"port\":%d}", &emu->port) != 1)
+    if (!fp || !fgets(line, sizeof(line), fp) ||
+        sscanf(line, "{\"event\":\"listening\",\"port\":%d}", &emu->port) != 1)
         die("sbemu did not start (see its log under %s)", emu->dir);
     /* Keep reading its stdout so it never blocks; the pipe closes when it exits. */
     if (fork() == 0) {
@@ -167,14 +168,13 @@ long long sbt_wait_stat(sbt_emu_t *emu, const char *entity, const char *field, l
     }
 }
 
-void sbt_send(sbt_emu_t *emu, const char *entity, const char *prefix, int n,
-              const char *session_id)
+void sbt_send(sbt_emu_t *emu, const char *entity, const char *prefix, int n, const char *session_id)
 {
     sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, (unsigned)sbt_ms(10000)};
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     sb_out_msg_t *m = calloc((size_t)n, sizeof(*m));
-    char (*ids)[64] = calloc((size_t)n, 64), (*bodies)[32] = calloc((size_t)n, 32);
+    char(*ids)[64] = calloc((size_t)n, 64), (*bodies)[32] = calloc((size_t)n, 32);
     sb_prop_t prop = {"kind", SB_PROP_STRING, "test", 0, 0};
     if (!s) {
         fprintf(stderr, "sender open failed: %s\n", err.text);

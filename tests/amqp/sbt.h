@@ -18,9 +18,9 @@
 typedef struct sbt_emu {
     pid_t pid;
     int port;
-    char dir[256];      /* temporary directory of this run */
-    char stats[300];    /* stats file path */
-    char connstr[512];  /* UseDevelopmentEmulator=true, with the key the emulator checks */
+    char dir[256];     /* temporary directory of this run */
+    char stats[300];   /* stats file path */
+    char connstr[512]; /* UseDevelopmentEmulator=true, with the key the emulator checks */
 } sbt_emu_t;
 
 /* Milliseconds scaled by the multiplier. */
@@ -54,7 +54,7 @@ typedef struct sbt_rx {
     sb_msg_t *q[SBT_MAX]; /* handed out, not yet taken by the test */
     size_t qn;
     int received, settled, settled_ok, lock_lost, shutdown, ready;
-    int results[64];      /* by ib_err_t code */
+    int results[64];            /* by ib_err_t code */
     int inflight, max_inflight; /* handed and not yet settled */
     sb_msg_t *lost[SBT_MAX];    /* on_lock_lost */
     size_t nlost;
@@ -74,12 +74,12 @@ bool sbt_wait_ready(sbt_rx_t *rx, long long timeout_ms);
 /* Options for a client of entity on emu with short test timings. */
 void sbt_options(sbt_emu_t *emu, const char *entity, sb_options_t *opt);
 
-#define SBT_CHECK(cond)                                                                        \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define SBT_CHECK(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 #endif

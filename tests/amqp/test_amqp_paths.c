@@ -19,7 +19,8 @@ static const char *topology =
     "{\"name\":\"q3\",\"lock_duration_s\":10,\"max_delivery_count\":5},"
     "{\"name\":\"q4\",\"lock_duration_s\":10,\"max_delivery_count\":5},"
     "{\"name\":\"q5\",\"lock_duration_s\":5,\"max_delivery_count\":5}],"
-    "\"topics\":[{\"name\":\"events\",\"subscriptions\":[{\"name\":\"audit\",\"lock_duration_s\":5},"
+    "\"topics\":[{\"name\":\"events\",\"subscriptions\":[{\"name\":\"audit\",\"lock_duration_s\":5}"
+    ","
     "{\"name\":\"billing\",\"lock_duration_s\":5}]}]}";
 
 static sb_client_t *start_opt(sb_options_t *opt, sbt_rx_t *rx, bool wait_ready)
@@ -93,7 +94,8 @@ static void test_modify(sbt_emu_t *emu)
     sb_msg_t *msg, **dl;
     size_t n;
     const sb_prop_t *p;
-    sb_prop_t mod1[2] = {{"attempt", SB_PROP_INT64, NULL, 1, 0}, {"note", SB_PROP_STRING, "retry", 0, 0}};
+    sb_prop_t mod1[2] = {{"attempt", SB_PROP_INT64, NULL, 1, 0},
+                         {"note", SB_PROP_STRING, "retry", 0, 0}};
     sb_prop_t mod2[1] = {{"stage", SB_PROP_STRING, "final", 0, 0}};
 
     sbt_send(emu, "q2", "p", 1, NULL);
@@ -105,7 +107,8 @@ static void test_modify(sbt_emu_t *emu)
     msg = sbt_take(&rx, 5000);
     SBT_CHECK(msg && msg->delivery_count == 2);
     SBT_CHECK((p = sb_msg_prop(msg, "attempt")) && p->type == SB_PROP_INT64 && p->i == 1);
-    SBT_CHECK((p = sb_msg_prop(msg, "note")) && p->type == SB_PROP_STRING && strcmp(p->str, "retry") == 0);
+    SBT_CHECK((p = sb_msg_prop(msg, "note")) && p->type == SB_PROP_STRING &&
+              strcmp(p->str, "retry") == 0);
     sb_client_settle_props(c, msg, SB_DEADLETTER, "Poison", "cannot parse", mod2, 1);
     SBT_CHECK(sbt_wait_settled(&rx, 2, 5000) && rx.settled_ok == 2);
     SBT_CHECK(sbt_wait_stat(emu, "q2", "dead_lettered", 1, 3000) == 1);

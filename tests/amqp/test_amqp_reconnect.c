@@ -98,8 +98,9 @@ int main(void)
     /* Let the last answers arrive. */
     usleep((useconds_t)sbt_ms(1500) * 1000);
     sb_client_stats(c, &st);
-    fprintf(stderr, "received=%d settled=%d ok=%d lock_lost=%d reconnects=%llu results: "
-                    "LOCK_LOST=%d DETACHED=%d TIMEOUT=%d BROKER=%d\n",
+    fprintf(stderr,
+            "received=%d settled=%d ok=%d lock_lost=%d reconnects=%llu results: "
+            "LOCK_LOST=%d DETACHED=%d TIMEOUT=%d BROKER=%d\n",
             rx.received, rx.settled, rx.settled_ok, rx.lock_lost, st.reconnects,
             rx.results[IB_E_LOCK_LOST], rx.results[IB_E_DETACHED], rx.results[IB_E_TIMEOUT],
             rx.results[IB_E_BROKER]);

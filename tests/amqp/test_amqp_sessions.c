@@ -46,6 +46,58 @@ static void hook(sbt_rx_t *rx, sb_msg_t *msg)
     pthread_mutex_unlock(&rx->mu);
 }
 
+/*
+ * A session whose lock runs out (fault: locks end 1.5 s before the 2 s they
+ * announce, so renewal cannot save it): the broker detaches the link with
+ * session-lock-lost, the held message is reported lock-lost, its
+ * settlement fails with IB_E_LOCK_LOST, and the broker still has it.
+ */
+static void test_session_lock_lost(void)
+{
+    static const char *const faults[] = {"--fault-lock-early-ms", "1500", NULL};
+    static const char *topo =
+        "{\"queues\":[{\"name\":\"sl\",\"lock_duration_s\":2,\"max_delivery_count\":10,"
+        "\"requires_session\":true}]}";
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    long long end;
+
+    sbt_emu_start(&emu, topo, faults);
+    sbt_send(&emu, "sl", "k", 1, "only");
+    sbt_rx_init(&rx);
+    sbt_options(&emu, "sl", &opt);
+    opt.sessions = true;
+    opt.session_wait_ms = 1000;
+    sbt_callbacks(&rx, &cb);
+    c = sb_client_new(&opt, &cb, &err);
+    SBT_CHECK(c);
+    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->session_id, "only") == 0);
+    end = ib_mono_ms() + sbt_ms(5000);
+    while (rx.lock_lost == 0 && ib_mono_ms() < end)
+        usleep(20 * 1000);
+    SBT_CHECK(rx.lock_lost == 1);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    end = ib_mono_ms() + sbt_ms(5000);
+    while (rx.results[IB_E_LOCK_LOST] == 0 && ib_mono_ms() < end)
+        usleep(20 * 1000);
+    SBT_CHECK(rx.results[IB_E_LOCK_LOST] == 1);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    SBT_CHECK(sbt_wait_stat(&emu, "sl", "completed", 0, 2000) == 0);
+    /* Back with the broker once the client has gone. */
+    SBT_CHECK(sbt_wait_stat(&emu, "sl", "active", 1, 5000) == 1);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   session_lock_lost\n");
+}
+
 int main(void)
 {
     sbt_emu_t emu;
@@ -144,5 +196,6 @@ int main(void)
     sbt_rx_destroy(&rx);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   sessions\n");
+    test_session_lock_lost();
     return 0;
 }

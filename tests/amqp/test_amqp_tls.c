@@ -174,9 +174,10 @@ int main(void)
     SBT_CHECK(sbt_wait_stat(&emu, "secure", "active", 1, 3000) == 1);
 
     sbt_rx_init(&rx);
-    snprintf(cs, sizeof(cs),
-             "Endpoint=sb://localhost:%d/;SharedAccessKeyName=tester;SharedAccessKey=c2VjcmV0LWtleQ==",
-             port);
+    snprintf(
+        cs, sizeof(cs),
+        "Endpoint=sb://localhost:%d/;SharedAccessKeyName=tester;SharedAccessKey=c2VjcmV0LWtleQ==",
+        port);
     sbt_options(&emu, "secure", &opt);
     opt.connection_string = cs;
     opt.ca_file = ca;

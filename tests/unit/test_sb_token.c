@@ -53,20 +53,22 @@ static void test_provider_signature(void)
     sb_connstr_t cs;
     ib_error_t err;
     sb_token_t tok;
-    ASSERT_EQ(sb_connstr_parse("Endpoint=sb://ns.example/;SharedAccessSignature=SharedAccessSignature "
-                               "sr=x&sig=y&se=4102444800&skn=k",
-                               &cs, &err),
-              IB_E_OK);
+    ASSERT_EQ(
+        sb_connstr_parse("Endpoint=sb://ns.example/;SharedAccessSignature=SharedAccessSignature "
+                         "sr=x&sig=y&se=4102444800&skn=k",
+                         &cs, &err),
+        IB_E_OK);
     ASSERT_EQ(sb_token_from_connstr(&cs, "sb://ns.example/q", &tok, &err), IB_E_OK);
     ASSERT_STREQ(tok.token, "SharedAccessSignature sr=x&sig=y&se=4102444800&skn=k");
     ASSERT_EQ(tok.expires_at_ms, 4102444800000LL);
     sb_token_clear(&tok);
     sb_connstr_free(&cs);
 
-    ASSERT_EQ(sb_connstr_parse("Endpoint=sb://ns.example/;SharedAccessSignature=SharedAccessSignature "
-                               "sr=x&sig=y&se=1000&skn=k",
-                               &cs, &err),
-              IB_E_OK);
+    ASSERT_EQ(
+        sb_connstr_parse("Endpoint=sb://ns.example/;SharedAccessSignature=SharedAccessSignature "
+                         "sr=x&sig=y&se=1000&skn=k",
+                         &cs, &err),
+        IB_E_OK);
     ASSERT_EQ(sb_token_from_connstr(&cs, "sb://ns.example/q", &tok, &err), IB_E_AUTH);
     ASSERT_CONTAINS(err.text, "expired");
     sb_token_clear(&tok);
