@@ -107,6 +107,7 @@ typedef struct sb_stats {
     unsigned long long settle_failed;
     unsigned long long renewals_ok; /* lock tokens (or session locks) renewed */
     unsigned long long renewals_failed;
+    unsigned long long renew_requests; /* renew-lock requests sent (batches) */
     unsigned long long lock_lost;       /* on_lock_lost calls + buffered messages dropped */
     unsigned long long expired_dropped; /* buffered messages not handed: lock expired */
     unsigned long long reconnects;

@@ -118,6 +118,7 @@ static void send_batch(sb_client_t *c, sb_renew_batch_t *b)
     pn_data_exit(body);
     pn_data_exit(body);
     IB_LOG(IB_LOG_DEBUG, "lock_renew", IB_MSG("renewing"), IB_I("tokens", b->n));
+    c->st.renew_requests++;
     sb_rr_request(sb_core_mgmt(&c->core, c->entity), req, on_renewed, b);
 }
 

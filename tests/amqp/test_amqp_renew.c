@@ -68,6 +68,7 @@ static void test_buffered_renewed(sbt_emu_t *emu)
     sbt_rx_t rx;
     sb_client_t *c;
     sb_msg_t *msg;
+    sb_stats_t st;
 
     sbt_send(emu, "pre", "p", 3, NULL);
     sbt_rx_init(&rx);
@@ -76,6 +77,11 @@ static void test_buffered_renewed(sbt_emu_t *emu)
     SBT_CHECK(msg && strcmp(msg->message_id, "p-0") == 0);
     SBT_CHECK(sbt_wait_stat(emu, "pre", "locked", 3, 3000) == 3);
     usleep(5000 * 1000); /* the two buffered locks would have expired twice over */
+    sb_client_stats(c, &st);
+    fprintf(stderr, "buffered: %llu tokens renewed in %llu requests\n", st.renewals_ok,
+            st.renew_requests);
+    SBT_CHECK(st.renewals_ok >= 6);                     /* 3 locks, renewed twice or more */
+    SBT_CHECK(st.renew_requests * 2 <= st.renewals_ok); /* batched per entity */
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     for (int k = 1; k < 3; k++) {
         msg = sbt_take(&rx, 5000);

@@ -98,6 +98,51 @@ static void test_session_lock_lost(void)
     fprintf(stderr, "ok   session_lock_lost\n");
 }
 
+/* A message held for 2.5x the session lock keeps it through session-lock renewals. */
+static void test_session_renewal(void)
+{
+    static const char *topo =
+        "{\"queues\":[{\"name\":\"sr\",\"lock_duration_s\":2,\"max_delivery_count\":10,"
+        "\"requires_session\":true}]}";
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sb_stats_t st;
+
+    sbt_emu_start(&emu, topo, NULL);
+    sbt_send(&emu, "sr", "r", 2, "held");
+    sbt_rx_init(&rx);
+    sbt_options(&emu, "sr", &opt);
+    opt.sessions = true;
+    opt.session_wait_ms = 1000;
+    sbt_callbacks(&rx, &cb);
+    c = sb_client_new(&opt, &cb, &err);
+    SBT_CHECK(c);
+    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "r-0") == 0);
+    usleep(5000 * 1000);
+    SBT_CHECK(rx.lock_lost == 0);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "r-1") == 0 && msg->delivery_count == 1);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000) && rx.settled_ok == 2);
+    sb_client_stats(c, &st);
+    SBT_CHECK(st.renewals_ok >= 2 && st.sessions_accepted == 1);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    SBT_CHECK(sbt_wait_stat(&emu, "sr", "completed", 2, 3000) == 2);
+    SBT_CHECK(sbt_stat(&emu, "sr", "delivered") == 2);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   session_renewal\n");
+}
+
 int main(void)
 {
     sbt_emu_t emu;
@@ -197,5 +242,6 @@ int main(void)
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   sessions\n");
     test_session_lock_lost();
+    test_session_renewal();
     return 0;
 }
