@@ -4,7 +4,7 @@
 // {"event":"listening","port":N} line, runs the scenario with node:test,
 // then stops sbemu with SIGTERM and requires a clean exit (status 0) and a
 // final stats file.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -34,12 +34,26 @@ const noKey = /^\/\/ sbemu-no-key$/m.test(scenarioText);
 const KEY_NAME = "RootManageSharedAccessKey";
 const KEY = "c2JlbXUtY29uZm9ybWFuY2Uta2V5LTAxMjM0NTY3ODk=";
 const dir = mkdtempSync(join(tmpdir(), "sbemu-conf-"));
+// "// sbemu-tls": a throw-away self-signed certificate for localhost and
+// 127.0.0.1; sbemu gets it with --tls-cert/--tls-key and the scenario's
+// Node process trusts it through NODE_EXTRA_CA_CERTS.
+const tls = /^\/\/ sbemu-tls$/m.test(scenarioText);
+const tlsArgs = [];
+const tlsEnv = {};
+if (tls) {
+  const cert = join(dir, "cert.pem"), keyFile = join(dir, "key.pem");
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+    "-keyout", keyFile, "-out", cert], { stdio: "ignore" });
+  tlsArgs.push("--tls-cert", cert, "--tls-key", keyFile);
+  tlsEnv.NODE_EXTRA_CA_CERTS = cert;
+}
 const stats = join(dir, "stats.json");
 const emu = spawn(
   sbemu,
   ["--listen", "127.0.0.1:0", "--topology", topology,
    ...(noKey ? [] : ["--key-name", KEY_NAME, "--key", KEY]),
-   "--stats-file", stats, "--log-level", "warn", ...extraArgs],
+   "--stats-file", stats, "--log-level", "warn", ...tlsArgs, ...extraArgs],
   { stdio: ["ignore", "pipe", "inherit"] }
 );
 const emuExit = new Promise((resolve) => emu.on("exit", (code, signal) => resolve({ code, signal })));
@@ -64,7 +78,7 @@ const port = await new Promise((resolve, reject) => {
 const child = spawn(process.execPath, ["--test", "--test-reporter=spec", scenario], {
   stdio: "inherit",
   env: { ...process.env, SBEMU_PORT: String(port), SBEMU_KEY_NAME: KEY_NAME, SBEMU_KEY: KEY,
-         SBEMU_STATS: stats },
+         SBEMU_STATS: stats, ...tlsEnv },
 });
 const testCode = await new Promise((resolve) => child.on("exit", (code) => resolve(code ?? 1)));
 

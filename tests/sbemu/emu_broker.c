@@ -278,6 +278,8 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         pn_connection_t *c = pn_connection();
         pn_transport_t *t = pn_transport();
         pn_transport_set_server(t);
+        if (b->tls)
+            pn_ssl_init(pn_ssl(t), b->tls, NULL);
         pn_sasl_t *sasl = pn_sasl(t);
         pn_sasl_set_allow_insecure_mechs(sasl, true);
         emu_conn_t *nc = calloc(1, sizeof *nc);

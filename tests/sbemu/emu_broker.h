@@ -18,6 +18,7 @@
 #include <proton/message.h>
 #include <proton/proactor.h>
 #include <proton/session.h>
+#include <proton/ssl.h>
 #include <proton/terminus.h>
 #include <proton/transport.h>
 
@@ -85,6 +86,7 @@ typedef struct emu_broker {
     const char *key_name, *key; /* NULL: accept any token */
     const char *jwt_issuer, *jwt_secret;
     const char *stats_file;
+    pn_ssl_domain_t *tls; /* NULL: plain TCP only */
     emu_conn_t *conns;
     emu_conn_t *current; /* connection of the event being handled */
     emu_buf_t scratch;

@@ -3,6 +3,7 @@
  *
  *   sbemu --listen HOST:PORT --topology FILE [--key-name NAME --key KEY]
  *         [--stats-file PATH] [--jwt-issuer ISS --jwt-secret SECRET]
+ *         [--tls-cert PEM --tls-key PEM]
  *         [--fault-... N] [--log-level LEVEL]
  *
  * The first stdout line is {"event":"listening","port":N}. SIGTERM/SIGINT
@@ -15,6 +16,7 @@
 #include <proton/listener.h>
 #include <proton/logger.h>
 #include <proton/netaddr.h>
+#include <proton/ssl.h>
 #include <proton/transport.h>
 #include <signal.h>
 #include <stdio.h>
@@ -53,6 +55,7 @@ static void usage(FILE *fp)
                 "  --jwt-issuer ISS         accept put-token type jwt (HS256) from this issuer\n"
                 "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
                 "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
+                "  --tls-cert PEM --tls-key PEM  also accept TLS (AMQPS) on the same port\n"
                 "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
                 "  --fault-drop-after N     close each connection after N deliveries on it\n"
                 "  --fault-drop-every-ms T  close every connection every T ms\n"
@@ -76,7 +79,7 @@ static int parse_int(const char *flag, const char *v, int *out)
 
 int main(int argc, char **argv)
 {
-    const char *listen = NULL, *topology = NULL;
+    const char *listen = NULL, *topology = NULL, *tls_cert = NULL, *tls_key = NULL;
     emu_broker_t b;
     memset(&b, 0, sizeof b);
     emu_faults_t cli = {-1, -1, -1, -1, -1, -1};
@@ -108,12 +111,11 @@ int main(int argc, char **argv)
             b.jwt_secret = v;
         else if (strcmp(a, "--stats-file") == 0)
             b.stats_file = v;
-        else if (strcmp(a, "--tls-cert") == 0 || strcmp(a, "--tls-key") == 0) {
-            fprintf(stderr,
-                    "sbemu: %s: TLS is not supported; clients use UseDevelopmentEmulator=true\n",
-                    a);
-            return 2;
-        } else if (strcmp(a, "--log-level") == 0) {
+        else if (strcmp(a, "--tls-cert") == 0)
+            tls_cert = v;
+        else if (strcmp(a, "--tls-key") == 0)
+            tls_key = v;
+        else if (strcmp(a, "--log-level") == 0) {
             int lvl = ib_log_level_parse(v);
             if (lvl < 0) {
                 fprintf(stderr, "sbemu: bad --log-level '%s'\n", v);
@@ -149,6 +151,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "sbemu: --jwt-issuer and --jwt-secret go together\n");
         return 2;
     }
+    if ((tls_cert == NULL) != (tls_key == NULL)) {
+        fprintf(stderr, "sbemu: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    if (tls_cert) {
+        /* TLS and plain AMQP on one port: UseDevelopmentEmulator clients still connect. */
+        b.tls = pn_ssl_domain(PN_SSL_MODE_SERVER);
+        if (!b.tls || pn_ssl_domain_set_credentials(b.tls, tls_cert, tls_key, NULL) != 0 ||
+            pn_ssl_domain_allow_unsecured_client(b.tls) != 0) {
+            fprintf(stderr, "sbemu: cannot load TLS certificate %s / key %s\n", tls_cert, tls_key);
+            if (b.tls)
+                pn_ssl_domain_free(b.tls);
+            return 2;
+        }
+    }
     if (b.key)
         ib_log_add_secret(b.key);
     b.ns = emu_ns_new();
@@ -158,6 +175,8 @@ int main(int argc, char **argv)
     if (emu_topo_load(topology, b.ns, &b.faults, err, sizeof err) != 0) {
         fprintf(stderr, "sbemu: %s\n", err);
         emu_ns_free(b.ns);
+        if (b.tls)
+            pn_ssl_domain_free(b.tls);
         return 2;
     }
     /* Command-line faults override the topology file's. */
@@ -219,5 +238,7 @@ int main(int argc, char **argv)
     emu_broker_free_conns(&b);
     emu_buf_free(&b.scratch);
     emu_ns_free(b.ns);
+    if (b.tls)
+        pn_ssl_domain_free(b.tls);
     return status;
 }
