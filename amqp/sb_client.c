@@ -317,7 +317,7 @@ void sb_client_settle(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const c
 void sb_client_settle_props(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
                             const char *description, const sb_prop_t *props, size_t nprops)
 {
-    struct sb_msg_state *st = msg->st;
+    struct sb_msg_state *st;
     bool modifies = d == SB_ABANDON || d == SB_DEFER || d == SB_DEADLETTER;
     sb_prop_t *mod = modifies && nprops ? copy_props(props, nprops) : NULL;
     pthread_mutex_lock(&c->lock);
@@ -327,6 +327,7 @@ void sb_client_settle_props(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, c
         sb_props_free(mod, mod ? nprops : 0);
         return;
     }
+    st = msg->st;
     st->d = d;
     st->reason = d == SB_DEADLETTER ? dup_capped(reason) : NULL;
     st->desc = d == SB_DEADLETTER ? dup_capped(description) : NULL;

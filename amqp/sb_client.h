@@ -18,7 +18,13 @@
  * unsettled messages. At most max_concurrent_calls are handed to the worker
  * at once; the rest wait in the client's prefetch buffer. A buffered message
  * whose lock has expired (or is about to) is dropped, not handed out: the
- * broker delivers it again.
+ * broker delivers it again. With sessions, each held session has its own
+ * link with credit 1, re-granted only after the broker confirms the
+ * settlement of that session's message: one message at a time per session,
+ * in order, and at most max_concurrent_sessions in flight (prefetch and
+ * max_concurrent_calls do not apply). A session with nothing delivered for
+ * session_idle_timeout_s is given back and the next available one accepted;
+ * "no session available" answers are routine and retried quietly.
  *
  * Lock renewal: automatic, for every unsettled message - buffered ones too,
  * so prefetch never lets a lock lapse unseen - until
@@ -107,7 +113,7 @@ typedef struct sb_stats {
     unsigned long long settle_failed;
     unsigned long long renewals_ok; /* lock tokens (or session locks) renewed */
     unsigned long long renewals_failed;
-    unsigned long long renew_requests; /* renew-lock requests sent (batches) */
+    unsigned long long renew_requests;  /* renew-lock requests sent (batches) */
     unsigned long long lock_lost;       /* on_lock_lost calls + buffered messages dropped */
     unsigned long long expired_dropped; /* buffered messages not handed: lock expired */
     unsigned long long reconnects;
@@ -132,7 +138,8 @@ ib_err_t sb_client_start(sb_client_t *c);
 /*
  * Queues the settlement of msg (which the worker holds) and wakes the
  * proactor. reason and description are copied (dead-letter only; truncated
- * to 4096 bytes each; NULL allowed). thread: any.
+ * to 4096 bytes each; NULL allowed). thread: any, including a callback.
+ * Exactly once per message.
  */
 void sb_client_settle(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
                       const char *description);
