@@ -322,6 +322,38 @@ static void test_token_refresh(sbt_emu_t *emu)
     fprintf(stderr, "ok   token_refresh\n");
 }
 
+/* The broker applies a completion but its answer never comes: IB_E_TIMEOUT, and nothing sticks. */
+static void test_settle_reply_lost(void)
+{
+    static const char *const faults[] = {"--fault-drop-settle-reply", "1", NULL};
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_client_t *c;
+    sb_msg_t *msg;
+
+    sbt_emu_start(&emu, topology, faults);
+    sbt_send(&emu, "q5", "d", 2, NULL);
+    sbt_rx_init(&rx);
+    sbt_options(&emu, "q5", &opt);
+    opt.op_timeout_ms = 1500;
+    c = start_opt(&opt, &rx, true);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "d-0") == 0);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
+    SBT_CHECK(rx.results[IB_E_TIMEOUT] == 1);
+    msg = sbt_take(&rx, 5000); /* credit came back */
+    SBT_CHECK(msg && strcmp(msg->message_id, "d-1") == 0);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000) && rx.settled_ok == 1);
+    finish(c, &rx);
+    SBT_CHECK(sbt_wait_stat(&emu, "q5", "completed", 2, 3000) == 2);
+    SBT_CHECK(sbt_stat(&emu, "q5", "active") == 0);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   settle_reply_lost\n");
+}
+
 int main(void)
 {
     sbt_emu_t emu;
@@ -334,5 +366,6 @@ int main(void)
     test_token_refresh(&emu);
     sbt_emu_stop(&emu);
     test_settle_after_link_loss();
+    test_settle_reply_lost();
     return 0;
 }
