@@ -55,6 +55,23 @@ static bool run_until(sb_sender_t *s, const bool *flag, long long deadline)
     return *flag;
 }
 
+/*
+ * thread: caller. Handles one batch of events (at most one tick, 100 ms, of
+ * waiting). kick: work was done outside a batch, wake the connection so it
+ * is written out.
+ */
+static void run_once(sb_sender_t *s, bool kick)
+{
+    pn_event_batch_t *b;
+    pn_event_t *e;
+    if (kick)
+        sb_core_wake(&s->core);
+    b = pn_proactor_wait(s->core.proactor);
+    while ((e = pn_event_batch_next(b)) != NULL)
+        sb_core_handle(&s->core, e);
+    pn_proactor_done(s->core.proactor, b);
+}
+
 static void on_down(void *owner, const ib_error_t *why)
 {
     sb_sender_t *s = owner;
@@ -196,11 +213,9 @@ static out_link_t *attach(sb_sender_t *s, const char *entity, long long deadline
     }
     sb_core_authorize(&s->core, aud, on_authorized, ol);
     free(aud);
-    {
-        bool done_flag = false;
-        while (!ol->authorized && !ol->failed && !s->down && ib_mono_ms() < deadline)
-            run_until(s, &done_flag, ib_mono_ms() + 100);
-    }
+    for (bool kick = true; !ol->authorized && !ol->failed && !s->down && ib_mono_ms() < deadline;
+         kick = false)
+        run_once(s, kick);
     if (check_alive(s, err) != IB_E_OK)
         return NULL;
     if (ol->failed) {
@@ -219,11 +234,9 @@ static out_link_t *attach(sb_sender_t *s, const char *entity, long long deadline
     pn_terminus_set_address(pn_link_source(ol->link), name);
     pn_link_set_context(ol->link, ol);
     pn_link_open(ol->link);
-    {
-        bool done_flag = false;
-        while (!ol->open && !ol->failed && !s->down && ib_mono_ms() < deadline)
-            run_until(s, &done_flag, ib_mono_ms() + 100);
-    }
+    for (bool kick = true; !ol->open && !ol->failed && !s->down && ib_mono_ms() < deadline;
+         kick = false)
+        run_once(s, kick);
     if (check_alive(s, err) != IB_E_OK)
         return NULL;
     if (ol->failed) {
@@ -314,7 +327,7 @@ ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *
     if (!oc)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     while (!all && !s->down && !ol->failed && ib_mono_ms() < deadline) {
-        bool f = false;
+        size_t before = sent;
         while (sent < n && ol->link && pn_link_credit(ol->link) > 0) {
             char tag[24];
             pn_message_t *m = build(&msgs[sent]);
@@ -337,7 +350,7 @@ ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *
         for (size_t k = 0; all && k < n; k++)
             all = oc[k].done;
         if (!all)
-            run_until(s, &f, ib_mono_ms() + 100);
+            run_once(s, sent != before);
     }
     if (!all) {
         if (check_alive(s, err) == IB_E_OK) {
