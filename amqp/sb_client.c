@@ -158,7 +158,8 @@ void sb_client_publish_stats(sb_client_t *c)
 
 void sb_client_set_ready(sb_client_t *c, int ready, const ib_error_t *why)
 {
-    if (c->ready == (ready != 0))
+    /* Transitions, and every new reason for staying down (an attach refused again). */
+    if (c->ready == (ready != 0) && (ready || !why))
         return;
     c->ready = ready != 0;
     if (ready)

@@ -100,7 +100,9 @@ typedef struct sb_callbacks {
     void (*on_lock_lost)(sb_msg_t *msg, void *ctx);
     /*
      * Optional. Readiness: 1 once connected, authorized and the receive
-     * link(s) attached; 0 with why on loss. thread: proactor.
+     * link(s) attached; 0 with why on loss, and again with each new reason
+     * while it stays down (entity not found, token refused, ...), at the
+     * retry pace. thread: proactor.
      */
     void (*on_state)(int connected_and_attached, const ib_error_t *why, void *ctx);
     void *ctx;

@@ -261,9 +261,10 @@ static void on_lock_lost(sb_msg_t *msg, void *ctx)
 static void on_state(int ready, const ib_error_t *why, void *ctx)
 {
     sbt_rx_t *rx = ctx;
-    (void)why;
     pthread_mutex_lock(&rx->mu);
     rx->ready = ready;
+    if (!ready && why)
+        rx->last_why = why->code;
     pthread_cond_broadcast(&rx->cv);
     pthread_mutex_unlock(&rx->mu);
 }

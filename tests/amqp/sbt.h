@@ -54,6 +54,7 @@ typedef struct sbt_rx {
     sb_msg_t *q[SBT_MAX]; /* handed out, not yet taken by the test */
     size_t qn;
     int received, settled, settled_ok, lock_lost, shutdown, ready;
+    int last_why;               /* ib_err_t of the last on_state(0, why) */
     int results[64];            /* by ib_err_t code */
     int inflight, max_inflight; /* handed and not yet settled */
     sb_msg_t *lost[SBT_MAX];    /* on_lock_lost */

@@ -260,9 +260,18 @@ static void test_wrong_key(sbt_emu_t *emu)
     usleep((useconds_t)sbt_ms(1500) * 1000);
     sb_client_stats(c, &st);
     SBT_CHECK(!rx.ready && st.connected == 0 && st.links == 0);
+    SBT_CHECK(rx.last_why == IB_E_AUTH);
+    finish(c, &rx);
+
+    /* An entity that does not exist: not ready, and the reason says so. */
+    sbt_rx_init(&rx);
+    sbt_options(emu, "nope", &opt);
+    c = start_opt(&opt, &rx, false);
+    usleep((useconds_t)sbt_ms(1500) * 1000);
+    SBT_CHECK(!rx.ready && rx.last_why == IB_E_NOTFOUND);
     finish(c, &rx);
     SBT_CHECK(sbt_stat(emu, "q5", "sent") == 0);
-    fprintf(stderr, "ok   wrong_key\n");
+    fprintf(stderr, "ok   wrong_key_and_missing_entity\n");
 }
 
 /* Tokens that live 8 s: the client puts fresh ones well before they expire. */
