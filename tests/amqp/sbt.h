@@ -53,11 +53,12 @@ typedef struct sbt_rx {
     pthread_cond_t cv;
     sb_msg_t *q[SBT_MAX]; /* handed out, not yet taken by the test */
     size_t qn;
-    int received, settled, settled_ok, lock_lost, shutdown, ready;
-    int last_why;               /* ib_err_t of the last on_state(0, why) */
-    int results[64];            /* by ib_err_t code */
-    int inflight, max_inflight; /* handed and not yet settled */
-    sb_msg_t *lost[SBT_MAX];    /* on_lock_lost */
+    /* Counters are atomic: the test polls them while the client runs. */
+    _Atomic int received, settled, settled_ok, lock_lost, shutdown, ready;
+    _Atomic int last_why;               /* ib_err_t of the last on_state(0, why) */
+    _Atomic int results[64];            /* by ib_err_t code */
+    _Atomic int inflight, max_inflight; /* handed and not yet settled */
+    sb_msg_t *lost[SBT_MAX];            /* on_lock_lost */
     size_t nlost;
     void (*hook)(struct sbt_rx *rx, sb_msg_t *msg); /* optional, called in on_message */
     void *user;
