@@ -137,7 +137,9 @@ ib_err_t sb_connstr_parse(const char *s, sb_connstr_t *out, ib_error_t *err)
         rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                           "connection string: SharedAccessSignature excludes "
                           "SharedAccessKeyName and SharedAccessKey");
-    if (rc == IB_E_OK && !out->sas && (!out->key || !out->key_name))
+    /* No credential at all is fine here (Azure AD supplies tokens); half a
+     * key pair is not. The SAS token provider refuses a string without one. */
+    if (rc == IB_E_OK && !out->sas && !out->key != !out->key_name)
         rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                           "connection string: %s is missing (SharedAccessKeyName and "
                           "SharedAccessKey go together)",

@@ -7,7 +7,9 @@
  *
  * Parts are split on ';', each at its first '=' (values may contain '='),
  * keys and values trimmed, keys matched without regard to case. Unknown keys
- * are ignored, as the SDKs do; a key given twice is an error.
+ * are ignored, as the SDKs do; a key given twice is an error. A string
+ * with no credential (only Endpoint, perhaps EntityPath) parses: Azure AD
+ * workload identity brings its own tokens. Half a key pair does not.
  */
 #ifndef SB_CONNSTR_H
 #define SB_CONNSTR_H

@@ -107,6 +107,11 @@ ib_err_t sb_token_from_connstr(void *ctx, const char *audience, sb_token_t *out,
         if (se > 0 && se <= now_s)
             return ib_error_set(err, IB_E_AUTH, IB_CLASS_PERMANENT,
                                 "the connection string's SharedAccessSignature has expired");
+    } else if (!cs->key || !cs->key_name) {
+        return ib_error_set(err, IB_E_AUTH, IB_CLASS_PERMANENT,
+                            "the connection string has neither SharedAccessKeyName/"
+                            "SharedAccessKey nor SharedAccessSignature (for Azure AD set "
+                            "servicebus.auth to workload_identity)");
     } else {
         long long exp = now_s + SAS_LIFETIME_S;
         out->token = sb_sas_token(audience, cs->key_name, cs->key, exp);

@@ -392,6 +392,11 @@ static void validate(wk_config_t *cfg, problems_t *p)
                         "'%s' differs from the connection string's EntityPath '%s'",
                         cfg->servicebus.entity, sb.entity_path);
             }
+            if (!sb.sas && !sb.key && strcmp(cfg->servicebus.auth, "sas") == 0)
+                problem(p, "servicebus.connection_string",
+                        "has no SharedAccessKeyName/SharedAccessKey or SharedAccessSignature "
+                        "(required with servicebus.auth sas; use workload_identity for Azure "
+                        "AD)");
             sb_connstr_free(&sb);
         }
     }

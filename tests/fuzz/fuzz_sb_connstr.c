@@ -16,8 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(s, data, size);
     s[size] = '\0';
     if (sb_connstr_parse(s, &cs, &err) == IB_E_OK) {
-        /* Whatever parses has a host and a credential. */
-        if (!cs.host || !cs.endpoint || (!cs.sas && (!cs.key || !cs.key_name)))
+        /* Whatever parses has a host, and a whole key pair or none. */
+        if (!cs.host || !cs.endpoint || (!cs.key != !cs.key_name) || (cs.sas && cs.key))
             abort();
         sb_connstr_free(&cs);
     } else if (!err.text[0]) {

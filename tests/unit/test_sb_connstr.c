@@ -1,6 +1,7 @@
 /* Service Bus connection strings, well-formed and malformed. */
 #include "ib_test.h"
 #include "sb_connstr.h"
+#include "sb_token.h"
 
 static void test_sas_key(void)
 {
@@ -51,6 +52,22 @@ static void test_sas_token(void)
               IB_E_OK);
     ASSERT_STREQ(cs.sas, "SharedAccessSignature sr=sb%3a%2f%2fh%2f&sig=x%3d&se=1&skn=k");
     ASSERT_TRUE(cs.key == NULL && cs.key_name == NULL);
+    sb_connstr_free(&cs);
+}
+
+static void test_no_credential(void)
+{
+    sb_connstr_t cs;
+    ib_error_t err;
+    sb_token_t tok;
+    /* Workload identity: the endpoint alone parses; the SAS provider refuses it. */
+    ASSERT_EQ(sb_connstr_parse("Endpoint=sb://ns.servicebus.windows.net/;EntityPath=q", &cs, &err),
+              IB_E_OK);
+    ASSERT_TRUE(cs.key == NULL && cs.key_name == NULL && cs.sas == NULL);
+    ASSERT_EQ(sb_token_from_connstr(&cs, "sb://ns.servicebus.windows.net/q", &tok, &err),
+              IB_E_AUTH);
+    ASSERT_CONTAINS(err.text, "workload_identity");
+    sb_token_clear(&tok);
     sb_connstr_free(&cs);
 }
 
@@ -112,6 +129,7 @@ int main(void)
     RUN(test_sas_key);
     RUN(test_emulator_and_port);
     RUN(test_sas_token);
+    RUN(test_no_credential);
     RUN(test_malformed);
     return ib_test_done();
 }

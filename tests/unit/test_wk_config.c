@@ -175,6 +175,33 @@ static void test_redaction_and_log_mask(void)
     ib_log_clear_secrets();
 }
 
+static void test_auth_and_credentials(void)
+{
+    wk_config_t cfg;
+    int n;
+    char *errs;
+    const char *base = "{\"consumer\":\"c\",\"db\":{\"connection_string\":\"" DB_CS "\"},"
+                       "\"servicebus\":{\"connection_string\":"
+                       "\"Endpoint=sb://ns.servicebus.windows.net/;EntityPath=orders\"";
+    char text[1024];
+
+    /* Azure AD: a connection string without a key is what the chart passes. */
+    snprintf(text, sizeof(text), "%s,\"auth\":\"workload_identity\"}}", base);
+    errs = load_errors(text, &n, &cfg);
+    ASSERT_EQ(n, 0);
+    ASSERT_STREQ(cfg.servicebus.entity, "orders");
+    free(errs);
+    wk_config_free(&cfg);
+    /* SAS without a key cannot authenticate. */
+    snprintf(text, sizeof(text), "%s}}", base);
+    errs = load_errors(text, &n, &cfg);
+    ASSERT_EQ(n, 1);
+    ASSERT_CONTAINS(errs, "config: servicebus.connection_string: has no SharedAccessKeyName");
+    free(errs);
+    wk_config_free(&cfg);
+    ib_log_clear_secrets();
+}
+
 /* Every entry survives print -> file -> load unchanged (the redacted
  * secrets aside, which a real file supplies). */
 static void test_round_trip_every_entry(void)
@@ -234,6 +261,7 @@ int main(void)
     RUN(test_wrong_types_and_enums);
     RUN(test_env_overrides_file);
     RUN(test_redaction_and_log_mask);
+    RUN(test_auth_and_credentials);
     RUN(test_round_trip_every_entry);
     return ib_test_done();
 }
