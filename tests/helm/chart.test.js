@@ -131,12 +131,14 @@ function checkConfig(json, label) {
   const file = path.join(work, `${label}.inboxd.json`);
   fs.writeFileSync(file, json);
   /*
-   * The Service Bus string is a dummy SAS one even for workload identity:
-   * this checks the ConfigMap, not the connection-string rules. Without an
-   * entity in the config, the user's string must carry EntityPath.
+   * With workload identity the Service Bus string is the keyless one the
+   * chart passes; otherwise a dummy SAS string stands in for the Secret.
+   * Without an entity in the config, the string must carry EntityPath.
    */
   const env = { ...process.env, ...dummyEnv };
   for (const k of Object.keys(env)) if (k.startsWith('INBOXD_') && !(k in dummyEnv)) delete env[k];
+  if ((JSON.parse(json).servicebus || {}).auth === 'workload_identity')
+    env.INBOXD_SERVICEBUS_CONNECTION_STRING = 'Endpoint=sb://ns.example.test/';
   if (!(JSON.parse(json).servicebus || {}).entity) env.INBOXD_SERVICEBUS_CONNECTION_STRING += ';EntityPath=q';
   const r = spawnSync(inboxd, ['--check-config', '--config', file], { encoding: 'utf8', env });
   return { status: r.status, out: (r.stdout || '') + (r.stderr || '') };
