@@ -126,6 +126,7 @@ void sb_core_connect(sb_core_t *core)
     if (core->conn)
         return;
     ib_error_clear(&core->last_err);
+    core->connect_started = ib_mono_ms();
     core->conn = pn_connection();
     pn_connection_set_container(core->conn, core->container);
     pn_connection_set_hostname(core->conn, core->cs.host);
@@ -272,6 +273,20 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
          */
         if (core->tick_due) {
             core->tick_due = false;
+            if (!core->up &&
+                ib_mono_ms() - core->connect_started > (long long)core->op_timeout_ms) {
+                /* TCP or TLS accepted but no AMQP open: give up on this attempt. */
+                pn_transport_t *t = pn_connection_transport(core->conn);
+                ib_error_set(&core->last_err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
+                             "no AMQP open from %s:%d within %u ms", core->cs.host, core->cs.port,
+                             core->op_timeout_ms);
+                IB_LOG(IB_LOG_WARN, "connect", IB_MSG(core->last_err.text));
+                core->connect_started = ib_mono_ms(); /* once per attempt */
+                if (t) {
+                    pn_transport_close_tail(t);
+                    pn_transport_close_head(t);
+                }
+            }
             sb_auth_tick(core);
             sb_rr_tick(core);
             if (core->hooks.on_tick)

@@ -60,9 +60,10 @@ typedef struct sb_aud sb_aud_t;
 
 struct sb_core {
     pn_proactor_t *proactor;
-    pn_connection_t *conn; /* NULL while disconnected */
-    bool up;               /* remote open seen */
-    bool tick_due;         /* the timeout fired; tick in the next wake */
+    pn_connection_t *conn;     /* NULL while disconnected */
+    bool up;                   /* remote open seen */
+    bool tick_due;             /* the timeout fired; tick in the next wake */
+    long long connect_started; /* mono ms of the current attempt */
     sb_connstr_t cs;
     sb_token_get_fn token_get;
     void *token_ctx;

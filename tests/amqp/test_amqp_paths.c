@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "ib_log.h"
@@ -363,6 +366,50 @@ static void test_settle_reply_lost(void)
     fprintf(stderr, "ok   settle_reply_lost\n");
 }
 
+/* A peer that accepts TCP but never speaks AMQP: the attempt times out and is retried. */
+static void test_connect_timeout(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+    struct sockaddr_in a;
+    socklen_t al = sizeof(a);
+    char cs[256];
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sb_stats_t st;
+
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    SBT_CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(fd, 8) == 0);
+    SBT_CHECK(getsockname(fd, (struct sockaddr *)&a, &al) == 0);
+    port = ntohs(a.sin_port);
+    snprintf(cs, sizeof(cs),
+             "Endpoint=sb://127.0.0.1:%d/;SharedAccessKeyName=k;SharedAccessKey=v;"
+             "UseDevelopmentEmulator=true",
+             port);
+    sbt_rx_init(&rx);
+    memset(&opt, 0, sizeof(opt));
+    opt.connection_string = cs;
+    opt.entity = "q";
+    opt.op_timeout_ms = 700;
+    opt.reconnect_max_ms = 200;
+    sbt_callbacks(&rx, &cb);
+    c = sb_client_new(&opt, &cb, &err);
+    SBT_CHECK(c && sb_client_start(c) == IB_E_OK);
+    usleep((useconds_t)sbt_ms(2500) * 1000);
+    sb_client_stats(c, &st);
+    SBT_CHECK(!rx.ready && rx.last_why == IB_E_TIMEOUT);
+    SBT_CHECK(st.reconnects >= 1);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    close(fd);
+    fprintf(stderr, "ok   connect_timeout\n");
+}
+
 int main(void)
 {
     sbt_emu_t emu;
@@ -376,5 +423,6 @@ int main(void)
     sbt_emu_stop(&emu);
     test_settle_after_link_loss();
     test_settle_reply_lost();
+    test_connect_timeout();
     return 0;
 }
