@@ -15,7 +15,8 @@
 
 static const char *topology =
     "{\"queues\":[{\"name\":\"slow\",\"lock_duration_s\":2,\"max_delivery_count\":10},"
-    "{\"name\":\"pre\",\"lock_duration_s\":2,\"max_delivery_count\":10}]}";
+    "{\"name\":\"pre\",\"lock_duration_s\":2,\"max_delivery_count\":10},"
+    "{\"name\":\"exp\",\"lock_duration_s\":2,\"max_delivery_count\":10}]}";
 
 static sb_client_t *start(sbt_emu_t *emu, const char *entity, unsigned prefetch, sbt_rx_t *rx)
 {
@@ -141,6 +142,53 @@ static void test_refused(void)
     fprintf(stderr, "ok   refused\n");
 }
 
+/*
+ * Renewal off: prefetched messages whose locks run out while they wait are
+ * dropped instead of handed out, and come back from the broker.
+ */
+static void test_expired_buffered(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sb_stats_t st;
+    long long now;
+
+    sbt_send(emu, "exp", "x", 3, NULL);
+    sbt_rx_init(&rx);
+    sbt_options(emu, "exp", &opt);
+    opt.prefetch = 2;
+    opt.max_auto_lock_renewal_s = 0;
+    sbt_callbacks(&rx, &cb);
+    c = sb_client_new(&opt, &cb, &err);
+    SBT_CHECK(c && sb_client_start(c) == IB_E_OK);
+    msg = sbt_take(&rx, 5000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "x-0") == 0);
+    usleep(3000 * 1000); /* every lock (2 s) is gone */
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000) && rx.results[IB_E_LOCK_LOST] == 1);
+    for (int k = 0; k < 3; k++) {
+        msg = sbt_take(&rx, 5000);
+        SBT_CHECK(msg);
+        now = ib_now_ms();
+        SBT_CHECK(msg->locked_until_ms > now); /* never handed with a dead lock */
+        SBT_CHECK(msg->delivery_count == 2);   /* each came back from the broker */
+        sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    }
+    SBT_CHECK(sbt_wait_settled(&rx, 4, 5000) && rx.settled_ok == 3);
+    sb_client_stats(c, &st);
+    SBT_CHECK(st.expired_dropped == 2);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    SBT_CHECK(sbt_wait_stat(emu, "exp", "completed", 3, 3000) == 3);
+    SBT_CHECK(sbt_stat(emu, "exp", "delivered") == 6);
+    fprintf(stderr, "ok   expired_buffered\n");
+}
+
 int main(void)
 {
     sbt_emu_t emu;
@@ -148,6 +196,7 @@ int main(void)
     sbt_emu_start(&emu, topology, NULL);
     test_held_3x(&emu);
     test_buffered_renewed(&emu);
+    test_expired_buffered(&emu);
     sbt_emu_stop(&emu);
     test_refused();
     return 0;
