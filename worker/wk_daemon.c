@@ -343,6 +343,74 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* ---- retention sweeper ------------------------------------------------- */
+
+#define SWEEP_INTERVAL_MS (10 * 60 * 1000)
+#define SWEEP_BATCH 500
+
+typedef struct sweeper {
+    daemon_t *dm;
+    db_options_t opt;
+    pthread_t tid;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+} sweeper_t;
+
+/*
+ * Deletes inbox rows older than db.inbox_retention_days in small batches,
+ * five seconds after start and then every ten minutes, on a connection of
+ * its own. db_inbox_sweep lets one replica sweep at a time.
+ * thread: sweeper.
+ */
+static void *sweeper_main(void *arg)
+{
+    sweeper_t *sw = arg;
+    long long wait_ms = 5000; /* first sweep soon after start */
+
+    for (;;) {
+        struct timespec ts;
+        ib_error_t err;
+        db_conn_t *dbc;
+        long long n;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(wait_ms / 1000);
+        pthread_mutex_lock(&sw->mu);
+        while (!sw->stop && pthread_cond_timedwait(&sw->cv, &sw->mu, &ts) != ETIMEDOUT)
+            ;
+        bool stop = sw->stop;
+        pthread_mutex_unlock(&sw->mu);
+        if (stop)
+            break;
+        wait_ms = SWEEP_INTERVAL_MS;
+        dbc = db_conn_new(&sw->opt, &err);
+        n = dbc ? db_inbox_sweep(dbc, (long)sw->dm->cfg->db.inbox_retention_days, SWEEP_BATCH,
+                                 &err)
+                : -1;
+        if (n < 0)
+            IB_LOG(IB_LOG_WARN, "retention", IB_MSG(err.text), IB_S("sqlstate", err.sqlstate));
+        else if (n > 0)
+            IB_LOG(IB_LOG_INFO, "retention", IB_MSG("old inbox rows deleted"), IB_I("rows", n),
+                   IB_I("older_than_days", sw->dm->cfg->db.inbox_retention_days));
+        db_conn_free(dbc);
+    }
+    return NULL;
+}
+
+static void sweeper_stop(sweeper_t *sw)
+{
+    if (!sw->started)
+        return;
+    pthread_mutex_lock(&sw->mu);
+    sw->stop = true;
+    pthread_cond_signal(&sw->cv);
+    pthread_mutex_unlock(&sw->mu);
+    pthread_join(sw->tid, NULL);
+    sw->started = false;
+}
+
 /* ---- main thread ------------------------------------------------------- */
 
 static void log_stats(daemon_t *dm)
@@ -446,6 +514,7 @@ int wk_daemon_run(const wk_config_t *cfg)
     int rc = 1, nworkers = (int)cfg->db.pool_size, started = 0;
     sb_stats_t prev;
     bool draining = false, clean = true;
+    sweeper_t sweeper = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     long long next_stats, drain_deadline = 0;
 
     if (!dm)
@@ -546,6 +615,11 @@ int wk_daemon_run(const wk_config_t *cfg)
         IB_LOG(IB_LOG_ERROR, "start", IB_MSG("cannot start the AMQP client"));
         goto stop_workers;
     }
+    if (cfg->db.inbox_retention_days > 0) {
+        sweeper.dm = dm;
+        sweeper.opt = dbopt;
+        sweeper.started = pthread_create(&sweeper.tid, NULL, sweeper_main, &sweeper) == 0;
+    }
     IB_LOG(IB_LOG_INFO, "start", IB_MSG("inboxd running"), IB_S("consumer", cfg->consumer),
            IB_S("entity", cfg->servicebus.entity), IB_I("db_workers", nworkers),
            IB_B("sessions", cfg->servicebus.sessions), IB_S("version", INBOXD_VERSION));
@@ -602,6 +676,7 @@ int wk_daemon_run(const wk_config_t *cfg)
     atomic_store(&dm->stopping, true);
 
 stop_workers:
+    sweeper_stop(&sweeper);
     if (dm->client)
         sb_client_stop(dm->client);
     log_stats(dm);
