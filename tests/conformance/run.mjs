@@ -78,7 +78,7 @@ const port = await new Promise((resolve, reject) => {
 const child = spawn(process.execPath, ["--test", "--test-reporter=spec", scenario], {
   stdio: "inherit",
   env: { ...process.env, SBEMU_PORT: String(port), SBEMU_KEY_NAME: KEY_NAME, SBEMU_KEY: KEY,
-         SBEMU_STATS: stats, ...tlsEnv },
+         SBEMU_STATS: stats, SBEMU_BIN: sbemu, SBEMU_TOPOLOGY: topology, ...tlsEnv },
 });
 const testCode = await new Promise((resolve) => child.on("exit", (code) => resolve(code ?? 1)));
 
