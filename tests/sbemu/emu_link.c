@@ -395,6 +395,10 @@ void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
     if (!state && !remote_settled)
         return;
     pn_delivery_clear(d);
+    /* A repeated disposition while a delayed reply is pending: that reply answers both. */
+    for (emu_reply_t *r = l->replies; r; r = r->next)
+        if (r->dlv == d)
+            return;
     pn_delivery_tag_t tag = pn_delivery_tag(d);
     int64_t now = emu_now_ms();
     int rc = -1;
