@@ -12,10 +12,12 @@
 #include "sb_core.h"
 
 /*
- * Where a message is and who holds it. One transition function,
- * sb_msg_set_state, keeps the counters right.
+ * Where a message is and who holds it. sb_msg_set_state is the one place a
+ * state changes, and keeps n_buffered / n_inflight in step. BUFFERED means
+ * "in the buffer list" (the list itself is kept by sb_receiver.c).
  */
 typedef enum {
+    SB_MS_NEW,      /* the client: being decoded, in no list */
     SB_MS_BUFFERED, /* the client: prefetch buffer, not yet handed out */
     SB_MS_HANDED,   /* the worker: on_message called, settlement not started
                        (a settle request may sit in the settle queue) */
@@ -131,6 +133,7 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result);
 void sb_settle_tick(sb_client_t *c);
 void sb_settle_shutdown(sb_client_t *c);
 void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg);
+void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to);
 void sb_msg_destroy(sb_msg_t *msg);
 void sb_props_put(pn_data_t *d, const sb_prop_t *props, size_t n, bool symbol_keys);
 void sb_props_free(sb_prop_t *props, size_t n);

@@ -123,9 +123,10 @@ void sb_msg_drop(sb_client_t *c, sb_msg_t *msg, uint64_t outcome)
             *pp = st->bnext;
             if (c->buf_tail == msg)
                 c->buf_tail = prev;
-            c->n_buffered--;
         }
+        st->bnext = NULL;
     }
+    sb_msg_set_state(c, msg, SB_MS_DONE);
     if (st->dlv) {
         pn_delivery_set_context(st->dlv, NULL);
         dlv_release(st->dlv, outcome);
@@ -155,6 +156,12 @@ void sb_msg_lock_lost(sb_client_t *c, sb_msg_t *msg, const char *why)
         c->cb.on_lock_lost(msg, c->cb.ctx);
 }
 
+/* Whether auto-renewal still looks after this message's lock. */
+static bool renewable(const sb_client_t *c, const struct sb_msg_state *st)
+{
+    return !st->session && c->renew_max_s > 0 && ib_now_ms() < st->renew_until && !st->lock_lost;
+}
+
 void sb_rcv_pump(sb_client_t *c)
 {
     long long now = ib_now_ms();
@@ -165,18 +172,17 @@ void sb_rcv_pump(sb_client_t *c)
         if (!c->buf_head)
             c->buf_tail = NULL;
         st->bnext = NULL;
-        c->n_buffered--;
-        if (st->locked_until - now < HANDOFF_MIN_LOCK_MS) {
-            /* Its lock ended while it waited: the broker will deliver it again. */
+        if (now >= st->locked_until ||
+            (st->locked_until - now < HANDOFF_MIN_LOCK_MS && !renewable(c, st))) {
+            /* Its lock ended (or will, unrenewed) while it waited: the broker delivers it again. */
             c->st.expired_dropped++;
             IB_LOG(IB_LOG_INFO, "lock_expired", IB_MSG("buffered message dropped, lock expired"),
                    IB_S("message_id", msg->message_id), IB_S("lock_token", msg->lock_token));
-            st->state = SB_MS_HANDED; /* already out of the buffer */
+            sb_msg_set_state(c, msg, SB_MS_NEW); /* already out of the buffer */
             sb_msg_drop(c, msg, PN_RELEASED);
             continue;
         }
-        st->state = SB_MS_HANDED;
-        c->n_inflight++;
+        sb_msg_set_state(c, msg, SB_MS_HANDED);
         c->st.handed++;
         c->cb.on_message(msg, c->cb.ctx);
     }
@@ -236,7 +242,7 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     if (st->lock_dur < 1000)
         st->lock_dur = 1000;
     st->renew_until = now + (long long)c->renew_max_s * 1000;
-    st->state = SB_MS_BUFFERED;
+    st->state = SB_MS_NEW;
     pn_delivery_set_context(dlv, msg);
     st->next = c->held;
     if (c->held)
@@ -255,8 +261,7 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     }
     if (r->session) {
         /* One at a time per session (credit 1): straight to the worker. */
-        st->state = SB_MS_HANDED;
-        c->n_inflight++;
+        sb_msg_set_state(c, msg, SB_MS_HANDED);
         c->st.handed++;
         c->cb.on_message(msg, c->cb.ctx);
         return;
@@ -266,7 +271,7 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     else
         c->buf_head = msg;
     c->buf_tail = msg;
-    c->n_buffered++;
+    sb_msg_set_state(c, msg, SB_MS_BUFFERED);
     sb_rcv_pump(c);
     sb_rcv_grant(r);
 }
@@ -317,7 +322,7 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
                     sb_settle_finish(c, msg, &res);
                 } else {
                     /* Settle again through $management: the lock outlives the link. */
-                    st->state = SB_MS_HANDED;
+                    sb_msg_set_state(c, msg, SB_MS_HANDED);
                     st->lock_lost = true;
                     pthread_mutex_lock(&c->lock);
                     st->qnext = c->sq_head;

