@@ -132,6 +132,8 @@ void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv);
 void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result);
 void sb_settle_tick(sb_client_t *c);
 void sb_settle_shutdown(sb_client_t *c);
+/* Puts a message back at the head of the settle queue (its settlement is retried). */
+void sb_settle_requeue(sb_client_t *c, sb_msg_t *msg);
 void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg);
 void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to);
 void sb_msg_destroy(sb_msg_t *msg);

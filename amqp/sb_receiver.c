@@ -322,14 +322,8 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
                     sb_settle_finish(c, msg, &res);
                 } else {
                     /* Settle again through $management: the lock outlives the link. */
-                    sb_msg_set_state(c, msg, SB_MS_HANDED);
                     st->lock_lost = true;
-                    pthread_mutex_lock(&c->lock);
-                    st->qnext = c->sq_head;
-                    c->sq_head = msg;
-                    if (!c->sq_tail)
-                        c->sq_tail = msg;
-                    pthread_mutex_unlock(&c->lock);
+                    sb_settle_requeue(c, msg);
                 }
             }
         }

@@ -152,21 +152,41 @@ static const char *mgmt_status(sb_disposition_t d)
     }
 }
 
+void sb_settle_requeue(sb_client_t *c, sb_msg_t *msg)
+{
+    struct sb_msg_state *st = msg->st;
+    sb_msg_set_state(c, msg, SB_MS_HANDED);
+    pthread_mutex_lock(&c->lock);
+    st->qnext = c->sq_head;
+    c->sq_head = msg;
+    if (!c->sq_tail)
+        c->sq_tail = msg;
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void on_mgmt_settled(void *ctx, int status, pn_message_t *resp, const ib_error_t *err)
 {
     sb_msg_t *msg = ctx;
+    sb_client_t *c = msg->st->client;
     ib_error_t res;
     msg->st->mgmt_pending = false;
     if (status == 200 || status == 204) {
         ib_error_clear(&res);
     } else if (status < 0) {
         res = *err;
-        if (res.code == IB_E_CLOSED || res.code == IB_E_DETACHED)
+        if (res.code == IB_E_CLOSED || res.code == IB_E_DETACHED) {
+            /* The request never got an answer because the link or connection went away:
+             * while the lock can still be alive, try again after reconnecting. */
+            if (!c->stopping && ib_now_ms() < msg->st->locked_until) {
+                sb_settle_requeue(c, msg);
+                return;
+            }
             res.code = IB_E_DETACHED;
+        }
     } else {
         sb_resp_error(resp, status, &res);
     }
-    sb_settle_finish(msg->st->client, msg, &res);
+    sb_settle_finish(c, msg, &res);
 }
 
 static void settle_via_mgmt(sb_client_t *c, sb_msg_t *msg)
