@@ -35,6 +35,106 @@ static void settled_wrap(sb_msg_t *msg, sb_disposition_t d, const ib_error_t *re
     orig_settled(msg, d, res, ctx);
 }
 
+/*
+ * Sessions under the same drops: 5 sessions of 20 messages. Every message
+ * ends completed once on the broker, and within a session the successful
+ * completions come in send order (a message whose session lock went with
+ * the connection comes back first).
+ */
+#define SN 5
+#define SPER 20
+static int last_ok[SN];
+static int order_errors;
+
+static void settled_sessions(sb_msg_t *msg, sb_disposition_t d, const ib_error_t *res, void *ctx)
+{
+    int s, i;
+    if (res->code == IB_E_OK && sscanf(msg->message_id, "s%d-%d", &s, &i) == 2 && s >= 0 &&
+        s < SN) {
+        if (i != last_ok[s] + 1)
+            order_errors++;
+        last_ok[s] = i;
+    }
+    orig_settled(msg, d, res, ctx);
+}
+
+static void test_sessions_under_drops(void)
+{
+    static const char *const faults[] = {"--fault-drop-every-ms", "1500", NULL};
+    static const char *topo = "{\"queues\":[{\"name\":\"sbusy\",\"lock_duration_s\":5,"
+                              "\"max_delivery_count\":50,\"requires_session\":true,"
+                              "\"duplicate_detection_window_s\":300}]}";
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    long long end;
+    int sent_ok = 0;
+    unsigned seed = 5;
+
+    for (int k = 0; k < SN; k++)
+        last_ok[k] = -1;
+    sbt_emu_start(&emu, topo, faults);
+    for (int attempt = 0; attempt < 10 && !sent_ok; attempt++) {
+        sb_sender_options_t so = {emu.connstr, NULL, NULL, NULL, 5000};
+        sb_sender_t *s = sb_sender_open(&so, &err);
+        sb_out_msg_t m[SN * SPER];
+        char ids[SN * SPER][16], sids[SN][8];
+        memset(m, 0, sizeof(m));
+        for (int i = 0; i < SPER; i++)
+            for (int k = 0; k < SN; k++) {
+                int j = i * SN + k;
+                snprintf(sids[k], sizeof(sids[k]), "s%d", k);
+                snprintf(ids[j], sizeof(ids[j]), "s%d-%d", k, i);
+                m[j].message_id = ids[j];
+                m[j].session_id = sids[k];
+            }
+        if (s && sb_sender_send(s, "sbusy", m, SN * SPER, &err) == IB_E_OK)
+            sent_ok = 1;
+        sb_sender_close(s);
+    }
+    SBT_CHECK(sent_ok);
+    sbt_rx_init(&rx);
+    sbt_options(&emu, "sbusy", &opt);
+    opt.sessions = true;
+    opt.max_concurrent_sessions = 3;
+    opt.session_wait_ms = 1000;
+    opt.reconnect_max_ms = 500;
+    opt.op_timeout_ms = 3000;
+    sbt_callbacks(&rx, &cb);
+    orig_settled = cb.on_settled;
+    cb.on_settled = settled_sessions;
+    c = sb_client_new(&opt, &cb, &err);
+    SBT_CHECK(c && sb_client_start(c) == IB_E_OK);
+    end = ib_mono_ms() + sbt_ms(60000);
+    while (ib_mono_ms() < end) {
+        sb_msg_t *msg = sbt_take(&rx, 200);
+        if (msg) {
+            usleep((20 + rand_r(&seed) % 40) * 1000);
+            sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+            continue;
+        }
+        if (sbt_stat(&emu, "sbusy", "completed") == SN * SPER)
+            break;
+    }
+    usleep((useconds_t)sbt_ms(1000) * 1000);
+    fprintf(stderr, "sessions: received=%d ok=%d lock_lost=%d LOCK_LOST=%d\n", rx.received,
+            rx.settled_ok, rx.lock_lost, rx.results[IB_E_LOCK_LOST]);
+    SBT_CHECK(sbt_stat(&emu, "sbusy", "completed") == SN * SPER);
+    SBT_CHECK(sbt_stat(&emu, "sbusy", "active") == 0);
+    SBT_CHECK(order_errors == 0);
+    for (int k = 0; k < SN; k++)
+        SBT_CHECK(last_ok[k] == SPER - 1);
+    SBT_CHECK(rx.settled == rx.received);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   sessions_under_drops\n");
+}
+
 int main(void)
 {
     static const char *const faults[] = {"--fault-drop-every-ms", "1500", NULL};
@@ -124,5 +224,6 @@ int main(void)
     sbt_rx_destroy(&rx);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   reconnect\n");
+    test_sessions_under_drops();
     return 0;
 }
