@@ -37,9 +37,9 @@ static void settled_wrap(sb_msg_t *msg, sb_disposition_t d, const ib_error_t *re
 
 /*
  * Sessions under the same drops: 5 sessions of 20 messages. Every message
- * ends completed once on the broker, and within a session the successful
+ * ends completed on the broker, and within a session the successful
  * completions come in send order (a message whose session lock went with
- * the connection comes back first).
+ * the connection comes back before the ones after it).
  */
 #define SN 5
 #define SPER 20
@@ -51,7 +51,9 @@ static void settled_sessions(sb_msg_t *msg, sb_disposition_t d, const ib_error_t
     int s, i;
     if (res->code == IB_E_OK && sscanf(msg->message_id, "s%d-%d", &s, &i) == 2 && s >= 0 &&
         s < SN) {
-        if (i != last_ok[s] + 1)
+        /* Increasing, not necessarily consecutive: a completion the broker applied
+         * whose answer was lost with the connection is reported IB_E_LOCK_LOST. */
+        if (i <= last_ok[s])
             order_errors++;
         last_ok[s] = i;
     }
@@ -125,8 +127,6 @@ static void test_sessions_under_drops(void)
     SBT_CHECK(sbt_stat(&emu, "sbusy", "completed") == SN * SPER);
     SBT_CHECK(sbt_stat(&emu, "sbusy", "active") == 0);
     SBT_CHECK(order_errors == 0);
-    for (int k = 0; k < SN; k++)
-        SBT_CHECK(last_ok[k] == SPER - 1);
     SBT_CHECK(rx.settled == rx.received);
     sb_client_stop(c);
     sb_client_free(c);
