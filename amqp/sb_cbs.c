@@ -1,0 +1,179 @@
+/*
+ * sb_cbs.c - claims-based security: put-token on $cbs for each audience a
+ * link needs, before it attaches, and again well before the token expires
+ * (sb_token_refresh_at). Tokens come from the configured provider on the
+ * proactor thread; a refused or failed refresh is retried every 5 s while
+ * the old token lasts.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_log.h"
+#include "sb_core.h"
+
+typedef struct auth_waiter {
+    sb_auth_cb cb;
+    void *ctx;
+    struct auth_waiter *next;
+} auth_waiter_t;
+
+struct sb_aud {
+    char *audience;
+    bool valid, inflight;
+    long long expires_at;  /* wall ms */
+    long long refresh_at;  /* wall ms */
+    long long pending_exp; /* expiry of the token in flight */
+    auth_waiter_t *waiters;
+    sb_aud_t *next;
+};
+
+static void put_token(sb_core_t *core, sb_aud_t *aud);
+
+static void aud_notify(sb_aud_t *aud, const ib_error_t *err)
+{
+    auth_waiter_t *w = aud->waiters;
+    aud->waiters = NULL;
+    while (w) {
+        auth_waiter_t *nx = w->next;
+        w->cb(w->ctx, err);
+        free(w);
+        w = nx;
+    }
+}
+
+static void on_put_token(void *ctx, int status, pn_message_t *resp, const ib_error_t *err)
+{
+    sb_aud_t *aud = ctx;
+    ib_error_t e;
+    long long now = ib_now_ms();
+    aud->inflight = false;
+    if (status == 200 || status == 202) {
+        aud->valid = true;
+        aud->expires_at = aud->pending_exp;
+        aud->refresh_at = sb_token_refresh_at(now, aud->expires_at);
+        IB_LOG(IB_LOG_INFO, "cbs_token", IB_MSG("token accepted"), IB_S("audience", aud->audience),
+               IB_I("refresh_in_s", (aud->refresh_at - now) / 1000));
+        ib_error_clear(&e);
+        aud_notify(aud, &e);
+        return;
+    }
+    if (status < 0)
+        e = *err;
+    else
+        sb_resp_error(resp, status, &e);
+    if (status == 401 || status == 403)
+        e.code = IB_E_AUTH, e.cls = IB_CLASS_PERMANENT;
+    ib_error_prefix(&e, "put-token for %s", aud->audience);
+    IB_LOG(IB_LOG_WARN, "cbs_token", IB_MSG("token refused"), IB_S("audience", aud->audience),
+           IB_I("status", status), IB_S("error", e.text));
+    aud->refresh_at = now + 5000; /* a refresh that failed is retried soon */
+    if (aud->valid && aud->expires_at <= now)
+        aud->valid = false;
+    aud_notify(aud, &e);
+}
+
+static void put_token(sb_core_t *core, sb_aud_t *aud)
+{
+    sb_token_t tok;
+    ib_error_t e;
+    pn_message_t *m;
+    pn_data_t *ap;
+
+    memset(&tok, 0, sizeof(tok));
+    if (core->token_get(core->token_ctx, aud->audience, &tok, &e) != IB_E_OK) {
+        IB_LOG(IB_LOG_WARN, "cbs_token", IB_MSG("no token"), IB_S("audience", aud->audience),
+               IB_S("error", e.text));
+        sb_token_clear(&tok);
+        aud->refresh_at = ib_now_ms() + 5000;
+        aud_notify(aud, &e);
+        return;
+    }
+    m = pn_message();
+    pn_message_set_address(m, "$cbs");
+    ap = pn_message_properties(m);
+    pn_data_put_map(ap);
+    pn_data_enter(ap);
+    sb_put_str(ap, "operation");
+    sb_put_str(ap, "put-token");
+    sb_put_str(ap, "type");
+    sb_put_str(ap, tok.type ? tok.type : SB_TOKEN_TYPE_SAS);
+    sb_put_str(ap, "name");
+    sb_put_str(ap, aud->audience);
+    pn_data_exit(ap);
+    sb_put_str(pn_message_body(m), tok.token);
+    aud->pending_exp = tok.expires_at_ms;
+    sb_token_clear(&tok);
+    aud->inflight = true;
+    sb_rr_request(sb_core_mgmt(core, NULL), m, on_put_token, aud);
+}
+
+void sb_core_authorize(sb_core_t *core, const char *audience, sb_auth_cb cb, void *ctx)
+{
+    sb_aud_t *aud;
+    auth_waiter_t *w;
+    for (aud = core->auds; aud; aud = aud->next)
+        if (strcmp(aud->audience, audience) == 0)
+            break;
+    if (!aud) {
+        aud = calloc(1, sizeof(*aud));
+        if (aud)
+            aud->audience = strdup(audience);
+        if (!aud || !aud->audience) {
+            ib_error_t e;
+            free(aud);
+            ib_error_set(&e, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+            cb(ctx, &e);
+            return;
+        }
+        aud->next = core->auds;
+        core->auds = aud;
+    }
+    if (aud->valid) {
+        ib_error_t ok;
+        ib_error_clear(&ok);
+        cb(ctx, &ok);
+        return;
+    }
+    w = calloc(1, sizeof(*w));
+    if (!w)
+        return;
+    w->cb = cb;
+    w->ctx = ctx;
+    w->next = aud->waiters;
+    aud->waiters = w;
+    if (!aud->inflight)
+        put_token(core, aud);
+}
+
+void sb_auth_tick(sb_core_t *core)
+{
+    long long now = ib_now_ms();
+    if (!core->up)
+        return;
+    for (sb_aud_t *aud = core->auds; aud; aud = aud->next)
+        if (aud->valid && !aud->inflight && now >= aud->refresh_at)
+            put_token(core, aud);
+}
+
+void sb_auth_reset(sb_core_t *core)
+{
+    for (sb_aud_t *aud = core->auds; aud; aud = aud->next) {
+        aud->valid = aud->inflight = false;
+        while (aud->waiters) {
+            auth_waiter_t *w = aud->waiters;
+            aud->waiters = w->next;
+            free(w);
+        }
+    }
+}
+
+void sb_auth_free(sb_core_t *core)
+{
+    sb_auth_reset(core);
+    while (core->auds) {
+        sb_aud_t *aud = core->auds;
+        core->auds = aud->next;
+        free(aud->audience);
+        free(aud);
+    }
+}
