@@ -8,8 +8,6 @@
 #include "ib_log.h"
 #include "sb_client_int.h"
 
-#define REASON_MAX 4096
-
 static char *dup_or_null(const char *s)
 {
     return s && *s ? strdup(s) : NULL;
@@ -281,13 +279,7 @@ static char *dup_capped(const char *s)
     char *out;
     if (!s)
         return NULL;
-    n = strlen(s);
-    if (n > REASON_MAX) {
-        n = REASON_MAX;
-        /* Do not cut a UTF-8 sequence in half. */
-        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-            n--;
-    }
+    n = sb_utf8_cap(s, SB_REASON_MAX);
     out = malloc(n + 1);
     if (out) {
         memcpy(out, s, n);

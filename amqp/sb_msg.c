@@ -624,3 +624,15 @@ const char *sb_disposition_name(sb_disposition_t d)
     }
     return "unknown";
 }
+
+size_t sb_utf8_cap(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max)
+        return n;
+    n = max;
+    /* Back up over continuation bytes to the start of the cut sequence. */
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}

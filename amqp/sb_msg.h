@@ -109,6 +109,13 @@ bool sb_guid_parse(const char *s, unsigned char uuid[16]);
 bool sb_lock_token_from_tag(const unsigned char *tag, size_t tag_len, unsigned char uuid[16],
                             char text[37]);
 
+/*
+ * Length of s cut to at most max bytes without splitting a UTF-8 sequence
+ * (dead-letter reasons and descriptions are cut to SB_REASON_MAX). thread: any.
+ */
+#define SB_REASON_MAX 4096
+size_t sb_utf8_cap(const char *s, size_t max);
+
 /* Disposition name ("complete", ...). */
 const char *sb_disposition_name(sb_disposition_t d);
 

@@ -253,6 +253,24 @@ static void test_guid(void)
     ASSERT_STREQ(text, "");
 }
 
+static void test_utf8_cap(void)
+{
+    char big[5000];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    ASSERT_EQ(sb_utf8_cap("short", SB_REASON_MAX), 5);
+    ASSERT_EQ(sb_utf8_cap(big, SB_REASON_MAX), 4096);
+    /* "é" is 2 bytes at 4095..4096: the cut backs up to 4095. */
+    big[4095] = (char)0xC3;
+    big[4096] = (char)0xA9;
+    ASSERT_EQ(sb_utf8_cap(big, SB_REASON_MAX), 4095);
+    /* A 3-byte sequence starting at 4094. */
+    big[4094] = (char)0xE2;
+    big[4095] = (char)0x82;
+    big[4096] = (char)0xAC;
+    ASSERT_EQ(sb_utf8_cap(big, SB_REASON_MAX), 4094);
+}
+
 int main(void)
 {
     RUN(test_full);
@@ -260,5 +278,6 @@ int main(void)
     RUN(test_unsupported_bodies);
     RUN(test_malformed);
     RUN(test_guid);
+    RUN(test_utf8_cap);
     return ib_test_done();
 }
