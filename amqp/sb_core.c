@@ -47,6 +47,13 @@ ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
     pthread_mutex_init(&core->wake_lock, NULL);
     if (sb_connstr_parse(connstr, &core->cs, err) != IB_E_OK)
         return err ? err->code : IB_E_CONFIG;
+    if (!token_get && !core->cs.sas && !(core->cs.key && core->cs.key_name)) {
+        sb_connstr_free(&core->cs);
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "servicebus.connection_string: no SharedAccessKeyName/SharedAccessKey "
+                            "or SharedAccessSignature, and no token provider (for Azure AD set "
+                            "servicebus.auth to workload_identity)");
+    }
     core->token_get = token_get ? token_get : sb_token_from_connstr;
     core->token_ctx = token_get ? token_ctx : &core->cs;
     core->op_timeout_ms = op_timeout_ms ? op_timeout_ms : 30000;

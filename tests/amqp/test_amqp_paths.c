@@ -266,6 +266,17 @@ static void test_wrong_key(sbt_emu_t *emu)
     SBT_CHECK(rx.last_why == IB_E_AUTH);
     finish(c, &rx);
 
+    /* No credential and no token provider: refused before connecting. */
+    {
+        sb_options_t bare;
+        sb_callbacks_t bcb;
+        memset(&bare, 0, sizeof(bare));
+        bare.connection_string = "Endpoint=sb://127.0.0.1:1/;UseDevelopmentEmulator=true";
+        bare.entity = "q5";
+        sbt_callbacks(&rx, &bcb);
+        SBT_CHECK(sb_client_new(&bare, &bcb, &err) == NULL && err.code == IB_E_CONFIG);
+    }
+
     /* An entity that does not exist: not ready, and the reason says so. */
     sbt_rx_init(&rx);
     sbt_options(emu, "nope", &opt);
