@@ -149,6 +149,7 @@ void sb_client_publish_stats(sb_client_t *c)
     c->st.in_flight = c->n_inflight;
     c->st.buffered = c->n_buffered;
     c->st.connected = c->ready;
+    c->st.loop_mono_ms = ib_mono_ms();
     pthread_mutex_lock(&c->lock);
     c->stats = c->st;
     pthread_mutex_unlock(&c->lock);

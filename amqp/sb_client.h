@@ -127,6 +127,9 @@ typedef struct sb_stats {
     unsigned in_flight;                   /* handed to the worker, not yet settled */
     unsigned buffered;                    /* waiting in the prefetch buffer */
     unsigned max_sessions_held;           /* high-water mark of sessions_held */
+    long long loop_mono_ms; /* ib_mono_ms() when the proactor last finished an event batch;
+                               it wakes at least every 100 ms, so an old value means a
+                               stalled event loop (the /healthz heartbeat) */
 } sb_stats_t;
 
 /*

@@ -481,6 +481,7 @@ static int prepare_db(daemon_t *dm, db_options_t *opt, sigset_t *sigs)
                IB_I("attempt", attempt));
         if (err.cls != IB_CLASS_TRANSIENT)
             return 1;
+        wk_http_heartbeat(dm->http); /* alive, waiting for the database */
         struct timespec ts = {attempt < 5 ? 1 : 5, 0};
         if (sigtimedwait(sigs, NULL, &ts) > 0)
             return 1;
@@ -630,9 +631,11 @@ int wk_daemon_run(const wk_config_t *cfg)
         int sig = sigtimedwait(&sigs, NULL, &ts);
         long long now = ib_mono_ms();
 
-        wk_http_heartbeat(dm->http);
         wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE, atomic_load(&dm->pipe.db_reachable));
         sync_client_metrics(dm, &prev);
+        /* Live while the proactor keeps turning (it wakes every 100 ms). */
+        if (prev.loop_mono_ms && now - prev.loop_mono_ms < 5000)
+            wk_http_heartbeat(dm->http);
         if (sig > 0 && draining) {
             IB_LOG(IB_LOG_WARN, "shutdown", IB_MSG("second signal: exiting at once"));
             fflush(stdout);
