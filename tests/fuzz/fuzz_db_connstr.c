@@ -19,9 +19,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         r = db_connstr_redact(s);
         if (!r || db_connstr_parse(r, &again, NULL) != IB_E_OK || again.n != cs.n)
             abort();
-        for (size_t k = 0; k < cs.n; k++)
-            if (db_connstr_key_is_secret(cs.attrs[k].key) && strlen(cs.attrs[k].value) >= 4 &&
-                strstr(r, cs.attrs[k].value) && strcmp(cs.attrs[k].value, "***") != 0)
+        /* ...and every secret attribute now reads "***". */
+        for (size_t k = 0; k < again.n; k++)
+            if (db_connstr_key_is_secret(again.attrs[k].key) &&
+                strcmp(again.attrs[k].value, "***") != 0)
                 abort();
         db_connstr_free(&again);
         db_connstr_free(&cs);
