@@ -10,6 +10,9 @@
  *           unknown federated credential
  *   flaky   503 on the first request, then like good
  *   slow    answers after 3 s
+ *   jwt     200 with an HS256 JWT (iss, aud https://servicebus.azure.net,
+ *           exp in an hour) signed with the secret of "--jwt ISSUER SECRET",
+ *           which sbemu --jwt-issuer/--jwt-secret accepts
  * GET /requests returns every token request seen: path, headers, form.
  * With "--tls CERT KEY" it serves HTTPS with that certificate.
  * Exits when stdin closes, so it never outlives the test.
@@ -29,6 +32,20 @@ function send(res, status, obj) {
 }
 
 const tls = process.argv.indexOf('--tls');
+const jwtArg = process.argv.indexOf('--jwt');
+const crypto = require('node:crypto');
+
+function b64url(buf) {
+  return Buffer.from(buf).toString('base64').replace(/=+$/, '').replace(/\+/g, '-').replace(/\//g, '_');
+}
+
+function mintJwt(issuer, secret) {
+  const now = Math.floor(Date.now() / 1000);
+  const head = b64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
+  const body = b64url(JSON.stringify({ iss: issuer, aud: 'https://servicebus.azure.net', iat: now, exp: now + 3600 }));
+  const sig = b64url(crypto.createHmac('sha256', secret).update(`${head}.${body}`).digest());
+  return `${head}.${body}.${sig}`;
+}
 const handler = (req, res) => {
   let raw = '';
   req.on('data', (d) => { raw += d; });
@@ -48,6 +65,12 @@ const handler = (req, res) => {
       case 'short': return ok(3);
       case 'flaky': return tries === 1 ? send(res, 503, { error: 'temporarily_unavailable', error_codes: [50196] }) : ok(3600);
       case 'slow': return setTimeout(() => ok(3600), 3000);
+      case 'jwt':
+        if (jwtArg < 0) return send(res, 400, { error: 'unauthorized_client', error_codes: [700016] });
+        return send(res, 200, {
+          token_type: 'Bearer', expires_in: 3600, ext_expires_in: 3600,
+          access_token: mintJwt(process.argv[jwtArg + 1], process.argv[jwtArg + 2]),
+        });
       case 'denied':
         return send(res, 401, {
           error: 'invalid_client',

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# servicebus.auth workload_identity end to end: inboxd exchanges a federated
+# token at a local Azure AD stand-in for a JWT, puts it on $cbs as type jwt,
+# and sbemu (which also requires a SAS key for anything else) lets it
+# receive; the messages are applied.
+. "$(dirname "$0")/lib.sh"
+e2e_init "${1:-sqlite}"
+N=50
+create_items_table
+iss="https://sts.windows.net/e2e-tenant/"
+jwt_secret=$(head -c 24 /dev/urandom | base64)
+start_emu '{"queues":[{"name":"wi","lock_duration_s":30,"max_delivery_count":10}]}' \
+  --jwt-issuer "$iss" --jwt-secret "$jwt_secret"
+mkfifo "$W/aad.stdin"
+node "$E2E_SRC/tests/aad/token_server.js" --jwt "$iss" "$jwt_secret" <"$W/aad.stdin" >"$W/aad.port" 2>"$W/aad.log" &
+E2E_PIDS+=($!)
+exec 7>"$W/aad.stdin" # keeps the token server alive until this script exits
+wait_until 10 test -s "$W/aad.port" || die "token server did not start"
+echo "federated-token-from-the-kubelet" >"$W/federated-token"
+gen_items $N w >"$W/msgs.jsonl"
+send_file wi "$W/msgs.jsonl" # inboxctl authenticates with the SAS key
+write_config "$W/inboxd.json" wi "$(items_route)" '{"servicebus":{"auth":"workload_identity"}}'
+AZURE_CLIENT_ID=jwt AZURE_TENANT_ID=e2e-tenant AZURE_AUTHORITY_HOST="http://127.0.0.1:$(cat "$W/aad.port")" \
+  AZURE_FEDERATED_TOKEN_FILE="$W/federated-token" \
+  INBOXD_SERVICEBUS_CONNECTION_STRING="Endpoint=sb://127.0.0.1:$EMU_PORT/;UseDevelopmentEmulator=true" \
+  start_inboxd "$W/inboxd.json" inboxd
+pid=$LAST_PID
+wait_until 60 queue_empty wi || die "queue not drained"
+stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
+check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
+check "token requests with the federated assertion" \
+  "$(curl -s "http://127.0.0.1:$(cat "$W/aad.port")/requests" | jq '[.[] | select(.form.client_assertion == "federated-token-from-the-kubelet")] | length > 0')" true
