@@ -8,10 +8,10 @@ create_items_table
 start_emu '{"queues":[{"name":"bulk","lock_duration_s":30,"max_delivery_count":10}]}'
 gen_items $N b >"$W/msgs.jsonl"
 send_file bulk "$W/msgs.jsonl"
-port=$(( 20000 + RANDOM % 30000 ))
-write_config "$W/inboxd.json" bulk "$(items_route)" "{\"http\":{\"listen\":\"127.0.0.1:$port\"}}"
+write_config "$W/inboxd.json" bulk "$(items_route)" "{\"http\":{\"listen\":\"127.0.0.1:0\"}}"
 start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
+port=$(http_port inboxd)
 wait_until 180 queue_empty bulk || die "queue not drained: active=$(stat bulk active) locked=$(stat bulk locked)"
 wait_until 10 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^inboxd_messages_total{result=\"applied\"} $N\$'" \
   || die "metrics: $(curl -s http://127.0.0.1:$port/metrics | grep inboxd_messages_total)"

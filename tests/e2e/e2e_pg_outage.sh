@@ -14,11 +14,11 @@ create_items_table
 start_emu '{"queues":[{"name":"outage","lock_duration_s":10,"max_delivery_count":100}]}'
 gen_items $N o >"$W/msgs.jsonl"
 send_file outage "$W/msgs.jsonl"
-port=$(( 20000 + RANDOM % 30000 ))
 write_config "$W/inboxd.json" outage "$(items_route)" \
-  "{\"retry\":{\"attempts\":4,\"base_ms\":200,\"max_ms\":2000},\"http\":{\"listen\":\"127.0.0.1:$port\"}}"
+  "{\"retry\":{\"attempts\":4,\"base_ms\":200,\"max_ms\":2000},\"http\":{\"listen\":\"127.0.0.1:0\"}}"
 start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
+port=$(http_port inboxd)
 wait_until 60 bash -c "[ \$(psql -h 127.0.0.1 -p $INBOXD_TEST_PG_PORT -U postgres -d $E2E_PGDB -tAc 'SELECT count(*) FROM items' 2>/dev/null || echo 0) -ge 100 ]" \
   || die "no progress before the outage"
 "$E2E_SRC/tests/lib/pg.sh" stop "$PGDIR"

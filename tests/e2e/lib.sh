@@ -125,6 +125,18 @@ start_inboxd() {
   E2E_PIDS+=("$LAST_PID")
 }
 
+# http_port LOGNAME: the port inboxd bound for http.listen "127.0.0.1:0"
+# (plumbing only: read from its http_listen line, waited for).
+http_port() {
+  local p=""
+  for _ in $(seq 1 100); do
+    p=$(jq -r 'select(.event=="http_listen") | .port' "$W/$1.log" 2>/dev/null | head -n 1)
+    [ -n "$p" ] && { echo "$p"; return 0; }
+    sleep 0.1
+  done
+  die "inboxd did not report its http port"
+}
+
 # send_file ENTITY FILE.jsonl: sends, then waits until the broker's stats
 # file has counted every message sent so far to ENTITY (it is rewritten
 # every second, so a fresh "empty" must not be read as "drained").

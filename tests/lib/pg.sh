@@ -19,11 +19,11 @@ as_pg() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-# A port nobody listens on, chosen at random in the ephemeral-free range.
+# A port nobody listens on, chosen at random below the ephemeral range.
 free_port() {
   local p
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768-)
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
   done
   echo "pg.sh: no free port found" >&2; return 1
