@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A second SIGTERM during the drain exits at once (status 128+15), and the
+# message whose handler was still running is neither completed nor applied:
+# its transaction dies with the process and the broker delivers it again.
+. "$(dirname "$0")/lib.sh"
+e2e_init "${1:-postgresql}"
+create_items_table
+start_emu '{"queues":[{"name":"stubborn","lock_duration_s":30,"max_delivery_count":10}]}'
+routes=$(jq -n --arg sql "$(items_insert_sql)" '[{match: "*",
+  sql: [$sql, "SELECT pg_sleep(30)"],
+  params: [["$.id", "$.n", "session_id", "sequence_number", "message_id"], []]}]')
+echo '{"message_id":"slow-1","subject":"Item","body":{"id":"s1","n":1}}' >"$W/msgs.jsonl"
+send_file stubborn "$W/msgs.jsonl"
+write_config "$W/inboxd.json" stubborn "$routes" '{"shutdown":{"drain_timeout_s":60}}'
+start_inboxd "$W/inboxd.json" inboxd
+pid=$LAST_PID
+wait_until 30 bash -c "[ \$(jq -r '.entities.stubborn.locked // 0' '$STATS') = 1 ]" || die "not received"
+sleep 1
+kill -TERM "$pid"
+sleep 1
+check "still draining after the first signal" "$(kill -0 "$pid" 2>/dev/null && echo running)" running
+t0=$(date +%s)
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+check "exit status after the second signal" "$rc" 143
+check "exited at once" "$([ $(( $(date +%s) - t0 )) -le 2 ] && echo yes)" yes
+sleep 1.5 # the stats file is rewritten every second
+check "nothing applied" "$(sql 'SELECT count(*) FROM items')" 0
+check "no inbox row" "$(sql 'SELECT count(*) FROM inboxd_inbox')" 0
+check "not completed" "$(stat stubborn completed)" 0
+check "still on the broker" "$(( $(stat stubborn active) + $(stat stubborn locked) ))" 1
