@@ -45,74 +45,67 @@ static void mask_secrets(const char *connstr, char *text, size_t size)
     (void)size;
 }
 
+/* The diagnostic records found so far: the first one, and the first error (non-01xxx). */
+typedef struct diag {
+    SQLCHAR state[6], first_state[6];
+    SQLCHAR msg[400], first_msg[400];
+    SQLINTEGER native, first_native;
+    bool found, have_first;
+} diag_t;
+
+/* Scans the records of one handle until the first that is not a warning. */
+static void diag_scan(diag_t *dg, SQLSMALLINT htype, SQLHANDLE h)
+{
+    SQLSMALLINT len;
+    for (SQLSMALLINT i = 1; i < 10 && !dg->found; i++) {
+        SQLRETURN rc =
+            SQLGetDiagRec(htype, h, i, dg->state, &dg->native, dg->msg, sizeof(dg->msg), &len);
+        if (!ok(rc))
+            break;
+        if (!dg->have_first) {
+            memcpy(dg->first_state, dg->state, sizeof(dg->state));
+            memcpy(dg->first_msg, dg->msg, sizeof(dg->msg));
+            dg->first_native = dg->native;
+            dg->have_first = true;
+        }
+        if (strncmp((char *)dg->state, "01", 2) != 0)
+            dg->found = true;
+    }
+}
+
 ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const char *what,
                        ib_error_t *err)
 {
-    SQLCHAR state[6] = "", first_state[6] = "";
-    SQLCHAR msg[400] = "", first_msg[400] = "";
-    SQLINTEGER native = 0, first_native = 0;
-    SQLSMALLINT len;
-    bool found = false, have_first = false;
+    diag_t dg = {0};
     ib_error_t local;
     ib_class_t cls;
     bool lost;
 
     if (!err)
         err = &local;
-    /* The first record that is not a warning (01xxx) is the error. */
-    for (SQLSMALLINT i = 1; i < 10; i++) {
-        SQLRETURN rc = SQLGetDiagRec(htype, h, i, state, &native, msg, sizeof(msg), &len);
-        if (!ok(rc))
-            break;
-        if (!have_first) {
-            memcpy(first_state, state, sizeof(state));
-            memcpy(first_msg, msg, sizeof(msg));
-            first_native = native;
-            have_first = true;
-        }
-        if (strncmp((char *)state, "01", 2) != 0) {
-            found = true;
-            break;
-        }
-    }
+    diag_scan(&dg, htype, h);
     /*
      * psqlODBC can fail a statement on a dead connection without a
      * statement record; the connection handle then holds the reason.
      */
-    if (!have_first && htype == SQL_HANDLE_STMT && dbc && dbc->dbc) {
-        for (SQLSMALLINT i = 1; i < 10; i++) {
-            SQLRETURN rc =
-                SQLGetDiagRec(SQL_HANDLE_DBC, dbc->dbc, i, state, &native, msg, sizeof(msg), &len);
-            if (!ok(rc))
-                break;
-            if (!have_first) {
-                memcpy(first_state, state, sizeof(state));
-                memcpy(first_msg, msg, sizeof(msg));
-                first_native = native;
-                have_first = true;
-            }
-            if (strncmp((char *)state, "01", 2) != 0) {
-                found = true;
-                break;
-            }
+    if (!dg.have_first && htype == SQL_HANDLE_STMT && dbc && dbc->dbc)
+        diag_scan(&dg, SQL_HANDLE_DBC, dbc->dbc);
+    if (!dg.found) {
+        memcpy(dg.state, dg.first_state, sizeof(dg.state));
+        memcpy(dg.msg, dg.first_msg, sizeof(dg.msg));
+        dg.native = dg.first_native;
+        if (!dg.have_first) {
+            strcpy((char *)dg.state, "HY000");
+            strcpy((char *)dg.msg, "no diagnostic record");
         }
     }
-    if (!found) {
-        memcpy(state, first_state, sizeof(state));
-        memcpy(msg, first_msg, sizeof(msg));
-        native = first_native;
-        if (!have_first) {
-            strcpy((char *)state, "HY000");
-            strcpy((char *)msg, "no diagnostic record");
-        }
-    }
-    mask_secrets(dbc ? dbc->connstr : NULL, (char *)msg, sizeof(msg));
+    mask_secrets(dbc ? dbc->connstr : NULL, (char *)dg.msg, sizeof(dg.msg));
 
     db_dialect_t d = dbc ? dbc->dialect : DB_DIALECT_AUTO;
-    cls = db_classify(d, (char *)state, native, dbc ? &dbc->transient : NULL,
+    cls = db_classify(d, (char *)dg.state, dg.native, dbc ? &dbc->transient : NULL,
                       dbc ? &dbc->permanent : NULL);
 
-    lost = db_dialect_is_conn_lost(d, (char *)state, native);
+    lost = db_dialect_is_conn_lost(d, (char *)dg.state, dg.native);
     if (!lost && dbc && dbc->connected && dbc->dbc) {
         SQLUINTEGER dead = SQL_CD_FALSE;
         if (ok(SQLGetConnectAttr(dbc->dbc, SQL_ATTR_CONNECTION_DEAD, &dead, 0, NULL)) &&
@@ -124,10 +117,10 @@ ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const cha
         if (dbc)
             dbc->broken = true;
     }
-    ib_error_set(err, lost ? IB_E_DB_CONN : IB_E_DB, cls, "%s: [%s/%ld] %s", what, (char *)state,
-                 (long)native, (char *)msg);
-    ib_strlcpy(err->sqlstate, (char *)state, sizeof(err->sqlstate));
-    err->native = native;
+    ib_error_set(err, lost ? IB_E_DB_CONN : IB_E_DB, cls, "%s: [%s/%ld] %s", what, (char *)dg.state,
+                 (long)dg.native, (char *)dg.msg);
+    ib_strlcpy(err->sqlstate, (char *)dg.state, sizeof(err->sqlstate));
+    err->native = dg.native;
     return err->code;
 }
 

@@ -52,8 +52,7 @@ typedef struct daemon {
     wk_pipeline_t pipe;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;      /* job queue non-empty, or stop */
-    pthread_cond_t idle_cv; /* in-flight list changed */
+    pthread_cond_t cv; /* job queue non-empty, or stop */
     job_t *qhead, *qtail;
     size_t queued;
     job_t *oldest, *newest; /* in-flight list */
@@ -198,7 +197,6 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
     if (j) {
         inflight_remove(dm, j);
         publish_in_flight(dm);
-        pthread_cond_broadcast(&dm->idle_cv);
     }
     pthread_mutex_unlock(&dm->mu);
     if (!j) {
@@ -386,8 +384,7 @@ static void *sweeper_main(void *arg)
             break;
         wait_ms = SWEEP_INTERVAL_MS;
         dbc = db_conn_new(&sw->opt, &err);
-        n = dbc ? db_inbox_sweep(dbc, (long)sw->dm->cfg->db.inbox_retention_days, SWEEP_BATCH,
-                                 &err)
+        n = dbc ? db_inbox_sweep(dbc, (long)sw->dm->cfg->db.inbox_retention_days, SWEEP_BATCH, &err)
                 : -1;
         if (n < 0)
             IB_LOG(IB_LOG_WARN, "retention", IB_MSG(err.text), IB_S("sqlstate", err.sqlstate));
@@ -525,7 +522,6 @@ int wk_daemon_run(const wk_config_t *cfg)
     dm->cfg = cfg;
     pthread_mutex_init(&dm->mu, NULL);
     pthread_cond_init(&dm->cv, NULL);
-    pthread_cond_init(&dm->idle_cv, NULL);
 
     /* Signals go to this thread alone, through sigtimedwait. */
     sigemptyset(&sigs);
@@ -707,7 +703,6 @@ out:
     wk_routes_free(&dm->routes);
     pthread_mutex_destroy(&dm->mu);
     pthread_cond_destroy(&dm->cv);
-    pthread_cond_destroy(&dm->idle_cv);
     free(dm);
     return rc;
 }
