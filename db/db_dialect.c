@@ -576,6 +576,18 @@ ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size
                   table, db_sql_now(d));
 }
 
+ib_err_t db_sql_takeover(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    return render(buf, size,
+                  "UPDATE %s SET status = 'processed', error_class = NULL, error_detail = NULL, "
+                  "sequence_number = ?, delivery_count = ?, processed_at = %s "
+                  "WHERE consumer = ? AND (message_id = ? OR idempotency_key = ?) "
+                  "AND body_sha256 = ? AND status IN ('failed', 'retry')",
+                  table, db_sql_now(d));
+}
+
 ib_err_t db_sql_select_existing(db_dialect_t d, const char *table, char *buf, size_t size)
 {
     if (check(d, table) != IB_E_OK)

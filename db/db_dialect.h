@@ -94,6 +94,17 @@ ib_class_t db_classify(db_dialect_t d, const char *sqlstate, long native,
                        const db_codes_t *transient, const db_codes_t *permanent);
 /* True when the dialect's table calls (sqlstate, native) a unique violation. */
 bool db_dialect_is_unique_violation(db_dialect_t d, const char *sqlstate, long native);
+/*
+ * True when err (a failed statement's error) is a unique violation - of any
+ * unique key, not only the inbox's - and then name holds the constraint or
+ * index it names ("" when the text does not say): PostgreSQL 23505
+ * (`unique constraint "NAME"`), SQL Server 23000 with 2627 (`constraint
+ * 'NAME'`) or 2601 (`unique index 'NAME'`), MariaDB 1062 (`for key 'NAME'`).
+ * SQLite names no constraint: name holds the columns it reports
+ * ("table.col" or "table.a, table.b"). Reads err->text; never classifies by
+ * text alone. thread: any (db_unique.c).
+ */
+bool db_unique_violation(db_dialect_t d, const ib_error_t *err, char *name, size_t size);
 /* True when the error means the connection is gone and must be reopened. */
 bool db_dialect_is_conn_lost(db_dialect_t d, const char *sqlstate, long native);
 
@@ -125,6 +136,13 @@ ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size
  * idempotency_key. Columns: body_sha256, status.
  */
 ib_err_t db_sql_select_existing(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * The replay takeover: turns a row recorded 'failed' (or resolved 'retry')
+ * with the same body hash into 'processed', clearing its error columns.
+ * Parameters: sequence_number, delivery_count, consumer, message_id,
+ * idempotency_key, body_sha256. Affects one row or none.
+ */
+ib_err_t db_sql_takeover(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
  * The checks run when migrate is false. probe_columns selects every inbox
  * column from the table with no rows: it fails when the table or a column

@@ -192,6 +192,51 @@ static db_outcome_t insert_failed(db_conn_t *dbc, const db_claim_t *c, ib_error_
     return DB_FAILED;
 }
 
+static db_outcome_t commit_or_fail(db_conn_t *dbc, ib_error_t *err);
+static ib_err_t run_stmts(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts, ib_error_t *err);
+
+/*
+ * A replay met an existing row: take it over when it is 'failed' or
+ * 'retry' with the same body (one conditional UPDATE, which the row lock
+ * serialises), then run the statements in that transaction. Anything else
+ * is decided as for a plain redelivery.
+ */
+static db_outcome_t take_over(db_conn_t *dbc, const db_claim_t *c, const db_stmt_t *stmts,
+                              size_t nstmts, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long rows = 0;
+    ib_error_t viol = *err;
+    db_bind_t b[6] = {DB_B(DB_INT(c->sequence_number)),
+                      DB_B(DB_INT(c->delivery_count)),
+                      DB_B(DB_TEXT(c->consumer)),
+                      DB_B(DB_TEXT(c->message_id)),
+                      DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL()),
+                      DB_B(DB_TEXT(c->body_sha256))};
+
+    db_rollback_quiet(dbc);
+    if (db_sql_takeover(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK) {
+        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "takeover statement does not fit");
+        return DB_FAILED;
+    }
+    if (db_run(dbc, sql, b, 6, NULL, NULL, &rows, err) != IB_E_OK) {
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        ib_error_prefix(err, "replay takeover");
+        db_rollback_quiet(dbc);
+        return DB_FAILED;
+    }
+    if (rows != 1) {
+        *err = viol;
+        return insert_failed(dbc, c, err);
+    }
+    if (run_stmts(dbc, stmts, nstmts, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        return DB_FAILED;
+    }
+    return commit_or_fail(dbc, err);
+}
+
 static db_outcome_t commit_or_fail(db_conn_t *dbc, ib_error_t *err)
 {
     if (db_end(dbc, true, err) != IB_E_OK) {
@@ -264,8 +309,12 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
         err->cls = IB_CLASS_TRANSIENT;
         return DB_FAILED;
     }
-    if (insert_row(dbc, claim, "processed", NULL, NULL, err) != IB_E_OK)
+    if (insert_row(dbc, claim, "processed", NULL, NULL, err) != IB_E_OK) {
+        if (claim->replay && err->code != IB_E_DB_CONN &&
+            db_dialect_is_unique_violation(dbc->dialect, err->sqlstate, err->native))
+            return take_over(dbc, claim, stmts, nstmts, err);
         return insert_failed(dbc, claim, err);
+    }
 
     if (run_stmts(dbc, stmts, nstmts, err) != IB_E_OK) {
         db_rollback_quiet(dbc);
@@ -426,6 +475,11 @@ size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n)
                 ib_error_clear(&items[i].err);
                 applied++;
             }
+        } else if (st[i] == BATCH_LOOKUP && items[i].claim->replay) {
+            /* After the batch's COMMIT, in a transaction of its own. */
+            items[i].outcome = take_over(dbc, items[i].claim, items[i].stmts, items[i].nstmts,
+                                         &items[i].err);
+            applied += items[i].outcome == DB_APPLIED;
         } else if (st[i] == BATCH_LOOKUP) {
             ib_error_t viol = items[i].err;
             items[i].outcome = decide_existing(dbc, items[i].claim, &viol, &items[i].err);

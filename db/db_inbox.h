@@ -95,6 +95,8 @@ typedef struct db_claim {
     long long delivery_count;
     long long enqueued_at_ms; /* ms since the epoch, UTC; 0 = unknown (NULL) */
     long long received_at_ms; /* ms since the epoch, UTC; 0 = now */
+    bool replay; /* an operator's replay (inboxd-replay-count): a row recorded 'failed' (or
+                    resolved 'retry') with the same body is taken over, see db_inbox_apply */
 } db_claim_t;
 
 typedef enum {
@@ -133,6 +135,12 @@ typedef struct db_stmt {
  *                 same body hash (whatever its status: a 'failed' row
  *                 recorded earlier is also a duplicate).
  *   DB_CONFLICT   unique violation and an existing row has another hash.
+ *   With claim->replay, a unique violation on a row whose status is
+ *   'failed' or 'retry' and whose body hash is the same is not a duplicate:
+ *   in a new transaction one conditional UPDATE takes the row over (status
+ *   'processed', error columns cleared), stmts run, COMMIT: DB_APPLIED. Of
+ *   two concurrent replays the row lock lets one win; the other then sees
+ *   'processed' and is a DB_DUPLICATE.
  *   DB_FAILED     err filled: transient (deadlock, serialization, timeout,
  *                 lost connection: retry), permanent (data error, SQL error,
  *                 a constraint that is not the inbox key, a configured
@@ -191,7 +199,8 @@ long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err)
  *     on some errors, so a batch can fail where single messages succeed).
  *
  * Two items with the same key in one batch: the first applies, the second
- * is a duplicate (or conflict). Returns the number of items applied.
+ * is a duplicate (or conflict). A replay claim meeting a 'failed' row is
+ * taken over as in db_inbox_apply, in its own transaction after the batch's. Returns the number of items applied.
  * thread: the owner of dbc.
  */
 typedef struct db_batch_item {

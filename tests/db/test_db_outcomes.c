@@ -389,6 +389,89 @@ static void test_bad_claims(void)
     ASSERT_EQ(err.code, IB_E_INVAL);
 }
 
+/* A replay (inboxd-replay-count) takes a 'failed' row over; a plain redelivery does not. */
+static void test_replay_takeover(void)
+{
+    ib_error_t err;
+    char hash[65];
+    db_claim_t c = tl_claim("billing", "rp1", NULL, "{\"rp\":1}", hash);
+    db_param_t p[2] = {DB_TEXT("rp1"), DB_INT(4)};
+    db_stmt_t s = {"INSERT INTO orders (id, qty) VALUES (?, ?)", p, 2};
+
+    ASSERT_EQ(db_inbox_record_failure(dbc, &c, IB_CLASS_PERMANENT, "qty rejected", &err),
+              DB_APPLIED);
+    ASSERT_EQ(db_inbox_apply(dbc, &c, &s, 1, &err), DB_DUPLICATE);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 'rp1'"), 0);
+    c.replay = true;
+    c.delivery_count = 3;
+    ASSERT_EQ(db_inbox_apply(dbc, &c, &s, 1, &err), DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 'rp1' AND qty = 4"), 1);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rp1' AND status = "
+                    "'processed' AND error_class IS NULL AND error_detail IS NULL AND "
+                    "delivery_count = 3"),
+              1);
+    /* Replayed again (a crash before the DLQ copy was completed): applied once only. */
+    ASSERT_EQ(db_inbox_apply(dbc, &c, &s, 1, &err), DB_DUPLICATE);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 'rp1'"), 1);
+
+    /* A failing replay leaves the failed row as it was. */
+    db_claim_t c2 = tl_claim("billing", "rp2", NULL, "{\"rp\":2}", hash);
+    db_param_t bad[2] = {DB_TEXT("rp2"), DB_INT(-1)};
+    db_stmt_t sb = {"INSERT INTO orders (id, qty) VALUES (?, ?)", bad, 2};
+    ASSERT_EQ(db_inbox_record_failure(dbc, &c2, IB_CLASS_PERMANENT, "no", &err), DB_APPLIED);
+    c2.replay = true;
+    ASSERT_EQ(db_inbox_apply(dbc, &c2, &sb, 1, &err), DB_FAILED);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rp2' AND status = 'failed' "
+                    "AND error_detail = 'no'"),
+              1);
+    /* Another body under the same message id is a conflict, replay or not. */
+    db_claim_t c3 = tl_claim("billing", "rp2", NULL, "{\"rp\":99}", hash);
+    c3.replay = true;
+    ASSERT_EQ(db_inbox_apply(dbc, &c3, &s, 1, &err), DB_CONFLICT);
+    /* Uncertain rows are never taken over by a replay: only an operator's resolve does. */
+    db_claim_t c4 = tl_claim("billing", "rp4", NULL, "{\"rp\":4}", hash);
+    ASSERT_EQ(db_inbox_record_failure(dbc, &c4, IB_CLASS_AMBIGUOUS, NULL, &err), DB_APPLIED);
+    c4.replay = true;
+    ASSERT_EQ(db_inbox_apply(dbc, &c4, &s, 1, &err), DB_DUPLICATE);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rp4' AND status = "
+                    "'uncertain'"),
+              1);
+
+    /* In a batch, too. */
+    db_claim_t c5 = tl_claim("billing", "rp5", NULL, "{\"rp\":5}", hash);
+    db_param_t p5[2] = {DB_TEXT("rp5"), DB_INT(5)};
+    db_stmt_t s5 = {"INSERT INTO orders (id, qty) VALUES (?, ?)", p5, 2};
+    ASSERT_EQ(db_inbox_record_failure(dbc, &c5, IB_CLASS_PERMANENT, "x", &err), DB_APPLIED);
+    c5.replay = true;
+    char h6[65];
+    db_claim_t c6 = tl_claim("billing", "rp6", NULL, "{\"rp\":6}", h6);
+    db_param_t p6[2] = {DB_TEXT("rp6"), DB_INT(6)};
+    db_stmt_t s6 = {"INSERT INTO orders (id, qty) VALUES (?, ?)", p6, 2};
+    db_batch_item_t items[2] = {{&c6, &s6, 1, DB_FAILED, {0}}, {&c5, &s5, 1, DB_FAILED, {0}}};
+    ASSERT_EQ(db_inbox_apply_batch(dbc, items, 2), 2);
+    ASSERT_EQ(items[1].outcome, DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('rp5', 'rp6')"), 2);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rp5' AND status = "
+                    "'processed'"),
+              1);
+}
+
+/* The business-key backstop reads which unique key a route statement hit. */
+static void test_unique_violation_name(void)
+{
+    ib_error_t err;
+    char hash[65], name[128];
+    db_claim_t c = tl_claim("billing", "uv1", NULL, "{}", hash);
+    db_param_t p[1] = {DB_TEXT("SKU-1")};
+    db_stmt_t s = {"INSERT INTO skus (sku) VALUES (?)", p, 1};
+    ASSERT_EQ(db_inbox_apply(dbc, &c, &s, 1, &err), DB_FAILED);
+    ASSERT_TRUE(db_unique_violation(T.dialect, &err, name, sizeof(name)));
+    ASSERT_STREQ(name, T.dialect == DB_DIALECT_SQLITE ? "skus.sku" : "skus_pkey");
+    ASSERT_EQ(order("uv2", NULL, "{}", -1, &err), DB_FAILED);
+    ASSERT_TRUE(!db_unique_violation(T.dialect, &err, name, sizeof(name)));
+}
+
 int main(int argc, char **argv)
 {
     db_dialect_t d = tl_dialect_arg(argc, argv);
@@ -417,6 +500,8 @@ int main(int argc, char **argv)
     RUN(test_permanent_errors);
     RUN(test_configured_native);
     RUN(test_record_failure);
+    RUN(test_replay_takeover);
+    RUN(test_unique_violation_name);
     RUN(test_sweep);
     RUN(test_utf16_text_binding);
     RUN(test_batch);
