@@ -54,6 +54,8 @@ const models = {
     require('@kubernetes-models/keda/keda.sh/v1alpha1').TriggerAuthentication,
   'monitoring.coreos.com/v1/ServiceMonitor':
     require('@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1').ServiceMonitor,
+  'monitoring.coreos.com/v1/PrometheusRule':
+    require('@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1').PrometheusRule,
 };
 
 /* ---- the renderer ---- */
@@ -295,6 +297,11 @@ function checkCase(label, res, known) {
     subset(sms[0].metadata.labels, V.serviceMonitor.labels, 'ServiceMonitor labels');
   }
 
+  /* PrometheusRule. */
+  const prs = byKind(objects, 'PrometheusRule');
+  assert.equal(prs.length, V.prometheusRule.enabled ? 1 : 0);
+  if (prs.length) checkRules(prs[0], V, dep.metadata.name);
+
   /* PodDisruptionBudget. */
   const pdbs = byKind(objects, 'PodDisruptionBudget');
   assert.equal(pdbs.length, V.podDisruptionBudget.enabled ? 1 : 0);
@@ -349,6 +356,37 @@ function checkCase(label, res, known) {
     }
   }
   return objects.length;
+}
+
+/* The alerts an operator is promised (README "Which alert means what"), on inboxd's metrics. */
+function checkRules(pr, V, fullname) {
+  subset(pr.metadata.labels, V.prometheusRule.labels, 'PrometheusRule labels');
+  assert.equal(pr.spec.groups.length, 1);
+  const rules = Object.fromEntries(pr.spec.groups[0].rules.map((r) => [r.alert, r]));
+  const want = ['InboxdDeadLetters', 'InboxdMessageTooOld', 'InboxdStalled', 'InboxdUncertainOutcomes'];
+  if (V.alerts.outboxMaxPendingSeconds > 0) want.push('InboxdOutboxBacklog');
+  assert.deepEqual(Object.keys(rules).sort(), want.sort(), 'alert set');
+  const metric = {
+    InboxdDeadLetters: 'inboxd_dead_letters_total',
+    InboxdMessageTooOld: 'inboxd_oldest_unsettled_enqueued_seconds',
+    InboxdStalled: 'inboxd_messages_total',
+    InboxdUncertainOutcomes: 'inboxd_uncertain_total',
+    InboxdOutboxBacklog: 'inboxd_outbox_oldest_pending_seconds',
+  };
+  for (const [name, r] of Object.entries(rules)) {
+    assert.ok(r.expr.includes(`${metric[name]}{namespace="apps", job="${fullname}"}`), `${name} expr selects the release: ${r.expr}`);
+    assert.ok(['warning', 'critical'].includes(r.labels.severity), `${name} severity`);
+    subset(r.labels, V.prometheusRule.alertLabels, `${name} alert labels`);
+    assert.ok(r.annotations.summary && r.annotations.description, `${name} annotations`);
+    /* Balanced brackets: a template slip shows up here before Prometheus sees it. */
+    for (const [o, c] of [['(', ')'], ['{', '}'], ['[', ']']])
+      assert.equal(r.expr.split(o).length, r.expr.split(c).length, `${name} ${o}${c} balanced`);
+  }
+  assert.ok(rules.InboxdMessageTooOld.expr.endsWith(`> ${V.alerts.maxAgeSeconds}`), 'max age threshold from alerts.maxAgeSeconds');
+  assert.equal(rules.InboxdMessageTooOld.for, V.alerts.for);
+  assert.ok(rules.InboxdStalled.expr.includes(`[${V.alerts.stalledMinutes}m]`), 'stall window');
+  assert.ok(rules.InboxdStalled.expr.includes('inboxd_in_flight{'), 'stall needs work in flight');
+  assert.ok(rules.InboxdDeadLetters.expr.includes('by (namespace, reason, class)'), 'dead letters by reason and class');
 }
 
 /* ---- main ---- */
