@@ -142,6 +142,22 @@ static void disconnect(db_conn_t *dbc)
     dbc->in_txn = false;
 }
 
+/* Runs the dialect's per-session statement (SET XACT_ABORT ON) on a new connection. */
+static ib_err_t session_setup(db_conn_t *dbc, ib_error_t *err)
+{
+    const char *sql = db_sql_session_setup(dbc->dialect);
+
+    if (!*sql)
+        return IB_E_OK;
+    if (db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK ||
+        db_end(dbc, true, err) != IB_E_OK) {
+        ib_error_prefix(err, "session setup (%s)", sql);
+        disconnect(dbc);
+        return err->code;
+    }
+    return IB_E_OK;
+}
+
 static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
 {
     SQLCHAR out[1024];
@@ -204,7 +220,23 @@ static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
     }
     dbc->wide_text = dbc->dialect == DB_DIALECT_MSSQL;
     dbc->broken = false;
-    return IB_E_OK;
+    return session_setup(dbc, err);
+}
+
+/*
+ * A first connection that the server refuses by login or database name
+ * (SQL Server 18456 / 4060, MariaDB 1045 / 1049, 28xxx) is a wrong
+ * connection string or a missing grant, not weather: report it as
+ * configuration. A reopen mid-run (db_conn_ensure) keeps the table's
+ * class, transient, since a failing-over database refuses logins a while.
+ */
+static void login_refused_is_config(db_dialect_t d, ib_error_t *err)
+{
+    if (!db_dialect_is_login_refused(d, err->sqlstate, err->native))
+        return;
+    err->code = IB_E_CONFIG;
+    err->cls = IB_CLASS_PERMANENT;
+    ib_error_prefix(err, "db.connection_string: the server refused the login or the database");
 }
 
 db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
@@ -247,6 +279,7 @@ db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
     dbc->login_timeout_s =
         opt->login_timeout_s > 0 ? opt->login_timeout_s : DEFAULT_LOGIN_TIMEOUT_S;
     if (connect_once(dbc, err) != IB_E_OK) {
+        login_refused_is_config(dbc->want, err);
         db_conn_free(dbc);
         return NULL;
     }
@@ -578,16 +611,52 @@ ib_err_t db_exec(db_conn_t *dbc, const char *sql, const db_param_t *params, size
     return rc;
 }
 
+/*
+ * A COMMIT sent as a statement, bounded by the statement timeout. When it
+ * times out or the connection drops, nobody knows whether it committed:
+ * the connection is dropped (the server rolls back what did not commit)
+ * and the failure is transient, because the retry meets the inbox row if
+ * the commit did land.
+ */
+static ib_err_t commit_stmt(db_conn_t *dbc, const char *sql, ib_error_t *err)
+{
+    ib_error_t e;
+
+    if (db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, &e) == IB_E_OK) {
+        dbc->in_txn = false;
+        return IB_E_OK;
+    }
+    dbc->in_txn = false;
+    if (e.code == IB_E_DB_CONN || strncmp(e.sqlstate, "HYT", 3) == 0) {
+        dbc->broken = true;
+        ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
+                     "commit: outcome unknown, connection dropped: %s", e.text);
+    } else {
+        *err = e;
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        db_rollback_quiet(dbc);
+    }
+    ib_strlcpy(err->sqlstate, e.sqlstate, sizeof(err->sqlstate));
+    err->native = e.native;
+    return err->code;
+}
+
 ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
 {
     bool was_open = dbc->in_txn;
+    ib_error_t local;
 
+    if (!err)
+        err = &local;
     ib_error_clear(err);
     dbc->in_txn = false;
     if (!dbc->connected || dbc->broken)
         return commit && was_open ? ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
                                                  "commit: the connection was lost")
                                   : IB_E_OK;
+    if (commit && *db_sql_commit(dbc->dialect))
+        return commit_stmt(dbc, db_sql_commit(dbc->dialect), err);
     if (!ok(SQLEndTran(SQL_HANDLE_DBC, dbc->dbc, commit ? SQL_COMMIT : SQL_ROLLBACK))) {
         ib_err_t rc =
             db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, commit ? "commit" : "rollback", err);

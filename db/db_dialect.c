@@ -22,18 +22,31 @@
 
 /*
  * SQL Server (ODBC Driver 18 / FreeTDS): 2627 is a PRIMARY KEY or UNIQUE
- * constraint, 2601 a unique index. The transient natives are deadlock
- * victim (1205), client timeout (-2), Azure SQL reconfiguration and
- * throttling (40197, 40501, 40613, 49918-49920, 10928, 10929) and "cannot
- * open database" during failover (4060). THROW/RAISERROR user errors arrive
- * as 42000 with the user's number, so they are permanent unless configured.
+ * constraint, 2601 a unique index. Transient natives, from the error list
+ * Microsoft's own client retries (SqlConfigurableRetryFactory
+ * .BaselineTransientErrors) and Azure SQL's transient-error guidance:
+ * deadlock victim (1205), no lock resources (1204), lock request timeout
+ * under SET LOCK_TIMEOUT (1222), client timeout (-2), Azure SQL
+ * reconfiguration, failover and throttling (40197, 40143, 40540, 40501,
+ * 40613, 49918-49920, 10928, 10929), a readable secondary still starting
+ * (4221), a paused or resuming serverless database / SQL pool (42108,
+ * 42109), the network (10053, 10054, 10060), and "cannot open database"
+ * (4060) and "login failed" (18456) while a database fails over, and a
+ * session ended by KILL (596). At start
+ * 4060 and 18456 are configuration errors instead: see
+ * db_dialect_is_login_refused. THROW/RAISERROR user errors arrive as 42000
+ * with the user's number, so they are permanent unless configured.
  */
 static const db_errrule_t mssql_rules[] = {
     {"23000", 2627, D}, {"23000", 2601, D}, {NULL, 1205, T},
-    {NULL, -2, T},      {NULL, 40197, T},   {NULL, 40501, T},
-    {NULL, 40613, T},   {NULL, 49918, T},   {NULL, 49919, T},
-    {NULL, 49920, T},   {NULL, 10928, T},   {NULL, 10929, T},
-    {NULL, 4060, T},    {"08", ANY, T},     {"HYT00", ANY, T},
+    {NULL, 1204, T},    {NULL, 1222, T},    {NULL, -2, T},
+    {NULL, 40197, T},   {NULL, 40143, T},   {NULL, 40540, T},
+    {NULL, 40501, T},   {NULL, 40613, T},   {NULL, 49918, T},
+    {NULL, 49919, T},   {NULL, 49920, T},   {NULL, 10928, T},
+    {NULL, 10929, T},   {NULL, 4221, T},    {NULL, 42108, T},
+    {NULL, 42109, T},   {NULL, 10053, T},   {NULL, 10054, T},
+    {NULL, 10060, T},   {NULL, 596, T},     {NULL, 4060, T},
+    {NULL, 18456, T},   {"08", ANY, T},     {"HYT00", ANY, T},
     {"HYT01", ANY, T},  {"40001", ANY, T},  {"22", ANY, P},
     {"23", ANY, P},     {"42", ANY, P},     END,
 };
@@ -67,12 +80,28 @@ static const db_errrule_t sqlite_rules[] = {
 /*
  * MariaDB Connector/ODBC: 1062 duplicate entry; 1213 deadlock, 1205 lock
  * wait timeout, 2006/2013 server gone, 1927 connection killed, 1040 too
- * many connections.
+ * many connections; 1045 access denied and 1049 unknown database are
+ * transient mid-run (a failover) and configuration errors at start (see
+ * db_dialect_is_login_refused).
  */
 static const db_errrule_t mariadb_rules[] = {
-    {NULL, 1062, D},   {NULL, 1213, T}, {NULL, 1205, T}, {NULL, 2006, T},   {NULL, 2013, T},
-    {NULL, 1927, T},   {NULL, 1040, T}, {"08", ANY, T},  {"40001", ANY, T}, {"HYT00", ANY, T},
-    {"HYT01", ANY, T}, {"22", ANY, P},  {"23", ANY, P},  {"42", ANY, P},    END,
+    {NULL, 1062, D},
+    {NULL, 1213, T},
+    {NULL, 1205, T},
+    {NULL, 2006, T},
+    {NULL, 2013, T},
+    {NULL, 1927, T},
+    {NULL, 1040, T},
+    {NULL, 1045, T},
+    {NULL, 1049, T},
+    {"08", ANY, T},
+    {"40001", ANY, T},
+    {"HYT00", ANY, T},
+    {"HYT01", ANY, T},
+    {"22", ANY, P},
+    {"23", ANY, P},
+    {"42", ANY, P},
+    END,
 };
 
 static const db_errrule_t no_rules[] = {END};
@@ -296,11 +325,28 @@ bool db_dialect_is_conn_lost(db_dialect_t d, const char *sqlstate, long native)
     case DB_DIALECT_MARIADB:
         return native == 2006 || native == 2013 || native == 1927;
     case DB_DIALECT_MSSQL:
-        /* Azure SQL reconfiguration closes the session. */
-        return native == 40197 || native == 40613 || native == 4060;
+        /*
+         * Azure SQL reconfiguration, failover and pausing close the session;
+         * 596 is a session ended by KILL; 1005x/10060 are the network.
+         */
+        return native == 40197 || native == 40613 || native == 4060 || native == 40143 ||
+               native == 40540 || native == 42108 || native == 42109 || native == 596 ||
+               native == 10053 || native == 10054 || native == 10060;
     default:
         return false;
     }
+}
+
+bool db_dialect_is_login_refused(db_dialect_t d, const char *sqlstate, long native)
+{
+    if (sqlstate && strncmp(sqlstate, "28", 2) == 0)
+        return true;
+    /* Before the first connection the dialect may still be "auto": try both tables' codes. */
+    if ((d == DB_DIALECT_MSSQL || d == DB_DIALECT_AUTO) && (native == 4060 || native == 18456))
+        return true;
+    if ((d == DB_DIALECT_MARIADB || d == DB_DIALECT_AUTO) && (native == 1045 || native == 1049))
+        return true;
+    return d == DB_DIALECT_POSTGRESQL && sqlstate && strcmp(sqlstate, "3D000") == 0;
 }
 
 /* ---- statement text ------------------------------------------------------- */
@@ -541,6 +587,13 @@ static long lock_key(const char *what, const char *table)
     return (long)(h & 0x7fffffffUL);
 }
 
+/*
+ * The migration lock is owned by the session, not the transaction: with
+ * SQL_AUTOCOMMIT_OFF the SQL Server drivers run the session with
+ * IMPLICIT_TRANSACTIONS ON, where EXEC does not open a transaction, so a
+ * transaction-owned sp_getapplock sent first would fail (-999). Each lock
+ * statement returns one row: 1 when the lock was taken.
+ */
 ib_err_t db_sql_migrate_lock(db_dialect_t d, const char *table, char *buf, size_t size)
 {
     if (check(d, table) != IB_E_OK)
@@ -550,18 +603,71 @@ ib_err_t db_sql_migrate_lock(db_dialect_t d, const char *table, char *buf, size_
         return render(buf, size,
                       "DECLARE @r int;\n"
                       "EXEC @r = sp_getapplock @Resource = N'inboxd-migrate:%s', "
-                      "@LockMode = N'Exclusive', @LockOwner = N'Transaction', "
-                      "@LockTimeout = 60000;\n"
-                      "IF @r < 0 THROW 51000, N'inboxd: migration lock not granted', 1;",
-                      table);
+                      "@LockMode = N'Exclusive', @LockOwner = N'Session', "
+                      "@LockTimeout = %d;\n"
+                      "SELECT CASE WHEN @r >= 0 THEN 1 ELSE 0 END;",
+                      table, DB_MIGRATE_LOCK_WAIT_S * 1000);
     case DB_DIALECT_POSTGRESQL:
-        return render(buf, size, "SELECT pg_advisory_xact_lock(%ld)", lock_key("migrate", table));
+        /* Released by the COMMIT or ROLLBACK of the migration transaction. */
+        return render(buf, size, "SELECT 1 FROM (SELECT pg_advisory_xact_lock(%ld)) l",
+                      lock_key("migrate", table));
     case DB_DIALECT_MARIADB:
-        /* DDL commits implicitly here; the IF NOT EXISTS forms carry the race. */
-        return render(buf, size, "%s", "");
+        /* DDL commits implicitly here, so only a session lock spans it. */
+        return render(buf, size, "SELECT GET_LOCK('inboxd-migrate:%s', %d)", table,
+                      DB_MIGRATE_LOCK_WAIT_S);
     default:
         return render(buf, size, "%s", "");
     }
+}
+
+ib_err_t db_sql_migrate_unlock(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return render(buf, size,
+                      "EXEC sp_releaseapplock @Resource = N'inboxd-migrate:%s', "
+                      "@LockOwner = N'Session'",
+                      table);
+    case DB_DIALECT_MARIADB:
+        return render(buf, size, "SELECT RELEASE_LOCK('inboxd-migrate:%s')", table);
+    default:
+        return render(buf, size, "%s", "");
+    }
+}
+
+const char *db_sql_session_setup(db_dialect_t d)
+{
+    /*
+     * XACT_ABORT ON: any run-time error rolls the whole transaction back
+     * at once, so no statement can leave a doomed or half-done transaction
+     * open behind a caught error (Microsoft's ODBC drivers leave it OFF).
+     */
+    return d == DB_DIALECT_MSSQL ? "SET XACT_ABORT ON" : "";
+}
+
+ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    /*
+     * Under IMPLICIT_TRANSACTIONS a SELECT from a table opens the
+     * transaction, SAVE TRANSACTION does not (error 628), and BEGIN
+     * TRANSACTION would open two nested ones.
+     */
+    if (d == DB_DIALECT_MSSQL)
+        return render(buf, size, "SELECT TOP (0) 1 FROM %s", table);
+    return render(buf, size, "%s", "");
+}
+
+const char *db_sql_commit(db_dialect_t d)
+{
+    /*
+     * SQLEndTran has no timeout with SQL Server's drivers; a COMMIT sent as
+     * a statement is bounded by SQL_ATTR_QUERY_TIMEOUT like any other.
+     */
+    return d == DB_DIALECT_MSSQL ? "IF @@TRANCOUNT > 0 COMMIT TRANSACTION" : "";
 }
 
 ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size)
@@ -660,19 +766,23 @@ ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size,
     switch (d) {
     case DB_DIALECT_MSSQL:
         *limit_first = true;
-        return render(buf, size, "DELETE TOP (?) FROM %s WHERE processed_at < ?", table);
+        return render(buf, size,
+                      "DELETE TOP (?) FROM %s WHERE status = 'processed' AND processed_at < ?",
+                      table);
     case DB_DIALECT_POSTGRESQL:
         return render(buf, size,
                       "DELETE FROM %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM %s WHERE "
-                      "processed_at < ? LIMIT ?))",
+                      "status = 'processed' AND processed_at < ? LIMIT ?))",
                       table, table);
     case DB_DIALECT_SQLITE:
         return render(buf, size,
                       "DELETE FROM %s WHERE rowid IN (SELECT rowid FROM %s WHERE "
-                      "processed_at < ? LIMIT ?)",
+                      "status = 'processed' AND processed_at < ? LIMIT ?)",
                       table, table);
     case DB_DIALECT_MARIADB:
-        return render(buf, size, "DELETE FROM %s WHERE processed_at < ? LIMIT ?", table);
+        return render(buf, size,
+                      "DELETE FROM %s WHERE status = 'processed' AND processed_at < ? LIMIT ?",
+                      table);
     default:
         return IB_E_INVAL;
     }

@@ -107,6 +107,15 @@ bool db_dialect_is_unique_violation(db_dialect_t d, const char *sqlstate, long n
 bool db_unique_violation(db_dialect_t d, const ib_error_t *err, char *name, size_t size);
 /* True when the error means the connection is gone and must be reopened. */
 bool db_dialect_is_conn_lost(db_dialect_t d, const char *sqlstate, long native);
+/*
+ * True when the server refused the login or the database named in the
+ * connection string: 28xxx anywhere; SQL Server 18456 (login failed) and
+ * 4060 (cannot open database); MariaDB 1045 and 1049; PostgreSQL 3D000.
+ * With DB_DIALECT_AUTO (no connection made yet) every dialect's codes
+ * count. Mid-run these are transient (a failover refuses logins for a
+ * while); on the first connection at start they are configuration errors.
+ */
+bool db_dialect_is_login_refused(db_dialect_t d, const char *sqlstate, long native);
 
 /*
  * The inbox table name: one identifier or schema.identifier, each
@@ -152,9 +161,11 @@ ib_err_t db_sql_takeover(db_dialect_t d, const char *table, char *buf, size_t si
 ib_err_t db_sql_probe_columns(db_dialect_t d, const char *table, char *buf, size_t size);
 ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
- * One bounded retention batch. Parameters: cutoff (timestamp, UTC), batch
- * size (integer); the order depends on the dialect and is given by
- * *limit_first (true: batch size first).
+ * One bounded retention batch of 'processed' rows: 'failed' and
+ * 'uncertain' rows are never swept, they are what an operator reconciles
+ * from. Parameters: cutoff (timestamp, UTC), batch size (integer); the
+ * order depends on the dialect and is given by *limit_first (true: batch
+ * size first).
  */
 ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first);
 /*
@@ -166,11 +177,36 @@ ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size,
 ib_err_t db_sql_sweep_lock(db_dialect_t d, const char *table, char *buf, size_t size);
 ib_err_t db_sql_sweep_unlock(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
- * A statement run first in the migration transaction that serialises
- * concurrent migrations across replicas; renders "" when the dialect needs
- * none (SQLite: the database lock does it).
+ * The lock that serialises concurrent migrations across replicas: a
+ * statement run first, waiting up to DB_MIGRATE_LOCK_WAIT_S and returning
+ * one row with 1 when the lock was taken (anything else: not granted), and
+ * the statement releasing it after the migration's COMMIT or ROLLBACK.
+ * SQL Server and MariaDB hold it in the session (sp_getapplock Session,
+ * GET_LOCK), PostgreSQL in the transaction (the release renders ""); both
+ * render "" when the dialect needs none (SQLite: the database lock does it).
  */
+#define DB_MIGRATE_LOCK_WAIT_S 60
 ib_err_t db_sql_migrate_lock(db_dialect_t d, const char *table, char *buf, size_t size);
+ib_err_t db_sql_migrate_unlock(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * A statement run once on every new connection, "" when none: SQL Server
+ * gets SET XACT_ABORT ON, so a run-time error always rolls back the whole
+ * transaction and no doomed transaction outlives the error.
+ */
+const char *db_sql_session_setup(db_dialect_t d);
+/*
+ * A statement that opens the transaction before a batch's first SAVEPOINT
+ * ("" where SAVEPOINT does that itself). SQL Server's SAVE TRANSACTION
+ * fails with 628 when no transaction is open, and under the drivers'
+ * IMPLICIT_TRANSACTIONS it does not open one.
+ */
+ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * The COMMIT as a statement, so that SQL_ATTR_QUERY_TIMEOUT bounds it;
+ * "" where SQLEndTran is used (SQL Server's drivers give SQLEndTran no
+ * timeout at all).
+ */
+const char *db_sql_commit(db_dialect_t d);
 /* Savepoint syntax for batching several messages in one transaction. */
 ib_err_t db_sql_savepoint(db_dialect_t d, const char *name, char *buf, size_t size);
 ib_err_t db_sql_rollback_to(db_dialect_t d, const char *name, char *buf, size_t size);

@@ -382,6 +382,16 @@ static ib_err_t savepoint_op(db_conn_t *dbc, size_t i, bool rollback, ib_error_t
     return db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err);
 }
 
+/* Opens the batch's transaction where the first SAVEPOINT would not (SQL Server). */
+static ib_err_t txn_open(db_conn_t *dbc, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+
+    if (db_sql_txn_open(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+    return sql[0] ? db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err) : IB_E_OK;
+}
+
 size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n)
 {
     batch_state_t *st;
@@ -414,6 +424,8 @@ size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n)
         whole.cls = IB_CLASS_TRANSIENT; /* as in db_inbox_apply */
         failed = true;
     }
+    if (!failed && txn_open(dbc, &whole) != IB_E_OK)
+        failed = true;
     for (size_t i = 0; i < n && !failed; i++) {
         ib_error_t *err = &items[i].err;
         if (st[i] == BATCH_DECIDED)

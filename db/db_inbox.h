@@ -46,9 +46,11 @@ typedef struct db_conn db_conn_t;
 /*
  * Opens a connection (autocommit off) and resolves the dialect. opt and
  * everything it points to may be freed after the call. Returns NULL with
- * err filled on failure: IB_E_CONFIG (permanent) for a bad option,
- * IB_E_DB_CONN (class from the error table, usually transient) when the
- * database refused.
+ * err filled on failure: IB_E_CONFIG (permanent) for a bad option or when
+ * the server refused the login or the database (db_dialect_is_login_refused:
+ * SQL Server 18456 / 4060, MariaDB 1045 / 1049, 28xxx), IB_E_DB_CONN (class
+ * from the error table, usually transient) when the database could not be
+ * reached.
  *
  * A connection that breaks later (08xxx, a terminated backend) is reopened
  * by the next call that needs it, so the caller keeps its db_conn_t.
@@ -175,7 +177,8 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
                                      const char *detail, ib_error_t *err);
 
 /*
- * Retention: deletes inbox rows whose processed_at is older than days, at
+ * Retention: deletes 'processed' inbox rows whose processed_at is older
+ * than days ('failed' and 'uncertain' rows are kept for reconciliation), at
  * most batch rows per statement and transaction, until a batch comes back
  * short. Only one sweeper runs at a time across replicas (pg advisory lock,
  * sp_getapplock, GET_LOCK; SQLite serialises writers itself): when another
@@ -195,8 +198,10 @@ long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err)
  *     of the COMMIT) rolls the whole transaction back: every item that was
  *     not already decided as duplicate, conflict or permanent is then
  *     DB_FAILED transient. Retrying those one at a time with
- *     db_inbox_apply is the safe fallback (SQL Server dooms a transaction
- *     on some errors, so a batch can fail where single messages succeed).
+ *     db_inbox_apply is the safe fallback (SQL Server runs with
+ *     XACT_ABORT ON, so there any failing item, a duplicate included,
+ *     rolls the whole batch back and every undecided item comes back
+ *     transient).
  *
  * Two items with the same key in one batch: the first applies, the second
  * is a duplicate (or conflict). A replay claim meeting a 'failed' row is

@@ -59,6 +59,37 @@ static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
     return IB_E_OK;
 }
 
+/* Releases the migration lock when it outlives the transaction (a session lock). */
+static void migrate_unlock(db_conn_t *dbc)
+{
+    char unlock[DB_SQL_MAX];
+    ib_error_t e;
+
+    if (db_sql_migrate_unlock(dbc->dialect, dbc->table, unlock, sizeof(unlock)) != IB_E_OK ||
+        !unlock[0] || dbc->broken)
+        return; /* nothing to release, or the session that held it is gone */
+    if (db_run(dbc, unlock, NULL, 0, NULL, NULL, NULL, &e) != IB_E_OK ||
+        db_end(dbc, true, &e) != IB_E_OK) {
+        /* A lock that may still be held must not stay with a pooled session. */
+        db_rollback_quiet(dbc);
+        dbc->broken = true;
+    }
+}
+
+/* Takes the migration lock (waiting up to DB_MIGRATE_LOCK_WAIT_S). */
+static ib_err_t migrate_lock(db_conn_t *dbc, const char *lock, ib_error_t *err)
+{
+    long long got = 0;
+
+    if (db_run(dbc, lock, NULL, 0, db_row_first_int, &got, NULL, err) != IB_E_OK)
+        return err->code;
+    if (got != 1)
+        return ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                            "migration lock not granted within %d s (another replica is migrating)",
+                            DB_MIGRATE_LOCK_WAIT_S);
+    return IB_E_OK;
+}
+
 static ib_err_t create_once(db_conn_t *dbc, ib_error_t *err)
 {
     char lock[DB_SQL_MAX], buf[3 * DB_SQL_MAX];
@@ -68,16 +99,20 @@ static ib_err_t create_once(db_conn_t *dbc, ib_error_t *err)
     if (db_sql_migrate_lock(dbc->dialect, dbc->table, lock, sizeof(lock)) != IB_E_OK ||
         db_sql_ddl(dbc->dialect, dbc->table, buf, sizeof(buf), ddl, &n) != IB_E_OK)
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
-    if (lock[0] && db_run(dbc, lock, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
-        goto fail;
+    if (lock[0] && migrate_lock(dbc, lock, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        return err->code;
+    }
     for (size_t i = 0; i < n; i++)
         if (db_run(dbc, ddl[i], NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
             goto fail;
     if (db_end(dbc, true, err) != IB_E_OK)
-        return err->code;
+        goto fail;
+    migrate_unlock(dbc);
     return IB_E_OK;
 fail:
     db_rollback_quiet(dbc);
+    migrate_unlock(dbc);
     return err->code;
 }
 

@@ -215,8 +215,18 @@ static void test_sweep(void)
                               : "UPDATE inbox SET processed_at = TIMESTAMP '2020-01-01 00:00:00' "
                                 "WHERE message_id LIKE 'old%'"),
               0);
+    /* Recorded failures are as old, yet stay: they are the operator's evidence. */
+    long long kept = COUNT("SELECT COUNT(*) FROM inbox WHERE status IN ('failed', 'uncertain')");
+    ASSERT_TRUE(kept >= 2);
+    ASSERT_EQ(tl_exec(&T, T.dialect == DB_DIALECT_SQLITE
+                              ? "UPDATE inbox SET processed_at = '2020-01-01 00:00:00.000' WHERE "
+                                "status <> 'processed'"
+                              : "UPDATE inbox SET processed_at = TIMESTAMP '2020-01-01 00:00:00' "
+                                "WHERE status <> 'processed'"),
+              0);
     ASSERT_EQ(db_inbox_sweep(dbc, 0, 2, &err), 0); /* off */
     ASSERT_EQ(db_inbox_sweep(dbc, 30, 2, &err), 7);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE status IN ('failed', 'uncertain')"), kept);
     ASSERT_EQ(err.cls, IB_CLASS_NONE);
     ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id LIKE 'old%'"), 0);
     ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox"), before);

@@ -84,9 +84,9 @@ static void test_mssql_classification(void)
         {"42S02", 208, P},                        /* invalid object name */
         {"42000", 102, P},                        /* syntax */
         {"42000", 50400, P},                      /* THROW 50400: a business rejection */
-        {"28000", 18456, P},                      /* login failed */
-        {"IM002", 0, P},                          /* no such driver */
-        {"HY000", 0, T}, /* unknown: retried, then dead-lettered by the broker */
+        {"28000", 18456, T}, /* login failed: a failover mid-run (db_conn_new: config) */
+        {"IM002", 0, P},     /* no such driver */
+        {"HY000", 0, T},     /* unknown: retried, then dead-lettered by the broker */
     };
     ASSERT_EQ(check_cases(DB_DIALECT_MSSQL, cases, sizeof(cases) / sizeof(cases[0])), 0);
     ASSERT_TRUE(db_dialect_is_unique_violation(DB_DIALECT_MSSQL, "23000", 2627));
@@ -214,7 +214,8 @@ static void test_mssql_statement_text(void)
                       "(message_id = ? OR idempotency_key = ?)");
 
     ASSERT_EQ(db_sql_sweep(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf), &limit_first), IB_E_OK);
-    ASSERT_STREQ(buf, "DELETE TOP (?) FROM dbo.inbox WHERE processed_at < ?");
+    ASSERT_STREQ(buf,
+                 "DELETE TOP (?) FROM dbo.inbox WHERE status = 'processed' AND processed_at < ?");
     ASSERT_TRUE(limit_first);
 
     ASSERT_EQ(db_sql_sweep_lock(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
@@ -224,11 +225,6 @@ static void test_mssql_statement_text(void)
     ASSERT_EQ(db_sql_sweep_unlock(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
     ASSERT_STREQ(buf, "EXEC sp_releaseapplock @Resource = N'inboxd-sweep:dbo.inbox', "
                       "@LockOwner = N'Session'");
-
-    ASSERT_EQ(db_sql_migrate_lock(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
-    ASSERT_CONTAINS(buf, "sp_getapplock @Resource = N'inboxd-migrate:dbo.inbox'");
-    ASSERT_CONTAINS(buf, "@LockOwner = N'Transaction'");
-    ASSERT_CONTAINS(buf, "IF @r < 0 THROW 51000");
 
     ASSERT_EQ(db_sql_probe_key(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
     ASSERT_CONTAINS(buf, "FROM sys.indexes i WHERE i.object_id = OBJECT_ID(N'dbo.inbox')");
@@ -242,6 +238,149 @@ static void test_mssql_statement_text(void)
     ASSERT_STREQ(buf, "ROLLBACK TRANSACTION m1");
     ASSERT_EQ(db_sql_savepoint(DB_DIALECT_MSSQL, "m1; DROP TABLE x", buf, sizeof(buf)), IB_E_INVAL);
     ASSERT_STREQ(db_sql_now(DB_DIALECT_MSSQL), "SYSUTCDATETIME()");
+}
+
+/*
+ * R1: the migration lock belongs to the session. A transaction-owned
+ * sp_getapplock sent first under IMPLICIT_TRANSACTIONS (EXEC opens no
+ * transaction) returns -999, so it must never be transaction-owned; it
+ * reports its outcome as a row and is released by its own statement.
+ */
+static void test_mssql_migrate_lock_is_session_owned(void)
+{
+    char buf[4096];
+
+    ASSERT_EQ(db_sql_migrate_lock(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "DECLARE @r int;\n"
+                      "EXEC @r = sp_getapplock @Resource = N'inboxd-migrate:dbo.inbox', "
+                      "@LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 60000;\n"
+                      "SELECT CASE WHEN @r >= 0 THEN 1 ELSE 0 END;");
+    ASSERT_NOT_CONTAINS(buf, "Transaction");
+    ASSERT_NOT_CONTAINS(buf, "THROW");
+    ASSERT_EQ(db_sql_migrate_unlock(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "EXEC sp_releaseapplock @Resource = N'inboxd-migrate:dbo.inbox', "
+                      "@LockOwner = N'Session'");
+    /* MariaDB: DDL commits implicitly, so its lock is a session lock too. */
+    ASSERT_EQ(db_sql_migrate_lock(DB_DIALECT_MARIADB, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "SELECT GET_LOCK('inboxd-migrate:inbox', 60)");
+    ASSERT_EQ(db_sql_migrate_unlock(DB_DIALECT_MARIADB, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "SELECT RELEASE_LOCK('inboxd-migrate:inbox')");
+    /* PostgreSQL: transaction-scoped (psqlODBC opens the transaction), nothing to release. */
+    ASSERT_EQ(db_sql_migrate_lock(DB_DIALECT_POSTGRESQL, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_CONTAINS(buf, "SELECT 1 FROM (SELECT pg_advisory_xact_lock(");
+    ASSERT_EQ(db_sql_migrate_unlock(DB_DIALECT_POSTGRESQL, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "");
+    ASSERT_EQ(db_sql_migrate_lock(DB_DIALECT_SQLITE, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "");
+    ASSERT_EQ(db_sql_migrate_unlock(DB_DIALECT_SQLITE, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "");
+}
+
+/*
+ * R2: a batch's first statement is SAVE TRANSACTION, which fails with 628
+ * when no transaction is open and does not open one under implicit
+ * transactions; a SELECT from a table opens it first (BEGIN TRANSACTION
+ * would open two nested ones).
+ */
+static void test_mssql_batch_opens_transaction(void)
+{
+    char buf[256];
+
+    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "SELECT TOP (0) 1 FROM dbo.inbox");
+    ASSERT_NOT_CONTAINS(buf, "BEGIN");
+    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_POSTGRESQL, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "");
+    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_SQLITE, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "");
+    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_MARIADB, "inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "");
+    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_MSSQL, "x;y", buf, sizeof(buf)), IB_E_INVAL);
+}
+
+/*
+ * R3: transient natives SQL Server's own clients retry, and the codes that
+ * are configuration errors at start (login failed, cannot open database).
+ */
+static void test_mssql_transient_natives(void)
+{
+    static const cls_case_t cases[] = {
+        {"HY000", 1222, T},  /* lock request time out period exceeded */
+        {"HY000", 1204, T},  /* cannot obtain a LOCK resource */
+        {"42000", 40143, T}, /* service error processing the request */
+        {"42000", 40540, T}, /* service error processing the request */
+        {"42000", 4221, T},  /* readable secondary waiting for versioning */
+        {"42000", 42108, T}, /* paused serverless database / SQL pool */
+        {"42000", 42109, T}, /* resuming */
+        {"42000", 40613, T}, {"42000", 40197, T}, {"42000", 40501, T}, {"42000", 49919, T},
+        {"42000", 49920, T}, {"08S01", 10054, T}, {"HY000", 596, T}, /* session killed */
+        {"28000", 18456, T}, /* login failed: mid-run a failover, so transient */
+        {"42000", 4060, T},  {"42000", 50400, P}, /* THROW: still permanent */
+        {"23000", 547, P},                        /* FOREIGN KEY: not a duplicate */
+    };
+    ASSERT_EQ(check_cases(DB_DIALECT_MSSQL, cases, sizeof(cases) / sizeof(cases[0])), 0);
+    ASSERT_TRUE(db_dialect_is_conn_lost(DB_DIALECT_MSSQL, "HY000", 596));
+    ASSERT_TRUE(db_dialect_is_conn_lost(DB_DIALECT_MSSQL, "42000", 42108));
+    ASSERT_TRUE(!db_dialect_is_conn_lost(DB_DIALECT_MSSQL, "HY000", 1222));
+
+    /* At start: login refused is configuration, not weather. */
+    ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_MSSQL, "28000", 18456));
+    ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_MSSQL, "42000", 4060));
+    ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_AUTO, "42000", 4060));
+    ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_AUTO, "HY000", 18456));
+    ASSERT_TRUE(!db_dialect_is_login_refused(DB_DIALECT_MSSQL, "42000", 40613));
+    ASSERT_TRUE(!db_dialect_is_login_refused(DB_DIALECT_MSSQL, "08001", 53));
+    ASSERT_TRUE(!db_dialect_is_login_refused(DB_DIALECT_MSSQL, "HYT00", 0));
+    /* MariaDB's equivalents. */
+    ASSERT_EQ(db_classify(DB_DIALECT_MARIADB, "28000", 1045, NULL, NULL), T);
+    ASSERT_EQ(db_classify(DB_DIALECT_MARIADB, "42000", 1049, NULL, NULL), T);
+    ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_MARIADB, "28000", 1045));
+    ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_MARIADB, "42000", 1049));
+    ASSERT_TRUE(!db_dialect_is_login_refused(DB_DIALECT_MARIADB, "HY000", 2013));
+    ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_POSTGRESQL, "28P01", 1));
+    ASSERT_TRUE(!db_dialect_is_login_refused(DB_DIALECT_POSTGRESQL, "08001", 101));
+}
+
+/*
+ * R4: SQLEndTran has no timeout with SQL Server's drivers, so the COMMIT
+ * goes as a statement (bounded by SQL_ATTR_QUERY_TIMEOUT), harmless when
+ * no transaction is open; a timeout of it is transient (the retry meets
+ * the inbox row). Other dialects keep SQLEndTran.
+ */
+static void test_mssql_commit_is_bounded(void)
+{
+    ASSERT_STREQ(db_sql_commit(DB_DIALECT_MSSQL), "IF @@TRANCOUNT > 0 COMMIT TRANSACTION");
+    ASSERT_STREQ(db_sql_commit(DB_DIALECT_POSTGRESQL), "");
+    ASSERT_STREQ(db_sql_commit(DB_DIALECT_SQLITE), "");
+    ASSERT_STREQ(db_sql_commit(DB_DIALECT_MARIADB), "");
+    ASSERT_EQ(db_classify(DB_DIALECT_MSSQL, "HYT00", 0, NULL, NULL), T);
+    ASSERT_EQ(db_classify(DB_DIALECT_MSSQL, "HYT00", -2, NULL, NULL), T);
+}
+
+/* R5: every SQL Server session runs with XACT_ABORT ON; nothing for the others. */
+static void test_mssql_xact_abort(void)
+{
+    ASSERT_STREQ(db_sql_session_setup(DB_DIALECT_MSSQL), "SET XACT_ABORT ON");
+    ASSERT_STREQ(db_sql_session_setup(DB_DIALECT_POSTGRESQL), "");
+    ASSERT_STREQ(db_sql_session_setup(DB_DIALECT_SQLITE), "");
+    ASSERT_STREQ(db_sql_session_setup(DB_DIALECT_MARIADB), "");
+}
+
+/* R6: the sweep deletes 'processed' rows only, in every dialect. */
+static void test_sweep_keeps_failed_and_uncertain(void)
+{
+    char buf[1024];
+    bool limit_first;
+    const db_dialect_t all[] = {DB_DIALECT_MSSQL, DB_DIALECT_POSTGRESQL, DB_DIALECT_SQLITE,
+                                DB_DIALECT_MARIADB};
+
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        ASSERT_EQ(db_sql_sweep(all[i], "inbox", buf, sizeof(buf), &limit_first), IB_E_OK);
+        ASSERT_CONTAINS(buf, "status = 'processed' AND processed_at < ?");
+        ASSERT_NOT_CONTAINS(buf, "failed");
+        ASSERT_NOT_CONTAINS(buf, "uncertain");
+        ASSERT_EQ(placeholders(buf), 2);
+    }
 }
 
 static void test_mssql_ddl(void)
@@ -291,9 +430,10 @@ static void test_other_dialect_text(void)
     ASSERT_TRUE(!limit_first);
     ASSERT_CONTAINS(buf, "LIMIT ?");
     ASSERT_EQ(db_sql_sweep(DB_DIALECT_SQLITE, "inbox", buf, sizeof(buf), &limit_first), IB_E_OK);
-    ASSERT_CONTAINS(buf, "rowid IN (SELECT rowid FROM inbox WHERE processed_at < ? LIMIT ?)");
+    ASSERT_CONTAINS(buf, "rowid IN (SELECT rowid FROM inbox WHERE status = 'processed' AND "
+                         "processed_at < ? LIMIT ?)");
     ASSERT_EQ(db_sql_sweep(DB_DIALECT_MARIADB, "inbox", buf, sizeof(buf), &limit_first), IB_E_OK);
-    ASSERT_STREQ(buf, "DELETE FROM inbox WHERE processed_at < ? LIMIT ?");
+    ASSERT_STREQ(buf, "DELETE FROM inbox WHERE status = 'processed' AND processed_at < ? LIMIT ?");
     ASSERT_EQ(db_sql_sweep_lock(DB_DIALECT_SQLITE, "inbox", buf, sizeof(buf)), IB_E_OK);
     ASSERT_STREQ(buf, "");
     ASSERT_EQ(db_sql_sweep_lock(DB_DIALECT_POSTGRESQL, "inbox", buf, sizeof(buf)), IB_E_OK);
@@ -469,6 +609,12 @@ int main(void)
     RUN(test_configured_natives_invalid);
     RUN(test_mssql_statement_text);
     RUN(test_mssql_ddl);
+    RUN(test_mssql_migrate_lock_is_session_owned);
+    RUN(test_mssql_batch_opens_transaction);
+    RUN(test_mssql_transient_natives);
+    RUN(test_mssql_commit_is_bounded);
+    RUN(test_mssql_xact_abort);
+    RUN(test_sweep_keeps_failed_and_uncertain);
     RUN(test_other_dialect_text);
     RUN(test_table_names);
     RUN(test_shipped_schema_files);

@@ -7,10 +7,11 @@ static void test_sas_key(void)
 {
     sb_connstr_t cs;
     ib_error_t err;
-    ASSERT_EQ(sb_connstr_parse(" Endpoint=sb://ns.servicebus.windows.net/ ; SharedAccessKeyName="
-                               "RootManageSharedAccessKey;SharedAccessKey=abc=def==;EntityPath=orders;",
-                               &cs, &err),
-              IB_E_OK);
+    ASSERT_EQ(
+        sb_connstr_parse(" Endpoint=sb://ns.servicebus.windows.net/ ; SharedAccessKeyName="
+                         "RootManageSharedAccessKey;SharedAccessKey=abc=def==;EntityPath=orders;",
+                         &cs, &err),
+        IB_E_OK);
     ASSERT_STREQ(cs.host, "ns.servicebus.windows.net");
     ASSERT_EQ(cs.port, 5671);
     ASSERT_TRUE(!cs.port_given);
