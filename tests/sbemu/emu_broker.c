@@ -56,6 +56,7 @@ void emu_conn_poke(emu_broker_t *b, emu_conn_t *conn)
 void emu_broker_on_ready(void *ctx, emu_entity_t *ent)
 {
     emu_broker_t *b = ctx;
+    emu_link_assign_waiting(b, ent);
     for (emu_link_t *l = ent->consumers; l; l = l->cnext)
         emu_conn_poke(b, l->conn);
 }

@@ -48,9 +48,11 @@ typedef struct emu_link {
     struct emu_link *next;          /* in conn->links */
     emu_entity_t *ent;              /* entity links and $management */
     struct emu_link *cnext, *cprev; /* in ent->consumers */
+    struct emu_link *wnext, *wprev; /* in ent->waiting while waiting */
+    bool waiting;                   /* in ent->waiting (accept-next, no session yet) */
     bool peek_lock;
     bool wants_session;   /* receiver on a session entity */
-    bool session_pending; /* accept-next waiting for a session */
+    bool session_pending; /* attach not answered yet: waiting, or a session assigned */
     bool session_lost;    /* to be detached: session-lock-lost */
     int64_t session_deadline_ms;
     emu_session_t *session;
@@ -112,6 +114,12 @@ void emu_broker_on_session_lost(void *ctx, emu_entity_t *ent, emu_session_t *s, 
 /* emu_link.c */
 /* Attach of a link to an entity (not $cbs / $management). */
 void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent);
+/*
+ * Hands sessions with available messages to the accept-next receivers of
+ * ent that wait for one, oldest waiter first; each is answered by its own
+ * connection's next pump.
+ */
+void emu_link_assign_waiting(emu_broker_t *b, emu_entity_t *ent);
 /* Sends what credit allows on every consumer link of conn; handles session waits. */
 void emu_link_pump_conn(emu_broker_t *b, emu_conn_t *conn);
 /* A transfer arrived on a client sender link (SEND_IN, CBS_IN, MGMT_IN). */

@@ -7,8 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Keeps a session's count of available messages in step with the avail list. */
+static void avail_count(emu_list_t *l, emu_msg_t *m, int delta)
+{
+    if (m->session && l == &m->entity->avail)
+        m->session->n_avail = (size_t)((long long)m->session->n_avail + delta);
+}
+
 static void list_push(emu_list_t *l, emu_msg_t *m)
 {
+    avail_count(l, m, 1);
     m->next = NULL;
     m->prev = l->tail;
     if (l->tail)
@@ -29,6 +37,7 @@ static void list_insert_ordered(emu_list_t *l, emu_msg_t *m)
         list_push(l, m);
         return;
     }
+    avail_count(l, m, 1);
     m->next = at;
     m->prev = at->prev;
     if (at->prev)
@@ -41,6 +50,7 @@ static void list_insert_ordered(emu_list_t *l, emu_msg_t *m)
 
 static void list_unlink(emu_list_t *l, emu_msg_t *m)
 {
+    avail_count(l, m, -1);
     if (m->prev)
         m->prev->next = m->next;
     else
@@ -144,6 +154,8 @@ void emu_stats_reason(emu_stats_t *st, const char *reason)
 emu_msg_t *emu_entity_take(emu_entity_t *ent, emu_session_t *s)
 {
     emu_msg_t *m = ent->avail.head;
+    if (s && s->n_avail == 0)
+        return NULL; /* a drain on an empty session costs no walk */
     if (s)
         while (m && m->session != s)
             m = m->next;

@@ -87,7 +87,8 @@ struct emu_session {
     uint8_t *state;
     size_t state_len;
     bool has_state;
-    size_t n_msgs; /* messages of this session in the entity, any state */
+    size_t n_msgs;  /* messages of this session in the entity, any state */
+    size_t n_avail; /* of those, available (in the entity's avail list) */
 };
 
 #define EMU_REASONS_MAX 16
@@ -119,6 +120,7 @@ struct emu_entity {
     void *dedup_head, *dedup_tail;
     emu_stats_t st;
     void *consumers; /* owned by the broker layer */
+    void *waiting;   /* accept-next receivers waiting for a session, oldest first (broker layer) */
 };
 
 typedef struct emu_ns_hooks {

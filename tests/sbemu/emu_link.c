@@ -35,6 +35,51 @@ static void consumers_del(emu_entity_t *ent, emu_link_t *l)
     l->cnext = l->cprev = NULL;
 }
 
+/* The FIFO of accept-next receivers waiting for a session (ent->waiting). */
+static void waiting_add(emu_entity_t *ent, emu_link_t *l)
+{
+    emu_link_t *tail = ent->waiting;
+    while (tail && tail->wnext)
+        tail = tail->wnext;
+    l->wnext = NULL;
+    l->wprev = tail;
+    if (tail)
+        tail->wnext = l;
+    else
+        ent->waiting = l;
+    l->waiting = true;
+}
+
+static void waiting_del(emu_entity_t *ent, emu_link_t *l)
+{
+    if (!l->waiting)
+        return;
+    if (l->wprev)
+        l->wprev->wnext = l->wnext;
+    else
+        ent->waiting = l->wnext;
+    if (l->wnext)
+        l->wnext->wprev = l->wprev;
+    l->wnext = l->wprev = NULL;
+    l->waiting = false;
+}
+
+/* thread: proactor */
+void emu_link_assign_waiting(emu_broker_t *b, emu_entity_t *ent)
+{
+    int64_t now = emu_now_ms();
+    emu_link_t *l;
+    while ((l = ent->waiting) != NULL) {
+        bool busy;
+        emu_session_t *s = emu_session_acquire(ent, NULL, l, now, &busy);
+        if (!s)
+            return;
+        waiting_del(ent, l);
+        l->session = s; /* the attach is answered by l's own connection */
+        emu_conn_poke(b, l->conn);
+    }
+}
+
 /* Reads the session filter of the remote source: 1 named, 0 null (next), -1 none. */
 static int session_filter(pn_link_t *pl, char *id, size_t size)
 {
@@ -148,7 +193,10 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
         l->wants_session = true;
         bool busy = false;
         int64_t now = emu_now_ms();
-        emu_session_t *s = emu_session_acquire(ent, sf == 1 ? id : NULL, l, now, &busy);
+        /* Accept-next never passes over a receiver that waits already. */
+        emu_session_t *s = sf == 0 && ent->waiting
+                               ? NULL
+                               : emu_session_acquire(ent, sf == 1 ? id : NULL, l, now, &busy);
         consumers_add(ent, l);
         if (s) {
             open_session_link(l, s);
@@ -161,6 +209,8 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
         } else {
             /* Wait (without answering) for a session to free up, as the service does. */
             l->session_pending = true;
+            waiting_add(ent, l);
+            emu_link_assign_waiting(b, ent);
             /*
              * Answer a tick (50 ms) early: the SDK runs its own timer with
              * the same value, and the service's answer should win the race.
@@ -190,6 +240,7 @@ void emu_link_release(emu_broker_t *b, emu_link_t *l)
     (void)b;
     if (l->ent && l->kind == EMU_LINK_CONSUMER) {
         consumers_del(l->ent, l);
+        waiting_del(l->ent, l);
         if (l->session && l->session->holder == l)
             emu_session_release(l->ent, l->session, false, emu_now_ms());
     }
@@ -259,13 +310,12 @@ static void pump_link(emu_broker_t *b, emu_link_t *l, int64_t now)
         return;
     }
     if (l->session_pending) {
-        bool busy;
-        emu_session_t *s = emu_session_acquire(l->ent, NULL, l, now, &busy);
-        if (s) {
-            open_session_link(l, s);
+        if (l->session) {
+            open_session_link(l, l->session); /* assigned by emu_link_assign_waiting */
         } else if (l->session_deadline_ms <= now) {
             /* No session freed up in time: attach with no source, then detach. */
             consumers_del(l->ent, l);
+            waiting_del(l->ent, l);
             l->session_pending = false;
             IB_LOG(IB_LOG_DEBUG, "session_timeout", IB_S("entity", l->ent->path));
             emu_link_refuse(l, "com.microsoft:timeout",

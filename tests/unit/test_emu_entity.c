@@ -295,6 +295,41 @@ static void test_sessions(void)
     emu_ns_free(ns);
 }
 
+/* n_avail follows every way in and out of the avail list (take, abandon, release, complete). */
+static void test_session_available_count(void)
+{
+    emu_ns_t *ns = new_ns(10, 0, true);
+    send(ns, "1", "A", 0, T0);
+    send(ns, "2", "B", 0, T0);
+    send(ns, "3", "A", 0, T0);
+    bool busy;
+    emu_session_t *a = emu_session_acquire(q(ns), NULL, (void *)1, T0, &busy);
+    ASSERT_STREQ(a->id, "A");
+    ASSERT_EQ(a->n_avail, 2);
+    emu_msg_t *m1 = take_lock(ns, a, T0);
+    ASSERT_EQ(a->n_avail, 1);
+    uint8_t lock[16];
+    memcpy(lock, m1->lock, 16);
+    ASSERT_EQ(emu_ns_settle(ns, lock, EMU_ABANDON, NULL, NULL, T0), 0);
+    ASSERT_EQ(a->n_avail, 2);
+    m1 = take_lock(ns, a, T0);
+    emu_msg_t *m3 = take_lock(ns, a, T0);
+    ASSERT_EQ(m1->seq, 1);
+    ASSERT_EQ(m3->seq, 3);
+    ASSERT_EQ(a->n_avail, 0);
+    /* Nothing left in A: take answers at once although B's message is available. */
+    ASSERT_TRUE(emu_entity_take(q(ns), a) == NULL);
+    memcpy(lock, m1->lock, 16);
+    ASSERT_EQ(emu_ns_settle(ns, lock, EMU_COMPLETE, NULL, NULL, T0), 0);
+    /* Given back with m3 locked: available again, uncounted. */
+    emu_session_release(q(ns), a, false, T0);
+    a = emu_session_get(q(ns), "A", false);
+    ASSERT_TRUE(a != NULL);
+    ASSERT_EQ(a->n_avail, 1);
+    ASSERT_EQ(emu_session_get(q(ns), "B", false)->n_avail, 1);
+    emu_ns_free(ns);
+}
+
 static void test_topic_fanout_shares_body(void)
 {
     emu_ns_t *ns = emu_ns_new();
@@ -354,6 +389,7 @@ int main(void)
     RUN(test_duplicate_detection);
     RUN(test_batch_and_generated_id);
     RUN(test_sessions);
+    RUN(test_session_available_count);
     RUN(test_topic_fanout_shares_body);
     RUN(test_topology_errors);
     return ib_test_done();
