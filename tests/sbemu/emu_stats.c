@@ -8,6 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void count_held(void *ctx, void *value)
+{
+    const emu_session_t *s = value;
+    if (s->holder)
+        ++*(json_int_t *)ctx;
+}
+
 static json_t *entity_json(const emu_entity_t *e)
 {
     const emu_stats_t *st = &e->st;
@@ -16,15 +23,22 @@ static json_t *entity_json(const emu_entity_t *e)
         if (st->by_reason[i].n)
             json_object_set_new(reasons, st->by_reason[i].reason,
                                 json_integer((json_int_t)st->by_reason[i].n));
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I}", "active",
-                     (json_int_t)e->avail.count, "locked", (json_int_t)e->locked.count, "deferred",
-                     (json_int_t)e->deferred.count, "scheduled", (json_int_t)e->scheduled.count,
-                     "sent", (json_int_t)st->sent, "delivered", (json_int_t)st->delivered,
-                     "completed", (json_int_t)st->completed, "abandoned", (json_int_t)st->abandoned,
-                     "released", (json_int_t)st->released, "dead_lettered",
-                     (json_int_t)st->dead_lettered, "dead_lettered_by_reason", reasons,
-                     "duplicate_detected", (json_int_t)st->duplicate_detected, "expired",
-                     (json_int_t)st->expired);
+    json_t *o =
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I}", "active",
+                  (json_int_t)e->avail.count, "locked", (json_int_t)e->locked.count, "deferred",
+                  (json_int_t)e->deferred.count, "scheduled", (json_int_t)e->scheduled.count,
+                  "sent", (json_int_t)st->sent, "delivered", (json_int_t)st->delivered, "completed",
+                  (json_int_t)st->completed, "abandoned", (json_int_t)st->abandoned, "released",
+                  (json_int_t)st->released, "dead_lettered", (json_int_t)st->dead_lettered,
+                  "dead_lettered_by_reason", reasons, "duplicate_detected",
+                  (json_int_t)st->duplicate_detected, "expired", (json_int_t)st->expired);
+    if (o && e->sessions) {
+        /* Sessions locked by a receiver now (session entities only). */
+        json_int_t held = 0;
+        emu_map_each(e->sessions, count_held, &held);
+        json_object_set_new(o, "sessions_held", json_integer(held));
+    }
+    return o;
 }
 
 /* thread: proactor */

@@ -15,6 +15,8 @@ test("a session given back with messages in it is available again at once, in or
     await r1.completeMessage(got[0]);
     await r1.close(); // r2 delivered but unsettled, r3 and r4 never delivered
 
+    const held = await statsWhen((s) => s["q-sess-release"].sessions_held === 0);
+    assert.equal(held["q-sess-release"].sessions_held, 0, "closing gave the session back");
     const started = Date.now();
     const r2 = await other.acceptNextSession("q-sess-release");
     assert.equal(r2.sessionId, "R");
@@ -24,8 +26,10 @@ test("a session given back with messages in it is available again at once, in or
     assert.equal(rest[0].deliveryCount, 0, "closing a session does not count a delivery");
     for (const m of rest) await r2.completeMessage(m);
     await r2.close();
-    const st = await statsWhen((s) => s["q-sess-release"].completed === 4);
+    const st = await statsWhen((s) => s["q-sess-release"].completed === 4 &&
+      s["q-sess-release"].sessions_held === 0);
     assert.equal(st["q-sess-release"].completed, 4);
+    assert.equal(st["q-sess-release"].sessions_held, 0, "no session is held after both closed");
   } finally {
     await sb.close();
     await other.close();
