@@ -788,7 +788,8 @@ ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size,
     }
 }
 
-ib_err_t db_sql_sweep_lock(db_dialect_t d, const char *table, char *buf, size_t size)
+ib_err_t db_sql_try_lock(db_dialect_t d, const char *purpose, const char *table, char *buf,
+                         size_t size)
 {
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
@@ -796,37 +797,48 @@ ib_err_t db_sql_sweep_lock(db_dialect_t d, const char *table, char *buf, size_t 
     case DB_DIALECT_MSSQL:
         return render(buf, size,
                       "DECLARE @r int;\n"
-                      "EXEC @r = sp_getapplock @Resource = N'inboxd-sweep:%s', "
+                      "EXEC @r = sp_getapplock @Resource = N'inboxd-%s:%s', "
                       "@LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 0;\n"
                       "SELECT CASE WHEN @r >= 0 THEN 1 ELSE 0 END;",
-                      table);
+                      purpose, table);
     case DB_DIALECT_POSTGRESQL:
         return render(buf, size, "SELECT CASE WHEN pg_try_advisory_lock(%ld) THEN 1 ELSE 0 END",
-                      lock_key("sweep", table));
+                      lock_key(purpose, table));
     case DB_DIALECT_MARIADB:
-        return render(buf, size, "SELECT GET_LOCK('inboxd-sweep:%s', 0)", table);
+        return render(buf, size, "SELECT GET_LOCK('inboxd-%s:%s', 0)", purpose, table);
     default:
         return render(buf, size, "%s", "");
     }
 }
 
-ib_err_t db_sql_sweep_unlock(db_dialect_t d, const char *table, char *buf, size_t size)
+ib_err_t db_sql_unlock(db_dialect_t d, const char *purpose, const char *table, char *buf,
+                       size_t size)
 {
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
     switch (d) {
     case DB_DIALECT_MSSQL:
         return render(buf, size,
-                      "EXEC sp_releaseapplock @Resource = N'inboxd-sweep:%s', "
+                      "EXEC sp_releaseapplock @Resource = N'inboxd-%s:%s', "
                       "@LockOwner = N'Session'",
-                      table);
+                      purpose, table);
     case DB_DIALECT_POSTGRESQL:
-        return render(buf, size, "SELECT pg_advisory_unlock(%ld)", lock_key("sweep", table));
+        return render(buf, size, "SELECT pg_advisory_unlock(%ld)", lock_key(purpose, table));
     case DB_DIALECT_MARIADB:
-        return render(buf, size, "SELECT RELEASE_LOCK('inboxd-sweep:%s')", table);
+        return render(buf, size, "SELECT RELEASE_LOCK('inboxd-%s:%s')", purpose, table);
     default:
         return render(buf, size, "%s", "");
     }
+}
+
+ib_err_t db_sql_sweep_lock(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    return db_sql_try_lock(d, "sweep", table, buf, size);
+}
+
+ib_err_t db_sql_sweep_unlock(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    return db_sql_unlock(d, "sweep", table, buf, size);
 }
 
 static bool savepoint_name_valid(const char *name)

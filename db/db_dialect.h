@@ -177,6 +177,14 @@ ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size,
 ib_err_t db_sql_sweep_lock(db_dialect_t d, const char *table, char *buf, size_t size);
 ib_err_t db_sql_sweep_unlock(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
+ * The same pair for any purpose ("sweep", "outbox-cleanup"): a session-level
+ * lock named after purpose and table, taken without waiting.
+ */
+ib_err_t db_sql_try_lock(db_dialect_t d, const char *purpose, const char *table, char *buf,
+                         size_t size);
+ib_err_t db_sql_unlock(db_dialect_t d, const char *purpose, const char *table, char *buf,
+                       size_t size);
+/*
  * The lock that serialises concurrent migrations across replicas: a
  * statement run first, waiting up to DB_MIGRATE_LOCK_WAIT_S and returning
  * one row with 1 when the lock was taken (anything else: not granted), and

@@ -1,0 +1,536 @@
+/*
+ * db_outbox.c - running the outbox statements: create or check the table,
+ * the relay's claim/mark transaction, cleanup, and the operator queries.
+ * thread: the owner of the db_conn_t passed in.
+ */
+#include "db_conn_int.h"
+#include "db_outbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_log.h"
+
+#define CLEANUP_BATCH_DEFAULT 1000
+#define CLEANUP_BATCH_MAX 10000
+#define CLAIM_MAX 1000
+
+static bool ok(SQLRETURN rc)
+{
+    return rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO;
+}
+
+static ib_err_t bad_table(ib_error_t *err)
+{
+    return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "outbox.table: invalid name");
+}
+
+/*
+ * Reads column col as text of any length into a malloc'd string (*out NULL
+ * for SQL NULL); *len gets its length. false when out of memory or the
+ * driver failed.
+ */
+static bool get_text(SQLHSTMT st, SQLUSMALLINT col, char **out, size_t *len)
+{
+    size_t cap = 256, used = 0;
+    char *buf = malloc(cap);
+
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if (!buf)
+        return false;
+    for (;;) {
+        SQLLEN ind = 0;
+        SQLRETURN rc = SQLGetData(st, col, SQL_C_CHAR, buf + used, (SQLLEN)(cap - used), &ind);
+        if (rc == SQL_NO_DATA)
+            break;
+        if (!ok(rc)) {
+            free(buf);
+            return false;
+        }
+        if (ind == SQL_NULL_DATA) {
+            free(buf);
+            return true;
+        }
+        if (rc == SQL_SUCCESS || (ind != SQL_NO_TOTAL && (size_t)ind < cap - used)) {
+            used += (size_t)ind;
+            break;
+        }
+        /* Truncated: this part filled the buffer but its terminator. */
+        used = cap - 1;
+        size_t want = cap * 2;
+        if (ind != SQL_NO_TOTAL && (size_t)ind + used + 1 > want)
+            want = (size_t)ind + used + 1;
+        char *nb = realloc(buf, want);
+        if (!nb) {
+            free(buf);
+            return false;
+        }
+        buf = nb;
+        cap = want;
+    }
+    buf[used] = '\0';
+    *out = buf;
+    if (len)
+        *len = used;
+    return true;
+}
+
+static long long get_int(SQLHSTMT st, SQLUSMALLINT col)
+{
+    SQLBIGINT v = 0;
+    SQLLEN ind = 0;
+    if (ok(SQLGetData(st, col, SQL_C_SBIGINT, &v, sizeof(v), &ind)) && ind != SQL_NULL_DATA)
+        return v;
+    return 0;
+}
+
+static void row_clear(db_outbox_row_t *r)
+{
+    free(r->entity);
+    free(r->message_id);
+    free(r->session_id);
+    free(r->subject);
+    free(r->correlation_id);
+    free(r->content_type);
+    free(r->properties);
+    free(r->body);
+    free(r->status);
+    free(r->last_error);
+    free(r->created_at);
+    free(r->published_at);
+    memset(r, 0, sizeof(*r));
+}
+
+void db_outbox_rows_free(db_outbox_row_t *rows, size_t n)
+{
+    if (!rows)
+        return;
+    for (size_t i = 0; i < n; i++)
+        row_clear(&rows[i]);
+    free(rows);
+}
+
+/* Rows collected by a row callback; failed is set when one could not be read. */
+typedef struct rowset {
+    db_outbox_row_t *v;
+    size_t n, cap;
+    bool failed;
+    bool list; /* the operator columns, not the relay's */
+} rowset_t;
+
+static bool read_claim_row(SQLHSTMT st, db_outbox_row_t *r)
+{
+    r->id = get_int(st, 1);
+    r->attempts = get_int(st, 10);
+    return get_text(st, 2, &r->entity, NULL) && get_text(st, 3, &r->message_id, NULL) &&
+           get_text(st, 4, &r->session_id, NULL) && get_text(st, 5, &r->subject, NULL) &&
+           get_text(st, 6, &r->correlation_id, NULL) &&
+           get_text(st, 7, &r->content_type, NULL) && get_text(st, 8, &r->properties, NULL) &&
+           get_text(st, 9, &r->body, &r->body_len);
+}
+
+static bool read_list_row(SQLHSTMT st, db_outbox_row_t *r)
+{
+    r->id = get_int(st, 1);
+    r->attempts = get_int(st, 6);
+    return get_text(st, 2, &r->entity, NULL) && get_text(st, 3, &r->message_id, NULL) &&
+           get_text(st, 4, &r->session_id, NULL) && get_text(st, 5, &r->status, NULL) &&
+           get_text(st, 7, &r->last_error, NULL) && get_text(st, 8, &r->created_at, NULL) &&
+           get_text(st, 9, &r->published_at, NULL);
+}
+
+static bool collect_row(SQLHSTMT st, void *arg)
+{
+    rowset_t *rs = arg;
+    db_outbox_row_t *r;
+    if (rs->n == rs->cap) {
+        size_t cap = rs->cap ? rs->cap * 2 : 16;
+        db_outbox_row_t *v = realloc(rs->v, cap * sizeof(*v));
+        if (!v) {
+            rs->failed = true;
+            return false;
+        }
+        rs->v = v;
+        rs->cap = cap;
+    }
+    r = &rs->v[rs->n];
+    memset(r, 0, sizeof(*r));
+    if (!(rs->list ? read_list_row(st, r) : read_claim_row(st, r))) {
+        row_clear(r);
+        rs->failed = true;
+        return false;
+    }
+    rs->n++;
+    return true;
+}
+
+/* ---- migrate -------------------------------------------------------------- */
+
+static ib_err_t create_once(db_conn_t *dbc, const char *table, ib_error_t *err)
+{
+    char lock[DB_SQL_MAX], buf[3 * DB_SQL_MAX];
+    const char *ddl[DB_DDL_MAX];
+    size_t n = 0;
+
+    /* The inbox's migration lock, keyed by the outbox table's name. */
+    if (db_sql_migrate_lock(dbc->dialect, table, lock, sizeof(lock)) != IB_E_OK ||
+        db_outbox_sql_ddl(dbc->dialect, table, buf, sizeof(buf), ddl, &n) != IB_E_OK)
+        return bad_table(err);
+    if (lock[0] && db_run(dbc, lock, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (db_run(dbc, ddl[i], NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
+            goto fail;
+    return db_end(dbc, true, err);
+fail:
+    db_rollback_quiet(dbc);
+    return err->code;
+}
+
+static ib_err_t probe(db_conn_t *dbc, const char *table, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    if (db_outbox_sql_probe(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        if (err->code == IB_E_DB_CONN || err->cls == IB_CLASS_TRANSIENT)
+            return err->code;
+        ib_error_t e = *err;
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "outbox.table: table '%s' is missing or lacks outbox columns (create it "
+                     "from db/schema/%s_outbox.sql or set db.migrate true): %s",
+                     table, db_dialect_name(dbc->dialect), e.text);
+        ib_strlcpy(err->sqlstate, e.sqlstate, sizeof(err->sqlstate));
+        err->native = e.native;
+        return IB_E_CONFIG;
+    }
+    db_rollback_quiet(dbc);
+    return IB_E_OK;
+}
+
+ib_err_t db_outbox_migrate(db_conn_t *dbc, const char *table, bool create, ib_error_t *err)
+{
+    ib_error_t local;
+    if (!err)
+        err = &local;
+    ib_error_clear(err);
+    if (!db_table_name_valid(table))
+        return bad_table(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK)
+        return err->code;
+    for (int attempt = 1; create; attempt++) {
+        if (create_once(dbc, table, err) == IB_E_OK)
+            break;
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        if (attempt >= 8 || err->cls != IB_CLASS_TRANSIENT) {
+            ib_error_prefix(err, "db.migrate: creating table '%s'", table);
+            return err->code;
+        }
+        db_conn_ensure(dbc, err);
+    }
+    return probe(dbc, table, err);
+}
+
+/* ---- the relay transaction ------------------------------------------------ */
+
+/*
+ * Drops from rs the rows of sessions whose oldest pending row is not in the
+ * claim (another relay holds it): sending them now would overtake it.
+ */
+static ib_err_t keep_session_order(db_conn_t *dbc, const char *table, rowset_t *rs,
+                                   ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    size_t kept = 0;
+    bool *drop;
+
+    if (rs->n == 0)
+        return IB_E_OK;
+    if (db_outbox_sql_session_head(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    drop = calloc(rs->n, sizeof(*drop));
+    if (!drop)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < rs->n; i++) {
+        const db_outbox_row_t *r = &rs->v[i];
+        size_t k = 0;
+        if (!r->session_id)
+            continue;
+        while (k < i && !(rs->v[k].session_id && strcmp(rs->v[k].session_id, r->session_id) == 0))
+            k++;
+        if (k < i) {
+            drop[i] = drop[k]; /* the session's first row in this claim decided */
+        } else {
+            long long head = 0;
+            db_bind_t b = DB_B(DB_TEXT(r->session_id));
+            if (db_run(dbc, sql, &b, 1, db_row_first_int, &head, NULL, err) != IB_E_OK) {
+                free(drop);
+                return err->code;
+            }
+            drop[i] = head != 0 && head < r->id;
+        }
+    }
+    for (size_t i = 0; i < rs->n; i++) {
+        if (drop[i]) {
+            row_clear(&rs->v[i]);
+            continue;
+        }
+        if (kept != i)
+            rs->v[kept] = rs->v[i];
+        kept++;
+    }
+    free(drop);
+    rs->n = kept;
+    return IB_E_OK;
+}
+
+ib_err_t db_outbox_claim(db_conn_t *dbc, const char *table, int max, db_outbox_row_t **rows,
+                         size_t *n, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX], lock[DB_SQL_MAX];
+    rowset_t rs = {0};
+    db_bind_t b;
+
+    *rows = NULL;
+    *n = 0;
+    ib_error_clear(err);
+    if (max <= 0 || max > CLAIM_MAX)
+        max = max <= 0 ? 1 : CLAIM_MAX;
+    if (db_outbox_sql_claim(dbc->dialect, table, sql, sizeof(sql), lock, sizeof(lock)) != IB_E_OK)
+        return bad_table(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (lock[0] && db_run(dbc, lock, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
+        goto fail;
+    b = DB_B(DB_INT(max));
+    if (db_run(dbc, sql, &b, 1, collect_row, &rs, NULL, err) != IB_E_OK)
+        goto fail;
+    if (rs.failed) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "outbox claim: a row could not be read");
+        goto fail;
+    }
+    if (keep_session_order(dbc, table, &rs, err) != IB_E_OK)
+        goto fail;
+    if (rs.n == 0) {
+        free(rs.v);
+        return db_end(dbc, false, err);
+    }
+    *rows = rs.v;
+    *n = rs.n;
+    return IB_E_OK;
+fail:
+    db_rollback_quiet(dbc);
+    db_outbox_rows_free(rs.v, rs.n);
+    if (err->cls == IB_CLASS_DUPLICATE)
+        err->cls = IB_CLASS_PERMANENT;
+    ib_error_prefix(err, "outbox claim");
+    return err->code ? err->code : IB_E_DB;
+}
+
+ib_err_t db_outbox_mark(db_conn_t *dbc, const char *table, long long id, db_outbox_mark_t mark,
+                        const char *error, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX], text[2001];
+    db_bind_t b[2];
+    size_t nb = 0;
+    ib_err_t rc;
+
+    if (mark == DB_OUTBOX_PUBLISHED)
+        rc = db_outbox_sql_published(dbc->dialect, table, sql, sizeof(sql));
+    else
+        rc = db_outbox_sql_attempt(dbc->dialect, table, mark == DB_OUTBOX_FAILED, sql,
+                                   sizeof(sql));
+    if (rc != IB_E_OK)
+        return bad_table(err);
+    if (mark != DB_OUTBOX_PUBLISHED) {
+        /* Cut at a character boundary so the column's limit holds. */
+        size_t len = ib_strlcpy(text, error ? error : "", sizeof(text));
+        if (len >= sizeof(text)) {
+            len = sizeof(text) - 1;
+            while (len > 0 && ((unsigned char)text[len] & 0xC0) == 0x80)
+                len--;
+            text[len] = '\0';
+        }
+        b[nb++] = DB_B(DB_TEXT(text));
+    }
+    b[nb++] = DB_B(DB_INT(id));
+    if (db_run(dbc, sql, b, nb, NULL, NULL, NULL, err) != IB_E_OK) {
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        ib_error_prefix(err, "outbox mark");
+        return err->code;
+    }
+    return IB_E_OK;
+}
+
+/* ---- cleanup and operator queries ----------------------------------------- */
+
+/* Takes (lock true) or releases the single-cleaner lock; *got says whether it is held. */
+static ib_err_t cleaner_lock(db_conn_t *dbc, const char *table, bool lock, bool *got,
+                             ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long v = 0;
+    ib_err_t rc = lock ? db_outbox_sql_cleanup_lock(dbc->dialect, table, sql, sizeof(sql))
+                       : db_outbox_sql_cleanup_unlock(dbc->dialect, table, sql, sizeof(sql));
+    if (rc != IB_E_OK)
+        return bad_table(err);
+    *got = true;
+    if (!sql[0])
+        return IB_E_OK;
+    if (db_run(dbc, sql, NULL, 0, lock ? db_row_first_int : NULL, &v, NULL, err) != IB_E_OK ||
+        db_end(dbc, true, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        return err->code;
+    }
+    *got = !lock || v == 1;
+    return IB_E_OK;
+}
+
+/* One cleanup batch in its own transaction; the rows deleted or -1. */
+static long long cleanup_batch(db_conn_t *dbc, const char *sql, bool limit_first,
+                               long long cutoff_ms, long batch, ib_error_t *err)
+{
+    db_bind_t b[2];
+    long long rows = 0;
+    b[limit_first ? 0 : 1] = DB_B(DB_INT(batch));
+    b[limit_first ? 1 : 0] = DB_B_TS(cutoff_ms);
+    if (db_run(dbc, sql, b, 2, NULL, NULL, &rows, err) == IB_E_OK &&
+        db_end(dbc, true, err) == IB_E_OK)
+        return rows;
+    db_rollback_quiet(dbc);
+    ib_error_prefix(err, "outbox cleanup");
+    return -1;
+}
+
+long long db_outbox_cleanup(db_conn_t *dbc, const char *table, long long retention_s, long batch,
+                            ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    bool limit_first = false, got = false;
+    long long total = 0, rows, cutoff = ib_now_ms() - retention_s * 1000LL;
+
+    ib_error_clear(err);
+    batch = batch <= 0 ? CLEANUP_BATCH_DEFAULT : batch > CLEANUP_BATCH_MAX ? CLEANUP_BATCH_MAX : batch;
+    if (db_outbox_sql_cleanup(dbc->dialect, table, sql, sizeof(sql), &limit_first) != IB_E_OK) {
+        bad_table(err);
+        return -1;
+    }
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (cleaner_lock(dbc, table, true, &got, err) != IB_E_OK) {
+        ib_error_prefix(err, "outbox cleanup lock");
+        return -1;
+    }
+    if (!got)
+        return 0; /* another replica is cleaning */
+    do {
+        rows = cleanup_batch(dbc, sql, limit_first, cutoff, batch, err);
+        total = rows < 0 ? -1 : total + rows;
+    } while (rows == batch);
+    if (!dbc->broken) {
+        ib_error_t e;
+        cleaner_lock(dbc, table, false, &got, &e);
+    }
+    return total;
+}
+
+typedef struct stats_row {
+    long long pending, oldest_s;
+} stats_row_t;
+
+static bool stats_cb(SQLHSTMT st, void *arg)
+{
+    stats_row_t *s = arg;
+    s->pending = get_int(st, 1);
+    s->oldest_s = get_int(st, 2);
+    return false;
+}
+
+ib_err_t db_outbox_stats(db_conn_t *dbc, const char *table, long long *pending,
+                         long long *oldest_s, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    stats_row_t s = {0, 0};
+
+    ib_error_clear(err);
+    if (db_outbox_sql_stats(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_run(dbc, sql, NULL, 0, stats_cb, &s, NULL, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        ib_error_prefix(err, "outbox stats");
+        return err->code;
+    }
+    db_rollback_quiet(dbc);
+    *pending = s.pending;
+    *oldest_s = s.oldest_s > 0 ? s.oldest_s : 0;
+    return IB_E_OK;
+}
+
+ib_err_t db_outbox_list(db_conn_t *dbc, const char *table, const char *status, int max,
+                        db_outbox_row_t **rows, size_t *n, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    bool limit_first = false;
+    rowset_t rs = {0};
+    db_bind_t b[2];
+    size_t nb = 0;
+
+    *rows = NULL;
+    *n = 0;
+    ib_error_clear(err);
+    rs.list = true;
+    if (db_outbox_sql_list(dbc->dialect, table, status != NULL, sql, sizeof(sql),
+                           &limit_first) != IB_E_OK)
+        return bad_table(err);
+    if (limit_first)
+        b[nb++] = DB_B(DB_INT(max));
+    if (status)
+        b[nb++] = DB_B(DB_TEXT(status));
+    if (!limit_first)
+        b[nb++] = DB_B(DB_INT(max));
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_run(dbc, sql, b, nb, collect_row, &rs, NULL, err) != IB_E_OK || rs.failed) {
+        if (rs.failed)
+            ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "a row could not be read");
+        db_rollback_quiet(dbc);
+        db_outbox_rows_free(rs.v, rs.n);
+        ib_error_prefix(err, "outbox list");
+        return err->code;
+    }
+    db_rollback_quiet(dbc);
+    *rows = rs.v;
+    *n = rs.n;
+    return IB_E_OK;
+}
+
+ib_err_t db_outbox_retry(db_conn_t *dbc, const char *table, long long id, long long *changed,
+                         ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    db_bind_t b = DB_B(DB_INT(id));
+
+    *changed = 0;
+    ib_error_clear(err);
+    if (db_outbox_sql_retry(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_run(dbc, sql, &b, 1, NULL, NULL, changed, err) != IB_E_OK ||
+        db_end(dbc, true, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        ib_error_prefix(err, "outbox retry");
+        return err->code;
+    }
+    return IB_E_OK;
+}

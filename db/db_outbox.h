@@ -1,0 +1,153 @@
+/*
+ * db_outbox.h - the transactional outbox table (outbox.table, default
+ * inboxd_outbox) and the statements its relay runs.
+ *
+ * A route's emitted messages, and rows that applications insert in their
+ * own transactions, are rows of this table with status 'pending'. The relay
+ * (worker/wk_relay.c) claims pending rows in id order in a short
+ * transaction, sends them, and marks them 'published' (or 'failed' with the
+ * broker's condition) before committing. Replicas share the table through
+ * row locks only: PostgreSQL and MariaDB FOR UPDATE SKIP LOCKED, SQL Server
+ * WITH (UPDLOCK, READPAST, ROWLOCK); SQLite has one writer at a time, so
+ * there one relay works at a time. Published rows are deleted after the
+ * retention in small batches by one replica at a time.
+ *
+ * The text functions (db_outbox_sql_*) touch no handle and are unit-tested
+ * for every dialect; the others run on a db_conn_t owned by the calling
+ * thread, like everything in db_inbox.h.
+ */
+#ifndef DB_OUTBOX_H
+#define DB_OUTBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "db_dialect.h"
+#include "db_inbox.h"
+#include "ib_err.h"
+
+#define DB_OUTBOX_DEFAULT_TABLE "inboxd_outbox"
+
+/* ---- statement text (thread: any) ------------------------------------- */
+
+/* The outbox DDL, each statement idempotent; strings point into buf. */
+ib_err_t db_outbox_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size,
+                           const char **out, size_t *n);
+/*
+ * INSERT of one pending row. Parameters in order: entity, message_id,
+ * session_id, subject, correlation_id, content_type, properties (a JSON
+ * object as text), body. The other columns take their defaults. This is the
+ * statement a route's emit adds to its inbox transaction.
+ */
+ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * The claim: pending rows in id order, at most ? (the only parameter),
+ * locked for this transaction and skipping rows other relays hold. Columns:
+ * id, entity, message_id, session_id, subject, correlation_id, content_type,
+ * properties, body, attempts. *lock receives a statement to run first in
+ * the transaction ("" when none; SQLite: take the write lock, so a second
+ * relay waits instead of reading the same rows).
+ */
+ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_t size,
+                             char *lock, size_t lock_size);
+/* MIN(id) of the pending rows of one session id (parameter: session_id). */
+ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, char *buf, size_t size);
+/* Marks one row published (parameter: id). */
+ib_err_t db_outbox_sql_published(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * Counts one failed attempt (parameters: last_error, id); with failed the
+ * row leaves the pending set as 'failed', otherwise it stays pending.
+ */
+ib_err_t db_outbox_sql_attempt(db_dialect_t d, const char *table, bool failed, char *buf,
+                               size_t size);
+/*
+ * One cleanup batch: published rows whose published_at is before the
+ * cutoff. Parameters: cutoff (timestamp) and batch size; *limit_first says
+ * the batch size comes first.
+ */
+ib_err_t db_outbox_sql_cleanup(db_dialect_t d, const char *table, char *buf, size_t size,
+                               bool *limit_first);
+/* The single-cleaner lock (one row: 1 taken, 0 held elsewhere) and its release; "" for SQLite. */
+ib_err_t db_outbox_sql_cleanup_lock(db_dialect_t d, const char *table, char *buf, size_t size);
+ib_err_t db_outbox_sql_cleanup_unlock(db_dialect_t d, const char *table, char *buf, size_t size);
+/* One row: the number of pending rows and the age in seconds of the oldest (NULL when none). */
+ib_err_t db_outbox_sql_stats(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * Rows for operators in id order, newest last: id, entity, message_id,
+ * session_id, status, attempts, last_error, created_at, published_at.
+ * Parameters: [status,] limit, in the order *limit_first says.
+ */
+ib_err_t db_outbox_sql_list(db_dialect_t d, const char *table, bool by_status, char *buf,
+                            size_t size, bool *limit_first);
+/* A failed row back to pending (parameter: id). */
+ib_err_t db_outbox_sql_retry(db_dialect_t d, const char *table, char *buf, size_t size);
+/* Selects every outbox column with no rows: fails when the table or a column is missing. */
+ib_err_t db_outbox_sql_probe(db_dialect_t d, const char *table, char *buf, size_t size);
+
+/* ---- running them (thread: the owner of dbc) ------------------------- */
+
+/*
+ * create true: creates the table and its indexes when absent (serialised
+ * across replicas like the inbox's); false: checks that it exists with
+ * every column. IB_E_CONFIG naming outbox.table when not.
+ */
+ib_err_t db_outbox_migrate(db_conn_t *dbc, const char *table, bool create, ib_error_t *err);
+
+/* One outbox row as read back. Strings are owned (NULL for SQL NULL). */
+typedef struct db_outbox_row {
+    long long id;
+    char *entity, *message_id, *session_id, *subject, *correlation_id, *content_type;
+    char *properties; /* JSON object text */
+    char *body;
+    size_t body_len;
+    long long attempts;
+    char *status, *last_error, *created_at, *published_at; /* list only */
+} db_outbox_row_t;
+
+void db_outbox_rows_free(db_outbox_row_t *rows, size_t n);
+
+/*
+ * Begins a relay transaction and claims up to max pending rows in id order
+ * (*rows malloc'd, *n of them; free with db_outbox_rows_free). A row whose
+ * session id has an earlier pending row that this claim does not hold
+ * (another relay has it) is left out, with every later row of that
+ * session, so one session's rows leave in order across replicas. The
+ * transaction stays open: mark rows, then db_end(dbc, true) to commit, or
+ * db_end(dbc, false) to give every row back. With nothing to claim the
+ * transaction is already ended and *n is 0.
+ */
+ib_err_t db_outbox_claim(db_conn_t *dbc, const char *table, int max, db_outbox_row_t **rows,
+                         size_t *n, ib_error_t *err);
+
+typedef enum {
+    DB_OUTBOX_PUBLISHED, /* sent and accepted */
+    DB_OUTBOX_RETRY,     /* a transient failure: attempts + 1, stays pending */
+    DB_OUTBOX_FAILED,    /* a permanent failure: status failed */
+} db_outbox_mark_t;
+
+/* Marks one claimed row inside the relay transaction; error may be NULL. */
+ib_err_t db_outbox_mark(db_conn_t *dbc, const char *table, long long id, db_outbox_mark_t mark,
+                        const char *error, ib_error_t *err);
+
+/*
+ * Deletes published rows older than retention_s, batch rows per statement
+ * and transaction, until a batch comes back short, under the single-cleaner
+ * lock (0 at once when another replica holds it). Returns the rows deleted
+ * or -1 with err filled.
+ */
+long long db_outbox_cleanup(db_conn_t *dbc, const char *table, long long retention_s, long batch,
+                            ib_error_t *err);
+
+/* The pending count and the oldest pending row's age in seconds (0 when none). */
+ib_err_t db_outbox_stats(db_conn_t *dbc, const char *table, long long *pending,
+                         long long *oldest_s, ib_error_t *err);
+
+/* Rows for operators (status NULL: any), at most max, oldest first; read-only. */
+ib_err_t db_outbox_list(db_conn_t *dbc, const char *table, const char *status, int max,
+                        db_outbox_row_t **rows, size_t *n, ib_error_t *err);
+
+/* A failed row back to pending; *changed is 1 when the row was failed, else 0. Commits. */
+ib_err_t db_outbox_retry(db_conn_t *dbc, const char *table, long long id, long long *changed,
+                         ib_error_t *err);
+
+#endif
