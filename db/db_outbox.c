@@ -411,11 +411,12 @@ static long long cleanup_batch(db_conn_t *dbc, const char *sql, bool limit_first
 }
 
 long long db_outbox_cleanup(db_conn_t *dbc, const char *table, long long retention_s, long batch,
-                            ib_error_t *err)
+                            long max_batches, ib_error_t *err)
 {
     char sql[DB_SQL_MAX];
     bool limit_first = false, got = false;
     long long total = 0, rows, cutoff = ib_now_ms() - retention_s * 1000LL;
+    long done = 0;
 
     ib_error_clear(err);
     batch = batch <= 0 ? CLEANUP_BATCH_DEFAULT : batch > CLEANUP_BATCH_MAX ? CLEANUP_BATCH_MAX : batch;
@@ -434,7 +435,7 @@ long long db_outbox_cleanup(db_conn_t *dbc, const char *table, long long retenti
     do {
         rows = cleanup_batch(dbc, sql, limit_first, cutoff, batch, err);
         total = rows < 0 ? -1 : total + rows;
-    } while (rows == batch);
+    } while (rows == batch && (max_batches <= 0 || ++done < max_batches));
     if (!dbc->broken) {
         ib_error_t e;
         cleaner_lock(dbc, table, false, &got, &e);

@@ -131,12 +131,12 @@ ib_err_t db_outbox_mark(db_conn_t *dbc, const char *table, long long id, db_outb
 
 /*
  * Deletes published rows older than retention_s, batch rows per statement
- * and transaction, until a batch comes back short, under the single-cleaner
- * lock (0 at once when another replica holds it). Returns the rows deleted
- * or -1 with err filled.
+ * and transaction, until a batch comes back short or max_batches batches
+ * ran (0: no limit), under the single-cleaner lock (0 at once when another
+ * replica holds it). Returns the rows deleted or -1 with err filled.
  */
 long long db_outbox_cleanup(db_conn_t *dbc, const char *table, long long retention_s, long batch,
-                            ib_error_t *err);
+                            long max_batches, ib_error_t *err);
 
 /* The pending count and the oldest pending row's age in seconds (0 when none). */
 ib_err_t db_outbox_stats(db_conn_t *dbc, const char *table, long long *pending,
