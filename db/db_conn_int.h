@@ -66,6 +66,14 @@ size_t db_utf8_to_utf16(const char *s, size_t len, SQLWCHAR *out);
 /* A db_row_cb storing column 1 of the first row as an integer in *(long long *)arg. */
 bool db_row_first_int(SQLHSTMT st, void *arg);
 
+/*
+ * Runs ddl (n idempotent statements) in one transaction under the migration
+ * lock keyed by table (serialising replicas that start together), commits
+ * and releases the lock. thread: the owner of dbc.
+ */
+ib_err_t db_migrate_ddl(db_conn_t *dbc, const char *table, const char *const *ddl, size_t n,
+                        ib_error_t *err);
+
 /* Rolls back, ignoring (but noting a lost connection from) any failure. */
 void db_rollback_quiet(db_conn_t *dbc);
 

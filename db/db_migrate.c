@@ -60,12 +60,12 @@ static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
 }
 
 /* Releases the migration lock when it outlives the transaction (a session lock). */
-static void migrate_unlock(db_conn_t *dbc)
+static void migrate_unlock(db_conn_t *dbc, const char *table)
 {
     char unlock[DB_SQL_MAX];
     ib_error_t e;
 
-    if (db_sql_migrate_unlock(dbc->dialect, dbc->table, unlock, sizeof(unlock)) != IB_E_OK ||
+    if (db_sql_migrate_unlock(dbc->dialect, table, unlock, sizeof(unlock)) != IB_E_OK ||
         !unlock[0] || dbc->broken)
         return; /* nothing to release, or the session that held it is gone */
     if (db_run(dbc, unlock, NULL, 0, NULL, NULL, NULL, &e) != IB_E_OK ||
@@ -90,15 +90,14 @@ static ib_err_t migrate_lock(db_conn_t *dbc, const char *lock, ib_error_t *err)
     return IB_E_OK;
 }
 
-static ib_err_t create_once(db_conn_t *dbc, ib_error_t *err)
+ib_err_t db_migrate_ddl(db_conn_t *dbc, const char *table, const char *const *ddl, size_t n,
+                        ib_error_t *err)
 {
-    char lock[DB_SQL_MAX], buf[3 * DB_SQL_MAX];
-    const char *ddl[DB_DDL_MAX];
-    size_t n = 0;
+    char lock[DB_SQL_MAX];
 
-    if (db_sql_migrate_lock(dbc->dialect, dbc->table, lock, sizeof(lock)) != IB_E_OK ||
-        db_sql_ddl(dbc->dialect, dbc->table, buf, sizeof(buf), ddl, &n) != IB_E_OK)
-        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+    if (db_sql_migrate_lock(dbc->dialect, table, lock, sizeof(lock)) != IB_E_OK)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "table '%s': invalid name",
+                            table);
     if (lock[0] && migrate_lock(dbc, lock, err) != IB_E_OK) {
         db_rollback_quiet(dbc);
         return err->code;
@@ -108,12 +107,23 @@ static ib_err_t create_once(db_conn_t *dbc, ib_error_t *err)
             goto fail;
     if (db_end(dbc, true, err) != IB_E_OK)
         goto fail;
-    migrate_unlock(dbc);
+    migrate_unlock(dbc, table);
     return IB_E_OK;
 fail:
     db_rollback_quiet(dbc);
-    migrate_unlock(dbc);
+    migrate_unlock(dbc, table);
     return err->code;
+}
+
+static ib_err_t create_once(db_conn_t *dbc, ib_error_t *err)
+{
+    char buf[3 * DB_SQL_MAX];
+    const char *ddl[DB_DDL_MAX];
+    size_t n = 0;
+
+    if (db_sql_ddl(dbc->dialect, dbc->table, buf, sizeof(buf), ddl, &n) != IB_E_OK)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+    return db_migrate_ddl(dbc, dbc->table, ddl, n, err);
 }
 
 ib_err_t db_migrate(db_conn_t *dbc, bool create, ib_error_t *err)

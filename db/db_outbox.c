@@ -171,23 +171,13 @@ static bool collect_row(SQLHSTMT st, void *arg)
 
 static ib_err_t create_once(db_conn_t *dbc, const char *table, ib_error_t *err)
 {
-    char lock[DB_SQL_MAX], buf[3 * DB_SQL_MAX];
+    char buf[3 * DB_SQL_MAX];
     const char *ddl[DB_DDL_MAX];
     size_t n = 0;
 
-    /* The inbox's migration lock, keyed by the outbox table's name. */
-    if (db_sql_migrate_lock(dbc->dialect, table, lock, sizeof(lock)) != IB_E_OK ||
-        db_outbox_sql_ddl(dbc->dialect, table, buf, sizeof(buf), ddl, &n) != IB_E_OK)
+    if (db_outbox_sql_ddl(dbc->dialect, table, buf, sizeof(buf), ddl, &n) != IB_E_OK)
         return bad_table(err);
-    if (lock[0] && db_run(dbc, lock, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
-        goto fail;
-    for (size_t i = 0; i < n; i++)
-        if (db_run(dbc, ddl[i], NULL, 0, NULL, NULL, NULL, err) != IB_E_OK)
-            goto fail;
-    return db_end(dbc, true, err);
-fail:
-    db_rollback_quiet(dbc);
-    return err->code;
+    return db_migrate_ddl(dbc, table, ddl, n, err);
 }
 
 static ib_err_t probe(db_conn_t *dbc, const char *table, ib_error_t *err)
