@@ -176,8 +176,13 @@ static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
     }
     SQLSetConnectAttr(dbc->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->login_timeout_s,
                       0);
+    if (db_token_apply(dbc, err) != IB_E_OK) {
+        disconnect(dbc);
+        return err->code;
+    }
     rc = SQLDriverConnect(dbc->dbc, NULL, (SQLCHAR *)dbc->connstr, SQL_NTS, out, sizeof(out),
                           &outlen, SQL_DRIVER_NOPROMPT);
+    db_token_release(dbc);
     memset(out, 0, sizeof(out)); /* the completed string may hold the password */
     if (!ok(rc)) {
         db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "connect", err);
@@ -255,6 +260,14 @@ db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
         return NULL;
     }
     db_connstr_free(&cs);
+    if (opt->access_token && opt->dialect != DB_DIALECT_AUTO && opt->dialect != DB_DIALECT_MSSQL) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "db.auth: workload_identity works with SQL Server only, not db.dialect '%s'",
+                     db_dialect_name(opt->dialect));
+        return NULL;
+    }
+    if (opt->access_token && db_token_connstr_check(opt->connection_string, err) != IB_E_OK)
+        return NULL;
     table = opt->inbox_table && *opt->inbox_table ? opt->inbox_table : DEFAULT_TABLE;
     if (!db_table_name_valid(table)) {
         ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
@@ -275,6 +288,8 @@ db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
     }
     dbc->want = opt->dialect;
     dbc->dialect = opt->dialect;
+    dbc->token_fn = opt->access_token;
+    dbc->token_arg = opt->access_token_arg;
     dbc->stmt_timeout_s = opt->statement_timeout_s > 0 ? opt->statement_timeout_s : 0;
     dbc->login_timeout_s =
         opt->login_timeout_s > 0 ? opt->login_timeout_s : DEFAULT_LOGIN_TIMEOUT_S;
@@ -291,6 +306,7 @@ void db_conn_free(db_conn_t *dbc)
     if (!dbc)
         return;
     disconnect(dbc);
+    db_token_release(dbc);
     if (dbc->connstr) {
         memset(dbc->connstr, 0, strlen(dbc->connstr));
         free(dbc->connstr);

@@ -28,6 +28,10 @@ struct db_conn {
     long stmt_timeout_s;
     long login_timeout_s;
     db_codes_t transient, permanent;
+    db_token_fn token_fn; /* db.auth workload_identity; NULL: the connection string logs in */
+    void *token_arg;
+    unsigned char *token_buf; /* ACCESSTOKEN while a connect is under way */
+    size_t token_len;
     char sql_insert[DB_SQL_MAX];
     char sql_existing[DB_SQL_MAX];
 };
@@ -76,6 +80,19 @@ ib_err_t db_migrate_ddl(db_conn_t *dbc, const char *table, const char *const *dd
 
 /* Rolls back, ignoring (but noting a lost connection from) any failure. */
 void db_rollback_quiet(db_conn_t *dbc);
+
+/* SQL_COPT_SS_ACCESS_TOKEN of msodbcsql.h, and the longest token taken. */
+#define DB_SQL_COPT_SS_ACCESS_TOKEN 1256
+#define DB_ACCESS_TOKEN_MAX 16384
+
+/*
+ * With a token function: fetches the current token, builds the ACCESSTOKEN
+ * and sets it on the unconnected handle (db_token.c). IB_E_CONFIG when the
+ * driver refuses the attribute. The buffer lives until db_token_release,
+ * called once the connect returned.
+ */
+ib_err_t db_token_apply(db_conn_t *dbc, ib_error_t *err);
+void db_token_release(db_conn_t *dbc);
 
 /* Fills err from the diagnostics of handle and classifies them. */
 ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const char *what,

@@ -31,6 +31,16 @@
 
 /* ---- connection ------------------------------------------------------- */
 
+/*
+ * db.auth "workload_identity": writes the current Azure AD access token for
+ * the database (the JWT text, NUL-terminated) into buf and returns IB_E_OK,
+ * or fills err (IB_E_AGAIN while the first token is pending, IB_E_AUTH).
+ * Called before every connect, reconnects included, so a provider that
+ * refreshes its token before expiry keeps new connections logging in.
+ * thread: the connecting thread; must not block for long.
+ */
+typedef ib_err_t (*db_token_fn)(void *arg, char *buf, size_t size, ib_error_t *err);
+
 typedef struct db_options {
     const char *connection_string; /* ODBC, for SQLDriverConnect; copied */
     db_dialect_t dialect;          /* DB_DIALECT_AUTO: from SQL_DBMS_NAME */
@@ -39,6 +49,8 @@ typedef struct db_options {
     long login_timeout_s;          /* 0 = 15 */
     db_codes_t transient_native;   /* errors.transient_native; copied */
     db_codes_t permanent_native;   /* errors.permanent_native; copied */
+    db_token_fn access_token;      /* NULL, or db.auth workload_identity (SQL Server only) */
+    void *access_token_arg;        /* borrowed; must outlive the connection */
 } db_options_t;
 
 typedef struct db_conn db_conn_t;
@@ -205,8 +217,8 @@ long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err)
  *
  * Two items with the same key in one batch: the first applies, the second
  * is a duplicate (or conflict). A replay claim meeting a 'failed' row is
- * taken over as in db_inbox_apply, in its own transaction after the batch's. Returns the number of items applied.
- * thread: the owner of dbc.
+ * taken over as in db_inbox_apply, in its own transaction after the batch's. Returns the number of
+ * items applied. thread: the owner of dbc.
  */
 typedef struct db_batch_item {
     const db_claim_t *claim; /* in, borrowed */
@@ -219,6 +231,21 @@ typedef struct db_batch_item {
 size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n);
 
 /* ---- helpers ----------------------------------------------------------- */
+
+/*
+ * The ACCESSTOKEN that SQL_COPT_SS_ACCESS_TOKEN takes: a 4-byte
+ * little-endian byte count, then each byte of token followed by a zero byte
+ * (no terminator). Returns the bytes needed (4 + 2 * len); with out NULL it
+ * only measures, with cap too small it writes nothing and returns 0.
+ */
+size_t db_access_token_build(const char *token, size_t len, unsigned char *out, size_t cap);
+/*
+ * Checks that connstr can carry an access token: IB_E_CONFIG naming the
+ * driver when it is not Microsoft's ODBC Driver for SQL Server (FreeTDS,
+ * PostgreSQL, ... take none), or the key (UID, PWD, Authentication,
+ * Trusted_Connection) that must go. A DSN without Driver= passes.
+ */
+ib_err_t db_token_connstr_check(const char *connstr, ib_error_t *err);
 
 /* SHA-256 of len bytes at data as 64 lowercase hex characters + NUL into hex. */
 void db_sha256_hex(const void *data, size_t len, char hex[65]);
