@@ -93,31 +93,81 @@ static char *hex_of(decoder_t *dc, const char *p, size_t n)
     return s;
 }
 
-/* A message-id / correlation-id of any AMQP id type, as text. */
-static char *render_id(decoder_t *dc)
+/*
+ * Id rendering. The inbox keys on text, so every AMQP id type must map to a
+ * distinct text: a string id is kept as it is, a non-string id gets its type
+ * as a prefix ("ulong:42", "uuid:<canonical>", "binary:<hex>"), and a string
+ * that itself begins with one of these prefixes (or "string:") gets
+ * "string:" in front, so no two different ids ever render alike. Symbols
+ * (not a legal id type, but seen) count as strings.
+ */
+static const char *const id_prefixes[] = {"string:", "ulong:", "uuid:", "binary:"};
+
+static bool has_id_prefix(const char *p, size_t n)
+{
+    for (size_t k = 0; k < sizeof(id_prefixes) / sizeof(id_prefixes[0]); k++) {
+        size_t pl = strlen(id_prefixes[k]);
+        if (n >= pl && memcmp(p, id_prefixes[k], pl) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* prefix + the n bytes at p, with each NUL byte written as the text \x00. */
+static char *id_text(decoder_t *dc, const char *prefix, const char *p, size_t n)
+{
+    size_t pl = strlen(prefix), nuls = 0, o;
+    char *s;
+    for (size_t k = 0; k < n; k++)
+        nuls += p[k] == '\0';
+    s = malloc(pl + n + nuls * 3 + 1);
+    if (!s) {
+        dc->nomem = true;
+        return NULL;
+    }
+    memcpy(s, prefix, pl);
+    o = pl;
+    for (size_t k = 0; k < n; k++) {
+        if (p[k] == '\0') {
+            memcpy(s + o, "\\x00", 4);
+            o += 4;
+        } else {
+            s[o++] = p[k];
+        }
+    }
+    s[o] = '\0';
+    return s;
+}
+
+/* A message-id / correlation-id of any AMQP id type, as text (see above). */
+static char *render_id(decoder_t *dc, bool message_id)
 {
     pn_data_t *d = dc->d;
     char buf[64];
     switch (pn_data_type(d)) {
-    case PN_STRING: {
-        pn_bytes_t b = pn_data_get_string(d);
-        return dup_bytes(dc, b.start, b.size);
-    }
+    case PN_STRING:
     case PN_SYMBOL: {
-        pn_bytes_t b = pn_data_get_symbol(d);
-        return dup_bytes(dc, b.start, b.size);
+        pn_bytes_t b =
+            pn_data_type(d) == PN_STRING ? pn_data_get_string(d) : pn_data_get_symbol(d);
+        if (message_id && memchr(b.start, '\0', b.size))
+            dc->msg->message_id_problem = "the message-id holds a NUL byte";
+        return id_text(dc, has_id_prefix(b.start, b.size) ? "string:" : "", b.start, b.size);
     }
     case PN_ULONG:
-        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)pn_data_get_ulong(d));
+        snprintf(buf, sizeof(buf), "ulong:%llu", (unsigned long long)pn_data_get_ulong(d));
         return dup_str(dc, buf);
     case PN_UUID: {
         pn_uuid_t u = pn_data_get_uuid(d);
-        sb_guid_format((const unsigned char *)u.bytes, buf);
+        memcpy(buf, "uuid:", 5);
+        sb_guid_format((const unsigned char *)u.bytes, buf + 5);
         return dup_str(dc, buf);
     }
     case PN_BINARY: {
         pn_bytes_t b = pn_data_get_binary(d);
-        return hex_of(dc, b.start, b.size);
+        char *hex = hex_of(dc, b.start, b.size);
+        char *s = hex ? id_text(dc, "binary:", hex, strlen(hex)) : NULL;
+        free(hex);
+        return s;
     }
     case PN_NULL:
         return NULL;
@@ -224,13 +274,13 @@ static void decode_properties(decoder_t *dc)
     for (int k = 0; pn_data_next(d); k++) {
         switch (k) {
         case 0:
-            msg->message_id = render_id(dc);
+            msg->message_id = render_id(dc, true);
             break;
         case 3:
             msg->subject = get_string(dc, "subject");
             break;
         case 5:
-            msg->correlation_id = render_id(dc);
+            msg->correlation_id = render_id(dc, false);
             break;
         case 6:
             msg->content_type = get_string(dc, "content-type");

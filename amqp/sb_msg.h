@@ -42,8 +42,17 @@ typedef enum { SB_COMPLETE, SB_ABANDON, SB_DEADLETTER, SB_DEFER, SB_RELEASE } sb
 struct sb_msg_state;
 
 typedef struct sb_msg {
-    char *message_id;     /* any AMQP id type rendered as text; NULL when absent */
-    char *correlation_id; /* likewise */
+    /*
+     * Ids of any AMQP id type rendered as distinct texts: a string as it is,
+     * "ulong:42", "uuid:<canonical>", "binary:<hex>" for the other types, and
+     * "string:" in front of a string that starts with one of those prefixes
+     * (or with "string:"). A NUL byte is shown as the text \x00. NULL when
+     * absent.
+     */
+    char *message_id;
+    char *correlation_id;
+    /* Why message_id cannot key the inbox although present (a NUL byte), else NULL. */
+    const char *message_id_problem;
     char *subject;
     char *content_type;
     char *session_id;    /* properties.group-id */

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "ib_utf8.h"
+
 #define LOG_LINE_MAX 16384
 #define LOG_VALUE_MAX 4096
 #define LOG_SECRETS_MAX 16
@@ -70,8 +72,18 @@ static void put_escaped(buf_t *b, const char *s, size_t n)
             if (c < 0x20 || c == 0x7f) {
                 char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
                 put(b, u, 6);
-            } else {
+            } else if (c < 0x80) {
                 put(b, (const char *)&c, 1);
+            } else {
+                /* Whole well-formed sequences only; any other byte becomes
+                 * U+FFFD, so every line stays valid UTF-8 and valid JSON. */
+                size_t l = ib_utf8_seq_len((const unsigned char *)s + i, n - i);
+                if (l == 0) {
+                    put(b, "\\ufffd", 6);
+                } else {
+                    put(b, s + i, l);
+                    i += l - 1;
+                }
             }
         }
     }

@@ -10,6 +10,7 @@
 #include "db_connstr.h"
 #include "ib_log.h"
 #include "sb_connstr.h"
+#include "wk_json.h"
 
 #define OFF(field) offsetof(wk_config_t, field)
 #define NOLIM 0, 0
@@ -209,7 +210,10 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
         json_error_t jerr;
         json_t *v = json_loads(text, JSON_DECODE_ANY, &jerr);
         if (!v) {
-            problem(p, s->name, "%s: invalid JSON: %s", origin, jerr.text);
+            char why[128];
+            /* Never jansson's text: it quotes the value, which may be a secret. */
+            problem(p, s->name, "%s: invalid JSON: %s", origin,
+                    wk_json_error_describe(&jerr, why, sizeof(why)));
             return;
         }
         if (!json_is_array(v)) {
@@ -282,7 +286,11 @@ static void load_file(wk_config_t *cfg, const char *path, problems_t *p)
     json_t *v;
 
     if (!root) {
-        problem(p, path, "cannot load: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
+        char why[128];
+        if (json_error_code(&jerr) == json_error_cannot_open_file)
+            problem(p, path, "cannot load: %s", jerr.text);
+        else
+            problem(p, path, "cannot load: %s", wk_json_error_describe(&jerr, why, sizeof(why)));
         return;
     }
     if (!json_is_object(root)) {

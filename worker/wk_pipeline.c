@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "ib_log.h"
+#include "ib_utf8.h"
 
 const char *wk_outcome_name(wk_outcome_t o)
 {
@@ -31,12 +32,16 @@ static void dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, co
 static void dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt, ...)
 {
     va_list ap;
+    char raw[sizeof(d->description)];
     d->outcome = o;
     d->disposition = SB_DEADLETTER;
-    ib_strlcpy(d->reason, reason, sizeof(d->reason));
+    /* Subjects, ids and driver texts may carry invalid UTF-8: the broker and
+     * whoever reads the dead-letter queue get well-formed text. */
+    ib_utf8_sanitize(d->reason, sizeof(d->reason), reason);
     va_start(ap, fmt);
-    vsnprintf(d->description, sizeof(d->description), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    ib_utf8_sanitize(d->description, sizeof(d->description), raw);
 }
 
 static void complete(wk_decision_t *d, wk_outcome_t o)
@@ -113,6 +118,11 @@ void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
     if (msg->decode_err.code != IB_E_OK) {
         d->err = msg->decode_err;
         dead_letter(d, WK_OUT_DEAD_LETTERED, "MalformedMessage", "%s", msg->decode_err.text);
+        return;
+    }
+    if (msg->message_id_problem) {
+        ib_error_set(&d->err, IB_E_INVAL, IB_CLASS_PERMANENT, "%s", msg->message_id_problem);
+        dead_letter(d, WK_OUT_DEAD_LETTERED, "InvalidMessageId", "%s", msg->message_id_problem);
         return;
     }
     if (!msg->message_id || !*msg->message_id || strlen(msg->message_id) > 128) {

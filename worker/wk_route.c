@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "wk_json.h"
+
 #define KEY_MAX 400
 
 typedef enum {
@@ -623,10 +625,13 @@ static ib_err_t body_json(wk_binding_t *b, const sb_msg_t *msg, ib_error_t *err)
         return IB_E_OK;
     b->body_json = json_loadb((const char *)msg->body, msg->body_len,
                               JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
-    if (!b->body_json)
+    if (!b->body_json) {
+        /* Kind and position only: jansson's own text quotes the body. */
+        char why[128];
         return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
-                            "body is not valid JSON: %s at line %d column %d", jerr.text, jerr.line,
-                            jerr.column);
+                            "body is not valid JSON: %s",
+                            wk_json_error_describe(&jerr, why, sizeof(why)));
+    }
     return IB_E_OK;
 }
 

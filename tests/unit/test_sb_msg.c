@@ -111,8 +111,8 @@ static void test_full(void)
     sb_msg_t msg;
     ASSERT_TRUE(n > 0);
     ASSERT_EQ(sb_msg_decode(&msg, buf, n, true), IB_E_OK);
-    ASSERT_STREQ(msg.message_id, "77");
-    ASSERT_STREQ(msg.correlation_id, "6c12289e-38cd-014b-a052-baf925d011ef");
+    ASSERT_STREQ(msg.message_id, "ulong:77");
+    ASSERT_STREQ(msg.correlation_id, "uuid:6c12289e-38cd-014b-a052-baf925d011ef");
     ASSERT_STREQ(msg.subject, "order-placed");
     ASSERT_STREQ(msg.content_type, "application/json");
     ASSERT_STREQ(msg.session_id, "sess-1");
@@ -271,12 +271,84 @@ static void test_utf8_cap(void)
     ASSERT_EQ(sb_utf8_cap(big, SB_REASON_MAX), 4094);
 }
 
+/* A message holding only a properties section whose message-id put() writes. */
+static sb_msg_t *decode_id(void (*put)(pn_data_t *d, const void *arg), const void *arg)
+{
+    static sb_msg_t msg;
+    pn_data_t *d = pn_data(0);
+    size_t n;
+    section(d, 0x73);
+    pn_data_put_list(d);
+    pn_data_enter(d);
+    put(d, arg);
+    pn_data_exit(d);
+    pn_data_exit(d);
+    n = encode(d);
+    pn_data_free(d);
+    sb_msg_decode(&msg, buf, n, true);
+    return &msg;
+}
+
+static void put_id_str(pn_data_t *d, const void *arg)
+{
+    put_str(d, arg);
+}
+
+static void put_id_ulong(pn_data_t *d, const void *arg)
+{
+    pn_data_put_ulong(d, *(const unsigned long long *)arg);
+}
+
+static void put_id_binary(pn_data_t *d, const void *arg)
+{
+    pn_data_put_binary(d, pn_bytes(4, arg));
+}
+
+static void put_id_nul(pn_data_t *d, const void *arg)
+{
+    pn_data_put_string(d, pn_bytes(3, arg));
+}
+
+static void expect_id(sb_msg_t *msg, const char *want)
+{
+    ASSERT_EQ(msg->decode_err.code, IB_E_OK);
+    ASSERT_STREQ(msg->message_id, want);
+    ASSERT_TRUE(msg->message_id_problem == NULL);
+    sb_msg_clear(msg);
+}
+
+/* Every id type renders to its own text: no two different ids collide. */
+static void test_ids_distinct(void)
+{
+    unsigned long long n42 = 42;
+    sb_msg_t *msg;
+    expect_id(decode_id(put_id_str, "42"), "42");
+    expect_id(decode_id(put_id_ulong, &n42), "ulong:42");
+    expect_id(decode_id(put_id_str, "ulong:42"), "string:ulong:42");
+    expect_id(decode_id(put_id_str, "string:x"), "string:string:x");
+    expect_id(decode_id(put_id_str, "deadbeef"), "deadbeef");
+    expect_id(decode_id(put_id_binary, "\xde\xad\xbe\xef"), "binary:deadbeef");
+    expect_id(decode_id(put_id_str, "binary:deadbeef"), "string:binary:deadbeef");
+    expect_id(decode_id(put_id_str, "uuidish"), "uuidish");
+
+    /* A NUL byte: shown, and flagged so the worker dead-letters it. */
+    msg = decode_id(put_id_nul, "a\0b");
+    ASSERT_EQ(msg->decode_err.code, IB_E_OK);
+    ASSERT_STREQ(msg->message_id, "a\\x00b");
+    ASSERT_TRUE(msg->message_id_problem != NULL);
+    sb_msg_clear(msg);
+    msg = decode_id(put_id_nul, "a\0c");
+    ASSERT_STREQ(msg->message_id, "a\\x00c");
+    sb_msg_clear(msg);
+}
+
 int main(void)
 {
     RUN(test_full);
     RUN(test_amqp_value_string);
     RUN(test_unsupported_bodies);
     RUN(test_malformed);
+    RUN(test_ids_distinct);
     RUN(test_guid);
     RUN(test_utf8_cap);
     return ib_test_done();

@@ -152,6 +152,14 @@ static void test_bind_sources(void)
     make_msg(&m, "S", "{not json");
     ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_INVALID_JSON);
     wk_binding_free(&b);
+    /* The error names kind and position, never a fragment of the body. */
+    make_msg(&m, "S", "{\"card\": 4111111111111111 x}");
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_INVALID_JSON);
+    ASSERT_CONTAINS(err.text, "at byte");
+    ASSERT_TRUE(strstr(err.text, "4111") == NULL);
+    ASSERT_TRUE(strstr(err.text, "card") == NULL);
+    ASSERT_TRUE(strstr(err.text, "x}") == NULL);
+    wk_binding_free(&b);
     make_msg(&m, "S", NULL);
     ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_INVALID_JSON);
     wk_binding_free(&b);
