@@ -76,6 +76,9 @@ int main(int argc, char **argv)
         wk_config_free(&cfg);
         return problems ? EXIT_CONFIG : 0;
     }
+    /* A typo'd variable is silent otherwise: an error when checking, a warning at start. */
+    if (mode == CHECK)
+        problems += wk_config_unknown_env(stderr, true);
     if (problems) {
         fprintf(stderr, "inboxd: %d configuration problem%s\n", problems, problems == 1 ? "" : "s");
         wk_config_free(&cfg);
@@ -88,6 +91,7 @@ int main(int argc, char **argv)
     }
     ib_log_set_level((ib_log_level_t)ib_log_level_parse(cfg.log.level));
     sb_log_init();
+    wk_config_unknown_env(NULL, false);
     rc = wk_daemon_run(&cfg);
     wk_config_free(&cfg);
     return rc;

@@ -10,6 +10,7 @@
 #include "db_connstr.h"
 #include "ib_log.h"
 #include "sb_connstr.h"
+#include "wk_http.h"
 #include "wk_json.h"
 
 #define OFF(field) offsetof(wk_config_t, field)
@@ -429,6 +430,11 @@ static void validate(wk_config_t *cfg, problems_t *p)
     check_native_list(cfg->errors.permanent_native, "errors.permanent_native", p);
     if (cfg->db.pool_size == 0)
         cfg->db.pool_size = cfg->servicebus.max_concurrent_calls;
+    {
+        ib_error_t err;
+        if (wk_http_listen_check(cfg->http.listen, &err) != IB_E_OK)
+            problem(p, "http.listen", "%s", err.text);
+    }
     for (const char *c = cfg->db.inbox_table; c && *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
             problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
@@ -458,6 +464,47 @@ int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
     validate(cfg, &p);
     register_secrets(cfg);
     return p.n;
+}
+
+/* True when name (up to '=') is the variable of a setting or INBOXD_CONFIG. */
+static bool env_is_known(const char *entry, size_t n)
+{
+    char env[128];
+    if (n == strlen("INBOXD_CONFIG") && strncmp(entry, "INBOXD_CONFIG", n) == 0)
+        return true;
+    /* The test suite's own variables, never read by inboxd. */
+    if (strncmp(entry, "INBOXD_TEST_", 12) == 0)
+        return true;
+    for (const wk_setting_t *s = wk_settings; s->name; s++) {
+        wk_config_env_name(s->name, env, sizeof(env));
+        if (strlen(env) == n && strncmp(entry, env, n) == 0)
+            return true;
+    }
+    return false;
+}
+
+int wk_config_unknown_env(FILE *errs, bool fatal)
+{
+    extern char **environ;
+    int n = 0;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (strncmp(*e, "INBOXD_", 7) != 0 || env_is_known(*e, len))
+            continue;
+        char name[128];
+        n++;
+        /* The name only: the value may be a secret. */
+        snprintf(name, sizeof(name), "%.*s", (int)len, *e);
+        if (errs)
+            fprintf(errs, "config: %s: %sunknown environment variable (no such setting; a typo?)\n",
+                    name, fatal ? "" : "warning: ");
+        else
+            IB_LOG(IB_LOG_WARN, "config_unknown_env",
+                   IB_MSG("environment variable is not an inboxd setting (a typo?)"),
+                   IB_S("name", name));
+    }
+    return n;
 }
 
 void wk_config_free(wk_config_t *cfg)

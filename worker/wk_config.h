@@ -98,6 +98,14 @@ json_t *wk_config_to_json(const wk_config_t *cfg);
 /* The settings table for humans (--help) and as Markdown (README). */
 void wk_config_print_help(FILE *fp);
 void wk_config_print_markdown(FILE *fp);
+/*
+ * Names every INBOXD_* environment variable that is neither a setting nor
+ * INBOXD_CONFIG (INBOXD_TEST_* belong to the test suite): to errs as a
+ * "config:" line when errs is not NULL (fatal words it as an error rather
+ * than a warning), else as a warn log line. Never prints a value. Returns
+ * how many there are. thread: main.
+ */
+int wk_config_unknown_env(FILE *errs, bool fatal);
 /* INBOXD_SECTION_KEY for a setting name, into buf. */
 void wk_config_env_name(const char *name, char *buf, size_t size);
 

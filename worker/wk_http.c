@@ -461,23 +461,50 @@ static bool split_listen(const char *listen, char *host, size_t hsize, char *por
     return true;
 }
 
-static int bind_listen(const char *addr, int *port_out, ib_error_t *err)
+/*
+ * Splits and resolves addr the one way both the daemon and --check-config
+ * use. Returns the address list (freeaddrinfo) or NULL with err filled.
+ */
+static struct addrinfo *resolve_listen(const char *addr, ib_error_t *err)
 {
     char host[256], port[8];
-    if (!split_listen(addr, host, sizeof host, port, sizeof port))
-        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                            "http.listen: \"%s\" is not host:port", addr),
-               -1;
+    if (!split_listen(addr, host, sizeof host, port, sizeof port)) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "\"%s\" is not host:port with a port from 0 to 65535", addr);
+        return NULL;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     const char *node = host[0] && strcmp(host, "*") != 0 ? host : "0.0.0.0";
     int gai = getaddrinfo(node, port, &hints, &res);
-    if (gai != 0)
-        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "http.listen: %s: %s", addr,
-                            gai_strerror(gai)),
-               -1;
+    if (gai != 0) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "%s: %s", addr, gai_strerror(gai));
+        return NULL;
+    }
+    return res;
+}
+
+ib_err_t wk_http_listen_check(const char *listen, ib_error_t *err)
+{
+    struct addrinfo *res;
+    if (!listen || !listen[0])
+        return IB_E_OK;
+    res = resolve_listen(listen, err);
+    if (!res)
+        return IB_E_CONFIG;
+    freeaddrinfo(res);
+    return IB_E_OK;
+}
+
+static int bind_listen(const char *addr, int *port_out, ib_error_t *err)
+{
+    struct addrinfo *res = resolve_listen(addr, err);
+    if (!res) {
+        ib_error_prefix(err, "http.listen");
+        return -1;
+    }
     int fd = -1, saved = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);

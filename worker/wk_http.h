@@ -64,6 +64,14 @@ typedef struct wk_http_opts {
 wk_http_t *wk_http_start(const wk_http_opts_t *opts, ib_error_t *err);
 
 /*
+ * Checks listen exactly as wk_http_start parses and resolves it, without
+ * binding (so --check-config rejects what the daemon would reject). NULL or
+ * "" is fine. Returns IB_E_OK, or IB_E_CONFIG with err saying why.
+ * thread: any.
+ */
+ib_err_t wk_http_listen_check(const char *listen, ib_error_t *err);
+
+/*
  * Stops the thread, closes every socket and frees the server. Call it after
  * the last setter call. NULL is a no-op. thread: main.
  */

@@ -38,6 +38,24 @@ INBOXD_CONFIG="$tmp/good.json" INBOXD_SERVICEBUS_PREFETCH=abc "$inboxd" --check-
 check "an env override of the wrong type exits 2" test $? = 2
 check "and names the variable" grep -q 'servicebus.prefetch: INBOXD_SERVICEBUS_PREFETCH: wrong type' "$tmp/err"
 
+# http.listen is checked as the daemon parses it: each of these would stop the
+# daemon at start, so --check-config must refuse it (exit 2, key named).
+for listen in junk 127.0.0.1:99999 127.0.0.1: ':' '[::1]' 'no.such.host.invalid:80'; do
+  INBOXD_CONFIG="$tmp/good.json" INBOXD_HTTP_LISTEN="$listen" "$inboxd" --check-config >/dev/null 2>"$tmp/err"
+  check "http.listen '$listen' exits 2" test $? = 2
+  check "http.listen '$listen' is named" grep -q '^config: http.listen: ' "$tmp/err"
+done
+for listen in 127.0.0.1:0 ':9090' '[::1]:9090' ''; do
+  INBOXD_CONFIG="$tmp/good.json" INBOXD_HTTP_LISTEN="$listen" "$inboxd" --check-config >/dev/null 2>"$tmp/err"
+  check "http.listen '$listen' is accepted" test $? = 0
+done
+# A variable that looks like a setting but is none: an error under
+# --check-config, named without its value.
+INBOXD_CONFIG="$tmp/good.json" INBOXD_NOSUCH=s3cretValue "$inboxd" --check-config >/dev/null 2>"$tmp/err"
+check "INBOXD_NOSUCH makes check-config exit 2" test $? = 2
+check "INBOXD_NOSUCH is named" grep -q '^config: INBOXD_NOSUCH: unknown environment variable' "$tmp/err"
+check "its value is not printed" bash -c "! grep -q s3cretValue '$tmp/err'"
+
 "$inboxd" --print-config --config "$tmp/good.json" >"$tmp/print" 2>&1
 check "print-config exits 0" test $? = 0
 check "print-config redacts the Service Bus key" bash -c "! grep -q Key0fTheKingdom '$tmp/print'"
