@@ -16,6 +16,7 @@
 #include <proton/codec.h>
 
 #include "ib_log.h"
+#include "ib_utf8.h"
 
 #define SEC_HEADER 0x70
 #define SEC_DELIVERY_ANN 0x71
@@ -151,6 +152,8 @@ static char *render_id(decoder_t *dc, bool message_id)
             pn_data_type(d) == PN_STRING ? pn_data_get_string(d) : pn_data_get_symbol(d);
         if (message_id && memchr(b.start, '\0', b.size))
             dc->msg->message_id_problem = "the message-id holds a NUL byte";
+        else if (message_id && !ib_utf8_valid(b.start, b.size))
+            dc->msg->message_id_problem = "the message-id is not valid UTF-8";
         return id_text(dc, has_id_prefix(b.start, b.size) ? "string:" : "", b.start, b.size);
     }
     case PN_ULONG:
@@ -418,29 +421,53 @@ static void render_prop(decoder_t *dc, sb_prop_t *p)
     }
 }
 
+/* Keeps the dead-letter fields the broker adds, wherever they sit in the map. */
+static void note_dead_letter_field(decoder_t *dc, pn_bytes_t key)
+{
+    sb_msg_t *msg = dc->msg;
+    pn_data_t *d = dc->d;
+    pn_bytes_t v;
+    if (pn_data_type(d) == PN_STRING)
+        v = pn_data_get_string(d);
+    else if (pn_data_type(d) == PN_SYMBOL)
+        v = pn_data_get_symbol(d);
+    else
+        return;
+    if (key_is(key, "DeadLetterReason") && !msg->dead_letter_reason)
+        msg->dead_letter_reason = dup_bytes(dc, v.start, v.size);
+    else if (key_is(key, "DeadLetterErrorDescription") && !msg->dead_letter_description)
+        msg->dead_letter_description = dup_bytes(dc, v.start, v.size);
+}
+
+/*
+ * At most MAX_PROPS entries are kept (memory stays bounded); a larger map
+ * is a decode error, but the whole map is still walked so that the broker's
+ * DeadLetterReason / DeadLetterErrorDescription are found wherever they are.
+ */
 static void decode_app_props(decoder_t *dc)
 {
     pn_data_t *d = dc->d;
     sb_msg_t *msg = dc->msg;
-    size_t count;
+    size_t count, keep;
     if (pn_data_type(d) != PN_MAP) {
         fail(dc, "the %s section is not a map", "application-properties");
         return;
     }
-    count = pn_data_get_map(d) / 2;
-    if (count > MAX_PROPS) {
-        fail(dc, "%s has too many entries", "application-properties");
-        return;
-    }
-    if (msg->props || count == 0)
+    if (msg->props)
         return; /* a second section is ignored */
-    msg->props = calloc(count, sizeof(sb_prop_t));
+    count = pn_data_get_map(d) / 2;
+    if (count > MAX_PROPS)
+        fail(dc, "%s has too many entries", "application-properties");
+    keep = count > MAX_PROPS ? MAX_PROPS : count;
+    if (keep == 0)
+        return;
+    msg->props = calloc(keep, sizeof(sb_prop_t));
     if (!msg->props) {
         dc->nomem = true;
         return;
     }
     pn_data_enter(d);
-    while (pn_data_next(d) && msg->nprops < count) {
+    while (pn_data_next(d) && !dc->nomem) {
         pn_bytes_t key;
         sb_prop_t *p = &msg->props[msg->nprops];
         bool keyed = map_key(d, &key);
@@ -450,18 +477,14 @@ static void decode_app_props(decoder_t *dc)
             fail(dc, "%s has a key that is not a string", "application-properties");
             continue;
         }
+        note_dead_letter_field(dc, key);
+        if (msg->nprops == keep)
+            continue;
         p->key = dup_bytes(dc, key.start, key.size);
         if (!p->key)
             break;
         render_prop(dc, p);
         msg->nprops++;
-        if (p->type == SB_PROP_STRING && p->str) {
-            if (strcmp(p->key, "DeadLetterReason") == 0 && !msg->dead_letter_reason)
-                msg->dead_letter_reason = dup_str(dc, p->str);
-            else if (strcmp(p->key, "DeadLetterErrorDescription") == 0 &&
-                     !msg->dead_letter_description)
-                msg->dead_letter_description = dup_str(dc, p->str);
-        }
     }
     pn_data_exit(d);
 }

@@ -51,7 +51,8 @@ typedef struct sb_msg {
      */
     char *message_id;
     char *correlation_id;
-    /* Why message_id cannot key the inbox although present (a NUL byte), else NULL. */
+    /* Why message_id cannot key the inbox although present (a NUL byte, or
+     * a string that is not UTF-8), else NULL. */
     const char *message_id_problem;
     char *subject;
     char *content_type;

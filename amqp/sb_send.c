@@ -256,8 +256,14 @@ static pn_message_t *build(const sb_out_msg_t *om)
     pn_data_t *ap;
     if (om->message_id) {
         pn_atom_t id;
-        id.type = PN_STRING;
-        id.u.as_bytes = pn_bytes(strlen(om->message_id), om->message_id);
+        size_t n = om->message_id_len ? om->message_id_len : strlen(om->message_id);
+        if (om->message_id_type == SB_ID_ULONG) {
+            id.type = PN_ULONG;
+            id.u.as_ulong = strtoull(om->message_id, NULL, 10);
+        } else {
+            id.type = om->message_id_type == SB_ID_BINARY ? PN_BINARY : PN_STRING;
+            id.u.as_bytes = pn_bytes(n, om->message_id);
+        }
         pn_message_set_id(m, id);
     }
     if (om->correlation_id) {

@@ -16,8 +16,17 @@
 
 typedef struct sb_sender sb_sender_t;
 
+/* The AMQP type a message-id is sent as. */
+typedef enum {
+    SB_ID_STRING = 0, /* message_id_len bytes (0: strlen) as a string */
+    SB_ID_BINARY,     /* message_id_len bytes as binary */
+    SB_ID_ULONG,      /* message_id is decimal text, sent as ulong */
+} sb_id_type_t;
+
 typedef struct sb_out_msg {
-    const char *message_id;     /* string message-id; NULL: none */
+    const char *message_id;     /* message-id; NULL: none */
+    size_t message_id_len;      /* bytes of message_id (may hold a NUL); 0: strlen */
+    sb_id_type_t message_id_type;
     const char *correlation_id; /* NULL: none */
     const char *subject;
     const char *content_type;

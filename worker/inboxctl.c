@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "ib_log.h"
+#include "ib_utf8.h"
 #include "sb_connstr.h"
 #include "sb_send.h"
 #include "wk_config.h"
@@ -322,41 +323,89 @@ static int cmd_send(sb_sender_t **s, const sb_sender_options_t *so, const opts_t
     return 0;
 }
 
+/*
+ * A JSON string of text that may not be UTF-8: bytes outside well-formed
+ * sequences become U+FFFD, so every message can be shown. NULL -> null.
+ */
+static json_t *text_json(const char *s)
+{
+    size_t cap;
+    char *buf;
+    json_t *j;
+    if (!s)
+        return json_null();
+    if (ib_utf8_valid(s, strlen(s)))
+        return json_string(s);
+    cap = strlen(s) * 3 + 1;
+    buf = malloc(cap);
+    if (!buf)
+        return json_null();
+    ib_utf8_sanitize(buf, cap, s);
+    j = json_string(buf);
+    free(buf);
+    return j;
+}
+
+static json_t *prop_json(const sb_prop_t *p)
+{
+    switch (p->type) {
+    case SB_PROP_INT64:
+        return json_integer(p->i);
+    case SB_PROP_DOUBLE:
+        return json_real(p->d);
+    case SB_PROP_BOOL:
+        return json_boolean(p->i);
+    case SB_PROP_NULL:
+        return json_null();
+    default:
+        return text_json(p->str ? p->str : "");
+    }
+}
+
+/* The body as text when it is UTF-8, else as body_hex. */
+static void body_json(json_t *j, const sb_msg_t *m)
+{
+    static const char hx[] = "0123456789abcdef";
+    char *hex;
+    if (ib_utf8_valid((const char *)m->body, m->body_len) &&
+        !memchr(m->body, '\0', m->body_len)) {
+        json_object_set_new(j, "body", json_stringn((const char *)m->body, m->body_len));
+        return;
+    }
+    hex = malloc(m->body_len * 2 + 1);
+    if (!hex)
+        return;
+    for (size_t k = 0; k < m->body_len; k++) {
+        hex[2 * k] = hx[m->body[k] >> 4];
+        hex[2 * k + 1] = hx[m->body[k] & 15];
+    }
+    json_object_set_new(j, "body", json_null());
+    json_object_set_new(j, "body_hex", json_stringn(hex, m->body_len * 2));
+    free(hex);
+}
+
 static json_t *msg_json(const sb_msg_t *m)
 {
     json_t *j = json_object(), *props = json_object();
-    json_object_set_new(j, "message_id", m->message_id ? json_string(m->message_id) : json_null());
-    json_object_set_new(j, "subject", m->subject ? json_string(m->subject) : json_null());
-    json_object_set_new(j, "session_id", m->session_id ? json_string(m->session_id) : json_null());
+    json_object_set_new(j, "message_id", text_json(m->message_id));
+    json_object_set_new(j, "subject", text_json(m->subject));
+    json_object_set_new(j, "session_id", text_json(m->session_id));
     json_object_set_new(j, "sequence_number", json_integer(m->sequence_number));
     json_object_set_new(j, "delivery_count", json_integer(m->delivery_count));
     if (m->dead_letter_reason)
-        json_object_set_new(j, "dead_letter_reason", json_string(m->dead_letter_reason));
+        json_object_set_new(j, "dead_letter_reason", text_json(m->dead_letter_reason));
     if (m->dead_letter_description)
-        json_object_set_new(j, "dead_letter_description", json_string(m->dead_letter_description));
+        json_object_set_new(j, "dead_letter_description", text_json(m->dead_letter_description));
+    /* Shown rather than skipped: e.g. more properties than inboxd keeps. */
+    if (m->decode_err.code != IB_E_OK)
+        json_object_set_new(j, "decode_error", text_json(m->decode_err.text));
     for (size_t i = 0; i < m->nprops; i++) {
-        const sb_prop_t *p = &m->props[i];
-        json_t *v;
-        switch (p->type) {
-        case SB_PROP_INT64:
-            v = json_integer(p->i);
-            break;
-        case SB_PROP_DOUBLE:
-            v = json_real(p->d);
-            break;
-        case SB_PROP_BOOL:
-            v = json_boolean(p->i);
-            break;
-        case SB_PROP_NULL:
-            v = json_null();
-            break;
-        default:
-            v = json_string(p->str ? p->str : "");
-        }
-        json_object_set_new(props, p->key, v);
+        json_t *key = text_json(m->props[i].key);
+        json_object_set_new(props, json_string_value(key), prop_json(&m->props[i]));
+        json_decref(key);
     }
     json_object_set_new(j, "properties", props);
-    json_object_set_new(j, "body", json_stringn_nocheck((const char *)m->body, m->body_len));
+    body_json(j, m);
     return j;
 }
 
@@ -381,6 +430,9 @@ static int cmd_peek(sb_sender_t *s, const opts_t *o)
             char *t = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
             if (t)
                 printf("%s\n", t);
+            else /* never skip a message silently */
+                printf("{\"sequence_number\":%lld,\"error\":\"cannot be shown\"}\n",
+                       msgs[i]->sequence_number);
             free(t);
             json_decref(j);
             if (msgs[i]->sequence_number >= from)

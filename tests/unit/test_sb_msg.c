@@ -1,11 +1,12 @@
 /* Unit tests of the message decoder (amqp/sb_msg.c). */
 #include <proton/codec.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ib_test.h"
 #include "sb_msg.h"
 
-static unsigned char buf[65536];
+static unsigned char buf[262144];
 
 /* Encodes every top-level value of d; returns the length. */
 static size_t encode(pn_data_t *d)
@@ -342,6 +343,38 @@ static void test_ids_distinct(void)
     sb_msg_clear(msg);
 }
 
+/* More properties than are kept: a decode error, memory bounded, and the
+ * broker's dead-letter fields still found after all of them. */
+static void test_many_props(void)
+{
+    pn_data_t *d = pn_data(0);
+    sb_msg_t msg;
+    char key[32];
+    size_t n;
+    section(d, 0x74);
+    pn_data_put_map(d);
+    pn_data_enter(d);
+    for (int i = 0; i < 6000; i++) {
+        snprintf(key, sizeof key, "p%d", i);
+        put_str(d, key);
+        pn_data_put_int(d, i);
+    }
+    put_str(d, "DeadLetterReason");
+    put_str(d, "MalformedMessage");
+    put_str(d, "DeadLetterErrorDescription");
+    put_str(d, "too many");
+    pn_data_exit(d);
+    pn_data_exit(d);
+    n = encode(d);
+    ASSERT_TRUE(n > 0);
+    ASSERT_EQ(sb_msg_decode(&msg, buf, n, false), IB_E_DECODE);
+    ASSERT_EQ(msg.nprops, 4096);
+    ASSERT_STREQ(msg.dead_letter_reason, "MalformedMessage");
+    ASSERT_STREQ(msg.dead_letter_description, "too many");
+    sb_msg_clear(&msg);
+    pn_data_free(d);
+}
+
 int main(void)
 {
     RUN(test_full);
@@ -349,6 +382,7 @@ int main(void)
     RUN(test_unsupported_bodies);
     RUN(test_malformed);
     RUN(test_ids_distinct);
+    RUN(test_many_props);
     RUN(test_guid);
     RUN(test_utf8_cap);
     return ib_test_done();
