@@ -26,6 +26,8 @@
     X(TLS, "TLS failure")                                                                          \
     X(DB, "database error")                                                                        \
     X(DB_CONN, "database connection lost")                                                         \
+    X(DB_SETUP, "the database's setup refuses the statement (missing object, privilege, "           \
+                "read-only, full)")                                                                \
     X(DUPLICATE, "message already processed")                                                      \
     X(CONFLICT, "idempotency key reused with a different body")                                    \
     X(LOCK_LOST, "message or session lock lost")                                                   \

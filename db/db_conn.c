@@ -117,8 +117,14 @@ ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const cha
         if (dbc)
             dbc->broken = true;
     }
-    ib_error_set(err, lost ? IB_E_DB_CONN : IB_E_DB, cls, "%s: [%s/%ld] %s", what, (char *)dg.state,
-                 (long)dg.native, (char *)dg.msg);
+    /* A configured code is the operator's word on the class; otherwise a
+     * setup error (missing table, privilege, ...) gets its own code. */
+    bool setup = !lost &&
+                 !db_codes_match(dbc ? &dbc->transient : NULL, (char *)dg.state, dg.native) &&
+                 !db_codes_match(dbc ? &dbc->permanent : NULL, (char *)dg.state, dg.native) &&
+                 db_dialect_is_setup_error(d, (char *)dg.state, dg.native, (char *)dg.msg);
+    ib_error_set(err, lost ? IB_E_DB_CONN : setup ? IB_E_DB_SETUP : IB_E_DB, cls, "%s: [%s/%ld] %s",
+                 what, (char *)dg.state, (long)dg.native, (char *)dg.msg);
     ib_strlcpy(err->sqlstate, (char *)dg.state, sizeof(err->sqlstate));
     err->native = dg.native;
     return err->code;

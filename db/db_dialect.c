@@ -314,6 +314,81 @@ bool db_dialect_is_unique_violation(db_dialect_t d, const char *sqlstate, long n
     return table_class(d, sqlstate, native) == IB_CLASS_DUPLICATE;
 }
 
+/*
+ * Setup errors. A row matches like an error-table row, and when text is set
+ * the driver's message must also contain it (SQLite reports every SQL error
+ * as native 1).
+ */
+typedef struct setup_rule {
+    const char *sqlstate;
+    long native;
+    const char *text;
+} setup_rule_t;
+
+#define ANY DB_NATIVE_ANY
+/* 42P01 undefined table, 42703 column, 42883 function, 42704 object,
+ * 3F000 schema, 42501 insufficient privilege, 25006 read-only transaction,
+ * 53100 disk full. */
+static const setup_rule_t postgresql_setup[] = {
+    {"42P01", ANY, NULL}, {"42703", ANY, NULL}, {"42883", ANY, NULL}, {"42704", ANY, NULL},
+    {"3F000", ANY, NULL}, {"42501", ANY, NULL}, {"25006", ANY, NULL}, {"53100", ANY, NULL},
+    {NULL, 0, NULL},
+};
+/* 208 invalid object name, 207 invalid column, 2812 no such procedure,
+ * 4121 no such function, 229/230/262/297/300 permission denied, 3906
+ * read-only database, 1105 filegroup full, 9002 log full. */
+static const setup_rule_t mssql_setup[] = {
+    {NULL, 208, NULL},  {NULL, 207, NULL},  {NULL, 2812, NULL}, {NULL, 4121, NULL},
+    {NULL, 229, NULL},  {NULL, 230, NULL},  {NULL, 262, NULL},  {NULL, 297, NULL},
+    {NULL, 300, NULL},  {NULL, 3906, NULL}, {NULL, 1105, NULL}, {NULL, 9002, NULL},
+    {NULL, 0, NULL},
+};
+/* 1146 no such table, 1054 unknown column, 1305 no such function, 1142/1143
+ * command or column denied, 1044 database denied, 1290/1792 read-only,
+ * 1021 disk full, 1114 table full. */
+static const setup_rule_t mariadb_setup[] = {
+    {NULL, 1146, NULL}, {NULL, 1054, NULL}, {NULL, 1305, NULL}, {NULL, 1142, NULL},
+    {NULL, 1143, NULL}, {NULL, 1044, NULL}, {NULL, 1290, NULL}, {NULL, 1792, NULL},
+    {NULL, 1021, NULL}, {NULL, 1114, NULL}, {NULL, 0, NULL},
+};
+/* 3 PERM, 8 READONLY, 13 FULL, 23 AUTH; 1 ERROR only for a missing object. */
+static const setup_rule_t sqlite_setup[] = {
+    {NULL, 3, NULL},  {NULL, 8, NULL},  {NULL, 13, NULL}, {NULL, 23, NULL},
+    {NULL, 1, "no such table"}, {NULL, 1, "no such column"}, {NULL, 1, "no such function"},
+    {NULL, 0, NULL},
+};
+#undef ANY
+
+bool db_dialect_is_setup_error(db_dialect_t d, const char *sqlstate, long native,
+                               const char *text)
+{
+    const setup_rule_t *r;
+    switch (d) {
+    case DB_DIALECT_POSTGRESQL:
+        r = postgresql_setup;
+        break;
+    case DB_DIALECT_MSSQL:
+        r = mssql_setup;
+        break;
+    case DB_DIALECT_MARIADB:
+        r = mariadb_setup;
+        break;
+    case DB_DIALECT_SQLITE:
+        r = sqlite_setup;
+        break;
+    default:
+        return false;
+    }
+    for (; r->sqlstate || r->native; r++) {
+        db_errrule_t as_rule = {r->sqlstate, r->native, IB_CLASS_PERMANENT};
+        if (!rule_matches(&as_rule, sqlstate, native))
+            continue;
+        if (!r->text || (text && strstr(text, r->text)))
+            return true;
+    }
+    return false;
+}
+
 bool db_dialect_is_conn_lost(db_dialect_t d, const char *sqlstate, long native)
 {
     if (sqlstate && strncmp(sqlstate, "08", 2) == 0)

@@ -105,6 +105,16 @@ bool db_dialect_is_unique_violation(db_dialect_t d, const char *sqlstate, long n
  * text alone. thread: any (db_unique.c).
  */
 bool db_unique_violation(db_dialect_t d, const ib_error_t *err, char *name, size_t size);
+/*
+ * True when the error is about the database's setup rather than the data of
+ * one message: an undefined table, column or function, a missing privilege,
+ * a read-only database, a full disk. Such an error repeats for every message
+ * until an operator fixes it, so it must never dead-letter them one by one.
+ * Per dialect, as data (db_dialect.c); text is the driver's message, needed
+ * only where the dialect has no distinct code (SQLite's "no such table").
+ */
+bool db_dialect_is_setup_error(db_dialect_t d, const char *sqlstate, long native,
+                               const char *text);
 /* True when the error means the connection is gone and must be reopened. */
 bool db_dialect_is_conn_lost(db_dialect_t d, const char *sqlstate, long native);
 /*

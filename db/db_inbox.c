@@ -106,6 +106,17 @@ static ib_err_t insert_row(db_conn_t *dbc, const db_claim_t *c, const char *stat
     return db_run(dbc, dbc->sql_insert, b, 12, NULL, NULL, NULL, err);
 }
 
+/*
+ * A setup error (missing table, privilege, read-only, full) in one of the
+ * inbox's own statements is never the message's fault: it stays transient
+ * whatever the error table says, so no message is dead-lettered for it.
+ */
+static void inbox_setup_transient(ib_error_t *err)
+{
+    if (err->code == IB_E_DB_SETUP)
+        err->cls = IB_CLASS_TRANSIENT;
+}
+
 typedef struct existing {
     const char *want_hash;
     int rows;
@@ -145,6 +156,8 @@ static db_outcome_t decide_existing(db_conn_t *dbc, const db_claim_t *c, const i
     if (db_run(dbc, dbc->sql_existing, b, 3, existing_row, &ex, NULL, err) != IB_E_OK) {
         if (err->cls == IB_CLASS_DUPLICATE)
             err->cls = IB_CLASS_PERMANENT;
+        inbox_setup_transient(err);
+        ib_error_prefix(err, "inbox lookup in %s", dbc->table);
         db_rollback_quiet(dbc);
         return DB_FAILED;
     }
@@ -188,7 +201,8 @@ static db_outcome_t insert_failed(db_conn_t *dbc, const db_claim_t *c, ib_error_
         return decide_existing(dbc, c, &viol, err);
     if (err->cls == IB_CLASS_DUPLICATE)
         err->cls = IB_CLASS_PERMANENT;
-    ib_error_prefix(err, "inbox insert");
+    inbox_setup_transient(err);
+    ib_error_prefix(err, "inbox insert into %s", dbc->table);
     return DB_FAILED;
 }
 
@@ -245,6 +259,7 @@ static db_outcome_t commit_or_fail(db_conn_t *dbc, ib_error_t *err)
          * retry is safe: the inbox row turns a committed first attempt into
          * a duplicate. So it stays transient.
          */
+        inbox_setup_transient(err);
         ib_error_prefix(err, "commit");
         return DB_FAILED;
     }
@@ -440,6 +455,7 @@ size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n)
                 st[i] = BATCH_LOOKUP;
             else if (err->cls == IB_CLASS_DUPLICATE)
                 err->cls = IB_CLASS_PERMANENT;
+            inbox_setup_transient(err);
             if (st[i] != BATCH_LOOKUP && err->cls != IB_CLASS_PERMANENT) {
                 whole = *err;
                 failed = true;

@@ -281,6 +281,72 @@ static void test_second_copy_waits(void)
     db_conn_free(jb.dbc);
 }
 
+/*
+ * Setup errors (a revoked privilege, a table renamed away) carry their own
+ * code. On the inbox's own statements they are transient: never the
+ * message's fault. On a route statement the class stays permanent and the
+ * worker decides (its circuit breaker). The connection is a role without
+ * superuser rights, so that REVOKE bites.
+ */
+static void test_setup_errors(void)
+{
+    char role[64], sql[256];
+    tl_db_t app = T;
+    char *uid;
+    db_stmt_t ins = {"INSERT INTO biz (msg_id) VALUES ('s')", NULL, 0};
+
+    snprintf(role, sizeof role, "%s_app", T.name);
+    snprintf(sql, sizeof sql, "CREATE ROLE %s LOGIN", role);
+    ASSERT_EQ(tl_exec(&T, sql), 0);
+    snprintf(sql, sizeof sql, "GRANT ALL ON inbox, biz TO %s", role);
+    ASSERT_EQ(tl_exec(&T, sql), 0);
+    uid = strstr(app.connstr, "Uid=postgres");
+    ASSERT_TRUE(uid != NULL);
+    snprintf(uid, sizeof(app.connstr) - (size_t)(uid - app.connstr), "Uid=%s;Pwd=", role);
+    db_conn_t *dbc = tl_conn(&app);
+    job_t j = {dbc, "setup1", "s", &ins, 1, 0, DB_FAILED, {0}};
+
+    run_job(&j);
+    ASSERT_EQ(j.out, DB_APPLIED);
+
+    snprintf(sql, sizeof sql, "REVOKE ALL ON inbox FROM %s", role);
+    ASSERT_EQ(tl_exec(&T, sql), 0);
+    j.msg_id = "setup2";
+    run_job(&j);
+    ASSERT_EQ(j.out, DB_FAILED);
+    ASSERT_EQ(j.err.code, IB_E_DB_SETUP);
+    ASSERT_EQ(j.err.cls, IB_CLASS_TRANSIENT);
+    ASSERT_STREQ(j.err.sqlstate, "42501");
+    ASSERT_CONTAINS(j.err.text, "inbox insert into inbox");
+    snprintf(sql, sizeof sql, "GRANT ALL ON inbox TO %s", role);
+    ASSERT_EQ(tl_exec(&T, sql), 0);
+
+    ASSERT_EQ(tl_exec(&T, "ALTER TABLE biz RENAME TO biz_away"), 0);
+    run_job(&j);
+    ASSERT_EQ(j.out, DB_FAILED);
+    ASSERT_EQ(j.err.code, IB_E_DB_SETUP);
+    ASSERT_EQ(j.err.cls, IB_CLASS_PERMANENT); /* a route statement: the worker decides */
+    ASSERT_STREQ(j.err.sqlstate, "42P01");
+    ASSERT_EQ(tl_exec(&T, "ALTER TABLE biz_away RENAME TO biz"), 0);
+
+    /* A data error stays an ordinary permanent database error. */
+    db_stmt_t bad = {"INSERT INTO biz (msg_id) VALUES (repeat('x', 40))", NULL, 0};
+    j.stmts = &bad;
+    run_job(&j);
+    ASSERT_EQ(j.out, DB_FAILED);
+    ASSERT_EQ(j.err.code, IB_E_DB);
+    ASSERT_EQ(j.err.cls, IB_CLASS_PERMANENT);
+    j.stmts = &ins;
+    run_job(&j);
+    ASSERT_EQ(j.out, DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id IN ('setup1', 'setup2')"), 2);
+    db_conn_free(dbc);
+    snprintf(sql, sizeof sql, "DROP OWNED BY %s", role);
+    tl_exec(&T, sql);
+    snprintf(sql, sizeof sql, "DROP ROLE %s", role);
+    tl_exec(&T, sql);
+}
+
 int main(int argc, char **argv)
 {
     ib_error_t err;
@@ -305,6 +371,7 @@ int main(int argc, char **argv)
     RUN(test_unreachable_database_is_transient);
     RUN(test_statement_timeout_is_transient);
     RUN(test_second_copy_waits);
+    RUN(test_setup_errors);
     tl_db_drop(&T);
     return ib_test_done();
 }

@@ -599,6 +599,29 @@ static void test_outcome_names(void)
     ASSERT_STREQ(db_outcome_name(DB_FAILED), "failed");
 }
 
+/* Setup errors per dialect: configuration of the database, not a bad message. */
+static void test_setup_errors(void)
+{
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_POSTGRESQL, "42P01", 1, "relation"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_POSTGRESQL, "42501", 1, "permission denied"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_POSTGRESQL, "25006", 1, "read-only"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_POSTGRESQL, "53100", 1, "disk full"));
+    ASSERT_TRUE(!db_dialect_is_setup_error(DB_DIALECT_POSTGRESQL, "42601", 1, "syntax error"));
+    ASSERT_TRUE(!db_dialect_is_setup_error(DB_DIALECT_POSTGRESQL, "22P02", 1, "invalid input"));
+    ASSERT_TRUE(!db_dialect_is_setup_error(DB_DIALECT_POSTGRESQL, "23505", 1, "duplicate"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_MSSQL, "42S02", 208, "Invalid object name"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_MSSQL, "42000", 229, "permission denied"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_MSSQL, "42000", 3906, "read-only"));
+    ASSERT_TRUE(!db_dialect_is_setup_error(DB_DIALECT_MSSQL, "42000", 50400, "THROW"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_MARIADB, "42S02", 1146, "doesn't exist"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_MARIADB, "42000", 1142, "denied"));
+    ASSERT_TRUE(!db_dialect_is_setup_error(DB_DIALECT_MARIADB, "23000", 1062, "Duplicate"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_SQLITE, "HY000", 1, "no such table: items"));
+    ASSERT_TRUE(db_dialect_is_setup_error(DB_DIALECT_SQLITE, "HY000", 8, "readonly database"));
+    ASSERT_TRUE(!db_dialect_is_setup_error(DB_DIALECT_SQLITE, "HY000", 1, "near \"x\": syntax"));
+    ASSERT_TRUE(!db_dialect_is_setup_error(DB_DIALECT_SQLITE, "HY000", 19, "UNIQUE constraint"));
+}
+
 int main(void)
 {
     RUN(test_dialect_names);
@@ -621,5 +644,6 @@ int main(void)
     RUN(test_sha256);
     RUN(test_utf16);
     RUN(test_outcome_names);
+    RUN(test_setup_errors);
     return ib_test_done();
 }
