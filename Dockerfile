@@ -1,12 +1,18 @@
 # inboxd container image.
 #
-# The build stage runs exactly what a developer runs (see README.md,
-# "Building by hand"): scripts/install-deps, then the CMake configure and
-# build. The runtime stage holds only the two binaries, the shared libraries
-# they load and the ODBC drivers Debian ships: psqlODBC ("PostgreSQL
-# Unicode"), SQLite ("SQLite3") and FreeTDS ("FreeTDS", for SQL Server).
+# The build stage runs what a developer runs (see README.md, "Building by
+# hand"), limited to what building needs: scripts/install-deps --build-only
+# (no PostgreSQL, Go or Node), then the CMake configure and the build of the
+# two binaries. The runtime stage holds only inboxd and inboxctl, the shared
+# libraries they load and the ODBC drivers Debian ships, each registered in
+# /etc/odbcinst.ini under the name a connection string uses: FreeTDS
+# ("FreeTDS", for SQL Server, always), psqlODBC ("PostgreSQL Unicode") and
+# SQLite ("SQLite3").
 #
 #   docker build -t inboxd .
+#
+# scripts/image-check builds it for real (buildah, no daemon) and runs the
+# image's inboxd against the bundled Service Bus emulator.
 #
 # Microsoft's "ODBC Driver 18 for SQL Server" is not in Debian. Build with
 #
@@ -25,9 +31,9 @@ FROM debian:12 AS build
 WORKDIR /src
 # Dependencies first, so their layer is reused while only sources change.
 COPY scripts/install-deps scripts/install-deps
-RUN scripts/install-deps
+RUN scripts/install-deps --build-only
 COPY . .
-RUN cmake -S . -B build && cmake --build build -j"$(nproc)"
+RUN cmake -S . -B build && cmake --build build -j"$(nproc)" --target inboxd inboxctl
 
 FROM debian:12-slim AS runtime
 ARG MSODBCSQL18=0
@@ -48,6 +54,7 @@ RUN set -eux; \
         apt-get purge -y --auto-remove curl gpg; \
     fi; \
     rm -rf /var/lib/apt/lists/*; \
+    for d in FreeTDS "PostgreSQL Unicode" SQLite3; do odbcinst -q -d -n "$d" >/dev/null; done; \
     odbcinst -q -d; \
     groupadd --system --gid 10001 inboxd; \
     useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \

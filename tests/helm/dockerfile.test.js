@@ -88,15 +88,23 @@ test('multi-stage on Debian 12', () => {
   assert.notEqual(runtime, build, 'the last stage is not the build stage');
 });
 
-test('build stage runs the commands the README documents', () => {
+test('build stage runs the commands the README documents, build needs only', () => {
   const cmds = readmeBuildCommands();
   const deps = cmds.find((c) => c.includes('scripts/install-deps'));
   const make = cmds.find((c) => c.startsWith('cmake -S . -B build '));
   assert.ok(deps && make, `README build block lacks install-deps or the cmake build: ${cmds.join(' | ')}`);
   const r = runs(build);
-  assert.ok(r.includes(deps), `no RUN ${deps}`);
-  assert.ok(r.includes(make), `no RUN ${make} (have: ${r.join(' | ')})`);
-  assert.ok(r.indexOf(deps) < r.indexOf(make), 'dependencies before the build');
+  const d = r.findIndex((x) => x === `${deps} --build-only`);
+  const m = r.findIndex((x) => x.startsWith(make));
+  assert.ok(d >= 0, `no RUN ${deps} --build-only (have: ${r.join(' | ')})`);
+  assert.ok(m >= 0, `no RUN ${make}... (have: ${r.join(' | ')})`);
+  assert.ok(d < m, 'dependencies before the build');
+  /* --build-only installs no database server, Go or Node. */
+  const script = fs.readFileSync(path.join(repo, 'scripts', 'install-deps'), 'utf8');
+  const list = /build_packages=\(([^)]*)\)/.exec(script);
+  assert.ok(list, 'scripts/install-deps has a build_packages list');
+  for (const p of ['postgresql', 'golang', 'nodejs', 'npm', 'sqlite3', 'jq'])
+    assert.ok(!new RegExp(`\\b${p}\\b`).test(list[1]), `build_packages must not hold ${p}`);
 });
 
 test('runtime stage holds the binaries, ODBC drivers and no toolchain', () => {
