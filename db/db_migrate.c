@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "db_effect.h"
 #include "ib_log.h"
 
 #define MIGRATE_ATTEMPTS 8
@@ -159,6 +160,9 @@ ib_err_t db_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
             if (db_conn_ensure(dbc, err) != IB_E_OK)
                 continue;
         }
+        /* The columns of effects beyond the database, on old tables too. */
+        if (db_effect_migrate(dbc, true, err) != IB_E_OK)
+            return err->code;
     }
     return probe(dbc, err);
 }

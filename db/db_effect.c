@@ -1,0 +1,676 @@
+/*
+ * db_effect.c - the claim protocol of effects beyond the database, its
+ * statement text per dialect, the columns it adds to the inbox table, and
+ * the operator's list and resolve. See db_effect.h.
+ *
+ * thread: the owner of dbc.
+ */
+#include "db_effect.h"
+
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db_conn_int.h"
+#include "ib_log.h"
+
+#define DETAIL_MAX 2000
+
+const char *db_claim_outcome_name(db_claim_outcome_t o)
+{
+    static const char *const names[] = {"new",  "taken_over", "retry", "done",
+                                        "busy", "conflict",   "failed"};
+    return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "unknown";
+}
+
+/* ---- statement text ------------------------------------------------------ */
+
+typedef struct newcol {
+    const char *name;
+    const char *type[4]; /* mssql, postgresql, sqlite, mariadb */
+} newcol_t;
+
+static const newcol_t new_columns[] = {
+    {"lease_until", {"datetime2(3)", "timestamp(3)", "TEXT", "datetime(3)"}},
+    {"claim_token", {"varchar(32)", "varchar(32)", "TEXT", "varchar(32)"}},
+    {"remote_id", {"nvarchar(400)", "varchar(400)", "TEXT", "varchar(400)"}},
+    {"remote_status", {"int", "integer", "INTEGER", "int"}},
+    {"attempts", {"int", "integer", "INTEGER", "int"}},
+    {"resolution", {"varchar(16)", "varchar(16)", "TEXT", "varchar(16)"}},
+    {"resolution_note", {"nvarchar(2000)", "varchar(2000)", "TEXT", "varchar(2000)"}},
+    {"resolved_at", {"datetime2(3)", "timestamp(3)", "TEXT", "datetime(3)"}},
+};
+#define NEW_COLUMNS (sizeof(new_columns) / sizeof(new_columns[0]))
+
+static const char *base_name(const char *table)
+{
+    const char *dot = strrchr(table, '.');
+    return dot ? dot + 1 : table;
+}
+
+static int dialect_index(db_dialect_t d)
+{
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return 0;
+    case DB_DIALECT_SQLITE:
+        return 2;
+    case DB_DIALECT_MARIADB:
+        return 3;
+    default:
+        return 1;
+    }
+}
+
+/* Now plus secs by the database's clock, as an SQL expression. */
+static void now_plus(db_dialect_t d, long secs, char *buf, size_t size)
+{
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        snprintf(buf, size, "DATEADD(second, %ld, SYSUTCDATETIME())", secs);
+        break;
+    case DB_DIALECT_SQLITE:
+        snprintf(buf, size, "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%+ld seconds')", secs);
+        break;
+    case DB_DIALECT_MARIADB:
+        snprintf(buf, size, "DATE_ADD(UTC_TIMESTAMP(3), INTERVAL %ld SECOND)", secs);
+        break;
+    default:
+        snprintf(buf, size, "(clock_timestamp() AT TIME ZONE 'UTC') + interval '%ld seconds'",
+                 secs);
+        break;
+    }
+}
+
+/* 1 when column col exists on table, as one row with one integer. */
+static void sql_has_column(db_dialect_t d, const char *table, const char *col, char *buf,
+                           size_t size)
+{
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        snprintf(buf, size, "SELECT CASE WHEN COL_LENGTH(N'%s', N'%s') IS NULL THEN 0 ELSE 1 END",
+                 table, col);
+        break;
+    case DB_DIALECT_SQLITE:
+        snprintf(buf, size, "SELECT COUNT(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+                 base_name(table), col);
+        break;
+    case DB_DIALECT_MARIADB:
+        snprintf(buf, size,
+                 "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = "
+                 "DATABASE() AND table_name = '%s' AND column_name = '%s'",
+                 base_name(table), col);
+        break;
+    default:
+        snprintf(buf, size,
+                 "SELECT COUNT(*) FROM pg_attribute WHERE attrelid = to_regclass('%s') AND "
+                 "attname = '%s' AND NOT attisdropped",
+                 table, col);
+        break;
+    }
+}
+
+static void sql_add_column(db_dialect_t d, const char *table, const newcol_t *c, char *buf,
+                           size_t size)
+{
+    const char *type = c->type[dialect_index(d)];
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        snprintf(buf, size, "ALTER TABLE %s ADD %s %s NULL", table, c->name, type);
+        break;
+    case DB_DIALECT_SQLITE:
+        snprintf(buf, size, "ALTER TABLE %s ADD COLUMN %s %s", table, c->name, type);
+        break;
+    default: /* PostgreSQL and MariaDB: safe even if a racing migrator added it */
+        snprintf(buf, size, "ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s NULL", table, c->name,
+                 type);
+        break;
+    }
+}
+
+typedef enum {
+    SQL_CLAIM_INSERT,
+    SQL_LOOKUP,
+    SQL_TAKEOVER,
+    SQL_TAKE_RETRY,
+    SQL_RENEW,
+    SQL_FINISH,
+    SQL_RELEASE_DELETE,
+    SQL_RELEASE_EXPIRE,
+    SQL_LIST,
+    SQL_RESOLVE_PROCESSED,
+    SQL_RESOLVE_RETRY,
+} effect_sql_t;
+
+#define WHERE_ROW "WHERE consumer = ? AND message_id = ?"
+#define WHERE_OURS WHERE_ROW " AND status = 'claimed' AND claim_token = ?"
+
+/* Statement text; lease_s is pasted in as an integer (never user text). */
+static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, long lease_s,
+                           char *buf, size_t size)
+{
+    char lease[160];
+    const char *now = db_sql_now(d);
+    int n = -1;
+    if (!db_table_name_valid(t))
+        return IB_E_INVAL;
+    now_plus(d, lease_s, lease, sizeof lease);
+    switch (which) {
+    case SQL_CLAIM_INSERT:
+        n = snprintf(buf, size,
+                     "INSERT INTO %s (consumer, message_id, idempotency_key, body_sha256, status, "
+                     "entity, sequence_number, delivery_count, enqueued_at, received_at, "
+                     "processed_at, lease_until, claim_token, attempts) VALUES (?, ?, ?, ?, "
+                     "'claimed', ?, ?, ?, ?, ?, %s, %s, ?, 1)",
+                     t, now, lease);
+        break;
+    case SQL_LOOKUP:
+        n = snprintf(buf, size,
+                     "SELECT message_id, body_sha256, status, CASE WHEN lease_until IS NULL OR "
+                     "lease_until < %s THEN 1 ELSE 0 END, remote_id, attempts FROM %s WHERE "
+                     "consumer = ? AND (message_id = ? OR idempotency_key = ?)",
+                     now, t);
+        break;
+    case SQL_TAKEOVER:
+        n = snprintf(buf, size,
+                     "UPDATE %s SET claim_token = ?, lease_until = %s, attempts = "
+                     "COALESCE(attempts, 0) + 1 " WHERE_ROW " AND status = 'claimed' AND "
+                     "(lease_until IS NULL OR lease_until < %s)",
+                     t, lease, now);
+        break;
+    case SQL_TAKE_RETRY:
+        n = snprintf(buf, size,
+                     "UPDATE %s SET status = 'claimed', claim_token = ?, lease_until = %s, "
+                     "attempts = COALESCE(attempts, 0) + 1 " WHERE_ROW " AND status = 'retry'",
+                     t, lease);
+        break;
+    case SQL_RENEW:
+        n = snprintf(buf, size, "UPDATE %s SET lease_until = %s " WHERE_OURS, t, lease);
+        break;
+    case SQL_FINISH:
+        n = snprintf(buf, size,
+                     "UPDATE %s SET status = ?, remote_id = ?, remote_status = ?, error_class = ?, "
+                     "error_detail = ?, processed_at = %s, lease_until = NULL " WHERE_OURS,
+                     t, now);
+        break;
+    case SQL_RELEASE_DELETE:
+        n = snprintf(buf, size, "DELETE FROM %s " WHERE_OURS, t);
+        break;
+    case SQL_RELEASE_EXPIRE:
+        n = snprintf(buf, size, "UPDATE %s SET lease_until = %s " WHERE_OURS, t, now);
+        break;
+    case SQL_LIST:
+        n = snprintf(buf, size,
+                     "SELECT consumer, message_id, idempotency_key, status, error_class, "
+                     "error_detail, remote_id, remote_status, attempts, processed_at, "
+                     "lease_until, resolution, resolution_note FROM %s WHERE status = ?%s "
+                     "ORDER BY processed_at, consumer, message_id",
+                     t, lease_s ? " AND consumer = ?" : "");
+        break;
+    case SQL_RESOLVE_PROCESSED:
+        n = snprintf(buf, size,
+                     "UPDATE %s SET status = 'processed', remote_id = COALESCE(?, remote_id), "
+                     "resolution = 'processed', resolution_note = ?, resolved_at = %s, "
+                     "lease_until = NULL " WHERE_ROW " AND status IN ('uncertain', 'failed')",
+                     t, now);
+        break;
+    case SQL_RESOLVE_RETRY:
+        n = snprintf(buf, size,
+                     "UPDATE %s SET status = 'retry', resolution = 'retry', resolution_note = ?, "
+                     "resolved_at = %s, lease_until = NULL " WHERE_ROW
+                     " AND status IN ('uncertain', 'failed')",
+                     t, now);
+        break;
+    }
+    return (n < 0 || (size_t)n >= size) ? IB_E_INVAL : IB_E_OK;
+}
+
+/* ---- migration ------------------------------------------------------------- */
+
+/*
+ * The ALTER statements for the columns table lacks, into stmts (pointing
+ * into buf). Returns the number, or -1 with err filled. Ends the read
+ * transaction.
+ */
+static int missing_columns(db_conn_t *dbc, char *buf, size_t size, const char **stmts,
+                           const char **first, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    size_t used = 0;
+    int n = 0;
+    *first = NULL;
+    for (size_t i = 0; i < NEW_COLUMNS; i++) {
+        long long has = 0;
+        sql_has_column(dbc->dialect, dbc->table, new_columns[i].name, sql, sizeof sql);
+        if (db_run(dbc, sql, NULL, 0, db_row_first_int, &has, NULL, err) != IB_E_OK) {
+            db_rollback_quiet(dbc);
+            if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            return -1;
+        }
+        if (has)
+            continue;
+        if (!*first)
+            *first = new_columns[i].name;
+        sql_add_column(dbc->dialect, dbc->table, &new_columns[i], buf + used, size - used);
+        stmts[n++] = buf + used;
+        used += strlen(buf + used) + 1;
+    }
+    db_rollback_quiet(dbc);
+    return n;
+}
+
+ib_err_t db_effect_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
+{
+    char buf[NEW_COLUMNS * 160];
+    const char *stmts[NEW_COLUMNS], *first;
+    ib_error_clear(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    for (int attempt = 1;; attempt++) {
+        int n = -1;
+        if (db_conn_ensure(dbc, err) == IB_E_OK)
+            n = missing_columns(dbc, buf, sizeof buf, stmts, &first, err);
+        if (n == 0)
+            return IB_E_OK;
+        if (n > 0 && !create)
+            return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                                "db.inbox_table: table '%s' lacks column %s, which HTTP routes "
+                                "need (set db.migrate true, or add the columns db.migrate adds)",
+                                dbc->table, first);
+        /* Under the migration lock; a racing migrator's column shows on the re-probe. */
+        if (n > 0 && db_migrate_ddl(dbc, dbc->table, stmts, (size_t)n, err) == IB_E_OK) {
+            IB_LOG(IB_LOG_INFO, "db_migrate", IB_MSG("inbox columns added"),
+                   IB_S("table", dbc->table), IB_I("columns", n));
+            continue;
+        }
+        if (attempt >= 8) {
+            if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            ib_error_prefix(err, "db.migrate: inbox columns of '%s'", dbc->table);
+            return err->code;
+        }
+        struct timespec ts = {0, 50L * 1000000L * attempt};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ---- the claim ------------------------------------------------------------- */
+
+static void new_token(char out[33])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char r[16];
+    if (RAND_bytes(r, sizeof r) != 1) {
+        /* Only an exhausted entropy source gets here; uniqueness still comes
+         * from the clock and the address of out. */
+        long long v = ib_now_ms() ^ (long long)(size_t)out;
+        memcpy(r, &v, sizeof v);
+        memcpy(r + 8, &v, sizeof v);
+    }
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = digits[r[i] >> 4];
+        out[2 * i + 1] = digits[r[i] & 0xf];
+    }
+    out[32] = '\0';
+}
+
+static void get_text(SQLHSTMT st, SQLUSMALLINT col, char *buf, size_t size)
+{
+    SQLLEN ind = 0;
+    buf[0] = '\0';
+    SQLRETURN rc = SQLGetData(st, col, SQL_C_CHAR, buf, (SQLLEN)size, &ind);
+    if (!(rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO) || ind == SQL_NULL_DATA)
+        buf[0] = '\0';
+}
+
+static long long get_int(SQLHSTMT st, SQLUSMALLINT col)
+{
+    SQLBIGINT v = 0;
+    SQLLEN ind = 0;
+    SQLRETURN rc = SQLGetData(st, col, SQL_C_SBIGINT, &v, sizeof v, &ind);
+    return (rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO) && ind != SQL_NULL_DATA ? v : 0;
+}
+
+typedef struct found {
+    bool any;
+    char message_id[129], hash[80], status[17], remote_id[401];
+    bool expired;
+    long long attempts;
+} found_t;
+
+static bool found_row(SQLHSTMT st, void *arg)
+{
+    found_t *f = arg;
+    f->any = true;
+    get_text(st, 1, f->message_id, sizeof f->message_id);
+    get_text(st, 2, f->hash, sizeof f->hash);
+    get_text(st, 3, f->status, sizeof f->status);
+    f->expired = get_int(st, 4) != 0;
+    get_text(st, 5, f->remote_id, sizeof f->remote_id);
+    f->attempts = get_int(st, 6);
+    return false; /* (message_id, key) pairs belong to one row per consumer */
+}
+
+static db_claim_outcome_t claim_failed(db_conn_t *dbc, ib_error_t *err, const char *what)
+{
+    db_rollback_quiet(dbc);
+    if (err->cls == IB_CLASS_DUPLICATE)
+        err->cls = IB_CLASS_PERMANENT;
+    if (err->code == IB_E_DB_CONN)
+        err->cls = IB_CLASS_TRANSIENT; /* never the message's fault */
+    ib_error_prefix(err, "%s", what);
+    return DB_CLAIM_FAILED;
+}
+
+/* One conditional UPDATE; the row count says whether we won. */
+static db_claim_outcome_t take(db_conn_t *dbc, const db_claim_t *c, effect_sql_t which,
+                               long lease_s, db_claim_row_t *row, db_claim_outcome_t won,
+                               ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long n = 0;
+    new_token(row->token);
+    if (effect_sql(dbc->dialect, dbc->table, which, lease_s, sql, sizeof sql) != IB_E_OK) {
+        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "claim statement too long");
+        return DB_CLAIM_FAILED;
+    }
+    db_bind_t b[3] = {DB_B(DB_TEXT(row->token)), DB_B(DB_TEXT(c->consumer)),
+                      DB_B(DB_TEXT(row->message_id))};
+    if (db_run(dbc, sql, b, 3, NULL, NULL, &n, err) != IB_E_OK ||
+        db_end(dbc, true, err) != IB_E_OK)
+        return claim_failed(dbc, err, "claim takeover");
+    if (n != 1) {
+        row->token[0] = '\0';
+        return DB_CLAIM_BUSY; /* another taker won */
+    }
+    row->attempts++;
+    return won;
+}
+
+static db_claim_outcome_t insert_claim(db_conn_t *dbc, const db_claim_t *c, long lease_s,
+                                       db_claim_row_t *row, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long received = c->received_at_ms > 0 ? c->received_at_ms : ib_now_ms();
+    if (effect_sql(dbc->dialect, dbc->table, SQL_CLAIM_INSERT, lease_s, sql, sizeof sql) !=
+        IB_E_OK) {
+        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "claim statement too long");
+        return DB_CLAIM_FAILED;
+    }
+    new_token(row->token);
+    db_bind_t b[10] = {DB_B(DB_TEXT(c->consumer)),
+                       DB_B(DB_TEXT(c->message_id)),
+                       DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL()),
+                       DB_B(DB_TEXT(c->body_sha256)),
+                       DB_B(c->entity ? DB_TEXT(c->entity) : DB_NULL()),
+                       DB_B(DB_INT(c->sequence_number)),
+                       DB_B(DB_INT(c->delivery_count)),
+                       DB_B_TS(c->enqueued_at_ms),
+                       DB_B_TS(received),
+                       DB_B(DB_TEXT(row->token))};
+    if (db_run(dbc, sql, b, 10, NULL, NULL, NULL, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        return DB_CLAIM_FAILED;
+    }
+    if (db_end(dbc, true, err) != IB_E_OK)
+        return claim_failed(dbc, err, "claim commit");
+    ib_strlcpy(row->message_id, c->message_id, sizeof row->message_id);
+    ib_strlcpy(row->status, "claimed", sizeof row->status);
+    row->attempts = 1;
+    return DB_CLAIM_NEW;
+}
+
+/* The row that holds our message id or key decides what happens next. */
+static db_claim_outcome_t existing(db_conn_t *dbc, const db_claim_t *c, long lease_s,
+                                   db_claim_row_t *row, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    found_t f = {0};
+    effect_sql(dbc->dialect, dbc->table, SQL_LOOKUP, lease_s, sql, sizeof sql);
+    db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
+                      DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
+    if (db_run(dbc, sql, b, 3, found_row, &f, NULL, err) != IB_E_OK)
+        return claim_failed(dbc, err, "claim lookup");
+    db_rollback_quiet(dbc);
+    if (!f.any) {
+        ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                     "inbox key was contended and released again; retry");
+        return DB_CLAIM_FAILED;
+    }
+    if (strncmp(f.hash, c->body_sha256, 64) != 0) {
+        ib_error_set(err, IB_E_CONFLICT, IB_CLASS_PERMANENT,
+                     "idempotency key already used by a message with another body");
+        return DB_CLAIM_CONFLICT;
+    }
+    ib_strlcpy(row->message_id, f.message_id, sizeof row->message_id);
+    ib_strlcpy(row->status, f.status, sizeof row->status);
+    ib_strlcpy(row->remote_id, f.remote_id, sizeof row->remote_id);
+    row->attempts = f.attempts;
+    if (strcmp(f.status, "retry") == 0)
+        return take(dbc, c, SQL_TAKE_RETRY, lease_s, row, DB_CLAIM_RETRY, err);
+    if (strcmp(f.status, "claimed") != 0)
+        return DB_CLAIM_DONE;
+    if (!f.expired)
+        return DB_CLAIM_BUSY;
+    return take(dbc, c, SQL_TAKEOVER, lease_s, row, DB_CLAIM_TAKEN_OVER, err);
+}
+
+db_claim_outcome_t db_effect_claim(db_conn_t *dbc, const db_claim_t *c, long lease_s,
+                                   db_claim_row_t *row, ib_error_t *err)
+{
+    memset(row, 0, sizeof(*row));
+    ib_error_clear(err);
+    if (!c || !c->consumer || !c->message_id || !c->body_sha256 || lease_s <= 0) {
+        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "claim: missing identity or lease");
+        return DB_CLAIM_FAILED;
+    }
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK) {
+        err->cls = IB_CLASS_TRANSIENT;
+        return DB_CLAIM_FAILED;
+    }
+    db_claim_outcome_t o = insert_claim(dbc, c, lease_s, row, err);
+    if (o != DB_CLAIM_FAILED)
+        return o;
+    if (err->code == IB_E_DB_CONN ||
+        !db_dialect_is_unique_violation(dbc->dialect, err->sqlstate, err->native))
+        return claim_failed(dbc, err, "claim insert");
+    return existing(dbc, c, lease_s, row, err);
+}
+
+/* Runs one statement on our claimed row; IB_E_LOCK_LOST when it is not ours. */
+static ib_err_t on_ours(db_conn_t *dbc, effect_sql_t which, long lease_s, const char *consumer,
+                        const db_claim_row_t *row, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long n = 0;
+    ib_error_clear(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK) {
+        err->cls = IB_CLASS_TRANSIENT;
+        return err->code;
+    }
+    effect_sql(dbc->dialect, dbc->table, which, lease_s, sql, sizeof sql);
+    db_bind_t b[3] = {DB_B(DB_TEXT(consumer)), DB_B(DB_TEXT(row->message_id)),
+                      DB_B(DB_TEXT(row->token))};
+    if (db_run(dbc, sql, b, 3, NULL, NULL, &n, err) != IB_E_OK ||
+        db_end(dbc, true, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        return err->code;
+    }
+    if (n != 1)
+        return ib_error_set(err, IB_E_LOCK_LOST, IB_CLASS_TRANSIENT,
+                            "inbox claim was taken over by another worker");
+    return IB_E_OK;
+}
+
+ib_err_t db_effect_renew(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                         long lease_s, ib_error_t *err)
+{
+    return on_ours(dbc, SQL_RENEW, lease_s, consumer, row, err);
+}
+
+ib_err_t db_effect_release(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                           bool reached, ib_error_t *err)
+{
+    return on_ours(dbc, reached ? SQL_RELEASE_EXPIRE : SQL_RELEASE_DELETE, 1, consumer, row,
+                   err);
+}
+
+/* Runs the route's finishing statements in the open transaction. */
+static ib_err_t run_route(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts, ib_error_t *err)
+{
+    for (size_t i = 0; i < nstmts; i++) {
+        db_bind_t *b = stmts[i].nparams ? calloc(stmts[i].nparams, sizeof(*b)) : NULL;
+        if (stmts[i].nparams && !b)
+            return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        for (size_t k = 0; k < stmts[i].nparams; k++)
+            b[k] = DB_B(stmts[i].params[k]);
+        ib_err_t rc = db_run(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
+        free(b);
+        if (rc != IB_E_OK) {
+            if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            ib_error_prefix(err, "statement %zu", i + 1);
+            return rc;
+        }
+    }
+    return IB_E_OK;
+}
+
+db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                              const db_effect_result_t *res, const db_stmt_t *stmts,
+                              size_t nstmts, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX], detail[DETAIL_MAX + 1] = "";
+    long long n = 0;
+    ib_error_clear(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK) {
+        err->cls = IB_CLASS_TRANSIENT;
+        return DB_FAILED;
+    }
+    if (res->error_detail) {
+        ib_strlcpy(detail, res->error_detail, sizeof detail);
+        size_t end = strlen(detail);
+        /* Never leave half a UTF-8 character at the cut. */
+        if (strlen(res->error_detail) > DETAIL_MAX)
+            while (end > 0 && ((unsigned char)res->error_detail[end] & 0xC0) == 0x80)
+                detail[--end] = '\0';
+    }
+    effect_sql(dbc->dialect, dbc->table, SQL_FINISH, 1, sql, sizeof sql);
+    db_bind_t b[8] = {DB_B(DB_TEXT(res->status)),
+                      DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id)
+                                                             : DB_NULL()),
+                      DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL()),
+                      DB_B(res->error_class ? DB_TEXT(res->error_class) : DB_NULL()),
+                      DB_B(res->error_detail ? DB_TEXT(detail) : DB_NULL()),
+                      DB_B(DB_TEXT(consumer)),
+                      DB_B(DB_TEXT(row->message_id)),
+                      DB_B(DB_TEXT(row->token))};
+    if (db_run(dbc, sql, b, 8, NULL, NULL, &n, err) != IB_E_OK)
+        goto fail;
+    if (n != 1) {
+        db_rollback_quiet(dbc);
+        ib_error_set(err, IB_E_LOCK_LOST, IB_CLASS_TRANSIENT,
+                     "inbox claim was taken over by another worker");
+        return DB_FAILED;
+    }
+    if (run_route(dbc, stmts, nstmts, err) != IB_E_OK)
+        goto fail;
+    if (db_end(dbc, true, err) != IB_E_OK)
+        goto fail;
+    return DB_APPLIED;
+fail:
+    db_rollback_quiet(dbc);
+    if (err->cls == IB_CLASS_DUPLICATE)
+        err->cls = IB_CLASS_PERMANENT;
+    if (err->code == IB_E_DB_CONN)
+        err->cls = IB_CLASS_TRANSIENT;
+    return DB_FAILED;
+}
+
+/* ---- operators ------------------------------------------------------------- */
+
+typedef struct lister {
+    db_effect_list_cb cb;
+    void *arg;
+    long limit, count;
+} lister_t;
+
+static bool list_row(SQLHSTMT st, void *arg)
+{
+    lister_t *l = arg;
+    char c[13][2001];
+    for (SQLUSMALLINT i = 0; i < 13; i++)
+        get_text(st, i + 1, c[i], sizeof c[i]);
+    db_effect_listed_t r = {c[0], c[1], c[2][0] ? c[2] : NULL, c[3], c[4], c[5], c[6], c[9],
+                            c[10], c[11], c[12], atol(c[7]), atoll(c[8])};
+    l->count++;
+    if (!l->cb(&r, l->arg))
+        return false;
+    return l->limit <= 0 || l->count < l->limit;
+}
+
+long db_effect_list(db_conn_t *dbc, const char *status, const char *consumer, long limit,
+                    db_effect_list_cb cb, void *arg, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    lister_t l = {cb, arg, limit, 0};
+    ib_error_clear(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK)
+        return -1;
+    /* lease_s carries "with a consumer filter" for this statement. */
+    effect_sql(dbc->dialect, dbc->table, SQL_LIST, consumer ? 1 : 0, sql, sizeof sql);
+    db_bind_t b[2] = {DB_B(DB_TEXT(status)), DB_B(DB_TEXT(consumer ? consumer : ""))};
+    ib_err_t rc = db_run(dbc, sql, b, consumer ? 2 : 1, list_row, &l, NULL, err);
+    db_rollback_quiet(dbc);
+    return rc == IB_E_OK ? l.count : -1;
+}
+
+ib_err_t db_effect_resolve(db_conn_t *dbc, const char *consumer, const char *message_id,
+                           const char *as, const char *remote_id, const char *note,
+                           ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long n = 0;
+    bool retry = strcmp(as, "retry") == 0;
+    ib_error_clear(err);
+    if (!retry && strcmp(as, "processed") != 0)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                            "--as must be processed or retry");
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK)
+        return err->code;
+    effect_sql(dbc->dialect, dbc->table, retry ? SQL_RESOLVE_RETRY : SQL_RESOLVE_PROCESSED, 1,
+               sql, sizeof sql);
+    db_bind_t b[4];
+    size_t nb = 0;
+    if (!retry)
+        b[nb++] = DB_B(remote_id ? DB_TEXT(remote_id) : DB_NULL());
+    b[nb++] = DB_B(note ? DB_TEXT(note) : DB_NULL());
+    b[nb++] = DB_B(DB_TEXT(consumer));
+    b[nb++] = DB_B(DB_TEXT(message_id));
+    if (db_run(dbc, sql, b, nb, NULL, NULL, &n, err) != IB_E_OK ||
+        db_end(dbc, true, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        return err->code;
+    }
+    if (n != 1)
+        return ib_error_set(err, IB_E_NOTFOUND, IB_CLASS_PERMANENT,
+                            "no uncertain or failed inbox row for consumer '%.64s' message "
+                            "'%.64s'",
+                            consumer, message_id);
+    return IB_E_OK;
+}

@@ -1,0 +1,131 @@
+/*
+ * db_effect.h - the inbox row as the durable state of an effect beyond the
+ * database (an HTTP call): claim with a lease, renew, finish, release, and
+ * the operator's list and resolve. Part of db/'s public surface beside
+ * db_inbox.h.
+ *
+ * The row's status only moves forward:
+ *
+ *   (none) --claim--> claimed --finish--> processed | failed | uncertain
+ *   claimed, lease expired --takeover (one conditional UPDATE)--> claimed
+ *   uncertain | failed --resolve retry--> retry --claim--> claimed
+ *   uncertain | failed --resolve processed--> processed
+ *
+ * Every change of an owned claim names its claim token in the WHERE clause,
+ * so a worker whose claim was taken over changes nothing: the database, not
+ * this code, decides who owns a row.
+ *
+ * thread: the owner of dbc, like every db_ call.
+ */
+#ifndef DB_EFFECT_H
+#define DB_EFFECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "db_inbox.h"
+
+typedef enum {
+    DB_CLAIM_NEW = 0,    /* a fresh row, claimed by us: call */
+    DB_CLAIM_TAKEN_OVER, /* an expired claim, now ours: the earlier call may have acted */
+    DB_CLAIM_RETRY,      /* an operator asked for another call: call */
+    DB_CLAIM_DONE,       /* processed, failed or uncertain already: complete, no call */
+    DB_CLAIM_BUSY,       /* another worker holds a live lease: do not call */
+    DB_CLAIM_CONFLICT,   /* the key holds another body hash: dead-letter */
+    DB_CLAIM_FAILED,     /* err filled (transient or permanent) */
+} db_claim_outcome_t;
+
+/* "new", "taken_over", "retry", "done", "busy", "conflict", "failed". */
+const char *db_claim_outcome_name(db_claim_outcome_t o);
+
+/* What a claim found or made; the handle of every later call on the row. */
+typedef struct db_claim_row {
+    char message_id[129]; /* the row's (another copy's, when it came by the key) */
+    char token[33];       /* our claim token while we own the row */
+    char status[17];      /* the status found (DB_CLAIM_DONE) */
+    char remote_id[401];  /* the remote id recorded, "" when none */
+    long long attempts;   /* claims of this row so far, ours included */
+} db_claim_row_t;
+
+/*
+ * The new columns on the inbox table (lease_until, claim_token, remote_id,
+ * remote_status, attempts, resolution, resolution_note, resolved_at),
+ * added when absent. db_migrate(create=true) runs it; with create=false it
+ * only checks and fails with IB_E_CONFIG naming the missing column.
+ */
+ib_err_t db_effect_migrate(db_conn_t *dbc, bool create, ib_error_t *err);
+
+/*
+ * Claims the row of claim in a committed transaction of its own, with
+ * lease_until = now + lease_s by the database's clock. row is filled for
+ * every outcome but DB_CLAIM_FAILED and DB_CLAIM_CONFLICT.
+ */
+db_claim_outcome_t db_effect_claim(db_conn_t *dbc, const db_claim_t *claim, long lease_s,
+                                   db_claim_row_t *row, ib_error_t *err);
+
+/*
+ * Extends our lease before another call. IB_E_LOCK_LOST (transient) when
+ * the claim is no longer ours: do not call.
+ */
+ib_err_t db_effect_renew(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                         long lease_s, ib_error_t *err);
+
+/* The outcome written by db_effect_finish. */
+typedef struct db_effect_result {
+    const char *status;        /* "processed", "failed" or "uncertain" */
+    const char *remote_id;     /* may be NULL */
+    long remote_status;        /* HTTP status; 0 = none (NULL) */
+    const char *error_class;   /* may be NULL */
+    const char *error_detail;  /* may be NULL; cut to 2000 bytes */
+} db_effect_result_t;
+
+/*
+ * One transaction: our claimed row gets res, then stmts run (the route's
+ * finishing SQL), COMMIT. DB_APPLIED on success; DB_FAILED with
+ * IB_E_LOCK_LOST (transient) when the claim was taken over meanwhile
+ * (nothing written); DB_FAILED with err classified otherwise.
+ */
+db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                              const db_effect_result_t *res, const db_stmt_t *stmts,
+                              size_t nstmts, ib_error_t *err);
+
+/*
+ * Gives our claim up without an outcome. reached false: no call of this
+ * claim can have acted, so the row is deleted and the next delivery starts
+ * afresh. reached true: the lease is expired at once and the row kept, so
+ * the next delivery takes it over as possibly applied.
+ */
+ib_err_t db_effect_release(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                           bool reached, ib_error_t *err);
+
+/* ---- operators ----------------------------------------------------------- */
+
+typedef struct db_effect_listed {
+    const char *consumer, *message_id, *idempotency_key, *status, *error_class, *error_detail,
+        *remote_id, *processed_at, *lease_until, *resolution, *resolution_note;
+    long remote_status;
+    long long attempts;
+} db_effect_listed_t;
+
+/* Called per row; return false to stop. Strings are valid during the call only. */
+typedef bool (*db_effect_list_cb)(const db_effect_listed_t *row, void *arg);
+
+/*
+ * Rows with status (any of "claimed", "uncertain", "failed", "retry",
+ * "processed"), of consumer when not NULL, oldest first, at most limit.
+ * Returns the number of rows passed to cb, or -1 with err filled.
+ */
+long db_effect_list(db_conn_t *dbc, const char *status, const char *consumer, long limit,
+                    db_effect_list_cb cb, void *arg, ib_error_t *err);
+
+/*
+ * An operator's decision on an uncertain or failed row, recorded on it
+ * (resolution, resolution_note, resolved_at): as "processed" (remote_id
+ * kept unless given) or "retry" (the next delivery or a replay calls
+ * again). IB_E_NOTFOUND (permanent) when no such uncertain or failed row.
+ */
+ib_err_t db_effect_resolve(db_conn_t *dbc, const char *consumer, const char *message_id,
+                           const char *as, const char *remote_id, const char *note,
+                           ib_error_t *err);
+
+#endif

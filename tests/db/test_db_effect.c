@@ -1,0 +1,240 @@
+/*
+ * The claim protocol of effects beyond the database against a live
+ * database (argv[1]: postgresql|sqlite): the columns db.migrate adds to an
+ * existing table, claim / busy / conflict / done, a takeover after the
+ * lease that exactly one of two takers wins, a finish by the loser that
+ * changes nothing, release, and the operator's list and resolve.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "db_effect.h"
+#include "db_testlib.h"
+#include "ib_log.h"
+#include "ib_test.h"
+
+static tl_db_t T;
+static db_conn_t *A, *B;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static long long q(const char *fmt, const char *arg)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, fmt, arg);
+    return tl_scalar(&T, sql);
+}
+
+/* A table made by the previous release's DDL gets the new columns. */
+static void test_migrate_adds_columns_to_existing_table(void)
+{
+    ib_error_t err;
+    const char *ddl[DB_DDL_MAX];
+    char buf[8192];
+    size_t n = 0;
+    ASSERT_EQ(db_sql_ddl(T.dialect, "inbox", buf, sizeof buf, ddl, &n), IB_E_OK);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(tl_exec(&T, ddl[i]), 0);
+    ASSERT_EQ(tl_exec(&T, "INSERT INTO inbox (consumer, message_id, body_sha256, status, "
+                          "received_at, processed_at) VALUES ('old', 'm0', 'x', 'processed', "
+                          "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"),
+              0);
+    /* Without migrate the missing column is named. */
+    ASSERT_EQ(db_effect_migrate(A, false, &err), IB_E_CONFIG);
+    ASSERT_CONTAINS(err.text, "lease_until");
+    ASSERT_EQ(db_migrate(A, true, &err), IB_E_OK);
+    ASSERT_EQ(db_migrate(B, true, &err), IB_E_OK); /* twice is fine */
+    ASSERT_EQ(db_effect_migrate(A, false, &err), IB_E_OK);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND lease_until IS NULL AND "
+                "remote_id IS NULL AND attempts IS NULL AND resolution IS NULL",
+                "m0"),
+              1);
+}
+
+static db_claim_t claim_of(const char *mid, const char *key, const char *body, char hash[65])
+{
+    return tl_claim("c1", mid, key, body, hash);
+}
+
+static void test_claim_busy_conflict_finish_done(void)
+{
+    char h1[65], h2[65], h3[65];
+    ib_error_t err;
+    db_claim_row_t r, r2;
+    db_claim_t c = claim_of("m1", "k1", "{\"a\":1}", h1);
+    ASSERT_EQ(db_effect_claim(A, &c, 60, &r, &err), DB_CLAIM_NEW);
+    ASSERT_EQ(strlen(r.token), 32);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'claimed' AND "
+                "lease_until IS NOT NULL AND attempts = 1",
+                "m1"),
+              1);
+    /* The same message again, and another copy by the key: busy, not called. */
+    ASSERT_EQ(db_effect_claim(B, &c, 60, &r2, &err), DB_CLAIM_BUSY);
+    db_claim_t copy = claim_of("m1-copy", "k1", "{\"a\":1}", h2);
+    ASSERT_EQ(db_effect_claim(B, &copy, 60, &r2, &err), DB_CLAIM_BUSY);
+    ASSERT_STREQ(r2.message_id, "m1");
+    db_claim_t other = claim_of("m1-other", "k1", "{\"a\":2}", h3);
+    ASSERT_EQ(db_effect_claim(B, &other, 60, &r2, &err), DB_CLAIM_CONFLICT);
+    ASSERT_EQ(err.code, IB_E_CONFLICT);
+
+    ASSERT_EQ(db_effect_renew(A, "c1", &r, 60, &err), IB_E_OK);
+    db_param_t p[1] = {DB_TEXT("fx-7")};
+    db_stmt_t st = {"INSERT INTO biz (remote) VALUES (?)", p, 1};
+    db_effect_result_t res = {"processed", "fx-7", 201, NULL, NULL};
+    ASSERT_EQ(db_effect_finish(A, "c1", &r, &res, &st, 1, &err), DB_APPLIED);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'processed' AND "
+                "remote_id = 'fx-7' AND remote_status = 201 AND lease_until IS NULL",
+                "m1"),
+              1);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote = '%s'", "fx-7"), 1);
+    ASSERT_EQ(db_effect_claim(B, &copy, 60, &r2, &err), DB_CLAIM_DONE);
+    ASSERT_STREQ(r2.status, "processed");
+    ASSERT_STREQ(r2.remote_id, "fx-7");
+    /* Finishing twice changes nothing. */
+    ASSERT_EQ(db_effect_finish(A, "c1", &r, &res, &st, 1, &err), DB_FAILED);
+    ASSERT_EQ(err.code, IB_E_LOCK_LOST);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote = '%s'", "fx-7"), 1);
+}
+
+/* A failing finishing statement rolls the outcome back: the row stays claimed. */
+static void test_finish_is_one_transaction(void)
+{
+    char h[65];
+    ib_error_t err;
+    db_claim_row_t r;
+    db_claim_t c = claim_of("m2", "k2", "{}", h);
+    ASSERT_EQ(db_effect_claim(A, &c, 60, &r, &err), DB_CLAIM_NEW);
+    db_stmt_t bad = {"INSERT INTO no_such_table VALUES (1)", NULL, 0};
+    db_effect_result_t res = {"processed", "fx-8", 201, NULL, NULL};
+    ASSERT_EQ(db_effect_finish(A, "c1", &r, &res, &bad, 1, &err), DB_FAILED);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'claimed' AND "
+                "remote_id IS NULL",
+                "m2"),
+              1);
+    /* Released without a possible effect: the row is gone, the next claim is new. */
+    ASSERT_EQ(db_effect_release(A, "c1", &r, false, &err), IB_E_OK);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s'", "m2"), 0);
+    ASSERT_EQ(db_effect_claim(A, &c, 60, &r, &err), DB_CLAIM_NEW);
+    /* Released after a possible effect: the next claim takes it over at once. */
+    ASSERT_EQ(db_effect_release(A, "c1", &r, true, &err), IB_E_OK);
+    sleep_ms(20);
+    ASSERT_EQ(db_effect_claim(B, &c, 60, &r, &err), DB_CLAIM_TAKEN_OVER);
+    ASSERT_EQ(r.attempts, 2);
+}
+
+/* Two takers of an expired claim: the database picks exactly one. */
+static void test_takeover_after_lease(void)
+{
+    char h[65];
+    ib_error_t err;
+    db_claim_row_t old, ra, rb;
+    db_claim_t c = claim_of("m3", "k3", "{}", h);
+    ASSERT_EQ(db_effect_claim(A, &c, 1, &old, &err), DB_CLAIM_NEW);
+    sleep_ms(1300);
+    db_claim_outcome_t oa = db_effect_claim(A, &c, 60, &ra, &err);
+    db_claim_outcome_t ob = db_effect_claim(B, &c, 60, &rb, &err);
+    ASSERT_EQ(oa, DB_CLAIM_TAKEN_OVER);
+    ASSERT_EQ(ob, DB_CLAIM_BUSY);
+    /* The first owner comes back: it can neither renew nor finish. */
+    ASSERT_EQ(db_effect_renew(B, "c1", &old, 60, &err), IB_E_LOCK_LOST);
+    db_effect_result_t res = {"processed", "fx-old", 201, NULL, NULL};
+    ASSERT_EQ(db_effect_finish(B, "c1", &old, &res, NULL, 0, &err), DB_FAILED);
+    ASSERT_EQ(err.code, IB_E_LOCK_LOST);
+    res.remote_id = "fx-new";
+    ASSERT_EQ(db_effect_finish(A, "c1", &ra, &res, NULL, 0, &err), DB_APPLIED);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND remote_id = 'fx-new' AND "
+                "attempts = 2",
+                "m3"),
+              1);
+}
+
+typedef struct seen {
+    int n;
+    char mid[8][64];
+    char note[8][64];
+} seen_t;
+
+static bool collect(const db_effect_listed_t *row, void *arg)
+{
+    seen_t *s = arg;
+    if (s->n < 8) {
+        ib_strlcpy(s->mid[s->n], row->message_id, sizeof s->mid[0]);
+        ib_strlcpy(s->note[s->n], row->resolution_note, sizeof s->note[0]);
+    }
+    s->n++;
+    return true;
+}
+
+static void test_uncertain_list_resolve(void)
+{
+    char h[65];
+    ib_error_t err;
+    db_claim_row_t r;
+    db_claim_t c4 = claim_of("m4", "k4", "{}", h);
+    db_claim_t c5 = claim_of("m5", "k5", "{}", h);
+    db_effect_result_t unc = {"uncertain", NULL, 0, "ambiguous", "timed out after sending"};
+    ASSERT_EQ(db_effect_claim(A, &c4, 60, &r, &err), DB_CLAIM_NEW);
+    ASSERT_EQ(db_effect_finish(A, "c1", &r, &unc, NULL, 0, &err), DB_APPLIED);
+    ASSERT_EQ(db_effect_claim(A, &c5, 60, &r, &err), DB_CLAIM_NEW);
+    ASSERT_EQ(db_effect_finish(A, "c1", &r, &unc, NULL, 0, &err), DB_APPLIED);
+    /* Uncertain is never called again by itself. */
+    ASSERT_EQ(db_effect_claim(B, &c4, 60, &r, &err), DB_CLAIM_DONE);
+    ASSERT_STREQ(r.status, "uncertain");
+
+    seen_t s = {0};
+    ASSERT_EQ(db_effect_list(A, "uncertain", "c1", 0, collect, &s, &err), 2);
+    ASSERT_STREQ(s.mid[0], "m4");
+    memset(&s, 0, sizeof s);
+    ASSERT_EQ(db_effect_list(A, "uncertain", NULL, 1, collect, &s, &err), 1);
+    ASSERT_EQ(db_effect_list(A, "uncertain", "nobody", 0, collect, &s, &err), 0);
+
+    ASSERT_EQ(db_effect_resolve(A, "c1", "m4", "retry", NULL, "checked: not charged", &err),
+              IB_E_OK);
+    ASSERT_EQ(db_effect_resolve(A, "c1", "m5", "processed", "fx-manual", "found it", &err),
+              IB_E_OK);
+    ASSERT_EQ(db_effect_resolve(A, "c1", "m5", "processed", NULL, "again", &err), IB_E_NOTFOUND);
+    ASSERT_EQ(db_effect_resolve(A, "c1", "m9", "retry", NULL, "x", &err), IB_E_NOTFOUND);
+    ASSERT_EQ(db_effect_resolve(A, "c1", "m4", "maybe", NULL, "x", &err), IB_E_INVAL);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'processed' AND "
+                "remote_id = 'fx-manual' AND resolution = 'processed' AND resolved_at IS NOT NULL",
+                "m5"),
+              1);
+    /* retry: the next delivery claims and calls again, once. */
+    ASSERT_EQ(db_effect_claim(A, &c4, 60, &r, &err), DB_CLAIM_RETRY);
+    db_claim_row_t r2;
+    ASSERT_EQ(db_effect_claim(B, &c4, 60, &r2, &err), DB_CLAIM_BUSY);
+    db_effect_result_t ok = {"processed", "fx-9", 201, NULL, NULL};
+    ASSERT_EQ(db_effect_finish(A, "c1", &r, &ok, NULL, 0, &err), DB_APPLIED);
+    memset(&s, 0, sizeof s);
+    ASSERT_EQ(db_effect_list(A, "processed", "c1", 0, collect, &s, &err), 4);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'processed' AND "
+                "resolution = 'retry' AND resolution_note = 'checked: not charged'",
+                "m4"),
+              1);
+}
+
+int main(int argc, char **argv)
+{
+    db_dialect_t d = tl_dialect_arg(argc, argv);
+    ib_log_min_level = IB_LOG_WARN;
+    tl_db_create(&T, d, "effect");
+    A = tl_conn(&T);
+    B = tl_conn(&T);
+    if (tl_exec(&T, "CREATE TABLE biz (remote varchar(64))") != 0)
+        return 1;
+    RUN(test_migrate_adds_columns_to_existing_table);
+    RUN(test_claim_busy_conflict_finish_done);
+    RUN(test_finish_is_one_transaction);
+    RUN(test_takeover_after_lease);
+    RUN(test_uncertain_list_resolve);
+    db_conn_free(A);
+    db_conn_free(B);
+    tl_db_drop(&T);
+    return ib_test_done();
+}
