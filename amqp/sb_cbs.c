@@ -12,7 +12,7 @@
 #include "sb_core.h"
 
 typedef struct auth_waiter {
-    sb_auth_cb cb;
+    sb_cbs_cb cb;
     void *ctx;
     struct auth_waiter *next;
 } auth_waiter_t;
@@ -104,10 +104,10 @@ static void put_token(sb_core_t *core, sb_aud_t *aud)
     aud->pending_exp = tok.expires_at_ms;
     sb_token_clear(&tok);
     aud->inflight = true;
-    sb_rr_request(sb_core_mgmt(core, NULL), m, on_put_token, aud);
+    sb_rr_request(sb_rr_mgmt(core, NULL), m, on_put_token, aud);
 }
 
-void sb_core_authorize(sb_core_t *core, const char *audience, sb_auth_cb cb, void *ctx)
+void sb_cbs_authorize(sb_core_t *core, const char *audience, sb_cbs_cb cb, void *ctx)
 {
     sb_aud_t *aud;
     auth_waiter_t *w;
@@ -145,7 +145,7 @@ void sb_core_authorize(sb_core_t *core, const char *audience, sb_auth_cb cb, voi
         put_token(core, aud);
 }
 
-void sb_auth_tick(sb_core_t *core)
+void sb_cbs_tick(sb_core_t *core)
 {
     long long now = ib_now_ms();
     if (!core->up)
@@ -155,7 +155,7 @@ void sb_auth_tick(sb_core_t *core)
             put_token(core, aud);
 }
 
-void sb_auth_reset(sb_core_t *core)
+void sb_cbs_reset(sb_core_t *core)
 {
     for (sb_aud_t *aud = core->auds; aud; aud = aud->next) {
         aud->valid = aud->inflight = false;
@@ -167,9 +167,9 @@ void sb_auth_reset(sb_core_t *core)
     }
 }
 
-void sb_auth_free(sb_core_t *core)
+void sb_cbs_free(sb_core_t *core)
 {
-    sb_auth_reset(core);
+    sb_cbs_reset(core);
     while (core->auds) {
         sb_aud_t *aud = core->auds;
         core->auds = aud->next;

@@ -42,7 +42,7 @@ static void c_on_down(void *owner, const ib_error_t *why)
     for (sb_rcv_t *r = c->rcvs; r; r = r->next)
         sb_rcv_lost(r, why, false);
     sb_client_set_ready(c, 0, why);
-    c->st.connected = 0;
+    c->stats.connected = 0;
     if (c->stopping) {
         c->done = true;
         return;
@@ -114,7 +114,7 @@ static void c_on_tick(void *owner)
         return;
     }
     if (!c->core.conn && now >= c->reconnect_at) {
-        c->st.reconnects += c->attempt > 0;
+        c->stats.reconnects += c->attempt > 0;
         sb_core_connect(&c->core);
     }
     if (c->core.up)
@@ -142,16 +142,16 @@ void sb_client_publish_stats(sb_client_t *c)
             links++;
             held += r->session && r->session_id;
         }
-    c->st.links = links;
-    c->st.sessions_held = held;
-    if (held > c->st.max_sessions_held)
-        c->st.max_sessions_held = held;
-    c->st.in_flight = c->n_inflight;
-    c->st.buffered = c->n_buffered;
-    c->st.connected = c->ready;
-    c->st.loop_mono_ms = ib_mono_ms();
+    c->stats.links = links;
+    c->stats.sessions_held = held;
+    if (held > c->stats.max_sessions_held)
+        c->stats.max_sessions_held = held;
+    c->stats.in_flight = c->n_inflight;
+    c->stats.buffered = c->n_buffered;
+    c->stats.connected = c->ready;
+    c->stats.loop_mono_ms = ib_mono_ms();
     pthread_mutex_lock(&c->lock);
-    c->stats = c->st;
+    c->stats_pub = c->stats;
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -165,7 +165,8 @@ void sb_client_set_ready(sb_client_t *c, int ready, const ib_error_t *why)
         c->attempt = 0;
     IB_LOG(ready || c->stopping ? IB_LOG_INFO : IB_LOG_WARN, "ready",
            IB_MSG(ready ? "receiving" : "not receiving"), IB_S("entity", c->entity),
-           IB_S("error", why ? why->text : NULL));
+           IB_S("error", why ? why->text : NULL),
+           IB_S("condition", why && why->condition[0] ? why->condition : NULL));
     if (c->cb.on_state)
         c->cb.on_state(ready, why, c->cb.ctx);
 }
@@ -377,7 +378,6 @@ void sb_client_free(sb_client_t *c)
     free(c->entity);
     free(c->audience);
     free(c->ca_file);
-    free(c->connstr);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -385,6 +385,6 @@ void sb_client_free(sb_client_t *c)
 void sb_client_stats(sb_client_t *c, sb_stats_t *out)
 {
     pthread_mutex_lock(&c->lock);
-    *out = c->stats;
+    *out = c->stats_pub;
     pthread_mutex_unlock(&c->lock);
 }

@@ -101,7 +101,7 @@ void sb_core_fini(sb_core_t *core)
         pn_proactor_free(core->proactor);
     core->proactor = NULL;
     sb_rr_free_all(core);
-    sb_auth_free(core);
+    sb_cbs_free(core);
     if (core->ssl)
         pn_ssl_domain_free(core->ssl);
     core->ssl = NULL;
@@ -162,7 +162,7 @@ void sb_core_connect(sb_core_t *core)
     pthread_mutex_unlock(&core->wake_lock);
     pn_proactor_connect2(core->proactor, core->conn, t, addr);
     /* $cbs attaches at once; everything else waits for a token. */
-    sb_core_mgmt(core, NULL);
+    sb_rr_mgmt(core, NULL);
 }
 
 void sb_core_close(sb_core_t *core)
@@ -265,7 +265,7 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
         core->up = false;
         core->last_err = why;
         sb_rr_reset_all(core, &why);
-        sb_auth_reset(core);
+        sb_cbs_reset(core);
         if (core->hooks.on_down)
             core->hooks.on_down(core->hooks.owner, &why);
         ib_error_clear(&core->last_err);
@@ -294,7 +294,7 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
                     pn_transport_close_head(t);
                 }
             }
-            sb_auth_tick(core);
+            sb_cbs_tick(core);
             sb_rr_tick(core);
             if (core->hooks.on_tick)
                 core->hooks.on_tick(core->hooks.owner);

@@ -75,7 +75,7 @@ void sb_rcv_start(sb_rcv_t *r)
     if (r->state != RCV_IDLE || !r->c->core.conn)
         return;
     r->state = RCV_AUTH;
-    sb_core_authorize(&r->c->core, r->c->audience, rcv_authorized, r);
+    sb_cbs_authorize(&r->c->core, r->c->audience, rcv_authorized, r);
 }
 
 void sb_rcv_grant(sb_rcv_t *r)
@@ -97,65 +97,6 @@ void sb_rcv_grant(sb_rcv_t *r)
 }
 
 /* Local settlement of a delivery we will not process. */
-static void dlv_release(pn_delivery_t *dlv, uint64_t outcome)
-{
-    if (!dlv)
-        return;
-    if (outcome)
-        pn_delivery_update(dlv, outcome);
-    pn_delivery_settle(dlv);
-}
-
-void sb_msg_drop(sb_client_t *c, sb_msg_t *msg, uint64_t outcome)
-{
-    struct sb_msg_state *st = msg->st;
-    sb_rcv_t *r = st->rcv;
-    if (r)
-        r->held--;
-    st->rcv = NULL;
-    if (st->state == SB_MS_BUFFERED) {
-        sb_msg_t **pp = &c->buf_head, *prev = NULL;
-        while (*pp && *pp != msg) {
-            prev = *pp;
-            pp = &(*pp)->st->bnext;
-        }
-        if (*pp) {
-            *pp = st->bnext;
-            if (c->buf_tail == msg)
-                c->buf_tail = prev;
-        }
-        st->bnext = NULL;
-    }
-    sb_msg_set_state(c, msg, SB_MS_DONE);
-    if (st->dlv) {
-        pn_delivery_set_context(st->dlv, NULL);
-        dlv_release(st->dlv, outcome);
-        st->dlv = NULL;
-    }
-    sb_msg_unlink(c, msg);
-    sb_msg_destroy(msg);
-    if (r)
-        sb_rcv_grant(r);
-}
-
-void sb_msg_lock_lost(sb_client_t *c, sb_msg_t *msg, const char *why)
-{
-    struct sb_msg_state *st = msg->st;
-    if (st->lock_lost)
-        return;
-    st->lock_lost = true;
-    c->st.lock_lost++;
-    IB_LOG(IB_LOG_WARN, "lock_lost", IB_MSG(why), IB_S("message_id", msg->message_id),
-           IB_S("lock_token", msg->lock_token), IB_S("session_id", msg->session_id),
-           IB_I("delivery_count", msg->delivery_count));
-    if (st->state == SB_MS_BUFFERED) {
-        sb_msg_drop(c, msg, PN_RELEASED);
-        return;
-    }
-    if (st->state == SB_MS_HANDED && c->cb.on_lock_lost)
-        c->cb.on_lock_lost(msg, c->cb.ctx);
-}
-
 /* Whether auto-renewal still looks after this message's lock. */
 static bool renewable(const sb_client_t *c, const struct sb_msg_state *st)
 {
@@ -175,7 +116,7 @@ void sb_rcv_pump(sb_client_t *c)
         if (now >= st->locked_until ||
             (st->locked_until - now < HANDOFF_MIN_LOCK_MS && !renewable(c, st))) {
             /* Its lock ended (or will, unrenewed) while it waited: the broker delivers it again. */
-            c->st.expired_dropped++;
+            c->stats.expired_dropped++;
             IB_LOG(IB_LOG_INFO, "lock_expired", IB_MSG("buffered message dropped, lock expired"),
                    IB_S("message_id", msg->message_id), IB_S("lock_token", msg->lock_token));
             sb_msg_set_state(c, msg, SB_MS_NEW); /* already out of the buffer */
@@ -183,7 +124,7 @@ void sb_rcv_pump(sb_client_t *c)
             continue;
         }
         sb_msg_set_state(c, msg, SB_MS_HANDED);
-        c->st.handed++;
+        c->stats.handed++;
         c->cb.on_message(msg, c->cb.ctx);
     }
 }
@@ -215,14 +156,14 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
         free(buf);
         free(msg);
         free(st);
-        dlv_release(dlv, PN_RELEASED);
+        sb_dlv_release(dlv, PN_RELEASED);
         return;
     }
     if (sb_msg_decode(msg, (const unsigned char *)buf, (size_t)got, true) == IB_E_NOMEM) {
         free(buf);
         free(msg);
         free(st);
-        dlv_release(dlv, PN_RELEASED);
+        sb_dlv_release(dlv, PN_RELEASED);
         return;
     }
     free(buf);
@@ -250,7 +191,7 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     c->held = msg;
     r->held++;
     r->last_activity = ib_mono_ms();
-    c->st.received++;
+    c->stats.received++;
     IB_LOG(IB_LOG_DEBUG, "msg_received", IB_S("message_id", msg->message_id),
            IB_S("lock_token", msg->lock_token), IB_S("session_id", msg->session_id),
            IB_I("delivery_count", msg->delivery_count),
@@ -262,7 +203,7 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     if (r->session) {
         /* One at a time per session (credit 1): straight to the worker. */
         sb_msg_set_state(c, msg, SB_MS_HANDED);
-        c->st.handed++;
+        c->stats.handed++;
         c->cb.on_message(msg, c->cb.ctx);
         return;
     }
@@ -343,7 +284,7 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
     r->state = RCV_IDLE;
     r->session_renewing = false;
     if (was_session)
-        c->st.sessions_released++;
+        c->stats.sessions_released++;
     free(r->session_id);
     r->session_id = NULL;
 }

@@ -64,7 +64,7 @@ static void on_renewed(void *ctx, int status, pn_message_t *resp, const ib_error
                 msg->st->locked_until = pn_data_get_timestamp(body);
                 msg->st->batch = NULL;
                 msg->st->renew_alone = false;
-                c->st.renewals_ok++;
+                c->stats.renewals_ok++;
             }
             pn_data_exit(body);
         }
@@ -87,7 +87,7 @@ static void on_renewed(void *ctx, int status, pn_message_t *resp, const ib_error
             msg->st->renew_alone = true;
             continue;
         }
-        c->st.renewals_failed++;
+        c->stats.renewals_failed++;
         if (status == 410 || (status >= 0 && resp && sb_resp_status(resp) == 410)) {
             sb_msg_lock_lost(c, msg, "lock renewal refused");
         } else {
@@ -118,8 +118,8 @@ static void send_batch(sb_client_t *c, sb_renew_batch_t *b)
     pn_data_exit(body);
     pn_data_exit(body);
     IB_LOG(IB_LOG_DEBUG, "lock_renew", IB_MSG("renewing"), IB_I("tokens", b->n));
-    c->st.renew_requests++;
-    sb_rr_request(sb_core_mgmt(&c->core, c->entity), req, on_renewed, b);
+    c->stats.renew_requests++;
+    sb_rr_request(sb_rr_mgmt(&c->core, c->entity), req, on_renewed, b);
 }
 
 static sb_renew_batch_t *add(sb_client_t *c, sb_renew_batch_t *b, sb_msg_t *msg)

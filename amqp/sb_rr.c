@@ -171,7 +171,7 @@ void sb_resp_error(pn_message_t *resp, int status, ib_error_t *err)
 
 static void rr_start(sb_rr_t *rr);
 
-sb_rr_t *sb_core_mgmt(sb_core_t *core, const char *entity)
+sb_rr_t *sb_rr_mgmt(sb_core_t *core, const char *entity)
 {
     sb_rr_t *rr;
     if (!entity) {
@@ -274,7 +274,7 @@ static void rr_start(sb_rr_t *rr)
         return;
     }
     rr->state = RR_AUTH;
-    sb_core_authorize(rr->core, rr->audience, rr_authorized, rr);
+    sb_cbs_authorize(rr->core, rr->audience, rr_authorized, rr);
 }
 
 static void rr_flush(sb_rr_t *rr)

@@ -211,7 +211,7 @@ static out_link_t *attach(sb_sender_t *s, const char *entity, long long deadline
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         return NULL;
     }
-    sb_core_authorize(&s->core, aud, on_authorized, ol);
+    sb_cbs_authorize(&s->core, aud, on_authorized, ol);
     free(aud);
     for (bool kick = true; !ol->authorized && !ol->failed && !s->down && ib_mono_ms() < deadline;
          kick = false)
@@ -285,27 +285,7 @@ static pn_message_t *build(const sb_out_msg_t *om)
         ap = pn_message_properties(m);
         pn_data_put_map(ap);
         pn_data_enter(ap);
-        for (size_t k = 0; k < om->nprops; k++) {
-            const sb_prop_t *p = &om->props[k];
-            sb_put_str(ap, p->key);
-            switch (p->type) {
-            case SB_PROP_INT64:
-                pn_data_put_long(ap, p->i);
-                break;
-            case SB_PROP_DOUBLE:
-                pn_data_put_double(ap, p->d);
-                break;
-            case SB_PROP_BOOL:
-                pn_data_put_bool(ap, p->i != 0);
-                break;
-            case SB_PROP_NULL:
-                pn_data_put_null(ap);
-                break;
-            default:
-                sb_put_str(ap, p->str ? p->str : "");
-                break;
-            }
-        }
+        sb_props_put(ap, om->props, om->nprops, false);
         pn_data_exit(ap);
     }
     pn_message_set_inferred(m, true); /* a binary body goes out as one data section */
@@ -462,7 +442,7 @@ ib_err_t sb_sender_peek(sb_sender_t *s, const char *entity, long long from_seq, 
     if (check_alive(s, err) != IB_E_OK)
         return err->code;
     memset(&pc, 0, sizeof(pc));
-    rr = sb_core_mgmt(&s->core, entity);
+    rr = sb_rr_mgmt(&s->core, entity);
     if (!rr)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     req = sb_mgmt_message("com.microsoft:peek-message", NULL);

@@ -75,7 +75,7 @@ bool sb_session_opened(sb_rcv_t *r)
     r->session_lock_dur = r->session_locked_until - now;
     if (r->session_lock_dur < 1000)
         r->session_lock_dur = 1000;
-    r->c->st.sessions_accepted++;
+    r->c->stats.sessions_accepted++;
     return r->session_id != NULL;
 }
 
@@ -98,14 +98,14 @@ static void on_session_renewed(void *ctx, int status, pn_message_t *resp, const 
         pn_data_t *body = pn_message_body(resp);
         if (sb_body_find(body, "expiration") && pn_data_type(body) == PN_TIMESTAMP) {
             r->session_locked_until = pn_data_get_timestamp(body);
-            c->st.renewals_ok++;
+            c->stats.renewals_ok++;
             for (sb_msg_t *msg = c->held; msg; msg = msg->st->next)
                 if (msg->st->rcv == r)
                     msg->st->locked_until = r->session_locked_until;
         }
         return;
     }
-    c->st.renewals_failed++;
+    c->stats.renewals_failed++;
     IB_LOG(IB_LOG_WARN, "lock_renew", IB_MSG("renew-session-lock failed"),
            IB_S("session_id", r->session_id), IB_I("status", status),
            IB_S("error", status < 0 ? err->text : NULL));
@@ -134,7 +134,7 @@ static void renew_session(sb_client_t *c, sb_rcv_t *r)
     sb_put_str(body, r->session_id);
     pn_data_exit(body);
     r->session_renewing = true;
-    sb_rr_request(sb_core_mgmt(&c->core, c->entity), req, on_session_renewed, sr);
+    sb_rr_request(sb_rr_mgmt(&c->core, c->entity), req, on_session_renewed, sr);
 }
 
 void sb_session_tick(sb_client_t *c)

@@ -15,93 +15,6 @@
 #include "ib_log.h"
 #include "sb_client_int.h"
 
-static bool counted_in_flight(sb_msg_state_t s)
-{
-    return s == SB_MS_HANDED || s == SB_MS_SETTLING;
-}
-
-void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to)
-{
-    sb_msg_state_t from = msg->st->state;
-    if (from == to)
-        return;
-    if (from == SB_MS_BUFFERED)
-        c->n_buffered--;
-    if (to == SB_MS_BUFFERED)
-        c->n_buffered++;
-    if (counted_in_flight(from) && !counted_in_flight(to))
-        c->n_inflight--;
-    if (!counted_in_flight(from) && counted_in_flight(to))
-        c->n_inflight++;
-    msg->st->state = to;
-}
-
-void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg)
-{
-    struct sb_msg_state *st = msg->st;
-    if (st->prev)
-        st->prev->st->next = st->next;
-    else if (c->held == msg)
-        c->held = st->next;
-    if (st->next)
-        st->next->st->prev = st->prev;
-    st->prev = st->next = NULL;
-    sb_renew_forget(msg);
-    if (st->mgmt_pending) {
-        sb_rr_forget(&c->core, msg);
-        st->mgmt_pending = false;
-    }
-}
-
-void sb_props_free(sb_prop_t *props, size_t n)
-{
-    for (size_t k = 0; k < n; k++) {
-        free(props[k].key);
-        free(props[k].str);
-    }
-    free(props);
-}
-
-/* Appends key/value pairs (the caller has entered a map). */
-void sb_props_put(pn_data_t *d, const sb_prop_t *props, size_t n, bool symbol_keys)
-{
-    for (size_t k = 0; k < n; k++) {
-        const sb_prop_t *p = &props[k];
-        if (symbol_keys)
-            sb_put_sym(d, p->key);
-        else
-            sb_put_str(d, p->key);
-        switch (p->type) {
-        case SB_PROP_INT64:
-            pn_data_put_long(d, p->i);
-            break;
-        case SB_PROP_DOUBLE:
-            pn_data_put_double(d, p->d);
-            break;
-        case SB_PROP_BOOL:
-            pn_data_put_bool(d, p->i != 0);
-            break;
-        case SB_PROP_NULL:
-            pn_data_put_null(d);
-            break;
-        default:
-            sb_put_str(d, p->str ? p->str : "");
-            break;
-        }
-    }
-}
-
-void sb_msg_destroy(sb_msg_t *msg)
-{
-    if (msg->st) {
-        sb_props_free(msg->st->mod, msg->st->nmod);
-        free(msg->st->reason);
-        free(msg->st->desc);
-        free(msg->st);
-    }
-    sb_msg_free(msg);
-}
-
 void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
 {
     struct sb_msg_state *st = msg->st;
@@ -119,9 +32,9 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
     sb_msg_set_state(c, msg, SB_MS_DONE);
     sb_msg_unlink(c, msg);
     if (result->code == IB_E_OK)
-        c->st.settled_ok++;
+        c->stats.settled_ok++;
     else
-        c->st.settle_failed++;
+        c->stats.settle_failed++;
     IB_LOG(result->code == IB_E_OK ? IB_LOG_DEBUG : IB_LOG_WARN, "settled",
            IB_S("disposition", sb_disposition_name(st->d)), IB_S("message_id", msg->message_id),
            IB_S("lock_token", msg->lock_token), IB_S("session_id", msg->session_id),
@@ -195,7 +108,7 @@ static void settle_via_mgmt(sb_client_t *c, sb_msg_t *msg)
     pn_message_t *req = sb_mgmt_message("com.microsoft:update-disposition", NULL);
     pn_data_t *body = pn_message_body(req);
     pn_uuid_t u;
-    sb_rr_t *rr = sb_core_mgmt(&c->core, c->entity);
+    sb_rr_t *rr = sb_rr_mgmt(&c->core, c->entity);
 
     memcpy(u.bytes, msg->lock_uuid, 16);
     pn_data_put_map(body);

@@ -16,7 +16,6 @@
     X(NOMEM, "out of memory")                                                                      \
     X(INVAL, "invalid argument")                                                                   \
     X(CONFIG, "invalid configuration")                                                             \
-    X(PARSE, "malformed input")                                                                    \
     X(IO, "input/output error")                                                                    \
     X(TIMEOUT, "operation timed out")                                                              \
     X(AGAIN, "try again later")                                                                    \
@@ -28,7 +27,6 @@
     X(DB_CONN, "database connection lost")                                                         \
     X(DB_SETUP, "the database's setup refuses the statement (missing object, privilege, "           \
                 "read-only, full)")                                                                \
-    X(DUPLICATE, "message already processed")                                                      \
     X(CONFLICT, "idempotency key reused with a different body")                                    \
     X(LOCK_LOST, "message or session lock lost")                                                   \
     X(DETACHED, "link detached before settlement")                                                 \
@@ -37,7 +35,6 @@
     X(INVALID_JSON, "message body is not valid JSON")                                              \
     X(MISSING_FIELD, "a field the route needs is missing")                                         \
     X(BROKER, "broker returned an error")                                                          \
-    X(UNSUPPORTED, "not supported")                                                                \
     X(SHUTDOWN, "shutting down")
 
 typedef enum {

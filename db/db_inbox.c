@@ -299,6 +299,23 @@ static ib_err_t run_stmts(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
     return IB_E_OK;
 }
 
+/*
+ * The opening of every inbox transaction: a caller's leftover transaction
+ * is rolled back (it must not join this one) and the connection is
+ * (re)established. Not reaching the database is never the message's fault,
+ * even when the cause is permanent (a rotated password), so a failure here
+ * is always transient: it must never dead-letter the message.
+ */
+static ib_err_t conn_ready(db_conn_t *dbc, ib_error_t *err)
+{
+    ib_err_t rc;
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if ((rc = db_conn_ensure(dbc, err)) != IB_E_OK)
+        err->cls = IB_CLASS_TRANSIENT;
+    return rc;
+}
+
 db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_stmt_t *stmts,
                             size_t nstmts, ib_error_t *err)
 {
@@ -313,17 +330,8 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
         ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "inbox apply: no statements");
         return DB_FAILED;
     }
-    if (dbc->in_txn)
-        db_rollback_quiet(dbc); /* a caller's leftover must not join this transaction */
-    if (db_conn_ensure(dbc, err) != IB_E_OK) {
-        /*
-         * Not reaching the database is never the message's fault, even
-         * when the cause is permanent (a rotated password): never let it
-         * dead-letter the message.
-         */
-        err->cls = IB_CLASS_TRANSIENT;
+    if (conn_ready(dbc, err) != IB_E_OK)
         return DB_FAILED;
-    }
     if (insert_row(dbc, claim, "processed", NULL, NULL, err) != IB_E_OK) {
         if (claim->replay && err->code != IB_E_DB_CONN &&
             db_dialect_is_unique_violation(dbc->dialect, err->sqlstate, err->native))
@@ -362,17 +370,8 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
         }
         detail = cut;
     }
-    if (dbc->in_txn)
-        db_rollback_quiet(dbc);
-    if (db_conn_ensure(dbc, err) != IB_E_OK) {
-        /*
-         * Not reaching the database is never the message's fault, even
-         * when the cause is permanent (a rotated password): never let it
-         * dead-letter the message.
-         */
-        err->cls = IB_CLASS_TRANSIENT;
+    if (conn_ready(dbc, err) != IB_E_OK)
         return DB_FAILED;
-    }
     if (insert_row(dbc, claim, status, ib_class_name(cls), detail, err) != IB_E_OK)
         return insert_failed(dbc, claim, err);
     return commit_or_fail(dbc, err);
@@ -433,12 +432,8 @@ size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n)
     }
     if (!st)
         return 0;
-    if (dbc->in_txn)
-        db_rollback_quiet(dbc);
-    if (db_conn_ensure(dbc, &whole) != IB_E_OK) {
-        whole.cls = IB_CLASS_TRANSIENT; /* as in db_inbox_apply */
+    if (conn_ready(dbc, &whole) != IB_E_OK)
         failed = true;
-    }
     if (!failed && txn_open(dbc, &whole) != IB_E_OK)
         failed = true;
     for (size_t i = 0; i < n && !failed; i++) {

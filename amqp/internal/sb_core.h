@@ -25,6 +25,7 @@
 
 #include "ib_err.h"
 #include "sb_connstr.h"
+#include "sb_msg.h"
 #include "sb_token.h"
 
 /* Every link's context starts with one of these, so events find their owner. */
@@ -43,7 +44,7 @@ typedef struct sb_rr sb_rr_t;
  */
 typedef void (*sb_rr_cb)(void *ctx, int status, pn_message_t *resp, const ib_error_t *err);
 /* Authorization of an audience finished (err->code IB_E_OK or not). */
-typedef void (*sb_auth_cb)(void *ctx, const ib_error_t *err);
+typedef void (*sb_cbs_cb)(void *ctx, const ib_error_t *err);
 
 typedef struct sb_core_hooks {
     void (*on_up)(void *owner);                          /* connection open */
@@ -104,11 +105,11 @@ void sb_core_name(sb_core_t *core, const char *prefix, char *buf, size_t size);
 /* "sb://host[:port]/path" into a malloc'd string. */
 char *sb_core_audience(sb_core_t *core, const char *path);
 
-/* Puts a token for audience (once, then kept fresh while connected); cb when done. */
-void sb_core_authorize(sb_core_t *core, const char *audience, sb_auth_cb cb, void *ctx);
+/* sb_cbs.c: puts a token for audience (once, then kept fresh while connected); cb when done. */
+void sb_cbs_authorize(sb_core_t *core, const char *audience, sb_cbs_cb cb, void *ctx);
 
-/* The $management pair of entity (created on first use, attached lazily). */
-sb_rr_t *sb_core_mgmt(sb_core_t *core, const char *entity);
+/* sb_rr.c: the $management pair of entity (created on first use, attached lazily). */
+sb_rr_t *sb_rr_mgmt(sb_core_t *core, const char *entity);
 /*
  * Sends req (takes ownership) on rr and calls cb with the answer. Sets
  * message-id and reply-to. associated_link may be NULL.
@@ -126,15 +127,17 @@ void sb_resp_error(pn_message_t *resp, int status, ib_error_t *err);
 bool sb_body_find(pn_data_t *body, const char *key);
 void sb_put_str(pn_data_t *d, const char *s);
 void sb_put_sym(pn_data_t *d, const char *s);
+/* sb_msg_state.c: appends key/value pairs (the caller has entered a map). */
+void sb_props_put(pn_data_t *d, const sb_prop_t *props, size_t n, bool symbol_keys);
 
-/* Internal to sb_core.c / sb_rr.c. */
+/* Called by sb_core.c only: the request/response links (sb_rr.c) and CBS (sb_cbs.c). */
 bool sb_rr_handle(sb_core_t *core, pn_event_t *e, pn_link_t *link);
 void sb_rr_tick(sb_core_t *core);
 void sb_rr_reset_all(sb_core_t *core, const ib_error_t *why);
 void sb_rr_free_all(sb_core_t *core);
-void sb_auth_tick(sb_core_t *core);
-void sb_auth_reset(sb_core_t *core);
-void sb_auth_free(sb_core_t *core);
+void sb_cbs_tick(sb_core_t *core);
+void sb_cbs_reset(sb_core_t *core);
+void sb_cbs_free(sb_core_t *core);
 
 /* Logs a condition under event tag ev; fills err when given and the condition is set. */
 void sb_log_condition(const char *ev, const char *what, pn_condition_t *cond, ib_error_t *err);

@@ -1,6 +1,6 @@
 /*
  * sb_client_int.h - internal to the client (sb_client.c, sb_receiver.c,
- * sb_session.c, sb_settle.c, sb_renew.c). thread: proactor for everything
+ * sb_msg_state.c, sb_session.c, sb_settle.c, sb_renew.c). thread: proactor for everything
  * except the fields marked "under lock".
  */
 #ifndef SB_CLIENT_INT_H
@@ -78,7 +78,7 @@ struct sb_rcv {
 struct sb_client {
     sb_core_t core;
     sb_callbacks_t cb;
-    char *connstr, *entity, *ca_file, *audience;
+    char *entity, *ca_file, *audience;
     bool sessions;
     unsigned prefetch, mcc, max_sessions, renew_max_s, idle_s, reconnect_max_ms, reconnect_min_ms;
     unsigned session_wait_ms, renew_margin_ms;
@@ -90,10 +90,10 @@ struct sb_client {
     sb_msg_t *sq_head, *sq_tail; /* under lock: settle queue */
     bool stop_receiving;         /* under lock */
     bool stop_requested;         /* under lock */
-    sb_stats_t stats;            /* under lock: published copy */
+    sb_stats_t stats_pub;        /* under lock: the copy sb_client_stats reads */
 
     /* thread: proactor */
-    sb_stats_t st;
+    sb_stats_t stats; /* counted here, copied to stats_pub after each event batch */
     sb_rcv_t *rcvs;
     sb_msg_t *held;
     sb_msg_t *buf_head, *buf_tail;
@@ -118,8 +118,21 @@ void sb_rcv_grant(sb_rcv_t *r);
 void sb_rcv_pump(sb_client_t *c);
 void sb_rcv_release_buffered(sb_client_t *c);
 void sb_rcv_close(sb_rcv_t *r);
+
+/* sb_msg_state.c */
+/* The one place a message changes state; keeps n_buffered / n_inflight in step. */
+void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to);
+/* Takes msg off c->held and forgets its pending renewal and management request. */
+void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg);
+/* Frees msg with its state (it must be unlinked). */
+void sb_msg_destroy(sb_msg_t *msg);
+/* Ends a message the worker never saw: settles its delivery with outcome, then frees it. */
 void sb_msg_drop(sb_client_t *c, sb_msg_t *msg, uint64_t outcome);
+/* Marks the lock lost (logged once, here); drops it if buffered, tells the worker if handed. */
 void sb_msg_lock_lost(sb_client_t *c, sb_msg_t *msg, const char *why);
+/* Settles dlv locally with outcome (0: none); NULL is a no-op. */
+void sb_dlv_release(pn_delivery_t *dlv, uint64_t outcome);
+void sb_props_free(sb_prop_t *props, size_t n);
 
 /* sb_session.c */
 void sb_session_prepare(sb_rcv_t *r);
@@ -134,11 +147,6 @@ void sb_settle_tick(sb_client_t *c);
 void sb_settle_shutdown(sb_client_t *c);
 /* Puts a message back at the head of the settle queue (its settlement is retried). */
 void sb_settle_requeue(sb_client_t *c, sb_msg_t *msg);
-void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg);
-void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to);
-void sb_msg_destroy(sb_msg_t *msg);
-void sb_props_put(pn_data_t *d, const sb_prop_t *props, size_t n, bool symbol_keys);
-void sb_props_free(sb_prop_t *props, size_t n);
 
 /* sb_renew.c */
 void sb_renew_tick(sb_client_t *c);
