@@ -62,7 +62,6 @@ static void test_session_lock_lost(void)
     sbt_rx_t rx;
     sb_options_t opt;
     sb_callbacks_t cb;
-    ib_error_t err;
     sb_client_t *c;
     sb_msg_t *msg;
     long long end;
@@ -74,26 +73,25 @@ static void test_session_lock_lost(void)
     opt.sessions = true;
     opt.session_wait_ms = 1000;
     sbt_callbacks(&rx, &cb);
-    c = sb_client_new(&opt, &cb, &err);
-    SBT_CHECK(c);
-    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    c = sbt_client_start(&opt, &cb);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg && strcmp(msg->session_id, "only") == 0);
+    SBT_CHECK(msg);
+    SBT_CHECK_STREQ(msg->session_id, "only");
     end = ib_mono_ms() + sbt_ms(5000);
     while (rx.lock_lost == 0 && ib_mono_ms() < end)
         usleep(20 * 1000);
-    SBT_CHECK(rx.lock_lost == 1);
+    SBT_CHECK_EQ(rx.lock_lost, 1);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     end = ib_mono_ms() + sbt_ms(5000);
     while (rx.results[IB_E_LOCK_LOST] == 0 && ib_mono_ms() < end)
         usleep(20 * 1000);
-    SBT_CHECK(rx.results[IB_E_LOCK_LOST] == 1);
+    SBT_CHECK_EQ(rx.results[IB_E_LOCK_LOST], 1);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK(sbt_wait_stat(&emu, "sl", "completed", 0, 2000) == 0);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sl", "completed", 0, 2000), 0);
     /* Back with the broker once the client has gone. */
-    SBT_CHECK(sbt_wait_stat(&emu, "sl", "active", 1, 5000) == 1);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sl", "active", 1, 5000), 1);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   session_lock_lost\n");
 }
@@ -108,7 +106,6 @@ static void test_session_renewal(void)
     sbt_rx_t rx;
     sb_options_t opt;
     sb_callbacks_t cb;
-    ib_error_t err;
     sb_client_t *c;
     sb_msg_t *msg;
     sb_stats_t st;
@@ -120,25 +117,28 @@ static void test_session_renewal(void)
     opt.sessions = true;
     opt.session_wait_ms = 1000;
     sbt_callbacks(&rx, &cb);
-    c = sb_client_new(&opt, &cb, &err);
-    SBT_CHECK(c);
-    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    c = sbt_client_start(&opt, &cb);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "r-0") == 0);
+    SBT_CHECK(msg);
+    SBT_CHECK_STREQ(msg->message_id, "r-0");
     usleep(5000 * 1000);
-    SBT_CHECK(rx.lock_lost == 0);
+    SBT_CHECK_EQ(rx.lock_lost, 0);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "r-1") == 0 && msg->delivery_count == 1);
+    SBT_CHECK(msg);
+    SBT_CHECK_STREQ(msg->message_id, "r-1");
+    SBT_CHECK_EQ(msg->delivery_count, 1);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000) && rx.settled_ok == 2);
+    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000));
+    SBT_CHECK_EQ(rx.settled_ok, 2);
     sb_client_stats(c, &st);
-    SBT_CHECK(st.renewals_ok >= 2 && st.sessions_accepted == 1);
+    SBT_CHECK_GE(st.renewals_ok, 2);
+    SBT_CHECK_EQ(st.sessions_accepted, 1);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK(sbt_wait_stat(&emu, "sr", "completed", 2, 3000) == 2);
-    SBT_CHECK(sbt_stat(&emu, "sr", "delivered") == 2);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sr", "completed", 2, 3000), 2);
+    SBT_CHECK_EQ(sbt_stat(&emu, "sr", "delivered"), 2);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   session_renewal\n");
 }
@@ -178,9 +178,9 @@ int main(void)
     so = (sb_sender_options_t){emu.connstr, NULL, NULL, NULL, 10000};
     s = sb_sender_open(&so, &err);
     SBT_CHECK(s);
-    SBT_CHECK(sb_sender_send(s, "sq", msgs, NSESS * PER, &err) == IB_E_OK);
+    SBT_CHECK_EQ(sb_sender_send(s, "sq", msgs, NSESS * PER, &err), IB_E_OK);
     sb_sender_close(s);
-    SBT_CHECK(sbt_wait_stat(&emu, "sq", "active", NSESS * PER, 5000) == NSESS * PER);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sq", "active", NSESS * PER, 5000), NSESS * PER);
 
     sbt_rx_init(&rx);
     rx.hook = hook;
@@ -190,9 +190,7 @@ int main(void)
     opt.session_idle_timeout_s = 1;
     opt.session_wait_ms = 1000;
     sbt_callbacks(&rx, &cb);
-    c = sb_client_new(&opt, &cb, &err);
-    SBT_CHECK(c);
-    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    c = sbt_client_start(&opt, &cb);
 
     /* Settle in a shuffled order across the sessions held at a time. */
     while (done < NSESS * PER) {
@@ -218,24 +216,25 @@ int main(void)
         done += nb;
     }
     SBT_CHECK(sbt_wait_settled(&rx, NSESS * PER, 10000));
-    SBT_CHECK(rx.settled_ok == NSESS * PER);
-    SBT_CHECK(order_errors == 0);
-    SBT_CHECK(overlap_errors == 0);
+    SBT_CHECK_EQ(rx.settled_ok, NSESS * PER);
+    SBT_CHECK_EQ(order_errors, 0);
+    SBT_CHECK_EQ(overlap_errors, 0);
     for (int k = 0; k < NSESS; k++)
-        SBT_CHECK(next_index[k] == PER);
-    SBT_CHECK(sbt_wait_stat(&emu, "sq", "completed", NSESS * PER, 5000) == NSESS * PER);
-    SBT_CHECK(sbt_stat(&emu, "sq", "active") == 0);
-    SBT_CHECK(sbt_stat(&emu, "sq", "locked") == 0);
+        SBT_CHECK_EQ(next_index[k], PER);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sq", "completed", NSESS * PER, 5000), NSESS * PER);
+    SBT_CHECK_EQ(sbt_stat(&emu, "sq", "active"), 0);
+    SBT_CHECK_EQ(sbt_stat(&emu, "sq", "locked"), 0);
 
     /* Idle sessions are given back. */
     usleep((useconds_t)sbt_ms(2500) * 1000);
     sb_client_stats(c, &st);
     fprintf(stderr, "sessions accepted=%llu released=%llu max_held=%u held=%u\n",
             st.sessions_accepted, st.sessions_released, st.max_sessions_held, st.sessions_held);
-    SBT_CHECK(st.max_sessions_held <= 4 && st.max_sessions_held >= 2);
-    SBT_CHECK(st.sessions_accepted >= NSESS);
-    SBT_CHECK(st.sessions_held == 0);
-    SBT_CHECK(st.sessions_released >= NSESS);
+    SBT_CHECK_LE(st.max_sessions_held, 4);
+    SBT_CHECK_GE(st.max_sessions_held, 2);
+    SBT_CHECK_GE(st.sessions_accepted, NSESS);
+    SBT_CHECK_EQ(st.sessions_held, 0);
+    SBT_CHECK_GE(st.sessions_released, NSESS);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);

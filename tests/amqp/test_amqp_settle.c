@@ -20,18 +20,12 @@ static sb_client_t *start(sbt_emu_t *emu, const char *entity, unsigned prefetch,
 {
     sb_options_t opt;
     sb_callbacks_t cb;
-    ib_error_t err;
     sb_client_t *c;
     sbt_options(emu, entity, &opt);
     opt.prefetch = prefetch;
     opt.max_concurrent_calls = mcc;
     sbt_callbacks(rx, &cb);
-    c = sb_client_new(&opt, &cb, &err);
-    if (!c) {
-        fprintf(stderr, "sb_client_new: %s\n", err.text);
-        exit(1);
-    }
-    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    c = sbt_client_start(&opt, &cb);
     SBT_CHECK(sbt_wait_ready(rx, 10000));
     return c;
 }
@@ -50,76 +44,85 @@ static void test_outcomes(sbt_emu_t *emu)
     const sb_prop_t *p;
 
     sbt_send(emu, "orders", "m", 4, NULL);
-    SBT_CHECK(sbt_wait_stat(emu, "orders", "active", 4, 5000) == 4);
+    SBT_CHECK_EQ(sbt_wait_stat(emu, "orders", "active", 4, 5000), 4);
     sbt_rx_init(&rx);
     c = start(emu, "orders", 0, 1, &rx);
 
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "m-0") == 0);
-    SBT_CHECK(msg->decode_err.code == IB_E_OK);
-    SBT_CHECK(strcmp(msg->subject, "test") == 0);
-    SBT_CHECK(msg->body_len == 7 && memcmp(msg->body, "{\"n\":0}", 7) == 0);
-    SBT_CHECK((p = sb_msg_prop(msg, "kind")) && p->type == SB_PROP_STRING &&
-              strcmp(p->str, "test") == 0);
-    SBT_CHECK(strlen(msg->lock_token) == 36);
-    SBT_CHECK(msg->delivery_count == 1);
-    SBT_CHECK(msg->sequence_number >= 1);
-    SBT_CHECK(msg->enqueued_ms > now - 60000 && msg->enqueued_ms <= ib_now_ms() + 1000);
-    SBT_CHECK(msg->locked_until_ms > ib_now_ms());
+    SBT_CHECK(msg);
+    SBT_CHECK_STREQ(msg->message_id, "m-0");
+    SBT_CHECK_EQ(msg->decode_err.code, IB_E_OK);
+    SBT_CHECK_STREQ(msg->subject, "test");
+    SBT_CHECK_EQ(msg->body_len, 7);
+    SBT_CHECK_EQ(memcmp(msg->body, "{\"n\":0}", 7), 0);
+    SBT_CHECK((p = sb_msg_prop(msg, "kind")));
+    SBT_CHECK_EQ(p->type, SB_PROP_STRING);
+    SBT_CHECK_STREQ(p->str, "test");
+    SBT_CHECK_EQ(strlen(msg->lock_token), 36);
+    SBT_CHECK_EQ(msg->delivery_count, 1);
+    SBT_CHECK_GE(msg->sequence_number, 1);
+    SBT_CHECK_GT(msg->enqueued_ms, now - 60000);
+    SBT_CHECK_LE(msg->enqueued_ms, ib_now_ms() + 1000);
+    SBT_CHECK_GT(msg->locked_until_ms, ib_now_ms());
     /* Broker view: exactly one locked (prefetch 0, one call). */
-    SBT_CHECK(sbt_wait_stat(emu, "orders", "locked", 1, 3000) == 1);
+    SBT_CHECK_EQ(sbt_wait_stat(emu, "orders", "locked", 1, 3000), 1);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000) && rx.settled_ok == 1);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
+    SBT_CHECK_EQ(rx.settled_ok, 1);
 
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "m-1") == 0);
+    SBT_CHECK(msg);
+    SBT_CHECK_STREQ(msg->message_id, "m-1");
     sb_client_settle(c, msg, SB_ABANDON, NULL, NULL);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "m-1") == 0); /* back at once */
-    SBT_CHECK(msg->delivery_count == 2);
+    SBT_CHECK(msg);
+    SBT_CHECK_STREQ(msg->message_id, "m-1"); /* back at once */
+    SBT_CHECK_EQ(msg->delivery_count, 2);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
 
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "m-2") == 0);
+    SBT_CHECK(msg);
+    SBT_CHECK_STREQ(msg->message_id, "m-2");
     sb_client_settle(c, msg, SB_DEADLETTER, "BadOrder", "the order has no lines");
 
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "m-3") == 0);
+    SBT_CHECK(msg);
+    SBT_CHECK_STREQ(msg->message_id, "m-3");
     sb_client_settle(c, msg, SB_DEFER, NULL, NULL);
     SBT_CHECK(sbt_wait_settled(&rx, 5, 5000));
-    SBT_CHECK(rx.settled_ok == 5);
+    SBT_CHECK_EQ(rx.settled_ok, 5);
 
     /* The broker's state (the stats file is one snapshot: wait for the last change). */
-    SBT_CHECK(sbt_wait_stat(emu, "orders", "deferred", 1, 3000) == 1);
-    SBT_CHECK(sbt_stat(emu, "orders", "completed") == 2);
-    SBT_CHECK(sbt_stat(emu, "orders", "abandoned") == 1);
-    SBT_CHECK(sbt_stat(emu, "orders", "dead_lettered") == 1);
-    SBT_CHECK(sbt_stat_reason(emu, "orders", "BadOrder") == 1);
-    SBT_CHECK(sbt_stat(emu, "orders", "active") == 0);
-    SBT_CHECK(sbt_stat(emu, "orders", "locked") == 0);
+    SBT_CHECK_EQ(sbt_wait_stat(emu, "orders", "deferred", 1, 3000), 1);
+    SBT_CHECK_EQ(sbt_stat(emu, "orders", "completed"), 2);
+    SBT_CHECK_EQ(sbt_stat(emu, "orders", "abandoned"), 1);
+    SBT_CHECK_EQ(sbt_stat(emu, "orders", "dead_lettered"), 1);
+    SBT_CHECK_EQ(sbt_stat_reason(emu, "orders", "BadOrder"), 1);
+    SBT_CHECK_EQ(sbt_stat(emu, "orders", "active"), 0);
+    SBT_CHECK_EQ(sbt_stat(emu, "orders", "locked"), 0);
 
     /* The DLQ through $management peek. */
     s = sb_sender_open(&so, &err);
     SBT_CHECK(s);
-    SBT_CHECK(sb_sender_peek(s, "orders/$DeadLetterQueue", 1, 10, &peeked, &npeek, &err) ==
-              IB_E_OK);
-    SBT_CHECK(npeek == 1);
-    SBT_CHECK(strcmp(peeked[0]->message_id, "m-2") == 0);
-    SBT_CHECK(peeked[0]->dead_letter_reason &&
-              strcmp(peeked[0]->dead_letter_reason, "BadOrder") == 0);
-    SBT_CHECK(peeked[0]->dead_letter_description &&
-              strcmp(peeked[0]->dead_letter_description, "the order has no lines") == 0);
-    SBT_CHECK(peeked[0]->body_len == 7);
+    SBT_CHECK_EQ(sb_sender_peek(s, "orders/$DeadLetterQueue", 1, 10, &peeked, &npeek, &err), IB_E_OK);
+    SBT_CHECK_EQ(npeek, 1);
+    SBT_CHECK_STREQ(peeked[0]->message_id, "m-2");
+    SBT_CHECK(peeked[0]->dead_letter_reason);
+    SBT_CHECK_STREQ(peeked[0]->dead_letter_reason, "BadOrder");
+    SBT_CHECK(peeked[0]->dead_letter_description);
+    SBT_CHECK_STREQ(peeked[0]->dead_letter_description, "the order has no lines");
+    SBT_CHECK_EQ(peeked[0]->body_len, 7);
     sb_peek_free(peeked, npeek);
     /* The active queue holds only the deferred message now. */
-    SBT_CHECK(sb_sender_peek(s, "orders", 1, 10, &peeked, &npeek, &err) == IB_E_OK);
-    SBT_CHECK(npeek == 1 && strcmp(peeked[0]->message_id, "m-3") == 0);
+    SBT_CHECK_EQ(sb_sender_peek(s, "orders", 1, 10, &peeked, &npeek, &err), IB_E_OK);
+    SBT_CHECK_EQ(npeek, 1);
+    SBT_CHECK_STREQ(peeked[0]->message_id, "m-3");
     sb_peek_free(peeked, npeek);
     sb_sender_close(s);
 
     sb_client_stop(c);
     sb_client_free(c);
-    SBT_CHECK(rx.shutdown == 0);
+    SBT_CHECK_EQ(rx.shutdown, 0);
     sbt_rx_destroy(&rx);
     fprintf(stderr, "ok   outcomes\n");
 }
@@ -137,11 +140,12 @@ static void test_credit(sbt_emu_t *emu)
     sbt_rx_init(&rx);
     c = start(emu, "bulk", 5, 3, &rx);
     usleep((useconds_t)sbt_ms(1500) * 1000);
-    SBT_CHECK(sbt_wait_stat(emu, "bulk", "locked", 8, 3000) == 8);
+    SBT_CHECK_EQ(sbt_wait_stat(emu, "bulk", "locked", 8, 3000), 8);
     sb_client_stats(c, &st);
-    SBT_CHECK(st.in_flight == 3 && st.buffered == 5);
+    SBT_CHECK_EQ(st.in_flight, 3);
+    SBT_CHECK_EQ(st.buffered, 5);
     pthread_mutex_lock(&rx.mu);
-    SBT_CHECK(rx.received == 3);
+    SBT_CHECK_EQ(rx.received, 3);
     pthread_mutex_unlock(&rx.mu);
     while (done < 30) {
         sb_msg_t *msg = sbt_take(&rx, 5000);
@@ -154,10 +158,11 @@ static void test_credit(sbt_emu_t *emu)
             nh = 0;
         }
     }
-    SBT_CHECK(sbt_wait_settled(&rx, 30, 10000) && rx.settled_ok == 30);
-    SBT_CHECK(rx.max_inflight <= 3);
-    SBT_CHECK(sbt_wait_stat(emu, "bulk", "completed", 30, 3000) == 30);
-    SBT_CHECK(sbt_stat(emu, "bulk", "active") == 0);
+    SBT_CHECK(sbt_wait_settled(&rx, 30, 10000));
+    SBT_CHECK_EQ(rx.settled_ok, 30);
+    SBT_CHECK_LE(rx.max_inflight, 3);
+    SBT_CHECK_EQ(sbt_wait_stat(emu, "bulk", "completed", 30, 3000), 30);
+    SBT_CHECK_EQ(sbt_stat(emu, "bulk", "active"), 0);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
