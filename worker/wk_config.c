@@ -117,21 +117,13 @@ static const char *type_name(wk_config_type_t t)
     }
 }
 
-typedef struct {
-    FILE *errs;
-    int n;
-} problems_t;
-
-static void problem(problems_t *p, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void problem(problems_t *p, const char *key, const char *fmt, ...)
+void wk_problem(wk_problems_t *p, const char *key, const char *fmt, ...)
 {
     va_list ap;
     p->n++;
     if (!p->errs)
         return;
-    fprintf(p->errs, "config: %s: ", key);
+    fprintf(p->errs, "config: %s%s%s: ", p->prefix, p->prefix[0] && *key ? "." : "", key);
     va_start(ap, fmt);
     vfprintf(p->errs, fmt, ap);
     va_end(ap);
@@ -162,7 +154,7 @@ static bool enum_has(const char *choices, const char *v)
 
 /* Stores a value given as text (defaults and environment). */
 static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *text,
-                          const char *origin, problems_t *p)
+                          const char *origin, wk_problems_t *p)
 {
     void *slot = (char *)cfg + s->offset;
 
@@ -171,12 +163,12 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
     case WK_CT_ENUM: {
         char *dup;
         if (s->type == WK_CT_ENUM && !enum_has(choices_of(s), text)) {
-            problem(p, s->name, "%s: must be one of %s", origin, choices_of(s));
+            wk_problem(p, s->name, "%s: must be one of %s", origin, choices_of(s));
             return;
         }
         dup = strdup(text);
         if (!dup) {
-            problem(p, s->name, "out of memory");
+            wk_problem(p, s->name, "out of memory");
             return;
         }
         free(*(char **)slot);
@@ -189,11 +181,11 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
         errno = 0;
         v = strtoll(text, &end, 10);
         if (!*text || *end || errno) {
-            problem(p, s->name, "%s: wrong type, expected an integer", origin);
+            wk_problem(p, s->name, "%s: wrong type, expected an integer", origin);
             return;
         }
         if (v < s->min || v > s->max) {
-            problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min, s->max);
+            wk_problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min, s->max);
             return;
         }
         *(long long *)slot = v;
@@ -205,7 +197,7 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
         else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0)
             *(bool *)slot = false;
         else
-            problem(p, s->name, "%s: wrong type, expected true or false", origin);
+            wk_problem(p, s->name, "%s: wrong type, expected true or false", origin);
         return;
     case WK_CT_JSON: {
         json_error_t jerr;
@@ -213,13 +205,13 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
         if (!v) {
             char why[128];
             /* Never jansson's text: it quotes the value, which may be a secret. */
-            problem(p, s->name, "%s: invalid JSON: %s", origin,
+            wk_problem(p, s->name, "%s: invalid JSON: %s", origin,
                     wk_json_error_describe(&jerr, why, sizeof(why)));
             return;
         }
         if (!json_is_array(v)) {
             json_decref(v);
-            problem(p, s->name, "%s: wrong type, expected an array", origin);
+            wk_problem(p, s->name, "%s: wrong type, expected an array", origin);
             return;
         }
         json_decref(*(json_t **)slot);
@@ -230,7 +222,7 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
 }
 
 /* Stores a value from the JSON file, checking its JSON type. */
-static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, problems_t *p)
+static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, wk_problems_t *p)
 {
     void *slot = (char *)cfg + s->offset;
     char num[32];
@@ -239,14 +231,14 @@ static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, pr
     case WK_CT_STR:
     case WK_CT_ENUM:
         if (!json_is_string(v)) {
-            problem(p, s->name, "wrong type, expected a string");
+            wk_problem(p, s->name, "wrong type, expected a string");
             return;
         }
         set_from_text(cfg, s, json_string_value(v), "file", p);
         return;
     case WK_CT_INT:
         if (!json_is_integer(v)) {
-            problem(p, s->name, "wrong type, expected an integer");
+            wk_problem(p, s->name, "wrong type, expected an integer");
             return;
         }
         snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
@@ -254,14 +246,14 @@ static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, pr
         return;
     case WK_CT_BOOL:
         if (!json_is_boolean(v)) {
-            problem(p, s->name, "wrong type, expected true or false");
+            wk_problem(p, s->name, "wrong type, expected true or false");
             return;
         }
         *(bool *)slot = json_is_true(v);
         return;
     case WK_CT_JSON:
         if (!json_is_array(v)) {
-            problem(p, s->name, "wrong type, expected an array");
+            wk_problem(p, s->name, "wrong type, expected an array");
             return;
         }
         json_decref(*(json_t **)slot);
@@ -279,7 +271,7 @@ static bool is_section(const char *key)
     return false;
 }
 
-static void load_file(wk_config_t *cfg, const char *path, problems_t *p)
+static void load_file(wk_config_t *cfg, const char *path, wk_problems_t *p)
 {
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
@@ -289,13 +281,13 @@ static void load_file(wk_config_t *cfg, const char *path, problems_t *p)
     if (!root) {
         char why[128];
         if (json_error_code(&jerr) == json_error_cannot_open_file)
-            problem(p, path, "cannot load: %s", jerr.text);
+            wk_problem(p, path, "cannot load: %s", jerr.text);
         else
-            problem(p, path, "cannot load: %s", wk_json_error_describe(&jerr, why, sizeof(why)));
+            wk_problem(p, path, "cannot load: %s", wk_json_error_describe(&jerr, why, sizeof(why)));
         return;
     }
     if (!json_is_object(root)) {
-        problem(p, path, "the top level must be a JSON object");
+        wk_problem(p, path, "the top level must be a JSON object");
         json_decref(root);
         return;
     }
@@ -308,7 +300,7 @@ static void load_file(wk_config_t *cfg, const char *path, problems_t *p)
             const char *sub;
             json_t *sv;
             if (!json_is_object(v)) {
-                problem(p, key, "wrong type, expected an object");
+                wk_problem(p, key, "wrong type, expected an object");
                 continue;
             }
             json_object_foreach(v, sub, sv)
@@ -319,10 +311,10 @@ static void load_file(wk_config_t *cfg, const char *path, problems_t *p)
                 if (s)
                     set_from_json(cfg, s, sv, p);
                 else
-                    problem(p, full, "unknown key");
+                    wk_problem(p, full, "unknown key");
             }
         } else {
-            problem(p, key, "unknown key");
+            wk_problem(p, key, "unknown key");
         }
     }
     json_decref(root);
@@ -361,7 +353,7 @@ static void register_secrets(const wk_config_t *cfg)
     }
 }
 
-static void check_native_list(json_t *list, const char *name, problems_t *p)
+static void check_native_list(json_t *list, const char *name, wk_problems_t *p)
 {
     size_t i;
     json_t *e;
@@ -371,11 +363,11 @@ static void check_native_list(json_t *list, const char *name, problems_t *p)
             continue;
         if (json_is_string(e) && strlen(json_string_value(e)) == 5)
             continue;
-        problem(p, name, "element %zu must be a native error code or a 5-character SQLSTATE", i);
+        wk_problem(p, name, "element %zu must be a native error code or a 5-character SQLSTATE", i);
     }
 }
 
-static void validate(wk_config_t *cfg, problems_t *p)
+static void validate(wk_config_t *cfg, wk_problems_t *p)
 {
     for (const wk_setting_t *s = wk_settings; s->name; s++) {
         if (!(s->flags & WK_CF_REQUIRED))
@@ -384,25 +376,25 @@ static void validate(wk_config_t *cfg, problems_t *p)
         if (!v || !*v) {
             char env[128];
             wk_config_env_name(s->name, env, sizeof(env));
-            problem(p, s->name, "missing required setting (set it in the file or %s)", env);
+            wk_problem(p, s->name, "missing required setting (set it in the file or %s)", env);
         }
     }
     if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string) {
         sb_connstr_t sb;
         ib_error_t err;
         if (sb_connstr_parse(cfg->servicebus.connection_string, &sb, &err) != IB_E_OK) {
-            problem(p, "servicebus.connection_string", "%s", err.text);
+            wk_problem(p, "servicebus.connection_string", "%s", err.text);
         } else {
             if (sb.entity_path && !*cfg->servicebus.entity) {
                 free(cfg->servicebus.entity);
                 cfg->servicebus.entity = strdup(sb.entity_path);
             } else if (sb.entity_path && strcmp(sb.entity_path, cfg->servicebus.entity) != 0) {
-                problem(p, "servicebus.entity",
+                wk_problem(p, "servicebus.entity",
                         "'%s' differs from the connection string's EntityPath '%s'",
                         cfg->servicebus.entity, sb.entity_path);
             }
             if (!sb.sas && !sb.key && strcmp(cfg->servicebus.auth, "sas") == 0)
-                problem(p, "servicebus.connection_string",
+                wk_problem(p, "servicebus.connection_string",
                         "has no SharedAccessKeyName/SharedAccessKey or SharedAccessSignature "
                         "(required with servicebus.auth sas; use workload_identity for Azure "
                         "AD)");
@@ -411,20 +403,20 @@ static void validate(wk_config_t *cfg, problems_t *p)
     }
     if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string &&
         (!cfg->servicebus.entity || !*cfg->servicebus.entity))
-        problem(p, "servicebus.entity",
+        wk_problem(p, "servicebus.entity",
                 "missing required setting (or give EntityPath in the connection string)");
     if (cfg->db.connection_string && *cfg->db.connection_string) {
         db_connstr_t dbc;
         ib_error_t err;
         if (db_connstr_parse(cfg->db.connection_string, &dbc, &err) != IB_E_OK)
-            problem(p, "db.connection_string", "%s", err.text);
+            wk_problem(p, "db.connection_string", "%s", err.text);
         else
             db_connstr_free(&dbc);
     }
     if (cfg->consumer && strlen(cfg->consumer) > 200)
-        problem(p, "consumer", "longer than 200 characters");
+        wk_problem(p, "consumer", "longer than 200 characters");
     if (cfg->retry.base_ms > cfg->retry.max_ms)
-        problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)", cfg->retry.base_ms,
+        wk_problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)", cfg->retry.base_ms,
                 cfg->retry.max_ms);
     check_native_list(cfg->errors.transient_native, "errors.transient_native", p);
     check_native_list(cfg->errors.permanent_native, "errors.permanent_native", p);
@@ -433,18 +425,18 @@ static void validate(wk_config_t *cfg, problems_t *p)
     {
         ib_error_t err;
         if (wk_http_listen_check(cfg->http.listen, &err) != IB_E_OK)
-            problem(p, "http.listen", "%s", err.text);
+            wk_problem(p, "http.listen", "%s", err.text);
     }
     for (const char *c = cfg->db.inbox_table; c && *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
-            problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
+            wk_problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
             break;
         }
 }
 
 int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
 {
-    problems_t p = {errs, 0};
+    wk_problems_t p = {.errs = errs};
 
     memset(cfg, 0, sizeof(*cfg));
     for (const wk_setting_t *s = wk_settings; s->name; s++)

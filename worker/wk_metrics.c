@@ -40,7 +40,7 @@ typedef struct {
 
 struct wk_metrics {
     char version[64];
-    wk_counter_t messages[WK_RESULT__COUNT];
+    wk_counter_t messages[WK_OUT__COUNT];
     wk_counter_t duplicates;
     wk_counter_t retries[NCLASSES];
     wk_counter_t lock_renewals[WK_RENEW__COUNT];
@@ -58,9 +58,6 @@ struct wk_metrics {
     wk_counter_t reasons_other;
 };
 
-static const char *const result_names[WK_RESULT__COUNT] = {
-    "applied", "duplicate", "conflict", "retried", "abandoned", "dead_lettered", "lock_lost",
-};
 static const char *const renew_names[WK_RENEW__COUNT] = {"ok", "failed", "lost"};
 
 static inline void bump(wk_counter_t *c)
@@ -91,25 +88,20 @@ void wk_metrics_free(wk_metrics_t *m)
     free(m);
 }
 
-const char *wk_result_name(wk_result_t result)
-{
-    return (unsigned)result < WK_RESULT__COUNT ? result_names[result] : "unknown";
-}
-
 const char *wk_renew_result_name(wk_renew_result_t result)
 {
     return (unsigned)result < WK_RENEW__COUNT ? renew_names[result] : "unknown";
 }
 
-void wk_metrics_message(wk_metrics_t *m, wk_result_t result)
+void wk_metrics_message(wk_metrics_t *m, wk_outcome_t outcome)
 {
-    if (!m || (unsigned)result >= WK_RESULT__COUNT)
+    if (!m || (unsigned)outcome >= WK_OUT__COUNT)
         return;
-    bump(&m->messages[result]);
-    if (result == WK_RESULT_DUPLICATE)
+    bump(&m->messages[outcome]);
+    if (outcome == WK_OUT_DUPLICATE)
         bump(&m->duplicates);
-    else if (result == WK_RESULT_LOCK_LOST)
-        bump(&m->lock_lost);
+    else if (outcome == WK_OUT_LOCK_LOST || outcome == WK_OUT_RELEASED)
+        bump(&m->lock_lost); /* a counted release is one whose lock was lost first */
 }
 
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls)
@@ -232,6 +224,63 @@ void wk_metrics_oldest_in_flight_set(wk_metrics_t *m, long long since_mono_ms)
                               memory_order_relaxed);
 }
 
+/* ---- reading ---- */
+
+void wk_metrics_read(wk_metrics_t *m, wk_metrics_view_t *v)
+{
+    memset(v, 0, sizeof(*v));
+    if (!m)
+        return;
+    for (int o = 0; o < WK_OUT__COUNT; o++)
+        v->messages[o] = load(&m->messages[o]);
+    for (int c = 0; c < NCLASSES; c++)
+        v->retries += load(&m->retries[c]);
+    for (int r = 0; r < WK_RENEW__COUNT; r++)
+        v->lock_renewals[r] = load(&m->lock_renewals[r]);
+    v->reconnects = load(&m->reconnects);
+    v->in_flight = atomic_load_explicit(&m->in_flight, memory_order_relaxed);
+    long long since = atomic_load_explicit(&m->oldest_since_ms, memory_order_relaxed);
+    v->oldest_in_flight_ms = since > 0 ? ib_mono_ms() - since : 0;
+}
+
+/* Appends "name":n to buf at *off when it fits whole; reason names are JSON-escaped. */
+static void reason_json(char *buf, size_t size, size_t *off, const char *name,
+                        unsigned long long n)
+{
+    char esc[2 * WK_METRICS_REASON_MAX + 1];
+    size_t k = 0;
+    for (const char *p = name; *p && k + 2 < sizeof(esc); p++) {
+        if (*p == '"' || *p == '\\')
+            esc[k++] = '\\';
+        esc[k++] = *p;
+    }
+    esc[k] = '\0';
+    int w = snprintf(buf + *off, size - *off, "%s\"%s\":%llu", *off > 1 ? "," : "", esc, n);
+    if (w > 0 && (size_t)w < size - *off - 1)
+        *off += (size_t)w;
+    else
+        buf[*off] = '\0';
+}
+
+void wk_metrics_reasons_json(wk_metrics_t *m, char *buf, size_t size)
+{
+    size_t off = 1;
+    if (size < 3) {
+        if (size)
+            buf[0] = '\0';
+        return;
+    }
+    buf[0] = '{';
+    buf[1] = '\0';
+    int n = m ? atomic_load_explicit(&m->nreasons, memory_order_acquire) : 0;
+    for (int i = 0; i < n; i++)
+        reason_json(buf, size, &off, m->reasons[i].name, (unsigned long long)load(&m->reasons[i].n));
+    if (m && load(&m->reasons_other))
+        reason_json(buf, size, &off, "other", (unsigned long long)load(&m->reasons_other));
+    buf[off] = '}';
+    buf[off + 1] = '\0';
+}
+
 /* ---- rendering ---- */
 
 typedef struct {
@@ -298,9 +347,9 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
     b.p[0] = '\0';
 
     header(&b, "inboxd_messages_total", "counter", "Messages settled, by outcome.");
-    for (int r = 0; r < WK_RESULT__COUNT; r++)
-        buf_printf(&b, "inboxd_messages_total{result=\"%s\"} %llu\n", result_names[r],
-                   (unsigned long long)load(&m->messages[r]));
+    for (int o = 0; o < WK_OUT__COUNT; o++)
+        buf_printf(&b, "inboxd_messages_total{result=\"%s\"} %llu\n",
+                   wk_outcome_name((wk_outcome_t)o), (unsigned long long)load(&m->messages[o]));
 
     header(&b, "inboxd_duplicates_total", "counter",
            "Messages whose inbox row already existed; completed without a second effect.");

@@ -4,7 +4,7 @@
  *
  * The registry holds exactly the metrics the operator documentation lists:
  *
- *   inboxd_messages_total{result}        one per settled message outcome
+ *   inboxd_messages_total{result}        one per message outcome (wk_outcome.h)
  *   inboxd_duplicates_total              inbox key already present, completed
  *   inboxd_retries_total{class}          in-process retries by error class
  *   inboxd_dead_letters_total{reason}    by DeadLetterReason (bounded, see below)
@@ -33,23 +33,12 @@
 #include <stddef.h>
 
 #include "ib_err.h"
+#include "wk_outcome.h"
 
 /* Distinct dead-letter reasons kept before folding into "other". */
 #define WK_METRICS_MAX_REASONS 32
 /* Longest reason label kept, in bytes (longer ones are truncated). */
 #define WK_METRICS_REASON_MAX 64
-
-/* The result label of inboxd_messages_total, as logged per message. */
-typedef enum {
-    WK_RESULT_APPLIED = 0,
-    WK_RESULT_DUPLICATE,
-    WK_RESULT_CONFLICT,
-    WK_RESULT_RETRIED,
-    WK_RESULT_ABANDONED,
-    WK_RESULT_DEAD_LETTERED,
-    WK_RESULT_LOCK_LOST,
-    WK_RESULT__COUNT
-} wk_result_t;
 
 /* The result label of inboxd_lock_renewals_total. */
 typedef enum {
@@ -70,22 +59,22 @@ wk_metrics_t *wk_metrics_new(const char *version);
 /* Frees the registry; no other thread may use it any more. NULL is a no-op. */
 void wk_metrics_free(wk_metrics_t *m);
 
-/* "applied", "duplicate", ... ; "unknown" for an out-of-range value. */
-const char *wk_result_name(wk_result_t result);
+/* "ok", "failed", "lost"; "unknown" for an out-of-range value. */
 const char *wk_renew_result_name(wk_renew_result_t result);
 
 /*
- * Counts one settled message. WK_RESULT_DUPLICATE also counts
- * inboxd_duplicates_total and WK_RESULT_LOCK_LOST inboxd_lock_lost_total, so
+ * Counts one message outcome. WK_OUT_DUPLICATE also counts
+ * inboxd_duplicates_total, and WK_OUT_LOCK_LOST and WK_OUT_RELEASED (only
+ * counted when the lock was lost first) inboxd_lock_lost_total, so
  * the caller makes one call per outcome. thread: any.
  */
-void wk_metrics_message(wk_metrics_t *m, wk_result_t result);
+void wk_metrics_message(wk_metrics_t *m, wk_outcome_t outcome);
 /* Counts one in-process retry after an error of class cls. thread: any. */
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls);
 /*
  * Counts one dead-lettered message under reason (NULL or "" count as
  * "unknown"). Does not count inboxd_messages_total: call wk_metrics_message
- * with WK_RESULT_DEAD_LETTERED for that. thread: any.
+ * with WK_OUT_DEAD_LETTERED (or WK_OUT_CONFLICT) for that. thread: any.
  */
 void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason);
 /* Counts one lock renewal by result; WK_RENEW_LOST does not count lock_lost. */
@@ -116,6 +105,24 @@ void wk_metrics_oldest_in_flight_set(wk_metrics_t *m, long long since_mono_ms);
  * length. Returns NULL when out of memory. thread: any.
  */
 char *wk_metrics_render(wk_metrics_t *m, size_t *len);
+
+/* A copy of the counters, for the stats log line. */
+typedef struct wk_metrics_view {
+    unsigned long long messages[WK_OUT__COUNT];
+    unsigned long long retries; /* every class */
+    unsigned long long lock_renewals[WK_RENEW__COUNT];
+    unsigned long long reconnects;
+    long long in_flight;
+    long long oldest_in_flight_ms; /* age now; 0 when nothing is in flight */
+} wk_metrics_view_t;
+
+/* Copies the counters into v (each one atomically, not all at one instant). thread: any. */
+void wk_metrics_read(wk_metrics_t *m, wk_metrics_view_t *v);
+/*
+ * Writes the dead-letter counts as a JSON object {"reason":n,...} into buf
+ * (always NUL-terminated; reasons that do not fit are left out). thread: any.
+ */
+void wk_metrics_reasons_json(wk_metrics_t *m, char *buf, size_t size);
 
 /* Bucket upper bounds (seconds) of inboxd_handler_duration_seconds, for tests. */
 extern const double wk_metrics_duration_buckets[];

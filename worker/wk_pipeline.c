@@ -9,13 +9,6 @@
 #include "ib_log.h"
 #include "ib_utf8.h"
 
-const char *wk_outcome_name(wk_outcome_t o)
-{
-    static const char *const names[] = {"applied",  "duplicate",     "skipped",   "recorded",
-                                        "conflict", "dead_lettered", "abandoned", "released"};
-    return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "unknown";
-}
-
 long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed)
 {
     long long cap = base_ms;
@@ -98,58 +91,157 @@ static bool stopping(const wk_pipeline_t *p)
     return p->stopping && atomic_load(p->stopping);
 }
 
-void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
-                         const atomic_bool *lock_lost, wk_decision_t *d)
+/*
+ * What is decided before the database: a message that cannot be decoded,
+ * has no usable message-id, matches no route, or whose route completes or
+ * dead-letters it outright. Returns the route when the inbox must run, NULL
+ * when d is decided.
+ */
+static const wk_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
+                                      const atomic_bool *lock_lost, wk_decision_t *d)
 {
-    const wk_config_t *cfg = p->cfg;
     const wk_route_t *route;
-    wk_binding_t b;
-    db_claim_t claim;
-    char sha[65];
-    unsigned seed = (unsigned)(ib_mono_ms() ^ (long long)(size_t)msg);
-    ib_err_t rc;
-
-    memset(d, 0, sizeof(*d));
     if (atomic_load(lock_lost)) {
         d->outcome = WK_OUT_RELEASED;
         d->disposition = SB_RELEASE;
-        return;
+        return NULL;
     }
     if (msg->decode_err.code != IB_E_OK) {
         d->err = msg->decode_err;
         dead_letter(d, WK_OUT_DEAD_LETTERED, "MalformedMessage", "%s", msg->decode_err.text);
-        return;
+        return NULL;
     }
     if (msg->message_id_problem) {
         ib_error_set(&d->err, IB_E_INVAL, IB_CLASS_PERMANENT, "%s", msg->message_id_problem);
         dead_letter(d, WK_OUT_DEAD_LETTERED, "InvalidMessageId", "%s", msg->message_id_problem);
-        return;
+        return NULL;
     }
     if (!msg->message_id || !*msg->message_id || strlen(msg->message_id) > 128) {
         ib_error_set(&d->err, IB_E_INVAL, IB_CLASS_PERMANENT, "message-id missing or too long");
         dead_letter(d, WK_OUT_DEAD_LETTERED, "InvalidMessageId",
                     "the inbox needs a message-id of 1 to 128 characters");
-        return;
+        return NULL;
     }
     route = wk_routes_match(p->routes, msg);
     if (!route) {
         ib_error_set(&d->err, IB_E_NO_ROUTE, IB_CLASS_PERMANENT, "no route matches");
         dead_letter(d, WK_OUT_DEAD_LETTERED, "NoRoute", "no route matches subject '%s'",
                     msg->subject ? msg->subject : "");
-        return;
+        return NULL;
     }
     if (wk_route_action(route) == WK_ACT_COMPLETE) {
         complete(d, WK_OUT_SKIPPED);
-        return;
+        return NULL;
     }
     if (wk_route_action(route) == WK_ACT_DEADLETTER) {
         dead_letter(d, WK_OUT_DEAD_LETTERED, wk_route_reason(route), "routes[%zu] dead-letters it",
                     wk_route_index(route));
-        return;
+        return NULL;
     }
+    return route;
+}
 
+/* The dead-letter reason of a binding failure. */
+static const char *bind_reason(ib_err_t rc)
+{
+    return rc == IB_E_INVALID_JSON    ? "InvalidJson"
+           : rc == IB_E_MISSING_FIELD ? "MissingField"
+           : rc == IB_E_INVAL         ? "InvalidIdempotencyKey"
+                                      : "BindError";
+}
+
+/*
+ * Whether a transient failure may be retried (attempts, lock, drain
+ * deadline); sleeps the backoff first and returns true when so, else sets
+ * the abandon decision.
+ */
+static bool retry_after_backoff(wk_pipeline_t *p, const sb_msg_t *msg,
+                                const atomic_bool *lock_lost, unsigned *seed, wk_decision_t *d)
+{
+    const wk_config_t *cfg = p->cfg;
+    long long deadline = p->retry_deadline_ms ? atomic_load(p->retry_deadline_ms) : 0;
+    long long wait = 0;
+    bool give_up = d->attempts > cfg->retry.attempts || atomic_load(lock_lost) || stopping(p);
+    if (!give_up) {
+        wait = wk_backoff_ms(cfg->retry.base_ms, cfg->retry.max_ms, d->attempts, seed);
+        give_up = deadline && ib_mono_ms() + wait > deadline;
+    }
+    if (give_up) {
+        d->outcome = WK_OUT_ABANDONED;
+        d->disposition = SB_ABANDON;
+        return false;
+    }
+    if (p->metrics)
+        wk_metrics_retry(p->metrics, d->err.cls);
+    IB_LOG(IB_LOG_INFO, "msg_retry", IB_MSG("transient failure, retrying"),
+           IB_S("consumer", cfg->consumer), IB_S("message_id", msg->message_id),
+           IB_S("result", "retried"), IB_S("error_class", ib_class_name(d->err.cls)),
+           IB_S("sqlstate", d->err.sqlstate), IB_I("native_error", d->err.native),
+           IB_S("error", d->err.text), IB_I("attempt", d->attempts), IB_I("backoff_ms", wait));
+    sleep_ms(wait);
+    return true;
+}
+
+/* One inbox transaction; returns true when d is decided (false: retry). */
+static bool apply_once(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
+                       const wk_route_t *route, const db_claim_t *claim, const wk_binding_t *b,
+                       const atomic_bool *lock_lost, unsigned *seed, wk_decision_t *d)
+{
+    long long t0 = ib_mono_ms();
+    db_outcome_t o = db_inbox_apply(dbc, claim, b->stmts, b->nstmts, &d->err);
+    long long took = ib_mono_ms() - t0;
+
+    d->attempts++;
+    d->duration_ms += took;
+    if (p->metrics)
+        wk_metrics_handler_duration(p->metrics, (double)took / 1000.0);
+    if (o == DB_APPLIED || o == DB_DUPLICATE || o == DB_CONFLICT)
+        atomic_store(&p->db_reachable, true);
+    if (o == DB_APPLIED || o == DB_DUPLICATE) {
+        complete(d, o == DB_APPLIED ? WK_OUT_APPLIED : WK_OUT_DUPLICATE);
+        return true;
+    }
+    if (o == DB_CONFLICT) {
+        ib_error_set(&d->err, IB_E_CONFLICT, IB_CLASS_PERMANENT,
+                     "idempotency key reused with another body");
+        dead_letter(d, WK_OUT_CONFLICT, "IdempotencyKeyConflict",
+                    "idempotency key '%s' (or message-id '%s') was already applied with a "
+                    "different body",
+                    claim->idempotency_key ? claim->idempotency_key : "", claim->message_id);
+        return true;
+    }
+    if (d->err.code == IB_E_DB_CONN)
+        atomic_store(&p->db_reachable, false);
+    if (d->err.cls == IB_CLASS_TRANSIENT)
+        return !retry_after_backoff(p, msg, lock_lost, seed, d);
+    if (d->err.cls == IB_CLASS_AMBIGUOUS) {
+        /* Never blind-retry: record it uncertain and hand it to a human. */
+        char desc[sizeof(d->description)];
+        ib_error_t rerr;
+        describe_db(&d->err, desc, sizeof(desc));
+        db_inbox_record_failure(dbc, claim, IB_CLASS_AMBIGUOUS, desc, &rerr);
+        dead_letter(d, WK_OUT_DEAD_LETTERED, "AmbiguousOutcome", "%s", desc);
+        return true;
+    }
+    permanent(p, dbc, route, claim, "HandlerError", d);
+    return true;
+}
+
+void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
+                         const atomic_bool *lock_lost, wk_decision_t *d)
+{
+    const wk_config_t *cfg = p->cfg;
+    const wk_route_t *route;
+    wk_binding_t b;
+    char sha[65];
+    unsigned seed = (unsigned)(ib_mono_ms() ^ (long long)(size_t)msg);
+    ib_err_t rc;
+
+    memset(d, 0, sizeof(*d));
+    if (!(route = decide_early(p, msg, lock_lost, d)))
+        return;
     db_sha256_hex(msg->body, msg->body_len, sha);
-    claim = (db_claim_t){
+    db_claim_t claim = {
         .consumer = cfg->consumer,
         .message_id = msg->message_id,
         .idempotency_key = NULL,
@@ -162,88 +254,17 @@ void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
     };
     rc = wk_route_bind(route, msg, &b, &d->err);
     if (rc != IB_E_OK) {
-        const char *reason = rc == IB_E_INVALID_JSON    ? "InvalidJson"
-                             : rc == IB_E_MISSING_FIELD ? "MissingField"
-                             : rc == IB_E_INVAL         ? "InvalidIdempotencyKey"
-                                                        : "BindError";
         wk_binding_free(&b);
         if (d->err.cls == IB_CLASS_TRANSIENT) { /* out of memory */
             d->outcome = WK_OUT_ABANDONED;
             d->disposition = SB_ABANDON;
             return;
         }
-        permanent(p, dbc, route, &claim, reason, d);
+        permanent(p, dbc, route, &claim, bind_reason(rc), d);
         return;
     }
     claim.idempotency_key = b.idempotency_key;
-
-    for (;;) {
-        long long t0 = ib_mono_ms();
-        db_outcome_t o = db_inbox_apply(dbc, &claim, b.stmts, b.nstmts, &d->err);
-        long long took = ib_mono_ms() - t0;
-
-        d->attempts++;
-        d->duration_ms += took;
-        if (p->metrics)
-            wk_metrics_handler_duration(p->metrics, (double)took / 1000.0);
-        if (o == DB_APPLIED || o == DB_DUPLICATE || o == DB_CONFLICT)
-            atomic_store(&p->db_reachable, true);
-        if (o == DB_APPLIED) {
-            complete(d, WK_OUT_APPLIED);
-            break;
-        }
-        if (o == DB_DUPLICATE) {
-            complete(d, WK_OUT_DUPLICATE);
-            break;
-        }
-        if (o == DB_CONFLICT) {
-            ib_error_set(&d->err, IB_E_CONFLICT, IB_CLASS_PERMANENT,
-                         "idempotency key reused with another body");
-            dead_letter(d, WK_OUT_CONFLICT, "IdempotencyKeyConflict",
-                        "idempotency key '%s' (or message-id '%s') was already applied with a "
-                        "different body",
-                        claim.idempotency_key ? claim.idempotency_key : "", claim.message_id);
-            break;
-        }
-        if (d->err.code == IB_E_DB_CONN)
-            atomic_store(&p->db_reachable, false);
-        if (d->err.cls == IB_CLASS_TRANSIENT) {
-            long long wait;
-            long long deadline = p->retry_deadline_ms ? atomic_load(p->retry_deadline_ms) : 0;
-            if (d->attempts > cfg->retry.attempts || atomic_load(lock_lost) || stopping(p)) {
-                d->outcome = WK_OUT_ABANDONED;
-                d->disposition = SB_ABANDON;
-                break;
-            }
-            wait = wk_backoff_ms(cfg->retry.base_ms, cfg->retry.max_ms, d->attempts, &seed);
-            if (deadline && ib_mono_ms() + wait > deadline) {
-                d->outcome = WK_OUT_ABANDONED;
-                d->disposition = SB_ABANDON;
-                break;
-            }
-            atomic_fetch_add(&p->retries, 1);
-            if (p->metrics)
-                wk_metrics_retry(p->metrics, d->err.cls);
-            IB_LOG(IB_LOG_INFO, "msg_retry", IB_MSG("transient failure, retrying"),
-                   IB_S("consumer", cfg->consumer), IB_S("message_id", msg->message_id),
-                   IB_S("result", "retried"), IB_S("error_class", ib_class_name(d->err.cls)),
-                   IB_S("sqlstate", d->err.sqlstate), IB_I("native_error", d->err.native),
-                   IB_S("error", d->err.text), IB_I("attempt", d->attempts),
-                   IB_I("backoff_ms", wait));
-            sleep_ms(wait);
-            continue;
-        }
-        if (d->err.cls == IB_CLASS_AMBIGUOUS) {
-            /* Never blind-retry: record it uncertain and hand it to a human. */
-            char desc[sizeof(d->description)];
-            ib_error_t rerr;
-            describe_db(&d->err, desc, sizeof(desc));
-            db_inbox_record_failure(dbc, &claim, IB_CLASS_AMBIGUOUS, desc, &rerr);
-            dead_letter(d, WK_OUT_DEAD_LETTERED, "AmbiguousOutcome", "%s", desc);
-            break;
-        }
-        permanent(p, dbc, route, &claim, "HandlerError", d);
-        break;
-    }
+    while (!apply_once(p, dbc, msg, route, &claim, &b, lock_lost, &seed, d))
+        ;
     wk_binding_free(&b);
 }

@@ -16,21 +16,8 @@
 #include "sb_msg.h"
 #include "wk_config.h"
 #include "wk_metrics.h"
+#include "wk_outcome.h"
 #include "wk_route.h"
-
-/* How a message ended, as logged in msg_done's result field. */
-typedef enum {
-    WK_OUT_APPLIED,   /* committed, completed */
-    WK_OUT_DUPLICATE, /* inbox row already there, completed */
-    WK_OUT_SKIPPED,   /* route action "complete" */
-    WK_OUT_RECORDED,  /* permanent failure recorded as a 'failed' row, completed */
-    WK_OUT_CONFLICT,  /* dead-lettered IdempotencyKeyConflict */
-    WK_OUT_DEAD_LETTERED,
-    WK_OUT_ABANDONED, /* transient failures outlasted the retries */
-    WK_OUT_RELEASED,  /* handed back unprocessed (lock already lost, or draining) */
-} wk_outcome_t;
-
-const char *wk_outcome_name(wk_outcome_t o);
 
 typedef struct wk_decision {
     wk_outcome_t outcome;
@@ -50,7 +37,6 @@ typedef struct wk_pipeline {
     atomic_bool *stopping;           /* stop retrying when set (may be NULL) */
     atomic_llong *retry_deadline_ms; /* mono ms after which no retry starts (0 = none) */
     atomic_bool db_reachable;
-    atomic_ullong retries;
 } wk_pipeline_t;
 
 /*

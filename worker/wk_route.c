@@ -1,11 +1,11 @@
 #include "wk_route.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "wk_config.h"
 #include "wk_json.h"
 
 #define KEY_MAX 400
@@ -86,28 +86,6 @@ struct wk_route {
 };
 
 /* ---- compile ---------------------------------------------------------- */
-
-typedef struct {
-    FILE *errs;
-    int n;
-    size_t index;
-} problems_t;
-
-static void problem(problems_t *p, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void problem(problems_t *p, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-    p->n++;
-    if (!p->errs)
-        return;
-    fprintf(p->errs, "config: routes[%zu]%s%s: ", p->index, *field ? "." : "", field);
-    va_start(ap, fmt);
-    vfprintf(p->errs, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->errs);
-}
 
 /* Parses "$.a.b[0]['x']" into steps; returns false on a syntax error. */
 static bool parse_path(const char *path, src_t *src)
@@ -232,24 +210,24 @@ static size_t count_placeholders(const char *sql)
     return n;
 }
 
-static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params, problems_t *p)
+static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params, wk_problems_t *p)
 {
     size_t nsql = json_is_array(sql) ? json_array_size(sql) : 1;
 
     if (!json_is_string(sql) && !json_is_array(sql)) {
-        problem(p, "sql", "must be a string or an array of strings");
+        wk_problem(p, "sql", "must be a string or an array of strings");
         return;
     }
     if (nsql == 0) {
-        problem(p, "sql", "is an empty array");
+        wk_problem(p, "sql", "is an empty array");
         return;
     }
     if (params && !json_is_array(params)) {
-        problem(p, "params", "must be an array");
+        wk_problem(p, "params", "must be an array");
         return;
     }
     if (json_is_array(sql) && params && json_array_size(params) != nsql) {
-        problem(p, "params", "with %zu statements, params must hold %zu arrays (one per statement)",
+        wk_problem(p, "params", "with %zu statements, params must hold %zu arrays (one per statement)",
                 nsql, nsql);
         return;
     }
@@ -265,18 +243,18 @@ static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params
 
         snprintf(field, sizeof(field), json_is_array(sql) ? "sql[%zu]" : "sql", i);
         if (!json_is_string(s) || !*json_string_value(s)) {
-            problem(p, field, "must be a non-empty string");
+            wk_problem(p, field, "must be a non-empty string");
             continue;
         }
         r->stmts[i].sql = strdup(json_string_value(s));
         if (plist && !json_is_array(plist)) {
-            problem(p, "params", "entry %zu must be an array", i);
+            wk_problem(p, "params", "entry %zu must be an array", i);
             continue;
         }
         np = plist ? json_array_size(plist) : 0;
         want = count_placeholders(r->stmts[i].sql);
         if (np != want) {
-            problem(p, field, "has %zu '?' placeholders but %zu params", want, np);
+            wk_problem(p, field, "has %zu '?' placeholders but %zu params", want, np);
             continue;
         }
         r->stmts[i].params = calloc(np ? np : 1, sizeof(src_t));
@@ -284,7 +262,7 @@ static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params
         for (size_t k = 0; k < np; k++) {
             if (!compile_param(json_array_get(plist, k), &r->stmts[i].params[k])) {
                 char *t = json_dumps(json_array_get(plist, k), JSON_ENCODE_ANY);
-                problem(p, "params",
+                wk_problem(p, "params",
                         "unknown source %s (use message_id, body, subject, "
                         "correlation_id, session_id, content_type, enqueued_at, sequence_number, "
                         "delivery_count, prop:NAME, $.json.path, or a literal)",
@@ -297,7 +275,7 @@ static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params
     }
 }
 
-static void compile_key(wk_route_t *r, const json_t *key, problems_t *p)
+static void compile_key(wk_route_t *r, const json_t *key, wk_problems_t *p)
 {
     const char *t, *c;
     size_t cap = 0;
@@ -305,7 +283,7 @@ static void compile_key(wk_route_t *r, const json_t *key, problems_t *p)
     size_t llen = 0;
 
     if (!json_is_string(key) || !*json_string_value(key)) {
-        problem(p, "idempotency_key", "must be a non-empty string");
+        wk_problem(p, "idempotency_key", "must be a non-empty string");
         return;
     }
     t = json_string_value(key);
@@ -339,7 +317,7 @@ static void compile_key(wk_route_t *r, const json_t *key, problems_t *p)
             const char *close = strchr(c, '}');
             char *inner;
             if (!close) {
-                problem(p, "idempotency_key", "a '{' is never closed");
+                wk_problem(p, "idempotency_key", "a '{' is never closed");
                 break;
             }
             inner = strndup(c + 1, (size_t)(close - c - 1));
@@ -349,7 +327,7 @@ static void compile_key(wk_route_t *r, const json_t *key, problems_t *p)
             }
             memset(&r->key[r->nkey], 0, sizeof(part_t));
             if (!compile_source_text(inner, &r->key[r->nkey].src)) {
-                problem(p, "idempotency_key", "unknown source {%s}", inner);
+                wk_problem(p, "idempotency_key", "unknown source {%s}", inner);
             } else {
                 if (r->key[r->nkey].src.kind == SRC_JSON)
                     r->needs_json = true;
@@ -360,7 +338,7 @@ static void compile_key(wk_route_t *r, const json_t *key, problems_t *p)
             continue;
         }
         if (*c == '}') {
-            problem(p, "idempotency_key", "a '}' has no '{' (write '}}' for a literal brace)");
+            wk_problem(p, "idempotency_key", "a '}' has no '{' (write '}}' for a literal brace)");
             break;
         }
         lit[llen++] = *c;
@@ -368,7 +346,7 @@ static void compile_key(wk_route_t *r, const json_t *key, problems_t *p)
     free(lit);
 }
 
-static void compile_match(wk_route_t *r, const json_t *m, problems_t *p)
+static void compile_match(wk_route_t *r, const json_t *m, wk_problems_t *p)
 {
     const char *k;
     json_t *v;
@@ -378,21 +356,21 @@ static void compile_match(wk_route_t *r, const json_t *m, problems_t *p)
         return;
     }
     if (!json_is_object(m) || json_object_size(m) == 0) {
-        problem(p, "match", "must be \"*\" or an object with subject and/or property");
+        wk_problem(p, "match", "must be \"*\" or an object with subject and/or property");
         return;
     }
     json_object_foreach((json_t *)m, k, v)
     {
         if (strcmp(k, "subject") == 0) {
             if (!json_is_string(v))
-                problem(p, "match.subject", "must be a string");
+                wk_problem(p, "match.subject", "must be a string");
             else
                 r->subject = strdup(json_string_value(v));
         } else if (strcmp(k, "property") == 0) {
             const char *pk;
             json_t *pv;
             if (!json_is_object(v) || json_object_size(v) == 0) {
-                problem(p, "match.property", "must be an object of name: value");
+                wk_problem(p, "match.property", "must be an object of name: value");
                 continue;
             }
             r->props = calloc(json_object_size(v), sizeof(*r->props));
@@ -408,19 +386,19 @@ static void compile_match(wk_route_t *r, const json_t *m, problems_t *p)
                 else if (json_is_boolean(pv))
                     text = json_is_true(pv) ? "true" : "false";
                 if (!text) {
-                    problem(p, "match.property", "%s must be a string, integer or boolean", pk);
+                    wk_problem(p, "match.property", "%s must be a string, integer or boolean", pk);
                     continue;
                 }
                 r->props[r->nprops].key = strdup(pk);
                 r->props[r->nprops++].value = strdup(text);
             }
         } else {
-            problem(p, "match", "unknown key %s (use subject or property)", k);
+            wk_problem(p, "match", "unknown key %s (use subject or property)", k);
         }
     }
 }
 
-static void compile_route(wk_route_t *r, const json_t *j, problems_t *p)
+static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
 {
     static const char *const known[] = {"match",        "sql",    "params", "idempotency_key",
                                         "on_permanent", "action", "reason", NULL};
@@ -428,7 +406,7 @@ static void compile_route(wk_route_t *r, const json_t *j, problems_t *p)
     json_t *v, *action, *onp;
 
     if (!json_is_object(j)) {
-        problem(p, "", "must be an object");
+        wk_problem(p, "", "must be an object");
         return;
     }
     json_object_foreach((json_t *)j, k, v)
@@ -437,10 +415,10 @@ static void compile_route(wk_route_t *r, const json_t *j, problems_t *p)
         for (i = 0; known[i] && strcmp(known[i], k) != 0; i++)
             ;
         if (!known[i])
-            problem(p, k, "unknown key");
+            wk_problem(p, k, "unknown key");
     }
     if (!json_object_get(j, "match"))
-        problem(p, "match", "missing (use \"*\" to match every message)");
+        wk_problem(p, "match", "missing (use \"*\" to match every message)");
     else
         compile_match(r, json_object_get(j, "match"), p);
 
@@ -451,23 +429,23 @@ static void compile_route(wk_route_t *r, const json_t *j, problems_t *p)
             json_t *reason = json_object_get(j, "reason");
             r->action = WK_ACT_DEADLETTER;
             if (!json_is_string(reason) || !*json_string_value(reason))
-                problem(p, "reason", "action \"deadletter\" needs a non-empty reason");
+                wk_problem(p, "reason", "action \"deadletter\" needs a non-empty reason");
             else
                 r->reason = strdup(json_string_value(reason));
         } else if (strcmp(a, "complete") == 0) {
             r->action = WK_ACT_COMPLETE;
         } else {
-            problem(p, "action", "must be \"deadletter\" or \"complete\"");
+            wk_problem(p, "action", "must be \"deadletter\" or \"complete\"");
         }
         if (json_object_get(j, "sql"))
-            problem(p, "sql", "not allowed with action");
+            wk_problem(p, "sql", "not allowed with action");
         return;
     }
     r->action = WK_ACT_APPLY;
     if (json_object_get(j, "reason"))
-        problem(p, "reason", "only allowed with action \"deadletter\"");
+        wk_problem(p, "reason", "only allowed with action \"deadletter\"");
     if (!json_object_get(j, "sql"))
-        problem(p, "sql", "missing (or give action \"deadletter\" / \"complete\")");
+        wk_problem(p, "sql", "missing (or give action \"deadletter\" / \"complete\")");
     else
         compile_stmts(r, json_object_get(j, "sql"), json_object_get(j, "params"), p);
     if (json_object_get(j, "idempotency_key"))
@@ -478,13 +456,13 @@ static void compile_route(wk_route_t *r, const json_t *j, problems_t *p)
         if (strcmp(o, "record") == 0)
             r->record = true;
         else if (strcmp(o, "deadletter") != 0)
-            problem(p, "on_permanent", "must be \"deadletter\" or \"record\"");
+            wk_problem(p, "on_permanent", "must be \"deadletter\" or \"record\"");
     }
 }
 
 int wk_routes_compile(const json_t *routes, wk_routes_t *out, FILE *errs)
 {
-    problems_t p = {errs, 0, 0};
+    wk_problems_t p = {.errs = errs};
     size_t n = json_array_size(routes);
 
     memset(out, 0, sizeof(*out));
@@ -496,7 +474,7 @@ int wk_routes_compile(const json_t *routes, wk_routes_t *out, FILE *errs)
     out->v = calloc(n ? n : 1, sizeof(*out->v));
     out->n = n;
     for (size_t i = 0; i < n; i++) {
-        p.index = i;
+        snprintf(p.prefix, sizeof(p.prefix), "routes[%zu]", i);
         out->v[i].index = i;
         compile_route(&out->v[i], json_array_get(routes, i), &p);
     }

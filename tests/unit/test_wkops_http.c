@@ -231,7 +231,7 @@ static void test_metrics(void)
     ASSERT_CONTAINS(body_of(resp), "inboxd_messages_total{result=\"applied\"} 0\n");
     ASSERT_CONTAINS(body_of(resp), "inboxd_build_info{version=\"9.9.9\"} 1\n");
     for (int i = 0; i < 7; i++)
-        wk_metrics_message(m, WK_RESULT_APPLIED);
+        wk_metrics_message(m, WK_OUT_APPLIED);
     wk_metrics_dead_letter(m, "NoRoute");
     ASSERT_EQ(get(port, "/metrics", resp, sizeof resp), 200);
     ASSERT_CONTAINS(body_of(resp), "inboxd_messages_total{result=\"applied\"} 7\n");

@@ -75,11 +75,11 @@ static void test_counts(void)
 {
     wk_metrics_t *m = wk_metrics_new(NULL);
     for (int i = 0; i < 5; i++)
-        wk_metrics_message(m, WK_RESULT_APPLIED);
-    wk_metrics_message(m, WK_RESULT_DUPLICATE);
-    wk_metrics_message(m, WK_RESULT_DUPLICATE);
-    wk_metrics_message(m, WK_RESULT_LOCK_LOST);
-    wk_metrics_message(m, WK_RESULT__COUNT); /* ignored */
+        wk_metrics_message(m, WK_OUT_APPLIED);
+    wk_metrics_message(m, WK_OUT_DUPLICATE);
+    wk_metrics_message(m, WK_OUT_DUPLICATE);
+    wk_metrics_message(m, WK_OUT_LOCK_LOST);
+    wk_metrics_message(m, WK_OUT__COUNT); /* ignored */
     wk_metrics_retry(m, IB_CLASS_TRANSIENT);
     wk_metrics_retry(m, IB_CLASS_TRANSIENT);
     wk_metrics_retry(m, IB_CLASS_AMBIGUOUS);
@@ -215,7 +215,7 @@ static void *hammer(void *arg)
     wk_metrics_t *m = arg;
     char reason[16];
     for (int i = 0; i < PER_THREAD; i++) {
-        wk_metrics_message(m, WK_RESULT_APPLIED);
+        wk_metrics_message(m, WK_OUT_APPLIED);
         wk_metrics_in_flight_add(m, 1);
         wk_metrics_handler_duration(m, 0.003);
         wk_metrics_in_flight_add(m, -1);
