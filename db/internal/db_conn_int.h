@@ -17,9 +17,8 @@ struct db_conn {
     SQLHDBC dbc;
     bool connected; /* SQLDriverConnect succeeded and not yet disconnected */
     bool broken;    /* lost; reopen before the next transaction */
-    bool in_txn;
-    bool wide_text; /* bind text as UTF-16 (SQL Server's nvarchar) */ /* a statement ran since the
-                                                                         last commit or rollback */
+    bool in_txn;    /* a statement ran since the last commit or rollback */
+    bool wide_text; /* bind text as UTF-16 (SQL Server's nvarchar) */
     long reconnects;
     db_dialect_t want;    /* as configured */
     db_dialect_t dialect; /* resolved */
