@@ -6,17 +6,22 @@
  *                  (--body TEXT | --body-file F | --file MESSAGES.jsonl)
  *   inboxctl peek  [--entity E] [--dlq] [--max N]
  *   inboxctl dlq list [--entity E] [--max N]
+ *   inboxctl dlq replay [--entity E] [--reason R]... [--message-id M]... [--max N]
+ *                  [--rate PER_S] [--canary K] [--canary-wait S] [--dry-run] [--to ENTITY]
  *
  * The connection string comes from --connection-string, else
  * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
  * inboxd reads); the entity from --entity, else the config, else EntityPath.
  * A line of --file is {"message_id":..,"subject":..,"session_id":..,
  * "correlation_id":..,"content_type":..,"properties":{..},"body": text or JSON}.
- * peek and dlq list print one JSON object per message on stdout.
+ * peek and dlq list print one JSON object per message on stdout; dlq replay
+ * (worker/wk_replay.c) one per message moved and a summary.
  *
- * Exit status: 0 success, 1 broker or I/O failure, 2 usage.
+ * Exit status: 0 success, 1 broker or I/O failure, 2 usage; dlq replay also
+ * 3 when a canary came back to the dead-letter queue and 130 after SIGINT.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +33,11 @@
 #include "sb_connstr.h"
 #include "sb_send.h"
 #include "wk_config.h"
+#include "wk_replay.h"
 
 #define SEND_CHUNK 200
 #define MAX_PROPS 32
+#define MAX_FILTERS 64
 
 typedef struct opts {
     const char *cs, *entity, *config;
@@ -40,6 +47,13 @@ typedef struct opts {
     size_t nprops;
     bool dlq;
     int max;
+    /* dlq replay */
+    bool replay, dry_run, max_set;
+    const char *to;
+    const char *reasons[MAX_FILTERS], *message_ids[MAX_FILTERS];
+    size_t nreasons, nmessage_ids;
+    double rate;
+    long canary, canary_wait_s;
 } opts_t;
 
 static int usage(const char *why)
@@ -52,6 +66,16 @@ static int usage(const char *why)
         "                     [--prop-int K=N]... (--body TEXT | --body-file F | --file F.jsonl)\n"
         "       inboxctl peek [--entity E] [--dlq] [--max N]\n"
         "       inboxctl dlq list [--entity E] [--max N]\n"
+        "       inboxctl dlq replay [--entity E] [--reason R]... [--message-id M]... [--max N]\n"
+        "                     [--rate PER_S] [--canary K] [--canary-wait S] [--dry-run]\n"
+        "                     [--to ENTITY]\n"
+        "         Moves dead-lettered messages back (peek-lock; the DLQ copy is completed only\n"
+        "         after the re-send is accepted), keeping message id, body and properties and\n"
+        "         adding inboxd-replay-count and inboxd-replayed-at. --rate defaults to 10/s\n"
+        "         (0: unlimited). --canary K replays K, waits until they leave the entity\n"
+        "         (--canary-wait, default 60 s) and exits 3 if any came back to the DLQ.\n"
+        "         A subscription's DLQ needs --to: re-sending to the topic reaches EVERY\n"
+        "         subscription of it; a queue of your own only the consumer reading it.\n"
         "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
         why);
     return 2;
@@ -390,6 +414,7 @@ static json_t *msg_json(const sb_msg_t *m)
     json_object_set_new(j, "message_id", text_json(m->message_id));
     json_object_set_new(j, "subject", text_json(m->subject));
     json_object_set_new(j, "session_id", text_json(m->session_id));
+    json_object_set_new(j, "correlation_id", text_json(m->correlation_id));
     json_object_set_new(j, "sequence_number", json_integer(m->sequence_number));
     json_object_set_new(j, "delivery_count", json_integer(m->delivery_count));
     if (m->dead_letter_reason)
@@ -446,6 +471,95 @@ static int cmd_peek(sb_sender_t *s, const opts_t *o)
     return 0;
 }
 
+/*
+ * The options only dlq replay takes. Returns how many argv entries it used
+ * (1 or 2), 0 when a is not one of them, -1 after a usage error.
+ */
+static int replay_arg(opts_t *o, const char *a, const char *v)
+{
+    char *end;
+    if (strcmp(a, "--dry-run") == 0) {
+        o->dry_run = true;
+        return 1;
+    }
+    if (strcmp(a, "--reason") != 0 && strcmp(a, "--message-id") != 0 && strcmp(a, "--to") != 0 &&
+        strcmp(a, "--rate") != 0 && strcmp(a, "--canary") != 0 && strcmp(a, "--canary-wait") != 0)
+        return 0;
+    if (!v) {
+        usage("a replay option needs a value");
+        return -1;
+    }
+    if (strcmp(a, "--reason") == 0 || strcmp(a, "--message-id") == 0) {
+        bool reason = a[2] == 'r';
+        size_t *n = reason ? &o->nreasons : &o->nmessage_ids;
+        if (*n == MAX_FILTERS) {
+            usage("at most 64 --reason and 64 --message-id");
+            return -1;
+        }
+        (reason ? o->reasons : o->message_ids)[(*n)++] = v;
+        return 2;
+    }
+    if (strcmp(a, "--to") == 0) {
+        o->to = v;
+        return 2;
+    }
+    errno = 0;
+    if (strcmp(a, "--rate") == 0) {
+        o->rate = strtod(v, &end);
+        if (errno || *end || end == v || o->rate < 0) {
+            usage("--rate takes messages per second (0: unlimited)");
+            return -1;
+        }
+        return 2;
+    }
+    long n = strtol(v, &end, 10);
+    if (errno || *end || end == v || n <= 0 || n > 1000000) {
+        usage(strcmp(a, "--canary") == 0 ? "--canary takes a positive count"
+                                         : "--canary-wait takes positive seconds");
+        return -1;
+    }
+    if (strcmp(a, "--canary") == 0)
+        o->canary = n;
+    else
+        o->canary_wait_s = n;
+    return 2;
+}
+
+static volatile sig_atomic_t replay_interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    replay_interrupted = 1;
+}
+
+static int cmd_replay(const opts_t *o, const char *ca_file)
+{
+    struct sigaction sa;
+    wk_replay_opts_t ro = {.connection_string = o->cs,
+                           .ca_file = ca_file,
+                           .entity = o->entity,
+                           .to = o->to,
+                           .reasons = (const char **)o->reasons,
+                           .nreasons = o->nreasons,
+                           .message_ids = (const char **)o->message_ids,
+                           .nmessage_ids = o->nmessage_ids,
+                           .max = o->max_set ? o->max : 0,
+                           .rate = o->rate,
+                           .canary = o->canary,
+                           .canary_wait_s = (unsigned)o->canary_wait_s,
+                           .dry_run = o->dry_run,
+                           .interrupted = &replay_interrupted};
+    const char *why = wk_replay_check(&ro);
+    if (why)
+        return usage(why);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint; /* no SA_RESTART: a wait returns and sees the flag */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return wk_replay_run(&ro);
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -458,14 +572,16 @@ int main(int argc, char **argv)
 
     memset(&o, 0, sizeof(o));
     o.max = 1000000;
+    o.rate = 10;
     ib_log_set_level(IB_LOG_WARN);
     if (argc < 2)
         return usage("missing command");
     cmd = argv[1];
     if (strcmp(cmd, "dlq") == 0) {
-        if (argc < 3 || strcmp(argv[2], "list") != 0)
-            return usage("dlq takes 'list'");
+        if (argc < 3 || (strcmp(argv[2], "list") != 0 && strcmp(argv[2], "replay") != 0))
+            return usage("dlq takes 'list' or 'replay'");
         o.dlq = true;
+        o.replay = strcmp(argv[2], "replay") == 0;
         first = 3;
     } else if (strcmp(cmd, "send") != 0 && strcmp(cmd, "peek") != 0) {
         if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
@@ -485,6 +601,15 @@ int main(int argc, char **argv)
         i++;                                                                                       \
         continue;                                                                                  \
     }
+        if (o.replay) {
+            int r = replay_arg(&o, a, v);
+            if (r < 0)
+                return 2;
+            if (r > 0) {
+                i += r - 1;
+                continue;
+            }
+        }
         OPT("--connection-string", cs)
         OPT("--entity", entity)
         OPT("--config", config)
@@ -507,6 +632,7 @@ int main(int argc, char **argv)
             o.max = atoi(v);
             if (o.max <= 0)
                 return usage("--max takes a positive number");
+            o.max_set = true;
             i++;
         } else {
             char why[300];
@@ -527,7 +653,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "inboxctl: cannot connect: %s\n", err.text);
             rc = 1;
         } else {
-            rc = strcmp(cmd, "send") == 0 ? cmd_send(&s, &so, &o) : cmd_peek(s, &o);
+            rc = o.replay                   ? cmd_replay(&o, so.ca_file)
+                 : strcmp(cmd, "send") == 0 ? cmd_send(&s, &so, &o)
+                                            : cmd_peek(s, &o);
             sb_sender_close(s);
         }
     }
