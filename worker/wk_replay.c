@@ -74,16 +74,6 @@ static void emit(replay_t *r, json_t *j)
     json_decref(j);
 }
 
-static void now_rfc3339(char out[32])
-{
-    long long ms = ib_now_ms();
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-}
-
 static json_t *jstr(const char *s)
 {
     return s ? json_string(s) : json_null();
@@ -304,7 +294,7 @@ static size_t resend_props(const sb_msg_t *msg, sb_prop_t *props, char *at)
         n++;
     }
     props[n++] = (sb_prop_t){.key = PROP_COUNT, .type = SB_PROP_INT64, .i = prev_count(msg) + 1};
-    now_rfc3339(at);
+    ib_time_rfc3339(at, 32, ib_now_ms());
     props[n++] = (sb_prop_t){.key = PROP_AT, .type = SB_PROP_STRING, .str = at};
     return n;
 }

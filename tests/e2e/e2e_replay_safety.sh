@@ -16,7 +16,8 @@ sqlite)
   sql "CREATE TRIGGER amount_not_negative BEFORE INSERT ON orders WHEN NEW.amount < 0 BEGIN SELECT RAISE(ABORT, 'negative amount'); END"
   drop_rule="DROP TRIGGER amount_not_negative" ;;
 esac
-start_emu '{"queues":[{"name":"orders","lock_duration_s":30,"max_delivery_count":10}],
+start_emu '{"queues":[{"name":"orders","lock_duration_s":30,"max_delivery_count":10},
+  {"name":"sq","lock_duration_s":30,"max_delivery_count":10,"requires_session":true}],
   "topics":[{"name":"events","subscriptions":[{"name":"billing","lock_duration_s":30}]}]}'
 routes='[{"match":"*","sql":"INSERT INTO orders (id, amount) VALUES (?, ?)","params":["$.id","$.amount"]}]'
 N=30
@@ -91,6 +92,19 @@ check "entity holds the ten and the interrupted run's" "$(wc -l <"$W/in_entity")
 "$INBOXCTL" dlq replay --connection-string "$SB_CS" --entity events/Subscriptions/billing --dry-run >/dev/null 2>"$W/sub.err"
 check "subscription without --to exits 2" "$?" 2
 grep -q -- '--to is required' "$W/sub.err" || die "the error should name --to: $(cat "$W/sub.err")"
+
+# A session queue's dead letters go back with their session ids.
+printf '%s\n' '{"message_id":"s-1","session_id":"cart-1","subject":"X","body":"{}"}' \
+  '{"message_id":"s-2","session_id":"cart-2","subject":"X","body":"{}"}' >"$W/sess.jsonl"
+send_file sq "$W/sess.jsonl"
+write_config "$W/sq.json" sq '[{"match":"*","action":"deadletter","reason":"Parked"}]' '{"servicebus":{"sessions":true}}'
+start_inboxd "$W/sq.json" sq
+sq_dlq() { [ "$(stat 'sq/$DeadLetterQueue' active)" = 2 ]; }
+wait_until 30 sq_dlq || die "session messages not dead-lettered"
+stop_inboxd $LAST_PID; check "inboxd (sessions) exit status" "$STOP_RC" 0
+"$INBOXCTL" dlq replay --connection-string "$SB_CS" --entity sq --reason Parked --rate 0 >"$W/sq.out" 2>>"$W/replay.err"
+check "session replay exit status" "$?" 0
+check "session ids kept" "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity sq | jq -r '"\(.message_id)=\(.session_id)"' | sort | tr '\n' ' ')" "s-1=cart-1 s-2=cart-2 "
 
 # The fix: everything applies once.
 sql "$drop_rule"
