@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "db_connstr.h"
+#include "db_inbox.h"
 #include "ib_log.h"
 #include "sb_connstr.h"
 #include "wk_http.h"
@@ -55,6 +56,10 @@ const wk_setting_t wk_settings[] = {
      OFF(db.connection_string)},
     {"db.dialect", WK_CT_ENUM, "auto", NOLIM, "auto|mssql|postgresql|sqlite|mariadb", 0,
      "SQL dialect; auto detects it from the driver's SQL_DBMS_NAME.", OFF(db.dialect)},
+    {"db.auth", WK_CT_ENUM, "password", NOLIM, "password|workload_identity", 0,
+     "How to log in: password (credentials in the connection string) or workload_identity (an "
+     "Azure AD token for Azure SQL; needs Microsoft's ODBC Driver 18 for SQL Server).",
+     OFF(db.auth)},
     {"db.pool_size", WK_CT_INT, "0", 0, 256, NULL, 0,
      "Database worker threads, one connection each (0 = max_concurrent_calls).", OFF(db.pool_size)},
     {"db.inbox_table", WK_CT_STR, "inboxd_inbox", NOLIM, NULL, 0,
@@ -64,7 +69,8 @@ const wk_setting_t wk_settings[] = {
     {"db.statement_timeout_s", WK_CT_INT, "30", 1, 3600, NULL, 0, "Timeout of each statement.",
      OFF(db.statement_timeout_s)},
     {"db.inbox_retention_days", WK_CT_INT, "0", 0, 3650, NULL, 0,
-     "Delete inbox rows older than this many days, in small batches (0 = keep forever).",
+     "Delete processed inbox rows older than this many days, in small batches; failed and "
+     "uncertain rows are kept (0 = keep forever).",
      OFF(db.inbox_retention_days)},
     {"routes", WK_CT_JSON, "[]", NOLIM, NULL, 0,
      "Routes, first match wins: {match, sql, params, idempotency_key, on_permanent} or "
@@ -185,7 +191,8 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
             return;
         }
         if (v < s->min || v > s->max) {
-            wk_problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min, s->max);
+            wk_problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min,
+                       s->max);
             return;
         }
         *(long long *)slot = v;
@@ -206,7 +213,7 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
             char why[128];
             /* Never jansson's text: it quotes the value, which may be a secret. */
             wk_problem(p, s->name, "%s: invalid JSON: %s", origin,
-                    wk_json_error_describe(&jerr, why, sizeof(why)));
+                       wk_json_error_describe(&jerr, why, sizeof(why)));
             return;
         }
         if (!json_is_array(v)) {
@@ -353,6 +360,34 @@ static void register_secrets(const wk_config_t *cfg)
     }
 }
 
+/*
+ * db.auth workload_identity: SQL Server only, and a connection string that
+ * can carry an access token (Microsoft's driver, no UID/PWD/...). The db
+ * layer's text names its key ("db.auth: ..." or "db.connection_string: ...").
+ */
+static void check_db_auth(const wk_config_t *cfg, wk_problems_t *p)
+{
+    ib_error_t err;
+    const char *dialect = cfg->db.dialect ? cfg->db.dialect : "auto";
+
+    if (!cfg->db.auth || strcmp(cfg->db.auth, "workload_identity") != 0)
+        return;
+    if (strcmp(dialect, "auto") != 0 && strcmp(dialect, "mssql") != 0)
+        wk_problem(p, "db.auth", "workload_identity works with SQL Server only, not db.dialect %s",
+                   dialect);
+    if (!cfg->db.connection_string || !*cfg->db.connection_string ||
+        db_token_connstr_check(cfg->db.connection_string, &err) == IB_E_OK)
+        return;
+    const char *colon = strstr(err.text, ": ");
+    if (colon && (size_t)(colon - err.text) < 32) {
+        char key[32];
+        snprintf(key, sizeof(key), "%.*s", (int)(colon - err.text), err.text);
+        wk_problem(p, key, "%s", colon + 2);
+    } else {
+        wk_problem(p, "db.auth", "%s", err.text);
+    }
+}
+
 static void check_native_list(json_t *list, const char *name, wk_problems_t *p)
 {
     size_t i;
@@ -390,21 +425,21 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
                 cfg->servicebus.entity = strdup(sb.entity_path);
             } else if (sb.entity_path && strcmp(sb.entity_path, cfg->servicebus.entity) != 0) {
                 wk_problem(p, "servicebus.entity",
-                        "'%s' differs from the connection string's EntityPath '%s'",
-                        cfg->servicebus.entity, sb.entity_path);
+                           "'%s' differs from the connection string's EntityPath '%s'",
+                           cfg->servicebus.entity, sb.entity_path);
             }
             if (!sb.sas && !sb.key && strcmp(cfg->servicebus.auth, "sas") == 0)
                 wk_problem(p, "servicebus.connection_string",
-                        "has no SharedAccessKeyName/SharedAccessKey or SharedAccessSignature "
-                        "(required with servicebus.auth sas; use workload_identity for Azure "
-                        "AD)");
+                           "has no SharedAccessKeyName/SharedAccessKey or SharedAccessSignature "
+                           "(required with servicebus.auth sas; use workload_identity for Azure "
+                           "AD)");
             sb_connstr_free(&sb);
         }
     }
     if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string &&
         (!cfg->servicebus.entity || !*cfg->servicebus.entity))
         wk_problem(p, "servicebus.entity",
-                "missing required setting (or give EntityPath in the connection string)");
+                   "missing required setting (or give EntityPath in the connection string)");
     if (cfg->db.connection_string && *cfg->db.connection_string) {
         db_connstr_t dbc;
         ib_error_t err;
@@ -413,11 +448,12 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
         else
             db_connstr_free(&dbc);
     }
+    check_db_auth(cfg, p);
     if (cfg->consumer && strlen(cfg->consumer) > 200)
         wk_problem(p, "consumer", "longer than 200 characters");
     if (cfg->retry.base_ms > cfg->retry.max_ms)
-        wk_problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)", cfg->retry.base_ms,
-                cfg->retry.max_ms);
+        wk_problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)",
+                   cfg->retry.base_ms, cfg->retry.max_ms);
     check_native_list(cfg->errors.transient_native, "errors.transient_native", p);
     check_native_list(cfg->errors.permanent_native, "errors.permanent_native", p);
     if (cfg->db.pool_size == 0)

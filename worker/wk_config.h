@@ -37,6 +37,7 @@ typedef struct wk_config {
     struct {
         char *connection_string;
         char *dialect;
+        char *auth;          /* "password" or "workload_identity" */
         long long pool_size; /* 0 = servicebus.max_concurrent_calls */
         char *inbox_table;
         bool migrate;

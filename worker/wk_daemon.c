@@ -58,7 +58,8 @@ struct daemon {
     db_options_t dbopt;
     wk_metrics_t *metrics;
     wk_http_t *http;
-    sb_aad_t *aad; /* servicebus.auth workload_identity */
+    sb_aad_t *aad;    /* servicebus.auth workload_identity */
+    sb_aad_t *db_aad; /* db.auth workload_identity: tokens for Azure SQL */
     sb_client_t *client;
     wk_pipeline_t pipe;
     wk_sweeper_t *sweeper;
@@ -368,8 +369,7 @@ static void log_stats(daemon_t *dm)
            IB_I("lock_renewals", v.lock_renewals[WK_RENEW_OK]),
            IB_I("lock_renewal_failures", v.lock_renewals[WK_RENEW_FAILED]),
            IB_I("in_flight", v.in_flight), IB_I("oldest_in_flight_ms", v.oldest_in_flight_ms),
-           IB_I("reconnects", v.reconnects),
-           IB_I("sessions_held", dm->client_seen.sessions_held));
+           IB_I("reconnects", v.reconnects), IB_I("sessions_held", dm->client_seen.sessions_held));
 }
 
 /*
@@ -417,6 +417,48 @@ static ib_err_t start_http(daemon_t *dm, ib_error_t *err)
     return IB_E_OK;
 }
 
+/* The scope of Azure AD tokens for Azure SQL Database. */
+#define WK_AAD_SCOPE_AZURE_SQL "https://database.windows.net/.default"
+
+/*
+ * db_token_fn over the Azure SQL token source: copies its cached token
+ * (refreshed before expiry by its own thread) for a new connection.
+ * thread: a db worker or the sweeper, before each connect.
+ */
+static ib_err_t db_token_from_aad(void *arg, char *buf, size_t size, ib_error_t *err)
+{
+    sb_token_t tok = {0};
+    ib_err_t rc = sb_aad_token_get(arg, NULL, &tok, err);
+
+    if (rc == IB_E_OK && (!tok.token || strlen(tok.token) >= size))
+        rc = ib_error_set(err, IB_E_AUTH, IB_CLASS_TRANSIENT, "Azure SQL token too long");
+    if (rc == IB_E_OK)
+        memcpy(buf, tok.token, strlen(tok.token) + 1);
+    sb_token_clear(&tok);
+    return rc;
+}
+
+/*
+ * db.auth workload_identity: a second Azure AD token source, for Azure SQL,
+ * from the same federated credential; fail fast when it yields no token.
+ */
+static ib_err_t start_db_token(daemon_t *dm, ib_error_t *err)
+{
+    sb_aad_opts_t opts = {.scope = WK_AAD_SCOPE_AZURE_SQL};
+
+    if (strcmp(dm->cfg->db.auth, "workload_identity") != 0)
+        return IB_E_OK;
+    dm->db_aad = sb_aad_new(&opts, err);
+    if (!dm->db_aad || sb_aad_wait(dm->db_aad, 30000, err) != IB_E_OK) {
+        ib_error_prefix(err, "db.auth: no Azure AD token for Azure SQL");
+        IB_LOG(IB_LOG_ERROR, "aad_token", IB_MSG(err->text));
+        return err->code;
+    }
+    dm->dbopt.access_token = db_token_from_aad;
+    dm->dbopt.access_token_arg = dm->db_aad;
+    return IB_E_OK;
+}
+
 static ib_err_t set_db_options(daemon_t *dm, ib_error_t *err)
 {
     const wk_config_t *cfg = dm->cfg;
@@ -432,7 +474,7 @@ static ib_err_t set_db_options(daemon_t *dm, ib_error_t *err)
         err->code = IB_E_CONFIG; /* a bad code list in the config file */
         return err->code;
     }
-    return IB_E_OK;
+    return start_db_token(dm, err);
 }
 
 /* Opens one connection, migrates or checks the schema; retries transient failures. */
@@ -612,6 +654,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     free(dm->workers);
     sb_client_free(dm->client);
     sb_aad_free(dm->aad);
+    sb_aad_free(dm->db_aad); /* after the workers and the sweeper, its callers */
     wk_http_stop(dm->http);
     wk_metrics_free(dm->metrics);
     db_codes_free(&dm->dbopt.transient_native);

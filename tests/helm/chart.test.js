@@ -142,6 +142,9 @@ function checkConfig(json, label) {
   if ((JSON.parse(json).servicebus || {}).auth === 'workload_identity')
     env.INBOXD_SERVICEBUS_CONNECTION_STRING = 'Endpoint=sb://ns.example.test/';
   if (!(JSON.parse(json).servicebus || {}).entity) env.INBOXD_SERVICEBUS_CONNECTION_STRING += ';EntityPath=q';
+  /* Passwordless Azure SQL: a credential-free string for Microsoft's driver. */
+  if ((JSON.parse(json).db || {}).auth === 'workload_identity')
+    env.INBOXD_DB_CONNECTION_STRING = 'Driver={ODBC Driver 18 for SQL Server};Server=tcp:db.example.test,1433;Database=d';
   const r = spawnSync(inboxd, ['--check-config', '--config', file], { encoding: 'utf8', env });
   return { status: r.status, out: (r.stdout || '') + (r.stderr || '') };
 }
@@ -245,8 +248,16 @@ function checkCase(label, res, known) {
 
   const env = Object.fromEntries(c.env.map((e) => [e.name, e]));
   const fullname = dep.metadata.name;
-  const dbRef = get(env.INBOXD_DB_CONNECTION_STRING, 'valueFrom.secretKeyRef');
-  assert.deepEqual(dbRef, { name: V.secrets.db.existingSecret || fullname, key: V.secrets.db.key }, 'db secret ref');
+  if (V.database.connectionString) {
+    /* Passwordless Azure SQL: the string from values, no Secret. */
+    assert.equal(env.INBOXD_DB_CONNECTION_STRING.value, V.database.connectionString);
+    assert.equal(env.INBOXD_DB_CONNECTION_STRING.valueFrom, undefined);
+  } else {
+    const dbRef = get(env.INBOXD_DB_CONNECTION_STRING, 'valueFrom.secretKeyRef');
+    assert.deepEqual(dbRef, { name: V.secrets.db.existingSecret || fullname, key: V.secrets.db.key }, 'db secret ref');
+  }
+  if ((cfg.db || {}).auth === 'workload_identity')
+    assert.ok(V.workloadIdentity.enabled, 'db.auth workload_identity only with workload identity');
   const sb = env.INBOXD_SERVICEBUS_CONNECTION_STRING;
   if (V.workloadIdentity.enabled && !V.secrets.serviceBus.existingSecret) {
     assert.equal(sb.value, `Endpoint=sb://${V.serviceBus.namespace}.${V.serviceBus.endpointSuffix}/`);

@@ -202,6 +202,54 @@ static void test_auth_and_credentials(void)
     ib_log_clear_secrets();
 }
 
+/* One config with db.auth workload_identity and the given db connection string and dialect. */
+static char *load_db_auth(const char *db_cs, const char *dialect, int *n, wk_config_t *cfg)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"consumer\":\"c\",\"servicebus\":{\"connection_string\":"
+             "\"Endpoint=sb://ns.servicebus.windows.net/;EntityPath=orders\",\"auth\":"
+             "\"workload_identity\"},\"db\":{\"auth\":\"workload_identity\",\"dialect\":\"%s\","
+             "\"connection_string\":\"%s\"}}",
+             dialect, db_cs);
+    return load_errors(text, n, cfg);
+}
+
+/* db.auth workload_identity: checked at load, naming the driver or the key that must go. */
+static void test_db_auth(void)
+{
+    wk_config_t cfg;
+    int n;
+    char *errs;
+
+    errs = load_db_auth("Driver={ODBC Driver 18 for SQL Server};Server=tcp:x.database.windows.net,"
+                        "1433;Database=orders;Encrypt=yes",
+                        "mssql", &n, &cfg);
+    ASSERT_EQ(n, 0);
+    ASSERT_STREQ(cfg.db.auth, "workload_identity");
+    free(errs);
+    wk_config_free(&cfg);
+    errs = load_db_auth("Driver={FreeTDS};Server=x;Port=1433;Database=orders", "auto", &n, &cfg);
+    ASSERT_EQ(n, 1);
+    ASSERT_CONTAINS(errs, "config: db.auth: workload_identity hands the driver an Azure AD access "
+                          "token (SQL_COPT_SS_ACCESS_TOKEN), which the ODBC driver 'FreeTDS'");
+    free(errs);
+    wk_config_free(&cfg);
+    errs = load_db_auth("Driver={ODBC Driver 18 for SQL Server};Server=x;Uid=app;Pwd=pw-77",
+                        "mssql", &n, &cfg);
+    ASSERT_EQ(n, 1);
+    ASSERT_CONTAINS(errs, "config: db.connection_string: remove UID");
+    ASSERT_NOT_CONTAINS(errs, "pw-77");
+    free(errs);
+    wk_config_free(&cfg);
+    errs = load_db_auth("Driver={PostgreSQL Unicode};Server=x", "postgresql", &n, &cfg);
+    ASSERT_EQ(n, 2);
+    ASSERT_CONTAINS(errs, "config: db.auth: workload_identity works with SQL Server only");
+    free(errs);
+    wk_config_free(&cfg);
+    ib_log_clear_secrets();
+}
+
 /* Every entry survives print -> file -> load unchanged (the redacted
  * secrets aside, which a real file supplies). */
 static void test_round_trip_every_entry(void)
@@ -262,6 +310,7 @@ int main(void)
     RUN(test_env_overrides_file);
     RUN(test_redaction_and_log_mask);
     RUN(test_auth_and_credentials);
+    RUN(test_db_auth);
     RUN(test_round_trip_every_entry);
     return ib_test_done();
 }

@@ -91,6 +91,9 @@ full name and servicebus.auth forced by workloadIdentity.enabled. Rendered as JS
 {{- if not $cfg.consumer }}
 {{- $_ := set $cfg "consumer" (include "inboxd.fullname" .) }}
 {{- end }}
+{{- if and (eq (default "password" ($cfg.db).auth) "workload_identity") (not .Values.workloadIdentity.enabled) }}
+{{- fail "config.db.auth workload_identity needs workloadIdentity.enabled (the token comes from the pod's workload identity)" }}
+{{- end }}
 {{- if .Values.workloadIdentity.enabled }}
 {{- $sb := default (dict) $cfg.servicebus }}
 {{- $_ := set $sb "auth" "workload_identity" }}
