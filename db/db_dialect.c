@@ -80,7 +80,8 @@ static const db_errrule_t sqlite_rules[] = {
 /*
  * MariaDB Connector/ODBC: 1062 duplicate entry; 1213 deadlock, 1205 lock
  * wait timeout, 2006/2013 server gone, 1927 connection killed, 1040 too
- * many connections; 1045 access denied and 1049 unknown database are
+ * many connections, 1969 max_statement_time exceeded; 1045 access denied,
+ * 1044 no access to the database and 1049 unknown database are
  * transient mid-run (a failover) and configuration errors at start (see
  * db_dialect_is_login_refused).
  */
@@ -93,7 +94,9 @@ static const db_errrule_t mariadb_rules[] = {
     {NULL, 1927, T},
     {NULL, 1040, T},
     {NULL, 1045, T},
+    {NULL, 1044, T},
     {NULL, 1049, T},
+    {NULL, 1969, T},
     {"08", ANY, T},
     {"40001", ANY, T},
     {"HYT00", ANY, T},
@@ -419,7 +422,8 @@ bool db_dialect_is_login_refused(db_dialect_t d, const char *sqlstate, long nati
     /* Before the first connection the dialect may still be "auto": try both tables' codes. */
     if ((d == DB_DIALECT_MSSQL || d == DB_DIALECT_AUTO) && (native == 4060 || native == 18456))
         return true;
-    if ((d == DB_DIALECT_MARIADB || d == DB_DIALECT_AUTO) && (native == 1045 || native == 1049))
+    if ((d == DB_DIALECT_MARIADB || d == DB_DIALECT_AUTO) &&
+        (native == 1045 || native == 1044 || native == 1049))
         return true;
     return d == DB_DIALECT_POSTGRESQL && sqlstate && strcmp(sqlstate, "3D000") == 0;
 }

@@ -336,6 +336,9 @@ static void test_mssql_transient_natives(void)
     ASSERT_EQ(db_classify(DB_DIALECT_MARIADB, "42000", 1049, NULL, NULL), T);
     ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_MARIADB, "28000", 1045));
     ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_MARIADB, "42000", 1049));
+    /* Seen from MariaDB 10.11 with Connector/ODBC 3.1: a user without rights on the database. */
+    ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_MARIADB, "42000", 1044));
+    ASSERT_EQ(db_classify(DB_DIALECT_MARIADB, "HY018", 1969, NULL, NULL), T);
     ASSERT_TRUE(!db_dialect_is_login_refused(DB_DIALECT_MARIADB, "HY000", 2013));
     ASSERT_TRUE(db_dialect_is_login_refused(DB_DIALECT_POSTGRESQL, "28P01", 1));
     ASSERT_TRUE(!db_dialect_is_login_refused(DB_DIALECT_POSTGRESQL, "08001", 101));
