@@ -164,12 +164,79 @@ static ib_err_t session_setup(db_conn_t *dbc, ib_error_t *err)
     return IB_E_OK;
 }
 
+/*
+ * psqlODBC wraps every statement in SAVEPOINT / RELEASE by default (its
+ * "statement" level of rollback on errors) so that a failed statement does
+ * not abort the transaction. inboxd never continues a transaction after a
+ * failed statement - it rolls back and decides from there - so it asks for
+ * the "transaction" level (Protocol=7.4-1), which sends no savepoints. A
+ * Protocol given in the connection string is left as it is.
+ */
+#define PSQLODBC_NO_SAVEPOINTS "Protocol=7.4-1"
+
+static bool connstr_wants_psqlodbc(const char *connstr, bool *has_protocol)
+{
+    db_connstr_t cs;
+    const char *drv;
+    bool pg;
+
+    *has_protocol = true;
+    if (db_connstr_parse(connstr, &cs, NULL) != IB_E_OK)
+        return false;
+    drv = db_connstr_get(&cs, "Driver");
+    pg = drv && (strcasestr(drv, "postgres") || strcasestr(drv, "psqlodbc"));
+    *has_protocol = db_connstr_get(&cs, "Protocol") != NULL;
+    db_connstr_free(&cs);
+    return pg;
+}
+
+/* The connection string with PSQLODBC_NO_SAVEPOINTS added; NULL when out of memory. */
+static char *connstr_no_savepoints(const char *connstr)
+{
+    size_t len = strlen(connstr);
+    char *s = malloc(len + sizeof(PSQLODBC_NO_SAVEPOINTS) + 2);
+    if (s)
+        sprintf(s, "%s%s%s", connstr, len && connstr[len - 1] != ';' ? ";" : "",
+                PSQLODBC_NO_SAVEPOINTS);
+    return s;
+}
+
+static ib_err_t connect_with(db_conn_t *dbc, const char *connstr, ib_error_t *err);
+
 static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
+{
+    bool has_protocol;
+    bool pg = connstr_wants_psqlodbc(dbc->connstr, &has_protocol);
+    char *cs = pg && !has_protocol ? connstr_no_savepoints(dbc->connstr) : NULL;
+    ib_err_t rc;
+    SQLCHAR drv[64] = "";
+    SQLSMALLINT l = 0;
+
+    rc = connect_with(dbc, cs ? cs : dbc->connstr, err);
+    if (rc == IB_E_OK && !cs && !has_protocol &&
+        ok(SQLGetInfo(dbc->dbc, SQL_DRIVER_NAME, drv, sizeof(drv), &l)) &&
+        strcasestr((char *)drv, "psqlodbc")) {
+        /* Found through a DSN: reconnect once with the option. */
+        cs = connstr_no_savepoints(dbc->connstr);
+        if (cs) {
+            disconnect(dbc);
+            rc = connect_with(dbc, cs, err);
+        }
+    }
+    if (cs) {
+        memset(cs, 0, strlen(cs));
+        free(cs);
+    }
+    return rc;
+}
+
+static ib_err_t connect_with(db_conn_t *dbc, const char *connstr, ib_error_t *err)
 {
     SQLCHAR out[1024];
     SQLSMALLINT outlen = 0;
     SQLCHAR dbms[128] = "";
     SQLRETURN rc;
+    SQLUINTEGER parc = 0;
 
     if (!ok(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &dbc->env)))
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT,
@@ -186,8 +253,8 @@ static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
         disconnect(dbc);
         return err->code;
     }
-    rc = SQLDriverConnect(dbc->dbc, NULL, (SQLCHAR *)dbc->connstr, SQL_NTS, out, sizeof(out),
-                          &outlen, SQL_DRIVER_NOPROMPT);
+    rc = SQLDriverConnect(dbc->dbc, NULL, (SQLCHAR *)connstr, SQL_NTS, out, sizeof(out), &outlen,
+                          SQL_DRIVER_NOPROMPT);
     db_token_release(dbc);
     memset(out, 0, sizeof(out)); /* the completed string may hold the password */
     if (!ok(rc)) {
@@ -230,6 +297,13 @@ static ib_err_t connect_once(db_conn_t *dbc, ib_error_t *err)
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
     }
     dbc->wide_text = dbc->dialect == DB_DIALECT_MSSQL;
+    /*
+     * A driver that answers SQL_PARAM_ARRAY_ROW_COUNTS takes parameter
+     * arrays; sqlite3odbc answers too, and runs them in the process.
+     */
+    dbc->param_arrays =
+        ok(SQLGetInfo(dbc->dbc, SQL_PARAM_ARRAY_ROW_COUNTS, &parc, sizeof(parc), NULL)) &&
+        (parc == SQL_PARC_BATCH || parc == SQL_PARC_NO_BATCH);
     dbc->broken = false;
     return session_setup(dbc, err);
 }
@@ -318,6 +392,7 @@ void db_conn_free(db_conn_t *dbc)
         free(dbc->connstr);
     }
     free(dbc->table);
+    free(dbc->sql_claim);
     db_codes_free(&dbc->transient);
     db_codes_free(&dbc->permanent);
     free(dbc);
@@ -502,6 +577,26 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
     return IB_E_OK;
 }
 
+/* A statement handle in the current transaction (which it opens). */
+static ib_err_t stmt_open(db_conn_t *dbc, SQLHSTMT *st, ib_error_t *err)
+{
+    ib_err_t res;
+
+    /*
+     * Reopening in the middle of a transaction would run the rest of it
+     * without its beginning (the inbox row): only between transactions.
+     */
+    if (dbc->broken && dbc->in_txn)
+        return ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
+                            "the database connection was lost in a transaction");
+    if ((res = db_conn_ensure(dbc, err)) != IB_E_OK)
+        return res;
+    dbc->in_txn = true;
+    if (!ok(SQLAllocHandle(SQL_HANDLE_STMT, dbc->dbc, st)))
+        return db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "statement allocation", err);
+    return IB_E_OK;
+}
+
 ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
                 db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err)
 {
@@ -516,18 +611,8 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
         *rows = 0;
     if (nbinds > 32767)
         return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "too many parameters");
-    /*
-     * Reopening in the middle of a transaction would run the rest of it
-     * without its beginning (the inbox row): only between transactions.
-     */
-    if (dbc->broken && dbc->in_txn)
-        return ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
-                            "the database connection was lost in a transaction");
-    if ((res = db_conn_ensure(dbc, err)) != IB_E_OK)
+    if ((res = stmt_open(dbc, &st, err)) != IB_E_OK)
         return res;
-    dbc->in_txn = true;
-    if (!ok(SQLAllocHandle(SQL_HANDLE_STMT, dbc->dbc, &st)))
-        return db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "statement allocation", err);
     if (nbinds) {
         ind = calloc(nbinds, sizeof(*ind));
         ts = calloc(nbinds, sizeof(*ts));
@@ -691,4 +776,179 @@ ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
         return rc;
     }
     return IB_E_OK;
+}
+
+/* ---- parameter arrays ---------------------------------------------------- */
+
+bool db_params_compatible(const db_param_t *a, const db_param_t *b, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (a[k].type != b[k].type && a[k].type != DB_PARAM_NULL && b[k].type != DB_PARAM_NULL)
+            return false;
+    return true;
+}
+
+/* One column of a parameter array: its values for every set, and their indicators. */
+typedef struct column {
+    void *buf;
+    SQLLEN *ind;
+} column_t;
+
+/* Fills and binds column k of the array (thread: the owner of dbc). */
+static ib_err_t bind_column(db_conn_t *dbc, SQLHSTMT st, size_t k, const db_param_t *const *sets,
+                            size_t nsets, column_t *col, ib_error_t *err)
+{
+    db_param_type_t type = DB_PARAM_NULL;
+    size_t width = 1; /* bytes (or UTF-16 units) per element, without the terminator */
+    SQLRETURN rc;
+
+    for (size_t i = 0; i < nsets; i++) {
+        const db_param_t *p = &sets[i][k];
+        if (p->type == DB_PARAM_TEXT && !p->text)
+            continue;
+        if (p->type != DB_PARAM_NULL)
+            type = p->type;
+        if (p->type == DB_PARAM_TEXT) {
+            size_t len = strlen(p->text);
+            size_t w = dbc->wide_text ? db_utf8_to_utf16(p->text, len, NULL) : len;
+            if (w > width)
+                width = w;
+        }
+    }
+    size_t esize = type == DB_PARAM_INT     ? sizeof(SQLBIGINT)
+                   : type == DB_PARAM_FLOAT ? sizeof(double)
+                   : dbc->wide_text         ? (width + 1) * sizeof(SQLWCHAR)
+                                            : width + 1;
+    col->buf = calloc(nsets, esize);
+    col->ind = calloc(nsets, sizeof(SQLLEN));
+    if (!col->buf || !col->ind)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < nsets; i++) {
+        const db_param_t *p = &sets[i][k];
+        char *el = (char *)col->buf + i * esize;
+        if (p->type == DB_PARAM_NULL || (p->type == DB_PARAM_TEXT && !p->text)) {
+            col->ind[i] = SQL_NULL_DATA;
+        } else if (type == DB_PARAM_INT) {
+            SQLBIGINT v = p->i;
+            memcpy(el, &v, sizeof(v));
+        } else if (type == DB_PARAM_FLOAT) {
+            memcpy(el, &p->f, sizeof(p->f));
+        } else if (dbc->wide_text) {
+            size_t wl = db_utf8_to_utf16(p->text, strlen(p->text), (SQLWCHAR *)el);
+            col->ind[i] = (SQLLEN)(wl * sizeof(SQLWCHAR));
+        } else {
+            size_t len = strlen(p->text);
+            memcpy(el, p->text, len);
+            col->ind[i] = (SQLLEN)len;
+        }
+    }
+    SQLUSMALLINT pos = (SQLUSMALLINT)(k + 1);
+    if (type == DB_PARAM_INT)
+        rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, col->buf,
+                              (SQLLEN)esize, col->ind);
+    else if (type == DB_PARAM_FLOAT)
+        rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_DOUBLE, SQL_DOUBLE, 15, 0, col->buf,
+                              (SQLLEN)esize, col->ind);
+    else if (dbc->wide_text)
+        rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_WCHAR,
+                              width > SHORT_TEXT_MAX ? SQL_WLONGVARCHAR : SQL_WVARCHAR, width, 0,
+                              col->buf, (SQLLEN)esize, col->ind);
+    else
+        rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_CHAR,
+                              width > SHORT_TEXT_MAX ? SQL_LONGVARCHAR : SQL_VARCHAR, width, 0,
+                              col->buf, (SQLLEN)esize, col->ind);
+    if (!ok(rc))
+        return db_diag_error(dbc, SQL_HANDLE_STMT, st, "bind parameter array", err);
+    return IB_E_OK;
+}
+
+/* One execution per set, for drivers without parameter arrays. */
+static ib_err_t run_each(db_conn_t *dbc, const char *sql, const db_param_t *const *sets,
+                         size_t nsets, size_t nparams, ib_error_t *err)
+{
+    db_bind_t one[64];
+    db_bind_t *b = nparams <= 64 ? one : calloc(nparams, sizeof(*b));
+    ib_err_t rc = IB_E_OK;
+
+    if (!b)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < nsets && rc == IB_E_OK; i++) {
+        for (size_t k = 0; k < nparams; k++)
+            b[k] = DB_B(sets[i][k]);
+        rc = db_run(dbc, sql, b, nparams, NULL, NULL, NULL, err);
+    }
+    if (b != one)
+        free(b);
+    return rc;
+}
+
+ib_err_t db_run_array(db_conn_t *dbc, const char *sql, const db_param_t *const *sets, size_t nsets,
+                      size_t nparams, ib_error_t *err)
+{
+    SQLHSTMT st = SQL_NULL_HSTMT;
+    column_t *cols = NULL;
+    SQLUSMALLINT *status = NULL;
+    SQLULEN processed = 0;
+    SQLRETURN rc;
+    ib_err_t res = IB_E_OK;
+
+    if (nsets == 0)
+        return IB_E_OK;
+    if (nsets == 1 || nparams == 0 || !dbc->param_arrays)
+        return run_each(dbc, sql, sets, nsets, nparams, err);
+    if (nparams > 32767)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "too many parameters");
+    if ((res = stmt_open(dbc, &st, err)) != IB_E_OK)
+        return res;
+    cols = calloc(nparams, sizeof(*cols));
+    status = calloc(nsets, sizeof(*status));
+    if (!cols || !status) {
+        res = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        goto out;
+    }
+    if (dbc->stmt_timeout_s > 0)
+        SQLSetStmtAttr(st, SQL_ATTR_QUERY_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->stmt_timeout_s, 0);
+    if (!ok(SQLSetStmtAttr(st, SQL_ATTR_PARAM_BIND_TYPE, (SQLPOINTER)SQL_PARAM_BIND_BY_COLUMN,
+                           0)) ||
+        !ok(SQLSetStmtAttr(st, SQL_ATTR_PARAMSET_SIZE, (SQLPOINTER)(SQLULEN)nsets, 0)) ||
+        !ok(SQLSetStmtAttr(st, SQL_ATTR_PARAM_STATUS_PTR, status, 0)) ||
+        !ok(SQLSetStmtAttr(st, SQL_ATTR_PARAMS_PROCESSED_PTR, &processed, 0))) {
+        res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "parameter array", err);
+        goto out;
+    }
+    for (size_t k = 0; k < nparams; k++)
+        if ((res = bind_column(dbc, st, k, sets, nsets, &cols[k], err)) != IB_E_OK)
+            goto out;
+    rc = SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
+    if (!ok(rc) && rc != SQL_NO_DATA) {
+        res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "execute", err);
+        goto out;
+    }
+    /* Later sets may report their errors as further results. */
+    while ((rc = SQLMoreResults(st)) != SQL_NO_DATA) {
+        if (!ok(rc)) {
+            res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "next result", err);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < nsets; i++)
+        if (status[i] == SQL_PARAM_ERROR || status[i] == SQL_PARAM_UNUSED) {
+            res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "execute", err);
+            ib_error_prefix(err, "parameter set %zu", i + 1);
+            goto out;
+        }
+    if (processed != nsets)
+        res = ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                           "the driver processed %lu of %zu parameter sets",
+                           (unsigned long)processed, nsets);
+out:
+    if (st != SQL_NULL_HSTMT)
+        SQLFreeHandle(SQL_HANDLE_STMT, st);
+    for (size_t k = 0; cols && k < nparams; k++) {
+        free(cols[k].buf);
+        free(cols[k].ind);
+    }
+    free(cols);
+    free(status);
+    return res;
 }

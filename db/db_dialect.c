@@ -942,3 +942,104 @@ ib_err_t db_sql_rollback_to(db_dialect_t d, const char *name, char *buf, size_t 
         return render(buf, size, "ROLLBACK TRANSACTION %s", name);
     return render(buf, size, "ROLLBACK TO SAVEPOINT %s", name);
 }
+
+/* ---- the batch claim ----------------------------------------------------- */
+
+#define INBOX_COLS                                                                                 \
+    "consumer, message_id, idempotency_key, body_sha256, status, entity, sequence_number, "        \
+    "delivery_count, enqueued_at, received_at, processed_at, error_class, error_detail"
+
+/* The VALUES columns of the claim, and the SELECT list that adds processed_at (%s: now). */
+#define CLAIM_VCOLS                                                                                \
+    "consumer, message_id, idempotency_key, body_sha256, status, entity, sequence_number, "        \
+    "delivery_count, enqueued_at, received_at, error_class, error_detail"
+#define CLAIM_SELECT                                                                               \
+    "v.consumer, v.message_id, v.idempotency_key, v.body_sha256, v.status, v.entity, "             \
+    "v.sequence_number, v.delivery_count, v.enqueued_at, v.received_at, %s, v.error_class, "       \
+    "v.error_detail"
+
+size_t db_sql_claim_rows_max(db_dialect_t d)
+{
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return 170; /* 12 parameters a row; SQL Server takes at most 2,100 per request */
+    case DB_DIALECT_POSTGRESQL:
+        /*
+         * psqlODBC 13.02 garbles the type cast it writes after the 1,000th
+         * parameter of a statement ("type timestam does not exist";
+         * measured): 80 rows, 960 parameters.
+         */
+        return 80;
+    case DB_DIALECT_SQLITE:
+        return 1000; /* 12,000 parameters, far below SQLite's 32,766 */
+    default:
+        return 0;
+    }
+}
+
+/* Appends fmt to buf at *used; false when it does not fit. */
+static bool append(char *buf, size_t size, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool append(char *buf, size_t size, size_t *used, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    if (*used >= size)
+        return false;
+    va_start(ap, fmt);
+    w = vsnprintf(buf + *used, size - *used, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= size - *used)
+        return false;
+    *used += (size_t)w;
+    return true;
+}
+
+ib_err_t db_sql_claim(db_dialect_t d, const char *table, size_t rows, char *buf, size_t size)
+{
+    size_t used = 0;
+    bool mssql = d == DB_DIALECT_MSSQL;
+    bool fits;
+
+    if (check(d, table) != IB_E_OK || rows == 0 || rows > db_sql_claim_rows_max(d) || size == 0)
+        return d == DB_DIALECT_MARIADB && size ? render(buf, size, "%s", "") : IB_E_INVAL;
+    /*
+     * SQLite goes through a WITH: sqlite3odbc treats a statement that starts
+     * with INSERT as one without a result and drops its RETURNING rows, and
+     * an INSERT ... SELECT needs "WHERE true" before ON CONFLICT.
+     */
+    if (mssql)
+        fits =
+            append(buf, size, &used,
+                   "INSERT INTO %s (" INBOX_COLS ") OUTPUT inserted.consumer, inserted.message_id "
+                   "SELECT " CLAIM_SELECT " FROM (VALUES ",
+                   table, db_sql_now(d));
+    else if (d == DB_DIALECT_SQLITE)
+        fits = append(buf, size, &used, "WITH v (" CLAIM_VCOLS ") AS (VALUES ");
+    else
+        fits = append(buf, size, &used, "INSERT INTO %s (" INBOX_COLS ") VALUES ", table);
+    for (size_t i = 0; fits && i < rows; i++) {
+        if (d == DB_DIALECT_POSTGRESQL)
+            fits = append(buf, size, &used, "%s(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, %s, ?, ?)",
+                          i ? ", " : "", db_sql_now(d));
+        else
+            fits =
+                append(buf, size, &used, "%s(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", i ? ", " : "");
+    }
+    if (fits && mssql)
+        fits = append(buf, size, &used,
+                      ") AS v (" CLAIM_VCOLS ") WHERE NOT EXISTS (SELECT 1 FROM %s AS x WITH "
+                      "(UPDLOCK, HOLDLOCK) WHERE x.consumer = v.consumer AND (x.message_id = "
+                      "v.message_id OR x.idempotency_key = v.idempotency_key))",
+                      table);
+    else if (fits && d == DB_DIALECT_SQLITE)
+        fits = append(buf, size, &used,
+                      ") INSERT INTO %s (" INBOX_COLS ") SELECT " CLAIM_SELECT
+                      " FROM v WHERE true ON CONFLICT DO NOTHING RETURNING consumer, message_id",
+                      table, db_sql_now(d));
+    else if (fits)
+        fits = append(buf, size, &used, " ON CONFLICT DO NOTHING RETURNING consumer, message_id");
+    return fits ? IB_E_OK : IB_E_INVAL;
+}

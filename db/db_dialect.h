@@ -225,6 +225,29 @@ ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t si
  * timeout at all).
  */
 const char *db_sql_commit(db_dialect_t d);
+/*
+ * The claim of a batch: one statement inserting rows inbox rows (each row's
+ * parameters as for db_sql_insert, row after row) that skips every row
+ * whose key (message id or idempotency key) is already taken, and returns
+ * one row (consumer, message_id) per row it inserted. A row it skips is a
+ * duplicate or a conflict, decided afterwards by the body hash.
+ *
+ *   PostgreSQL  INSERT ... VALUES (...), ... ON CONFLICT DO NOTHING RETURNING
+ *   SQLite      the same (3.35 or later for RETURNING; DO NOTHING skips only
+ *               uniqueness, where INSERT OR IGNORE would also skip NOT NULL
+ *               and CHECK failures)
+ *   SQL Server  INSERT ... OUTPUT ... SELECT FROM (VALUES ...) WHERE NOT
+ *               EXISTS (... WITH (UPDLOCK, HOLDLOCK)): the key-range lock
+ *               makes a concurrent claim of the same key wait, then skip
+ *   MariaDB     none: renders "" (a batch then runs one transaction per
+ *               message)
+ *
+ * rows must be between 1 and db_sql_claim_rows_max(d). IB_E_INVAL when the
+ * text does not fit in size (about 160 bytes per row are needed).
+ */
+ib_err_t db_sql_claim(db_dialect_t d, const char *table, size_t rows, char *buf, size_t size);
+/* The most rows one claim statement carries (parameter limits); 0 = no claim statement. */
+size_t db_sql_claim_rows_max(db_dialect_t d);
 /* Savepoint syntax for batching several messages in one transaction. */
 ib_err_t db_sql_savepoint(db_dialect_t d, const char *name, char *buf, size_t size);
 ib_err_t db_sql_rollback_to(db_dialect_t d, const char *name, char *buf, size_t size);

@@ -62,7 +62,7 @@ static bool is_hex64(const char *s)
     return true;
 }
 
-static ib_err_t claim_check(const db_claim_t *c, ib_error_t *err)
+ib_err_t db_claim_check(const db_claim_t *c, ib_error_t *err)
 {
     const char *why = NULL;
 
@@ -84,11 +84,9 @@ static ib_err_t claim_check(const db_claim_t *c, ib_error_t *err)
     return IB_E_OK;
 }
 
-/* Runs the inbox INSERT for claim with the given status and error columns. */
-static ib_err_t insert_row(db_conn_t *dbc, const db_claim_t *c, const char *status,
-                           const char *error_class, const char *detail, ib_error_t *err)
+void db_claim_binds(const db_claim_t *c, const char *status, const char *error_class,
+                    const char *detail, db_bind_t *b)
 {
-    db_bind_t b[12];
     long long received = c->received_at_ms > 0 ? c->received_at_ms : ib_now_ms();
 
     b[0] = DB_B(DB_TEXT(c->consumer));
@@ -103,7 +101,16 @@ static ib_err_t insert_row(db_conn_t *dbc, const db_claim_t *c, const char *stat
     b[9] = DB_B_TS(received);
     b[10] = DB_B(error_class ? DB_TEXT(error_class) : DB_NULL());
     b[11] = DB_B(detail ? DB_TEXT(detail) : DB_NULL());
-    return db_run(dbc, dbc->sql_insert, b, 12, NULL, NULL, NULL, err);
+}
+
+/* Runs the inbox INSERT for claim with the given status and error columns. */
+static ib_err_t insert_row(db_conn_t *dbc, const db_claim_t *c, const char *status,
+                           const char *error_class, const char *detail, ib_error_t *err)
+{
+    db_bind_t b[DB_CLAIM_NPARAMS];
+
+    db_claim_binds(c, status, error_class, detail, b);
+    return db_run(dbc, dbc->sql_insert, b, DB_CLAIM_NPARAMS, NULL, NULL, NULL, err);
 }
 
 /*
@@ -140,6 +147,32 @@ static bool existing_row(SQLHSTMT st, void *arg)
     return true;
 }
 
+void db_conflict_error(const db_claim_t *c, ib_error_t *err)
+{
+    ib_error_set(err, IB_E_CONFLICT, IB_CLASS_PERMANENT,
+                 "inbox key of consumer '%.64s' message '%.64s' holds a different body hash",
+                 c->consumer, c->message_id);
+}
+
+ib_err_t db_existing_lookup(db_conn_t *dbc, const db_claim_t *c, int *same, int *other,
+                            ib_error_t *err)
+{
+    existing_t ex = {c->body_sha256, 0, 0, 0};
+    db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
+                      DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
+    ib_err_t rc = db_run(dbc, dbc->sql_existing, b, 3, existing_row, &ex, NULL, err);
+
+    if (rc != IB_E_OK) {
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        inbox_setup_transient(err);
+        ib_error_prefix(err, "inbox lookup in %s", dbc->table);
+    }
+    *same = ex.same;
+    *other = ex.other;
+    return rc;
+}
+
 /*
  * After a unique violation on the inbox insert (already rolled back): read
  * the rows holding either key and decide duplicate or conflict. A key that
@@ -149,26 +182,18 @@ static bool existing_row(SQLHSTMT st, void *arg)
 static db_outcome_t decide_existing(db_conn_t *dbc, const db_claim_t *c, const ib_error_t *viol,
                                     ib_error_t *err)
 {
-    existing_t ex = {c->body_sha256, 0, 0, 0};
-    db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
-                      DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
+    int same = 0, other = 0;
 
-    if (db_run(dbc, dbc->sql_existing, b, 3, existing_row, &ex, NULL, err) != IB_E_OK) {
-        if (err->cls == IB_CLASS_DUPLICATE)
-            err->cls = IB_CLASS_PERMANENT;
-        inbox_setup_transient(err);
-        ib_error_prefix(err, "inbox lookup in %s", dbc->table);
+    if (db_existing_lookup(dbc, c, &same, &other, err) != IB_E_OK) {
         db_rollback_quiet(dbc);
         return DB_FAILED;
     }
     db_rollback_quiet(dbc);
-    if (ex.other > 0) {
-        ib_error_set(err, IB_E_CONFLICT, IB_CLASS_PERMANENT,
-                     "inbox key of consumer '%.64s' message '%.64s' holds a different body hash",
-                     c->consumer, c->message_id);
+    if (other > 0) {
+        db_conflict_error(c, err);
         return DB_CONFLICT;
     }
-    if (ex.same > 0) {
+    if (same > 0) {
         ib_error_clear(err);
         return DB_DUPLICATE;
     }
@@ -324,7 +349,7 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
     if (!err)
         err = &local;
     ib_error_clear(err);
-    if (claim_check(claim, err) != IB_E_OK)
+    if (db_claim_check(claim, err) != IB_E_OK)
         return DB_FAILED;
     if (nstmts && !stmts) {
         ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "inbox apply: no statements");
@@ -356,7 +381,7 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
     if (!err)
         err = &local;
     ib_error_clear(err);
-    if (claim_check(claim, err) != IB_E_OK)
+    if (db_claim_check(claim, err) != IB_E_OK)
         return DB_FAILED;
     if (detail) {
         /* Cut on a byte count, backing off a partial UTF-8 sequence. */
@@ -375,139 +400,4 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
     if (insert_row(dbc, claim, status, ib_class_name(cls), detail, err) != IB_E_OK)
         return insert_failed(dbc, claim, err);
     return commit_or_fail(dbc, err);
-}
-
-/* ---- batches ----------------------------------------------------------- */
-
-typedef enum {
-    BATCH_TODO = 0, /* not reached yet */
-    BATCH_PENDING,  /* inserted and run; applied if the COMMIT succeeds */
-    BATCH_LOOKUP,   /* unique violation on the inbox key: read the row afterwards */
-    BATCH_DECIDED,  /* outcome final (invalid claim, permanent failure) */
-} batch_state_t;
-
-static ib_err_t savepoint_op(db_conn_t *dbc, size_t i, bool rollback, ib_error_t *err)
-{
-    char name[32], sql[96];
-    snprintf(name, sizeof(name), "inboxd_m%zu", i);
-    if ((rollback ? db_sql_rollback_to(dbc->dialect, name, sql, sizeof(sql))
-                  : db_sql_savepoint(dbc->dialect, name, sql, sizeof(sql))) != IB_E_OK)
-        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "savepoint name");
-    return db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err);
-}
-
-/* Opens the batch's transaction where the first SAVEPOINT would not (SQL Server). */
-static ib_err_t txn_open(db_conn_t *dbc, ib_error_t *err)
-{
-    char sql[DB_SQL_MAX];
-
-    if (db_sql_txn_open(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
-        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
-    return sql[0] ? db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err) : IB_E_OK;
-}
-
-size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n)
-{
-    batch_state_t *st;
-    ib_error_t whole;
-    bool failed = false;
-    size_t applied = 0;
-
-    if (!items || n == 0)
-        return 0;
-    st = calloc(n, sizeof(*st));
-    for (size_t i = 0; i < n; i++) {
-        items[i].outcome = DB_FAILED;
-        ib_error_clear(&items[i].err);
-        if (!st) {
-            ib_error_set(&items[i].err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-            continue;
-        }
-        if (claim_check(items[i].claim, &items[i].err) != IB_E_OK) {
-            st[i] = BATCH_DECIDED;
-        } else if (items[i].nstmts && !items[i].stmts) {
-            ib_error_set(&items[i].err, IB_E_INVAL, IB_CLASS_PERMANENT, "no statements");
-            st[i] = BATCH_DECIDED;
-        }
-    }
-    if (!st)
-        return 0;
-    if (conn_ready(dbc, &whole) != IB_E_OK)
-        failed = true;
-    if (!failed && txn_open(dbc, &whole) != IB_E_OK)
-        failed = true;
-    for (size_t i = 0; i < n && !failed; i++) {
-        ib_error_t *err = &items[i].err;
-        if (st[i] == BATCH_DECIDED)
-            continue;
-        if (savepoint_op(dbc, i, false, &whole) != IB_E_OK) {
-            failed = true;
-            break;
-        }
-        if (insert_row(dbc, items[i].claim, "processed", NULL, NULL, err) != IB_E_OK) {
-            if (err->code != IB_E_DB_CONN &&
-                db_dialect_is_unique_violation(dbc->dialect, err->sqlstate, err->native))
-                st[i] = BATCH_LOOKUP;
-            else if (err->cls == IB_CLASS_DUPLICATE)
-                err->cls = IB_CLASS_PERMANENT;
-            inbox_setup_transient(err);
-            if (st[i] != BATCH_LOOKUP && err->cls != IB_CLASS_PERMANENT) {
-                whole = *err;
-                failed = true;
-                break;
-            }
-            if (st[i] != BATCH_LOOKUP) {
-                ib_error_prefix(err, "inbox insert");
-                st[i] = BATCH_DECIDED;
-            }
-        } else if (run_stmts(dbc, items[i].stmts, items[i].nstmts, err) != IB_E_OK) {
-            if (err->cls != IB_CLASS_PERMANENT) {
-                whole = *err;
-                failed = true;
-                break;
-            }
-            st[i] = BATCH_DECIDED;
-        } else {
-            st[i] = BATCH_PENDING;
-            continue;
-        }
-        /* Undo this item only; a failure here loses the whole transaction. */
-        if (savepoint_op(dbc, i, true, &whole) != IB_E_OK) {
-            failed = true;
-            break;
-        }
-    }
-    if (!failed && db_end(dbc, true, &whole) != IB_E_OK)
-        failed = true;
-    if (failed) {
-        db_rollback_quiet(dbc);
-        whole.cls = IB_CLASS_TRANSIENT;
-        ib_error_prefix(&whole, "batch rolled back");
-    }
-    for (size_t i = 0; i < n; i++) {
-        /*
-         * After a rollback a key violation may have been against an item
-         * of this very batch, so it decides nothing: retry it.
-         */
-        if (st[i] == BATCH_PENDING || st[i] == BATCH_TODO || (failed && st[i] == BATCH_LOOKUP)) {
-            if (failed) {
-                items[i].outcome = DB_FAILED;
-                items[i].err = whole;
-            } else {
-                items[i].outcome = DB_APPLIED;
-                ib_error_clear(&items[i].err);
-                applied++;
-            }
-        } else if (st[i] == BATCH_LOOKUP && items[i].claim->replay) {
-            /* After the batch's COMMIT, in a transaction of its own. */
-            items[i].outcome = take_over(dbc, items[i].claim, items[i].stmts, items[i].nstmts,
-                                         &items[i].err);
-            applied += items[i].outcome == DB_APPLIED;
-        } else if (st[i] == BATCH_LOOKUP) {
-            ib_error_t viol = items[i].err;
-            items[i].outcome = decide_existing(dbc, items[i].claim, &viol, &items[i].err);
-        }
-    }
-    free(st);
-    return applied;
 }

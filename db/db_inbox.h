@@ -200,25 +200,26 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
 long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err);
 
 /*
- * Several messages in one transaction, a savepoint per message: one COMMIT
- * for the batch instead of one per message. Each item gets the outcome
- * db_inbox_apply would give it, with these batch rules:
+ * Several messages in one transaction: one claim statement inserts every
+ * inbox row (skipping keys already taken), each route statement runs once
+ * for all its messages as a parameter array, one COMMIT. Each item ends
+ * with exactly the outcome db_inbox_apply would give it alone:
  *
- *   - a duplicate, conflict or permanent failure of one item is rolled back
- *     to its savepoint and does not disturb the others;
- *   - a transient failure of any item (or of a ROLLBACK TO SAVEPOINT, or
- *     of the COMMIT) rolls the whole transaction back: every item that was
- *     not already decided as duplicate, conflict or permanent is then
- *     DB_FAILED transient. Retrying those one at a time with
- *     db_inbox_apply is the safe fallback (SQL Server runs with
- *     XACT_ABORT ON, so there any failing item, a duplicate included,
- *     rolls the whole batch back and every undecided item comes back
- *     transient).
+ *   - a key already taken is a duplicate or a conflict by body hash, decided
+ *     in the batch without disturbing the others; two items with one key:
+ *     the first claims it, the second is a duplicate (or conflict) of it;
+ *   - any failure (a route statement, a deadlock, a lost connection, the
+ *     COMMIT) rolls the whole transaction back and every item is then
+ *     applied in a transaction of its own, so a failure belongs to the
+ *     message that caused it. fallback (may be NULL) then holds the failure
+ *     that rolled the batch back; its code is IB_E_OK when there was none. When the
+ *     database cannot be reopened the remaining items fail transient
+ *     without being tried.
  *
- * Two items with the same key in one batch: the first applies, the second
- * is a duplicate (or conflict). A replay claim meeting a 'failed' row is
- * taken over as in db_inbox_apply, in its own transaction after the batch's. Returns the number of
- * items applied. thread: the owner of dbc.
+ * A replay claim goes alone (db_inbox_apply: it may take over a 'failed'
+ * row), after the batch. A batch of one is db_inbox_apply. MariaDB has no claim statement: its
+ * batches always run one transaction per item. Returns the number of items
+ * applied. thread: the owner of dbc.
  */
 typedef struct db_batch_item {
     const db_claim_t *claim; /* in, borrowed */
@@ -228,7 +229,7 @@ typedef struct db_batch_item {
     ib_error_t err;          /* out: filled when outcome is DB_FAILED or DB_CONFLICT */
 } db_batch_item_t;
 
-size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n);
+size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n, ib_error_t *fallback);
 
 /* ---- helpers ----------------------------------------------------------- */
 

@@ -15,10 +15,11 @@
 struct db_conn {
     SQLHENV env;
     SQLHDBC dbc;
-    bool connected; /* SQLDriverConnect succeeded and not yet disconnected */
-    bool broken;    /* lost; reopen before the next transaction */
-    bool in_txn;    /* a statement ran since the last commit or rollback */
-    bool wide_text; /* bind text as UTF-16 (SQL Server's nvarchar) */
+    bool connected;    /* SQLDriverConnect succeeded and not yet disconnected */
+    bool broken;       /* lost; reopen before the next transaction */
+    bool in_txn;       /* a statement ran since the last commit or rollback */
+    bool wide_text;    /* bind text as UTF-16 (SQL Server's nvarchar) */
+    bool param_arrays; /* the driver executes parameter arrays (SQL_ATTR_PARAMSET_SIZE) */
     long reconnects;
     db_dialect_t want;    /* as configured */
     db_dialect_t dialect; /* resolved */
@@ -33,6 +34,8 @@ struct db_conn {
     size_t token_len;
     char sql_insert[DB_SQL_MAX];
     char sql_existing[DB_SQL_MAX];
+    char *sql_claim; /* the batch claim for sql_claim_rows rows; owned */
+    size_t sql_claim_rows;
 };
 
 /* A bound parameter, including the internal timestamp type. */
@@ -59,6 +62,35 @@ ib_err_t db_conn_ensure(db_conn_t *dbc, ib_error_t *err);
 typedef bool (*db_row_cb)(SQLHSTMT st, void *arg);
 ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
                 db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err);
+
+/*
+ * Runs sql once per parameter set: sets[i] points to the nparams
+ * parameters of set i. Where the driver takes parameter arrays the sets go
+ * as one array (SQL_ATTR_PARAMSET_SIZE, bound column-wise), which psqlODBC
+ * and SQL Server's drivers send in one round trip; otherwise one execution
+ * per set. Every set must agree on each column's type (db_params_compatible);
+ * a NULL fits any type. Any set that fails fails the call (err filled as by
+ * db_run); nothing is rolled back here.
+ */
+ib_err_t db_run_array(db_conn_t *dbc, const char *sql, const db_param_t *const *sets, size_t nsets,
+                      size_t nparams, ib_error_t *err);
+/* True when parameter lists a and b (n each) can share one parameter array. */
+bool db_params_compatible(const db_param_t *a, const db_param_t *b, size_t n);
+
+/* Inbox helpers shared by db_inbox.c and db_batch.c. */
+#define DB_CLAIM_NPARAMS 12
+ib_err_t db_claim_check(const db_claim_t *c, ib_error_t *err);
+/* The DB_CLAIM_NPARAMS parameters of the inbox INSERT for c, in db_sql_insert's order. */
+void db_claim_binds(const db_claim_t *c, const char *status, const char *error_class,
+                    const char *detail, db_bind_t *b);
+/*
+ * Reads the rows holding either key of c in the current transaction: *same
+ * and *other count those with the same and with another body hash.
+ */
+ib_err_t db_existing_lookup(db_conn_t *dbc, const db_claim_t *c, int *same, int *other,
+                            ib_error_t *err);
+/* err := the DB_CONFLICT error of c (IB_E_CONFLICT, permanent). */
+void db_conflict_error(const db_claim_t *c, ib_error_t *err);
 
 /*
  * UTF-8 to UTF-16 code units; invalid input becomes U+FFFD. Writes to out

@@ -114,10 +114,9 @@ void case_sweep(void)
 }
 
 /*
- * A batch of new messages, an old one and the same key twice. Where the
- * batch falls back (SQL Server's XACT_ABORT rolls it back on the duplicate),
- * the transient items are applied one at a time as the worker does; in the
- * end every id took effect exactly once.
+ * A batch of new messages, an old one and the same key twice: each ends as
+ * it would alone (a transient one is retried alone, as the worker does); in
+ * the end every id took effect exactly once.
  */
 void case_batch(void)
 {
@@ -137,7 +136,7 @@ void case_batch(void)
         s[i] = ds_biz_stmt(sql[i], sizeof(sql[i]), p[i], ids[i], 0);
         items[i] = (db_batch_item_t){&c[i], &s[i], 1, DB_FAILED, {0}};
     }
-    db_inbox_apply_batch(dbc, items, 5);
+    db_inbox_apply_batch(dbc, items, 5, NULL);
     for (int i = 0; i < 5; i++) {
         db_outcome_t o = items[i].outcome;
         if (o == DB_FAILED && items[i].err.cls == IB_CLASS_TRANSIENT)

@@ -205,3 +205,21 @@ db_claim_t tl_claim(const char *consumer, const char *message_id, const char *id
     c.received_at_ms = 0;
     return c;
 }
+
+db_conn_t *tl_conn_transient(const tl_db_t *t, const char *codes)
+{
+    json_error_t jerr;
+    json_t *arr = json_loads(codes, 0, &jerr);
+    db_options_t o;
+    ib_error_t err;
+
+    memset(&o, 0, sizeof(o));
+    if (!arr || db_codes_from_json(arr, "errors.transient_native", &o.transient_native, &err)) {
+        fprintf(stderr, "tl_conn_transient: bad codes %s\n", codes);
+        exit(1);
+    }
+    json_decref(arr);
+    db_conn_t *dbc = tl_conn_opts(t, &o);
+    db_codes_free(&o.transient_native);
+    return dbc;
+}

@@ -28,6 +28,8 @@ void tl_db_drop(tl_db_t *t);
 /* A connection through db_conn_new; exits 1 on failure. */
 db_conn_t *tl_conn(const tl_db_t *t);
 db_conn_t *tl_conn_opts(const tl_db_t *t, const db_options_t *extra);
+/* A connection whose errors.transient_native is the JSON array codes; exits 1 on failure. */
+db_conn_t *tl_conn_transient(const tl_db_t *t, const char *codes);
 /* Runs sql and commits (autocommit, raw ODBC); returns 0 or -1 (printed). */
 int tl_exec(const tl_db_t *t, const char *sql);
 /* tl_exec on the maintenance database (PostgreSQL only). */

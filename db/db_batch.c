@@ -1,0 +1,434 @@
+/*
+ * db_batch.c - several messages in one inbox transaction.
+ *
+ *   claim: one statement inserts every inbox row of the batch and skips the
+ *          keys already taken (db_sql_claim); the rows it returns are this
+ *          batch's, the others are duplicates or conflicts by body hash
+ *   route: each route statement once for all its messages, as a parameter
+ *          array (one round trip where the driver allows it)
+ *   COMMIT
+ *
+ * Any failure on the way rolls the transaction back and applies the
+ * messages one transaction each with db_inbox_apply, so every message gets
+ * exactly the outcome it would get alone and a bad one never poisons its
+ * neighbours. No savepoints are involved.
+ *
+ * thread: the owner of dbc (a db worker).
+ */
+#include "db_conn_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+    ITEM_DECIDED = 0, /* outcome final before the transaction (invalid claim) */
+    ITEM_CLAIM,       /* goes into the claim statement */
+    ITEM_LOOKUP,      /* key taken (or repeated in this batch): decide by body hash */
+    ITEM_CLAIMED,     /* inbox row inserted by this batch: run its route statements */
+    ITEM_SETTLED,     /* duplicate or conflict, decided in the transaction */
+    ITEM_ALONE,       /* a replay (it may take over a 'failed' row): alone, after the batch */
+} item_state_t;
+
+typedef struct batch {
+    db_conn_t *dbc;
+    db_batch_item_t *items;
+    item_state_t *st;
+    size_t n;
+    size_t *chunk; /* indexes of the items of the current claim statement */
+    size_t nchunk, next;
+    size_t unmatched; /* returned rows that matched no item of the chunk */
+} batch_t;
+
+static bool same_text(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* True when items a and b compete for one inbox key. */
+static bool same_key(const db_claim_t *a, const db_claim_t *b)
+{
+    if (!same_text(a->consumer, b->consumer))
+        return false;
+    return same_text(a->message_id, b->message_id) ||
+           (a->idempotency_key && b->idempotency_key &&
+            strcmp(a->idempotency_key, b->idempotency_key) == 0);
+}
+
+/* Reads column col of the current row as UTF-8 (SQL Server's nvarchar comes as UTF-16). */
+static bool column_text(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *out, size_t size)
+{
+    SQLLEN ind = 0;
+    SQLRETURN rc;
+
+    if (!dbc->wide_text) {
+        rc = SQLGetData(st, col, SQL_C_CHAR, out, (SQLLEN)size, &ind);
+        return (rc == SQL_SUCCESS) && ind != SQL_NULL_DATA;
+    }
+    SQLWCHAR w[512];
+    rc = SQLGetData(st, col, SQL_C_WCHAR, w, sizeof(w), &ind);
+    if (rc != SQL_SUCCESS || ind == SQL_NULL_DATA)
+        return false;
+    /* Keys are at most 400 characters: the units are converted back one by one. */
+    size_t nw = (size_t)ind / sizeof(SQLWCHAR), o = 0;
+    for (size_t i = 0; i < nw; i++) {
+        unsigned long cp = w[i];
+        if (cp >= 0xD800 && cp < 0xDC00 && i + 1 < nw) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (w[i + 1] - 0xDC00);
+            i++;
+        }
+        char u[4];
+        size_t k = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+        if (k == 1)
+            u[0] = (char)cp;
+        else {
+            for (size_t j = k - 1; j > 0; j--, cp >>= 6)
+                u[j] = (char)(0x80 | (cp & 0x3F));
+            u[0] = (char)((k == 2 ? 0xC0 : k == 3 ? 0xE0 : 0xF0) | cp);
+        }
+        if (o + k >= size)
+            return false;
+        memcpy(out + o, u, k);
+        o += k;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* A row returned by the claim: the item whose (consumer, message_id) it is is claimed. */
+static bool claimed_row(SQLHSTMT st, void *arg)
+{
+    batch_t *b = arg;
+    char consumer[1024], message_id[1024];
+
+    if (!column_text(b->dbc, st, 1, consumer, sizeof(consumer)) ||
+        !column_text(b->dbc, st, 2, message_id, sizeof(message_id))) {
+        b->unmatched++;
+        return true;
+    }
+    /* Rows usually come back in VALUES order: try the next one first. */
+    for (size_t k = 0; k < b->nchunk; k++) {
+        size_t pos = (b->next + k) % b->nchunk;
+        const db_claim_t *c = b->items[b->chunk[pos]].claim;
+        if (b->st[b->chunk[pos]] == ITEM_CLAIM && strcmp(c->message_id, message_id) == 0 &&
+            strcmp(c->consumer, consumer) == 0) {
+            b->st[b->chunk[pos]] = ITEM_CLAIMED;
+            b->next = pos + 1;
+            return true;
+        }
+    }
+    b->unmatched++;
+    return true;
+}
+
+/* Runs one claim statement for the b->nchunk items in b->chunk. */
+static ib_err_t claim_chunk(batch_t *b, ib_error_t *err)
+{
+    db_conn_t *dbc = b->dbc;
+    size_t rows = b->nchunk, matched = 0;
+    long long inserted = 0;
+    db_bind_t *binds;
+    ib_err_t rc;
+
+    if (dbc->sql_claim_rows != rows) {
+        size_t size = 1024 + rows * 96;
+        char *sql = malloc(size);
+        if (!sql)
+            return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        if (db_sql_claim(dbc->dialect, dbc->table, rows, sql, size) != IB_E_OK) {
+            free(sql);
+            return ib_error_set(err, IB_E_INVAL, IB_CLASS_TRANSIENT, "claim statement");
+        }
+        free(dbc->sql_claim);
+        dbc->sql_claim = sql;
+        dbc->sql_claim_rows = rows;
+    }
+    binds = calloc(rows * DB_CLAIM_NPARAMS, sizeof(*binds));
+    if (!binds)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t k = 0; k < rows; k++)
+        db_claim_binds(b->items[b->chunk[k]].claim, "processed", NULL, NULL,
+                       binds + k * DB_CLAIM_NPARAMS);
+    b->next = 0;
+    b->unmatched = 0;
+    rc =
+        db_run(dbc, dbc->sql_claim, binds, rows * DB_CLAIM_NPARAMS, claimed_row, b, &inserted, err);
+    free(binds);
+    if (rc != IB_E_OK) {
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        ib_error_prefix(err, "inbox claim");
+        return rc;
+    }
+    /*
+     * A row this batch inserted but could not match would later read as its
+     * own duplicate and skip its route: never decide from a claim like that.
+     */
+    for (size_t k = 0; k < rows; k++)
+        matched += b->st[b->chunk[k]] == ITEM_CLAIMED;
+    if (b->unmatched || (inserted > 0 && (size_t)inserted > matched))
+        return ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                            "inbox claim inserted %lld rows but returned %zu of them", inserted,
+                            matched);
+    for (size_t k = 0; k < rows; k++)
+        if (b->st[b->chunk[k]] == ITEM_CLAIM)
+            b->st[b->chunk[k]] = ITEM_LOOKUP;
+    return IB_E_OK;
+}
+
+/* Claims every ITEM_CLAIM item, at most db_sql_claim_rows_max rows per statement. */
+static ib_err_t claim_all(batch_t *b, ib_error_t *err)
+{
+    size_t max = db_sql_claim_rows_max(b->dbc->dialect);
+
+    b->nchunk = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->st[i] != ITEM_CLAIM)
+            continue;
+        b->chunk[b->nchunk++] = i;
+        if (b->nchunk == max) {
+            if (claim_chunk(b, err) != IB_E_OK)
+                return err->code;
+            b->nchunk = 0;
+        }
+    }
+    if (b->nchunk && claim_chunk(b, err) != IB_E_OK)
+        return err->code;
+    return IB_E_OK;
+}
+
+/* Duplicates and conflicts: read the row holding the key, in the transaction. */
+static ib_err_t decide_lookups(batch_t *b, ib_error_t *err)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        db_batch_item_t *it = &b->items[i];
+        int same = 0, other = 0;
+
+        if (b->st[i] != ITEM_LOOKUP)
+            continue;
+        if (db_existing_lookup(b->dbc, it->claim, &same, &other, err) != IB_E_OK)
+            return err->code;
+        if (other > 0) {
+            it->outcome = DB_CONFLICT;
+            db_conflict_error(it->claim, &it->err);
+        } else if (same > 0) {
+            it->outcome = DB_DUPLICATE;
+        } else {
+            /* Skipped, yet no row: taken and released again. Alone, it would be retried. */
+            return ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                                "inbox key was contended and released again");
+        }
+        b->st[i] = ITEM_SETTLED;
+    }
+    return IB_E_OK;
+}
+
+/*
+ * True when item j runs the same statements as the group whose column types
+ * are sig (NULL where only NULLs were seen so far); merges j's types in.
+ */
+static bool route_fits(const db_batch_item_t *first, const db_batch_item_t *j, db_param_type_t *sig)
+{
+    size_t at = 0;
+
+    if (j->nstmts != first->nstmts)
+        return false;
+    for (size_t k = 0; k < j->nstmts; k++) {
+        const db_stmt_t *a = &first->stmts[k], *s = &j->stmts[k];
+        if (!same_text(a->sql, s->sql) || a->nparams != s->nparams)
+            return false;
+        for (size_t q = 0; q < s->nparams; q++) {
+            db_param_type_t t = s->params[q].type;
+            if (t != DB_PARAM_NULL && sig[at + q] != DB_PARAM_NULL && sig[at + q] != t)
+                return false;
+        }
+        at += s->nparams;
+    }
+    at = 0;
+    for (size_t k = 0; k < j->nstmts; k++) {
+        for (size_t q = 0; q < j->stmts[k].nparams; q++)
+            if (j->stmts[k].params[q].type != DB_PARAM_NULL)
+                sig[at + q] = j->stmts[k].params[q].type;
+        at += j->stmts[k].nparams;
+    }
+    return true;
+}
+
+/* Runs statement k of the group's members as one parameter array. */
+static ib_err_t run_group_stmt(batch_t *b, const size_t *members, size_t m, size_t k,
+                               ib_error_t *err)
+{
+    const db_stmt_t *s = &b->items[members[0]].stmts[k];
+    const db_param_t **sets = calloc(m, sizeof(*sets));
+    ib_err_t rc;
+
+    if (!sets)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < m; i++)
+        sets[i] = b->items[members[i]].stmts[k].params;
+    if (!s->sql || (s->nparams && !s->params))
+        rc = ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "statement %zu: no SQL or params",
+                          k + 1);
+    else
+        rc = db_run_array(b->dbc, s->sql, sets, m, s->nparams, err);
+    free(sets);
+    if (rc != IB_E_OK) {
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        ib_error_prefix(err, "statement %zu", k + 1);
+    }
+    return rc;
+}
+
+/* The route statements of every claimed item, grouped by route into parameter arrays. */
+static ib_err_t run_routes(batch_t *b, ib_error_t *err)
+{
+    bool *done = calloc(b->n, sizeof(*done));
+    size_t *members = calloc(b->n, sizeof(*members));
+    db_param_type_t *sig = NULL;
+    ib_err_t rc = IB_E_OK;
+
+    if (!done || !members)
+        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; rc == IB_E_OK && i < b->n; i++) {
+        const db_batch_item_t *first = &b->items[i];
+        size_t m = 0, total = 0;
+
+        if (b->st[i] != ITEM_CLAIMED || done[i] || first->nstmts == 0)
+            continue;
+        for (size_t k = 0; k < first->nstmts; k++)
+            total += first->stmts[k].nparams;
+        free(sig);
+        sig = calloc(total + 1, sizeof(*sig)); /* DB_PARAM_NULL is 0 */
+        if (!sig) {
+            rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+            break;
+        }
+        for (size_t j = i; j < b->n; j++)
+            if (b->st[j] == ITEM_CLAIMED && !done[j] && route_fits(first, &b->items[j], sig)) {
+                members[m++] = j;
+                done[j] = true;
+            }
+        for (size_t k = 0; rc == IB_E_OK && k < first->nstmts; k++)
+            rc = run_group_stmt(b, members, m, k, err);
+    }
+    free(sig);
+    free(done);
+    free(members);
+    return rc;
+}
+
+/* The batch transaction; IB_E_OK when committed. */
+static ib_err_t run_batch(batch_t *b, ib_error_t *err)
+{
+    db_conn_t *dbc = b->dbc;
+
+    if (db_sql_claim_rows_max(dbc->dialect) == 0)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_TRANSIENT,
+                            "no claim statement for this dialect");
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    /*
+     * A key repeated inside the batch is left out of the claim and decided
+     * by the row its first holder leaves, as if they ran one after another.
+     */
+    for (size_t i = 0; i < b->n; i++)
+        for (size_t j = 0; j < i && b->st[i] == ITEM_CLAIM; j++)
+            if (b->st[j] == ITEM_CLAIM && same_key(b->items[i].claim, b->items[j].claim))
+                b->st[i] = ITEM_LOOKUP;
+    if (claim_all(b, err) != IB_E_OK || decide_lookups(b, err) != IB_E_OK ||
+        run_routes(b, err) != IB_E_OK)
+        return err->code;
+    if (db_end(dbc, true, err) != IB_E_OK) {
+        ib_error_prefix(err, "commit");
+        return err->code;
+    }
+    return IB_E_OK;
+}
+
+/* After a rolled-back batch: each undecided item in a transaction of its own. */
+static void apply_alone(batch_t *b)
+{
+    const ib_error_t *down = NULL;
+
+    for (size_t i = 0; i < b->n; i++) {
+        db_batch_item_t *it = &b->items[i];
+        if (b->st[i] == ITEM_DECIDED)
+            continue;
+        if (down) {
+            /* The database could not be reopened just now: the same for the rest. */
+            it->outcome = DB_FAILED;
+            it->err = *down;
+            continue;
+        }
+        it->outcome = db_inbox_apply(b->dbc, it->claim, it->stmts, it->nstmts, &it->err);
+        if (it->outcome == DB_FAILED && it->err.code == IB_E_DB_CONN && !b->dbc->connected)
+            down = &it->err;
+    }
+}
+
+size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n, ib_error_t *fallback)
+{
+    batch_t b = {dbc, items, NULL, n, NULL, 0, 0, 0};
+    ib_error_t err;
+    size_t applied = 0, todo = 0;
+
+    if (fallback)
+        ib_error_clear(fallback);
+    if (!items || n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        ib_error_clear(&items[i].err);
+    if (n == 1) {
+        items[0].outcome =
+            db_inbox_apply(dbc, items[0].claim, items[0].stmts, items[0].nstmts, &items[0].err);
+        return items[0].outcome == DB_APPLIED;
+    }
+    b.st = calloc(n, sizeof(*b.st));
+    b.chunk = calloc(n, sizeof(*b.chunk));
+    for (size_t i = 0; i < n; i++) {
+        items[i].outcome = DB_FAILED;
+        if (!b.st || !b.chunk) {
+            ib_error_set(&items[i].err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        } else if (db_claim_check(items[i].claim, &items[i].err) != IB_E_OK) {
+            b.st[i] = ITEM_DECIDED;
+        } else if (items[i].nstmts && !items[i].stmts) {
+            ib_error_set(&items[i].err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                         "inbox apply: no statements");
+            b.st[i] = ITEM_DECIDED;
+        } else {
+            b.st[i] = items[i].claim->replay ? ITEM_ALONE : ITEM_CLAIM;
+            todo++;
+        }
+    }
+    if (!b.st || !b.chunk) {
+        free(b.st);
+        free(b.chunk);
+        return 0;
+    }
+    if (todo && db_conn_ensure(dbc, &err) != IB_E_OK) {
+        /* Not reaching the database is never a message's fault (as in db_inbox_apply). */
+        err.cls = IB_CLASS_TRANSIENT;
+        for (size_t i = 0; i < n; i++)
+            if (b.st[i] != ITEM_DECIDED)
+                items[i].err = err;
+    } else if (todo && run_batch(&b, &err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        if (fallback)
+            *fallback = err;
+        apply_alone(&b);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (b.st[i] == ITEM_CLAIMED) {
+                items[i].outcome = DB_APPLIED;
+                ib_error_clear(&items[i].err);
+            } else if (b.st[i] == ITEM_ALONE) {
+                items[i].outcome = db_inbox_apply(dbc, items[i].claim, items[i].stmts,
+                                                  items[i].nstmts, &items[i].err);
+            }
+    }
+    for (size_t i = 0; i < n; i++)
+        applied += items[i].outcome == DB_APPLIED;
+    free(b.st);
+    free(b.chunk);
+    return applied;
+}
