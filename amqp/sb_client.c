@@ -20,6 +20,10 @@ static void c_on_up(void *owner)
     sb_client_t *c = owner;
     if (c->stopping)
         return;
+    if (c->sessions) {
+        sb_session_fill(c);
+        return;
+    }
     for (sb_rcv_t *r = c->rcvs; r; r = r->next)
         if (r->state == RCV_IDLE)
             sb_rcv_start(r);
@@ -77,8 +81,8 @@ static void apply_flags(sb_client_t *c)
             if (r->state == RCV_OPEN && r->link) {
                 if (!r->session)
                     pn_link_drain(r->link, 0);
-                else if (r->held == 0)
-                    sb_rcv_close(r);
+                else
+                    sb_session_step(r); /* releases its buffer, gives it back when idle */
             }
     }
     if (stop && !c->stopping) {
@@ -117,7 +121,7 @@ static void c_on_tick(void *owner)
         c->stats.reconnects += c->attempt > 0;
         sb_core_connect(&c->core);
     }
-    if (c->core.up)
+    if (c->core.up && !c->sessions)
         for (sb_rcv_t *r = c->rcvs; r; r = r->next)
             if (r->state == RCV_IDLE && now >= r->retry_at && !c->receiving_stopped)
                 sb_rcv_start(r);
@@ -248,12 +252,14 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
         c->reconnect_min_ms = c->reconnect_max_ms;
     c->session_wait_ms = opt->session_wait_ms ? opt->session_wait_ms : 60000;
     c->renew_margin_ms = opt->renew_margin_ms;
-    if (!c->entity || !c->audience) {
+    c->session_prefetch = opt->session_prefetch ? opt->session_prefetch : 1;
+    if (!c->entity || !c->audience || (c->sessions && sb_session_fifo_init(c) != 0)) {
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         sb_client_free(c);
         return NULL;
     }
-    for (unsigned k = 0; k < (c->sessions ? c->max_sessions : 1); k++) {
+    /* Sessions: one replacement per finishing session may be attaching besides. */
+    for (unsigned k = 0; k < (c->sessions ? 2 * c->max_sessions : 1); k++) {
         sb_rcv_t *r = sb_rcv_new(c, c->sessions);
         if (!r) {
             ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
@@ -375,6 +381,7 @@ void sb_client_free(sb_client_t *c)
         free(r);
     }
     sb_core_fini(&c->core);
+    sb_session_fifo_free(c);
     free(c->entity);
     free(c->audience);
     free(c->ca_file);

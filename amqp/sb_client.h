@@ -18,13 +18,25 @@
  * unsettled messages. At most max_concurrent_calls are handed to the worker
  * at once; the rest wait in the client's prefetch buffer. A buffered message
  * whose lock has expired (or is about to) is dropped, not handed out: the
- * broker delivers it again. With sessions, each held session has its own
- * link with credit 1, re-granted only after the broker confirms the
- * settlement of that session's message: one message at a time per session,
- * in order, and at most max_concurrent_sessions in flight (prefetch and
- * max_concurrent_calls do not apply). A session with nothing delivered for
- * session_idle_timeout_s is given back and the next available one accepted;
- * "no session available" answers are routine and retried quietly.
+ * broker delivers it again.
+ *
+ * Sessions: each held session has its own link. Credit is only ever granted
+ * as a drain of session_prefetch: the broker sends what the session has (up
+ * to that many) and answers at once with the rest of the credit consumed.
+ * The messages wait in the link's buffer and are handed out one at a time,
+ * the next only after the broker confirmed the settlement of the previous:
+ * one message at a time per session, in order. When the buffer is empty the
+ * next drain goes out (while the last message is still being processed); a
+ * drain that comes back empty means the session is done, and it is given
+ * back as soon as nothing is in flight. The moment a session is known to be
+ * done the accept of the next one (next-available session filter) is sent,
+ * so a slot switches without waiting: at most max_concurrent_sessions
+ * sessions are being processed, and one replacement per finishing session
+ * may be held besides. An abandon with later messages buffered gives the
+ * session back (the broker keeps the order). A drain left unanswered for
+ * session_idle_timeout_s gives the session back too. prefetch and
+ * max_concurrent_calls do not apply; "no session available" answers are
+ * routine and retried quietly.
  *
  * Lock renewal: automatic, for every unsettled message - buffered ones too,
  * so prefetch never lets a lock lapse unseen - until
@@ -83,6 +95,7 @@ typedef struct sb_options {
     unsigned op_timeout_ms;    /* $management/$cbs request timeout; default 30000 */
     unsigned session_wait_ms;  /* com.microsoft:timeout of a next-session attach;
                                   default 60000 */
+    unsigned session_prefetch; /* messages of one session fetched per drain; 0 = 1 */
     unsigned renew_margin_ms;  /* overrides the renewal margin above */
 } sb_options_t;
 
@@ -105,6 +118,12 @@ typedef struct sb_callbacks {
      * retry pace. thread: proactor.
      */
     void (*on_state)(int connected_and_attached, const ib_error_t *why, void *ctx);
+    /*
+     * Optional. A session slot moved on: seconds from the last message of
+     * the session it gave back being settled to the slot holding the next
+     * session (0 when the next one was accepted before). thread: proactor.
+     */
+    void (*on_session_switch)(double seconds, void *ctx);
     void *ctx;
 } sb_callbacks_t;
 
@@ -120,13 +139,14 @@ typedef struct sb_stats {
     unsigned long long expired_dropped; /* buffered messages not handed: lock expired */
     unsigned long long reconnects;
     unsigned long long sessions_accepted;
-    unsigned long long sessions_released; /* idle or lost */
-    int connected;                        /* connected, authorized, links attached */
-    unsigned links;                       /* receive links attached now */
-    unsigned sessions_held;               /* sessions locked now */
-    unsigned in_flight;                   /* handed to the worker, not yet settled */
-    unsigned buffered;                    /* waiting in the prefetch buffer */
-    unsigned max_sessions_held;           /* high-water mark of sessions_held */
+    unsigned long long sessions_released;   /* given back or lost */
+    unsigned long long sessions_given_back; /* by the client: done, idle or stopping */
+    int connected;                          /* connected, authorized, links attached */
+    unsigned links;                         /* receive links attached now */
+    unsigned sessions_held;                 /* sessions locked now */
+    unsigned in_flight;                     /* handed to the worker, not yet settled */
+    unsigned buffered;                      /* waiting in the prefetch buffer */
+    unsigned max_sessions_held;             /* high-water mark of sessions_held */
     long long loop_mono_ms; /* ib_mono_ms() when the proactor last finished an event batch;
                                it wakes at least every 100 ms, so an old value means a
                                stalled event loop (the /healthz heartbeat) */

@@ -115,7 +115,10 @@ void sb_msg_drop(sb_client_t *c, sb_msg_t *msg, uint64_t outcome)
     if (r)
         r->held--;
     st->rcv = NULL;
-    if (st->state == SB_MS_BUFFERED) {
+    if (st->state == SB_MS_BUFFERED && st->session) {
+        if (r)
+            sb_session_unbuffer(r, msg); /* a session's own buffer */
+    } else if (st->state == SB_MS_BUFFERED) {
         sb_msg_t **pp = &c->buf_head, *prev = NULL;
         while (*pp && *pp != msg) {
             prev = *pp;
@@ -157,4 +160,3 @@ void sb_msg_lock_lost(sb_client_t *c, sb_msg_t *msg, const char *why)
     if (st->state == SB_MS_HANDED && c->cb.on_lock_lost)
         c->cb.on_lock_lost(msg, c->cb.ctx);
 }
-

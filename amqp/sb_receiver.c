@@ -49,6 +49,7 @@ static void rcv_attach(sb_rcv_t *r)
     pn_link_set_context(r->link, r);
     pn_link_open(r->link);
     r->state = RCV_ATTACHING;
+    r->attach_at = ib_mono_ms();
     r->held = 0;
     r->gen++;
 }
@@ -84,10 +85,12 @@ void sb_rcv_grant(sb_rcv_t *r)
     int credit, want;
     if (r->state != RCV_OPEN || !r->link || c->receiving_stopped || c->stopping)
         return;
-    credit = pn_link_credit(r->link);
     if (r->session) {
-        want = r->held == 0 && credit == 0 ? 1 : 0;
-    } else {
+        sb_session_step(r); /* sessions take credit only as drains */
+        return;
+    }
+    credit = pn_link_credit(r->link);
+    {
         /* Messages of a lost link the worker still holds count too. */
         int window = (int)(c->prefetch + c->mcc);
         want = window - (int)(c->n_inflight + c->n_buffered) - credit;
@@ -96,7 +99,6 @@ void sb_rcv_grant(sb_rcv_t *r)
         pn_link_flow(r->link, want);
 }
 
-/* Local settlement of a delivery we will not process. */
 /* Whether auto-renewal still looks after this message's lock. */
 static bool renewable(const sb_client_t *c, const struct sb_msg_state *st)
 {
@@ -201,10 +203,7 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
         return;
     }
     if (r->session) {
-        /* One at a time per session (credit 1): straight to the worker. */
-        sb_msg_set_state(c, msg, SB_MS_HANDED);
-        c->stats.handed++;
-        c->cb.on_message(msg, c->cb.ctx);
+        sb_session_delivered(r, msg); /* one at a time per session, from its own buffer */
         return;
     }
     if (c->buf_tail)
@@ -237,6 +236,12 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
     sb_client_t *c = r->c;
     sb_msg_t *msg = c->held;
     bool was_session = r->session && r->session_id;
+
+    /* Its buffered messages are all in c->held and dropped below. */
+    r->sbuf_head = r->sbuf_tail = NULL;
+    r->nbuf = 0;
+    r->drain_at = 0;
+    r->give_back = false;
 
     while (msg) {
         sb_msg_t *next = msg->st->next;
@@ -319,9 +324,11 @@ void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)
         ib_error_t why;
         pn_condition_t *cond = pn_link_remote_condition(link);
         const char *name = pn_condition_is_set(cond) ? pn_condition_get_name(cond) : "";
-        bool quiet = r->state == RCV_CLOSING ||
-                     (r->session && (strcmp(name, "com.microsoft:timeout") == 0 ||
-                                     strcmp(name, "com.microsoft:session-cannot-be-locked") == 0));
+        bool ours = r->state == RCV_CLOSING;
+        bool timeout = r->session && strcmp(name, "com.microsoft:timeout") == 0;
+        bool quiet = ours || timeout ||
+                     (r->session && strcmp(name, "com.microsoft:session-cannot-be-locked") == 0);
+        long long waited = ib_mono_ms() - r->attach_at;
         ib_error_set(&why, IB_E_DETACHED, IB_CLASS_TRANSIENT, "receive link closed by the broker");
         if (quiet) {
             IB_LOG(IB_LOG_DEBUG, "detach", IB_MSG("receive link closed"), IB_S("condition", name),
@@ -336,13 +343,26 @@ void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)
         if (!r->session && !quiet)
             sb_client_set_ready(c, 0, &why);
         sb_rcv_lost(r, &why, true);
-        /* Next-available sessions: try again soon; a refused link: back off. */
-        r->retry_at = ib_mono_ms() + (quiet                       ? (r->session ? 200 : 0)
-                                      : why.code == IB_E_NOTFOUND ? 5000
-                                                                  : 1000);
+        /* A refused link backs off; a session slot goes on at once (see sb_session_fill). */
+        r->retry_at = ib_mono_ms() + (quiet ? 0 : why.code == IB_E_NOTFOUND ? 5000 : 1000);
+        if (r->session && quiet && !ours) {
+            /*
+             * No session (the broker waited session_wait_ms) or one taken
+             * meanwhile: ask again at once, unless the answer came early,
+             * which a broker that ignores com.microsoft:timeout does.
+             */
+            if (waited < 1000)
+                r->retry_at = ib_mono_ms() + 100 + rand() % 200;
+            if (timeout)
+                sb_session_none(c);
+        }
+        if (r->session)
+            sb_session_fill(c);
         break;
     }
     case PN_LINK_FLOW:
+        if (r->session)
+            sb_session_step(r); /* a drain answered */
         break;
     case PN_DELIVERY:
         on_delivery(c, r, pn_event_delivery(e));

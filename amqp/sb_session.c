@@ -1,7 +1,10 @@
 /*
  * sb_session.c - next-available sessions: the session filter on attach,
- * reading the granted session from the broker's attach, session-lock
- * renewal, and giving back idle sessions.
+ * reading the granted session from the broker's attach, the per-session
+ * buffer handed out one message at a time, drains that tell when a session
+ * is done, giving sessions back, keeping the accept pipeline full, the
+ * switch-latency bookkeeping, and session-lock renewal.
+ * thread: proactor (everything here).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,8 @@
 #include "sb_client_int.h"
 
 #define TICKS_AT_EPOCH 621355968000000000LL
+
+static void switch_accepted(sb_client_t *c, long long now);
 
 void sb_session_prepare(sb_rcv_t *r)
 {
@@ -76,7 +81,221 @@ bool sb_session_opened(sb_rcv_t *r)
     if (r->session_lock_dur < 1000)
         r->session_lock_dur = 1000;
     r->c->stats.sessions_accepted++;
+    r->drain_at = 0;
+    r->drain_got = r->done_msgs = 0;
+    r->give_back = false;
+    if (r->session_id)
+        switch_accepted(r->c, ib_mono_ms());
     return r->session_id != NULL;
+}
+
+/* ---- switch latency ---- */
+
+int sb_session_fifo_init(sb_client_t *c)
+{
+    unsigned cap = c->max_sessions * 2 + 1;
+    c->sw_done.v = calloc(cap, sizeof(long long));
+    c->sw_ahead.v = calloc(cap, sizeof(long long));
+    c->sw_done.cap = c->sw_ahead.cap = cap;
+    return c->sw_done.v && c->sw_ahead.v ? 0 : -1;
+}
+
+void sb_session_fifo_free(sb_client_t *c)
+{
+    free(c->sw_done.v);
+    free(c->sw_ahead.v);
+    c->sw_done.v = c->sw_ahead.v = NULL;
+}
+
+/* Appends t; when full, the oldest entry makes room (bounded memory). */
+static void fifo_push(sb_ms_fifo_t *f, long long t)
+{
+    if (!f->cap)
+        return;
+    if (f->n == f->cap) {
+        f->head = (f->head + 1) % f->cap;
+        f->n--;
+    }
+    f->v[(f->head + f->n) % f->cap] = t;
+    f->n++;
+}
+
+static bool fifo_pop(sb_ms_fifo_t *f, long long *t)
+{
+    if (!f->n)
+        return false;
+    *t = f->v[f->head];
+    f->head = (f->head + 1) % f->cap;
+    f->n--;
+    return true;
+}
+
+static void switch_observe(sb_client_t *c, long long ms)
+{
+    if (c->cb.on_session_switch)
+        c->cb.on_session_switch(ms > 0 ? ms / 1000.0 : 0.0, c->cb.ctx);
+}
+
+/* Whether r holds a session known to be done (its last drain came back empty). */
+static bool finishing(const sb_rcv_t *r)
+{
+    return r->state == RCV_OPEN && r->session_id && r->nbuf == 0 && r->drain_at &&
+           r->drain_got == 0 && r->done_msgs > 0 && r->link && pn_link_credit(r->link) == 0;
+}
+
+/* A session was accepted at mono ms now: the replacement of a finished one, or ahead of one. */
+static void switch_accepted(sb_client_t *c, long long now)
+{
+    long long t0;
+    bool any_finishing = false;
+    if (fifo_pop(&c->sw_done, &t0)) {
+        switch_observe(c, now - t0);
+        return;
+    }
+    for (sb_rcv_t *r = c->rcvs; r && !any_finishing; r = r->next)
+        any_finishing = finishing(r);
+    if (any_finishing)
+        fifo_push(&c->sw_ahead, now);
+}
+
+/* A done session was given back at mono ms now (its last message had just settled). */
+static void switch_released(sb_client_t *c, long long now)
+{
+    long long ahead;
+    if (fifo_pop(&c->sw_ahead, &ahead))
+        switch_observe(c, 0); /* the next session was held already */
+    else
+        fifo_push(&c->sw_done, now);
+}
+
+/* No session was available for a while: slots idle for lack of work, not switching. */
+void sb_session_none(sb_client_t *c)
+{
+    c->sw_done.n = c->sw_done.head = 0;
+}
+
+/* ---- the per-session flow ---- */
+
+static bool busy(const sb_rcv_t *r)
+{
+    if (r->state == RCV_AUTH || r->state == RCV_ATTACHING)
+        return true;
+    return r->state == RCV_OPEN && !finishing(r);
+}
+
+void sb_session_fill(sb_client_t *c)
+{
+    unsigned n = 0;
+    long long now = ib_mono_ms();
+    if (!c->sessions || !c->core.up || c->stopping || c->receiving_stopped)
+        return;
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+        n += busy(r);
+    for (sb_rcv_t *r = c->rcvs; r && n < c->max_sessions; r = r->next)
+        if (r->state == RCV_IDLE && now >= r->retry_at) {
+            sb_rcv_start(r);
+            n++;
+        }
+}
+
+/* Closes r's link: the broker frees the session and everything still locked in it. */
+static void give_back(sb_rcv_t *r, const char *why)
+{
+    sb_client_t *c = r->c;
+    bool done = strcmp(why, "done") == 0;
+    if (r->state != RCV_OPEN)
+        return;
+    IB_LOG(IB_LOG_DEBUG, "session_release", IB_MSG("session given back"),
+           IB_S("session_id", r->session_id), IB_S("reason", why), IB_I("messages", r->done_msgs));
+    c->stats.sessions_given_back++;
+    sb_rcv_close(r);
+    if (done)
+        switch_released(c, ib_mono_ms());
+    sb_session_fill(c);
+}
+
+void sb_session_unbuffer(sb_rcv_t *r, sb_msg_t *msg)
+{
+    sb_msg_t **pp = &r->sbuf_head, *prev = NULL;
+    while (*pp && *pp != msg) {
+        prev = *pp;
+        pp = &(*pp)->st->bnext;
+    }
+    if (!*pp)
+        return;
+    *pp = msg->st->bnext;
+    if (r->sbuf_tail == msg)
+        r->sbuf_tail = prev;
+    msg->st->bnext = NULL;
+    r->nbuf--;
+}
+
+void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg)
+{
+    sb_client_t *c = r->c;
+    msg->st->bnext = NULL;
+    if (r->sbuf_tail)
+        r->sbuf_tail->st->bnext = msg;
+    else
+        r->sbuf_head = msg;
+    r->sbuf_tail = msg;
+    r->nbuf++;
+    r->drain_got++;
+    sb_msg_set_state(c, msg, SB_MS_BUFFERED);
+    sb_session_step(r);
+}
+
+static void hand_next(sb_rcv_t *r)
+{
+    sb_client_t *c = r->c;
+    sb_msg_t *msg = r->sbuf_head;
+    sb_session_unbuffer(r, msg);
+    sb_msg_set_state(c, msg, SB_MS_HANDED);
+    c->stats.handed++;
+    c->cb.on_message(msg, c->cb.ctx);
+}
+
+/* Releases the buffered messages of r (receiving stopped): they go back in order. */
+static void release_buffered(sb_rcv_t *r)
+{
+    while (r->sbuf_head)
+        sb_msg_drop(r->c, r->sbuf_head, PN_RELEASED);
+}
+
+void sb_session_step(sb_rcv_t *r)
+{
+    sb_client_t *c = r->c;
+    unsigned inflight;
+    if (r->state != RCV_OPEN || !r->link || !r->session_id || c->stopping)
+        return;
+    if (c->receiving_stopped) {
+        release_buffered(r);
+        if (r->held == 0)
+            give_back(r, "stopping");
+        return;
+    }
+    inflight = r->held - r->nbuf;
+    if (inflight == 0 && r->give_back) {
+        give_back(r, "abandoned");
+        return;
+    }
+    if (inflight == 0 && r->nbuf > 0) {
+        hand_next(r);
+        return; /* on_message may have settled at once; that steps again */
+    }
+    if (r->nbuf > 0 || pn_link_credit(r->link) > 0)
+        return; /* buffered messages wait for the one in flight; or a drain is out */
+    if (r->drain_at && r->drain_got == 0) {
+        /* The last drain came back empty: done once the one in flight settles. */
+        if (inflight == 0)
+            give_back(r, "done");
+        else
+            sb_session_fill(c);
+        return;
+    }
+    r->drain_at = ib_mono_ms();
+    r->drain_got = 0;
+    pn_link_drain(r->link, (int)c->session_prefetch);
 }
 
 typedef struct sess_renew {
@@ -145,11 +364,12 @@ void sb_session_tick(sb_client_t *c)
     for (sb_rcv_t *r = c->rcvs; r; r = r->next) {
         if (r->state != RCV_OPEN || !r->session_id)
             continue;
-        if (r->held == 0 &&
-            (c->receiving_stopped || mono - r->last_activity > (long long)c->idle_s * 1000)) {
-            IB_LOG(IB_LOG_INFO, "session_release", IB_MSG("session idle, released"),
-                   IB_S("session_id", r->session_id));
-            sb_rcv_close(r);
+        /* The upper bound for a drain the broker does not answer. */
+        if (r->held == 0 && r->drain_at && pn_link_credit(r->link) > 0 &&
+            mono - r->drain_at > (long long)c->idle_s * 1000) {
+            IB_LOG(IB_LOG_INFO, "session_release", IB_MSG("drain unanswered, session given back"),
+                   IB_S("session_id", r->session_id), IB_I("idle_s", c->idle_s));
+            give_back(r, "idle");
             continue;
         }
         if (c->renew_max_s && !r->session_renewing) {
@@ -161,4 +381,5 @@ void sb_session_tick(sb_client_t *c)
                 renew_session(c, r);
         }
     }
+    sb_session_fill(c);
 }

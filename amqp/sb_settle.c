@@ -27,6 +27,19 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
     if (r) {
         r->held--;
         r->last_activity = ib_mono_ms();
+        r->done_msgs++;
+        if (r->session && (st->d == SB_ABANDON || st->d == SB_RELEASE || result->code != IB_E_OK)) {
+            /*
+             * The message is back at the head of its session. Later ones
+             * buffered here must not overtake it: give the session back
+             * (the broker keeps them in order). With none buffered, drain
+             * again and it comes back first.
+             */
+            if (r->nbuf > 0)
+                r->give_back = true;
+            else
+                r->drain_at = 0;
+        }
     }
     st->rcv = NULL;
     sb_msg_set_state(c, msg, SB_MS_DONE);

@@ -31,6 +31,7 @@ typedef struct wk_config {
         long long max_concurrent_sessions;
         long long max_auto_lock_renewal_s;
         long long session_idle_timeout_s;
+        long long session_prefetch;
         long long reconnect_max_ms;
         char *ca_file;
     } servicebus;

@@ -239,6 +239,13 @@ static void on_state(int up, const ib_error_t *why, void *ctx)
     wk_http_set_condition(dm->http, WK_HTTP_LINKS_ATTACHED, up);
 }
 
+/* A session slot moved on to the next session. thread: proactor. */
+static void on_session_switch(double seconds, void *ctx)
+{
+    daemon_t *dm = ctx;
+    wk_metrics_session_switch(dm->metrics, seconds);
+}
+
 /* ---- db workers -------------------------------------------------------- */
 
 static job_t *pop_job(daemon_t *dm)
@@ -347,6 +354,9 @@ static void sync_client_metrics(daemon_t *dm)
         wk_metrics_lock_renewal(dm->metrics, WK_RENEW_FAILED);
     for (unsigned long long i = prev->reconnects; i < now.reconnects; i++)
         wk_metrics_reconnect(dm->metrics);
+    wk_metrics_sessions_active_set(dm->metrics, now.sessions_held);
+    wk_metrics_session_switches_add(dm->metrics,
+                                    now.sessions_given_back - prev->sessions_given_back);
     *prev = now;
 }
 
@@ -518,6 +528,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .max_concurrent_sessions = (unsigned)cfg->servicebus.max_concurrent_sessions,
         .max_auto_lock_renewal_s = (unsigned)cfg->servicebus.max_auto_lock_renewal_s,
         .session_idle_timeout_s = (unsigned)cfg->servicebus.session_idle_timeout_s,
+        .session_prefetch = (unsigned)cfg->servicebus.session_prefetch,
         .reconnect_max_ms = (unsigned)cfg->servicebus.reconnect_max_ms,
         .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,
     };
@@ -532,7 +543,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         so.token_get = sb_aad_token_get;
         so.token_ctx = dm->aad;
     }
-    sb_callbacks_t cb = {on_message, on_settled, on_lock_lost, on_state, dm};
+    sb_callbacks_t cb = {on_message, on_settled, on_lock_lost, on_state, on_session_switch, dm};
     dm->client = sb_client_new(&so, &cb, err);
     if (!dm->client) {
         IB_LOG(IB_LOG_ERROR, "start", IB_MSG(err->text));

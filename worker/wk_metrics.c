@@ -27,6 +27,13 @@ const size_t wk_metrics_duration_bucket_count =
     sizeof wk_metrics_duration_buckets / sizeof wk_metrics_duration_buckets[0];
 #define NBUCKETS (sizeof wk_metrics_duration_buckets / sizeof wk_metrics_duration_buckets[0])
 
+/* Switches are sub-millisecond on loopback and seconds when something waits. */
+const double wk_metrics_switch_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                            0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
+const size_t wk_metrics_switch_bucket_count =
+    sizeof wk_metrics_switch_buckets / sizeof wk_metrics_switch_buckets[0];
+#define NSWITCH (sizeof wk_metrics_switch_buckets / sizeof wk_metrics_switch_buckets[0])
+
 typedef _Atomic uint_least64_t wk_counter_t;
 
 /* A dead-letter reason: name is written once, before count publishes it. */
@@ -51,6 +58,10 @@ struct wk_metrics {
     /* Per-bucket (not cumulative) counts; the last slot is above every bound. */
     wk_counter_t duration_buckets[NBUCKETS + 1];
     wk_counter_t duration_sum_us;
+    _Atomic long long sessions_active;
+    wk_counter_t session_switches;
+    wk_counter_t switch_buckets[NSWITCH + 1]; /* per bucket, like duration_buckets */
+    wk_counter_t switch_sum_us;
 
     pthread_mutex_t reasons_lock; /* serialises adding a reason, never reading */
     _Atomic int nreasons;
@@ -68,6 +79,23 @@ static inline void bump(wk_counter_t *c)
 static inline uint_least64_t load(wk_counter_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* Counts seconds into buckets (per bucket, last = above every bound) and a microsecond sum. */
+static void observe(wk_counter_t *buckets, const double *bounds, size_t nb, wk_counter_t *sum_us,
+                    double seconds)
+{
+    if (!(seconds > 0)) /* also catches NaN */
+        seconds = 0;
+    size_t b = 0;
+    while (b < nb && seconds > bounds[b])
+        b++;
+    bump(&buckets[b]);
+    /* A day in microseconds caps one sample so the sum cannot wrap. */
+    double us = seconds * 1e6;
+    atomic_fetch_add_explicit(sum_us,
+                              us > 86400e6 ? (uint_least64_t)86400e6 : (uint_least64_t)(us + 0.5),
+                              memory_order_relaxed);
 }
 
 wk_metrics_t *wk_metrics_new(const char *version)
@@ -190,19 +218,27 @@ void wk_metrics_reconnect(wk_metrics_t *m)
 
 void wk_metrics_handler_duration(wk_metrics_t *m, double seconds)
 {
-    if (!m)
-        return;
-    if (!(seconds > 0)) /* also catches NaN */
-        seconds = 0;
-    size_t b = 0;
-    while (b < NBUCKETS && seconds > wk_metrics_duration_buckets[b])
-        b++;
-    bump(&m->duration_buckets[b]);
-    /* A day in microseconds caps one sample so the sum cannot wrap. */
-    double us = seconds * 1e6;
-    atomic_fetch_add_explicit(&m->duration_sum_us,
-                              us > 86400e6 ? (uint_least64_t)86400e6 : (uint_least64_t)(us + 0.5),
-                              memory_order_relaxed);
+    if (m)
+        observe(m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS, &m->duration_sum_us,
+                seconds);
+}
+
+void wk_metrics_sessions_active_set(wk_metrics_t *m, long long n)
+{
+    if (m)
+        atomic_store_explicit(&m->sessions_active, n < 0 ? 0 : n, memory_order_relaxed);
+}
+
+void wk_metrics_session_switches_add(wk_metrics_t *m, unsigned long long n)
+{
+    if (m && n)
+        atomic_fetch_add_explicit(&m->session_switches, n, memory_order_relaxed);
+}
+
+void wk_metrics_session_switch(wk_metrics_t *m, double seconds)
+{
+    if (m)
+        observe(m->switch_buckets, wk_metrics_switch_buckets, NSWITCH, &m->switch_sum_us, seconds);
 }
 
 void wk_metrics_in_flight_set(wk_metrics_t *m, long long n)
@@ -339,6 +375,22 @@ static void header(wk_buf_t *b, const char *name, const char *type, const char *
     buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A histogram from per-bucket counts (the last above every bound) and a microsecond sum. */
+static void render_histogram(wk_buf_t *b, const char *name, const char *help, wk_counter_t *buckets,
+                             const double *bounds, size_t nb, wk_counter_t *sum_us)
+{
+    unsigned long long cum = 0;
+    header(b, name, "histogram", help);
+    for (size_t i = 0; i < nb; i++) {
+        cum += load(&buckets[i]);
+        buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], cum);
+    }
+    cum += load(&buckets[nb]);
+    buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, cum);
+    buf_printf(b, "%s_sum %.6f\n", name, (double)load(sum_us) / 1e6);
+    buf_printf(b, "%s_count %llu\n", name, cum);
+}
+
 char *wk_metrics_render(wk_metrics_t *m, size_t *len)
 {
     wk_buf_t b = {malloc(4096), 0, 4096, false};
@@ -392,22 +444,27 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
     long long age_ms = since > 0 ? ib_mono_ms() - since : 0;
     buf_printf(&b, "inboxd_oldest_in_flight_seconds %.3f\n", age_ms > 0 ? age_ms / 1000.0 : 0.0);
 
-    header(&b, "inboxd_handler_duration_seconds", "histogram",
-           "Time from taking a message to the end of its inbox transaction.");
-    unsigned long long cum = 0;
-    for (size_t i = 0; i < NBUCKETS; i++) {
-        cum += load(&m->duration_buckets[i]);
-        buf_printf(&b, "inboxd_handler_duration_seconds_bucket{le=\"%g\"} %llu\n",
-                   wk_metrics_duration_buckets[i], cum);
-    }
-    cum += load(&m->duration_buckets[NBUCKETS]);
-    buf_printf(&b, "inboxd_handler_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
-    buf_printf(&b, "inboxd_handler_duration_seconds_sum %.6f\n",
-               (double)load(&m->duration_sum_us) / 1e6);
-    buf_printf(&b, "inboxd_handler_duration_seconds_count %llu\n", cum);
+    render_histogram(&b, "inboxd_handler_duration_seconds",
+                     "Time from taking a message to the end of its inbox transaction.",
+                     m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS,
+                     &m->duration_sum_us);
 
     header(&b, "inboxd_reconnects_total", "counter", "AMQP connections re-established.");
     buf_printf(&b, "inboxd_reconnects_total %llu\n", (unsigned long long)load(&m->reconnects));
+
+    header(&b, "inboxd_sessions_active", "gauge", "Sessions held now (session entities).");
+    long long active = atomic_load_explicit(&m->sessions_active, memory_order_relaxed);
+    buf_printf(&b, "inboxd_sessions_active %lld\n", active < 0 ? 0 : active);
+
+    header(&b, "inboxd_session_switches_total", "counter",
+           "Sessions given back (done, idle or at shutdown), each freeing a slot for the next.");
+    buf_printf(&b, "inboxd_session_switches_total %llu\n",
+               (unsigned long long)load(&m->session_switches));
+
+    render_histogram(&b, "inboxd_session_switch_seconds",
+                     "Time from a session's last message settled to its slot holding the next "
+                     "session (0 when the next was accepted before).",
+                     m->switch_buckets, wk_metrics_switch_buckets, NSWITCH, &m->switch_sum_us);
 
     header(&b, "inboxd_build_info", "gauge", "Always 1; the labels describe the build.");
     buf_printf(&b, "inboxd_build_info{version=\"");

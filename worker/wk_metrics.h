@@ -14,6 +14,10 @@
  *   inboxd_oldest_in_flight_seconds      age of the oldest of those, at scrape time
  *   inboxd_handler_duration_seconds      histogram of the inbox transaction time
  *   inboxd_reconnects_total              AMQP reconnects
+ *   inboxd_sessions_active               sessions held now (session entities)
+ *   inboxd_session_switches_total        sessions given back so their slot takes the next
+ *   inboxd_session_switch_seconds        histogram: last message of a session settled ->
+ *                                        its slot holding the next session
  *   inboxd_build_info{version}           always 1
  *
  * Every label set is bounded: results and classes are enums, and dead-letter
@@ -123,6 +127,17 @@ void wk_metrics_read(wk_metrics_t *m, wk_metrics_view_t *v);
  * (always NUL-terminated; reasons that do not fit are left out). thread: any.
  */
 void wk_metrics_reasons_json(wk_metrics_t *m, char *buf, size_t size);
+
+/* Sets inboxd_sessions_active. thread: any. */
+void wk_metrics_sessions_active_set(wk_metrics_t *m, long long n);
+/* Adds n to inboxd_session_switches_total. thread: any. */
+void wk_metrics_session_switches_add(wk_metrics_t *m, unsigned long long n);
+/* Records one session switch latency in seconds (negative or NaN count as 0). thread: any. */
+void wk_metrics_session_switch(wk_metrics_t *m, double seconds);
+
+/* Bucket upper bounds (seconds) of inboxd_session_switch_seconds, for tests. */
+extern const double wk_metrics_switch_buckets[];
+extern const size_t wk_metrics_switch_bucket_count;
 
 /* Bucket upper bounds (seconds) of inboxd_handler_duration_seconds, for tests. */
 extern const double wk_metrics_duration_buckets[];

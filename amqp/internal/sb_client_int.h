@@ -72,8 +72,22 @@ struct sb_rcv {
     long long retry_at;      /* mono ms: earliest next attach */
     unsigned gen;            /* +1 per attach, to spot stale answers */
     unsigned held;           /* unsettled messages of this link */
+    /* Sessions (sb_session.c): one message in flight, the rest wait here. */
+    sb_msg_t *sbuf_head, *sbuf_tail; /* delivered, not yet handed out (bnext) */
+    unsigned nbuf;
+    long long drain_at;  /* mono ms the last drain was sent; 0 = none since the attach */
+    unsigned drain_got;  /* deliveries since that drain */
+    unsigned done_msgs;  /* messages of this session finished since the attach */
+    bool give_back;      /* close once nothing is in flight (abandon with later ones buffered) */
+    long long attach_at; /* mono ms of the attach */
     sb_rcv_t *next;
 };
+
+/* A FIFO of mono ms instants (switch-latency bookkeeping, sb_session.c). */
+typedef struct sb_ms_fifo {
+    long long *v;
+    unsigned cap, head, n;
+} sb_ms_fifo_t;
 
 struct sb_client {
     sb_core_t core;
@@ -81,7 +95,9 @@ struct sb_client {
     char *entity, *ca_file, *audience;
     bool sessions;
     unsigned prefetch, mcc, max_sessions, renew_max_s, idle_s, reconnect_max_ms, reconnect_min_ms;
-    unsigned session_wait_ms, renew_margin_ms;
+    unsigned session_wait_ms, renew_margin_ms, session_prefetch;
+    sb_ms_fifo_t sw_done;  /* sessions given back, not yet replaced: when */
+    sb_ms_fifo_t sw_ahead; /* replacements accepted before the session they replace ended */
 
     pthread_t thread;
     bool started, joined;
@@ -138,6 +154,18 @@ void sb_props_free(sb_prop_t *props, size_t n);
 void sb_session_prepare(sb_rcv_t *r);
 bool sb_session_opened(sb_rcv_t *r);
 void sb_session_tick(sb_client_t *c);
+/* Hands out, drains, or gives back a session receiver as its state asks. */
+void sb_session_step(sb_rcv_t *r);
+/* A delivery on a session link: buffered, then stepped. */
+void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg);
+/* Starts idle session receivers until max_concurrent_sessions are busy. */
+void sb_session_fill(sb_client_t *c);
+/* Removes msg (BUFFERED) from its session receiver's buffer. */
+void sb_session_unbuffer(sb_rcv_t *r, sb_msg_t *msg);
+/* A session receiver's attach ended without a session (timeout, refused). */
+void sb_session_none(sb_client_t *c);
+int sb_session_fifo_init(sb_client_t *c);
+void sb_session_fifo_free(sb_client_t *c);
 
 /* sb_settle.c */
 void sb_settle_drain_queue(sb_client_t *c);

@@ -284,6 +284,7 @@ void sbt_rx_destroy(sbt_rx_t *rx)
 
 void sbt_callbacks(sbt_rx_t *rx, sb_callbacks_t *cb)
 {
+    memset(cb, 0, sizeof(*cb));
     cb->on_message = on_message;
     cb->on_settled = on_settled;
     cb->on_lock_lost = on_lock_lost;
