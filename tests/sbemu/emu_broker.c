@@ -336,6 +336,8 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
     case PN_SESSION_REMOTE_CLOSE:
         log_condition("end", pn_session_remote_condition(pn_event_session(e)));
         pn_session_close(pn_event_session(e));
+        /* Freed now, not with the connection: clients begin a session per link, all day. */
+        pn_session_free(pn_event_session(e));
         break;
     case PN_LINK_REMOTE_OPEN: {
         pn_link_t *pl = pn_event_link(e);
@@ -377,6 +379,12 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         }
         if (!(pn_link_state(pl) & PN_LOCAL_CLOSED))
             pn_link_close(pl);
+        /*
+         * Freed now (PN_LINK_FINAL frees its context once Proton is done
+         * with it): a connection that attached 10,000 session receivers
+         * must not keep 10,000 dead links that every event walks.
+         */
+        pn_link_free(pl);
         break;
     }
     case PN_LINK_FINAL: {
