@@ -256,11 +256,50 @@ static void test_concurrent_updates(void)
     wk_metrics_free(m);
 }
 
+static void test_session_metrics(void)
+{
+    wk_metrics_t *m = wk_metrics_new("x");
+    char *t = wk_metrics_render(m, NULL);
+    ASSERT_EQ(sample(t, "inboxd_sessions_active"), 0);
+    ASSERT_EQ(sample(t, "inboxd_session_switches_total"), 0);
+    ASSERT_EQ(sample(t, "inboxd_session_switch_seconds_count"), 0);
+    ASSERT_CONTAINS(t, "# TYPE inboxd_sessions_active gauge\n");
+    ASSERT_CONTAINS(t, "# TYPE inboxd_session_switches_total counter\n");
+    ASSERT_CONTAINS(t, "# TYPE inboxd_session_switch_seconds histogram\n");
+    free(t);
+    wk_metrics_sessions_active_set(m, 7);
+    wk_metrics_session_switches_add(m, 3);
+    wk_metrics_session_switches_add(m, 2);
+    wk_metrics_session_switch(m, 0);      /* a replacement held already */
+    wk_metrics_session_switch(m, 0.0004); /* sub-millisecond */
+    wk_metrics_session_switch(m, 0.002);
+    wk_metrics_session_switch(m, 120); /* above every bound */
+    t = wk_metrics_render(m, NULL);
+    ASSERT_EQ(sample(t, "inboxd_sessions_active"), 7);
+    ASSERT_EQ(sample(t, "inboxd_session_switches_total"), 5);
+    ASSERT_EQ(sample(t, "inboxd_session_switch_seconds_bucket{le=\"0.0005\"}"), 2);
+    ASSERT_EQ(sample(t, "inboxd_session_switch_seconds_bucket{le=\"0.0025\"}"), 3);
+    ASSERT_EQ(sample(t, "inboxd_session_switch_seconds_bucket{le=\"60\"}"), 3);
+    ASSERT_EQ(sample(t, "inboxd_session_switch_seconds_bucket{le=\"+Inf\"}"), 4);
+    ASSERT_EQ(sample(t, "inboxd_session_switch_seconds_count"), 4);
+    ASSERT_EQ(count_lines_with(t, "inboxd_session_switch_seconds_bucket{"),
+              (long long)wk_metrics_switch_bucket_count + 1);
+    double sum = sample(t, "inboxd_session_switch_seconds_sum");
+    ASSERT_TRUE(sum > 120.0023 && sum < 120.0025);
+    free(t);
+    wk_metrics_sessions_active_set(m, -1);
+    t = wk_metrics_render(m, NULL);
+    ASSERT_EQ(sample(t, "inboxd_sessions_active"), 0);
+    free(t);
+    wk_metrics_free(m);
+}
+
 int main(void)
 {
     RUN(test_initial_render);
     RUN(test_counts);
     RUN(test_histogram);
+    RUN(test_session_metrics);
     RUN(test_dead_letter_reasons_bounded);
     RUN(test_reason_truncated_on_character_boundary);
     RUN(test_oldest_in_flight_age);

@@ -51,6 +51,7 @@ cat >"$W/topo.json" <<'JSON'
 JSON
 "$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" >"$W/sbemu.log" 2>&1 &
 pids+=($!)
+disown $! # killed by cleanup; no job notice
 emu_port=""
 for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
 [ -n "$emu_port" ] || { echo "bench: sbemu did not start"; exit 1; }
