@@ -268,6 +268,59 @@ static void test_session_abandon_keeps_order(void)
     fprintf(stderr, "ok   session_abandon_keeps_order\n");
 }
 
+/*
+ * A drain the broker never answers (fault): session_idle_timeout_s (2 s)
+ * is the upper bound, after which the session is given back anyway.
+ */
+static void test_session_drain_unanswered(void)
+{
+    static const char *const faults[] = {"--fault-ignore-drain", "1", NULL};
+    static const char *topo = "{\"queues\":[{\"name\":\"su\",\"lock_duration_s\":30,"
+                              "\"max_delivery_count\":10,\"requires_session\":true}]}";
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    ib_error_t err;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sb_stats_t st;
+    long long settled_at, end;
+
+    sbt_emu_start(&emu, topo, faults);
+    sbt_send(&emu, "su", "u", 1, "u");
+    sbt_rx_init(&rx);
+    sbt_options(&emu, "su", &opt);
+    opt.sessions = true;
+    opt.max_concurrent_sessions = 1;
+    opt.session_prefetch = 4;
+    opt.session_idle_timeout_s = 2;
+    sbt_callbacks(&rx, &cb);
+    c = sb_client_new(&opt, &cb, &err);
+    SBT_CHECK(c);
+    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    msg = sbt_take(&rx, 10000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "u-0") == 0);
+    sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000) && rx.settled_ok == 1);
+    settled_at = ib_mono_ms();
+    end = settled_at + sbt_ms(10000);
+    do {
+        usleep(20 * 1000);
+        sb_client_stats(c, &st);
+    } while (st.sessions_given_back == 0 && ib_mono_ms() < end);
+    SBT_CHECK(st.sessions_given_back == 1);
+    /* Not at once: no answer came, so only the bound gave it back. */
+    SBT_CHECK(ib_mono_ms() - settled_at >= 1500);
+    SBT_CHECK(sbt_wait_stat(&emu, "su", "sessions_held", 0, 5000) == 0);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    SBT_CHECK(sbt_stat(&emu, "su", "completed") == 1);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   session_drain_unanswered\n");
+}
+
 int main(void)
 {
     sbt_emu_t emu;
@@ -370,5 +423,6 @@ int main(void)
     test_session_renewal();
     test_sessions_given_back_at_once();
     test_session_abandon_keeps_order();
+    test_session_drain_unanswered();
     return 0;
 }

@@ -54,6 +54,7 @@ typedef struct emu_link {
     bool wants_session;   /* receiver on a session entity */
     bool session_pending; /* attach not answered yet: waiting, or a session assigned */
     bool session_lost;    /* to be detached: session-lock-lost */
+    bool drain_ignored;   /* fault: a drain of this link is left unanswered for good */
     int64_t session_deadline_ms;
     emu_session_t *session;
     emu_buf_t rx;         /* a transfer being received */

@@ -340,8 +340,17 @@ static void pump_link(emu_broker_t *b, emu_link_t *l, int64_t now)
             return;
         }
     }
-    if (pn_link_get_drain(l->pl) && pn_link_credit(l->pl) > 0)
-        pn_link_drained(l->pl);
+    if (pn_link_get_drain(l->pl) && pn_link_credit(l->pl) > 0) {
+        if (l->session && b->faults.ignore_drain > 0 && !l->drain_ignored) {
+            /* Fault: this drain of an empty session is never answered. */
+            b->faults.ignore_drain--;
+            l->drain_ignored = true;
+            IB_LOG(IB_LOG_INFO, "fault", IB_MSG("drain left unanswered"));
+            return;
+        }
+        if (!l->drain_ignored)
+            pn_link_drained(l->pl);
+    }
 }
 
 /* thread: proactor */

@@ -49,20 +49,22 @@ static void proton_log_sink(intptr_t ctx, pn_log_subsystem_t sub, pn_log_level_t
 
 static void usage(FILE *fp)
 {
-    fprintf(fp, "usage: sbemu --listen HOST:PORT --topology FILE [options]\n"
-                "  --key-name NAME          SAS rule name tokens must carry (skn)\n"
-                "  --key KEY                SAS key text; without it every token is accepted\n"
-                "  --jwt-issuer ISS         accept put-token type jwt (HS256) from this issuer\n"
-                "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
-                "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
-                "  --tls-cert PEM --tls-key PEM  also accept TLS (AMQPS) on the same port\n"
-                "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
-                "  --fault-drop-after N     close each connection after N deliveries on it\n"
-                "  --fault-drop-every-ms T  close every connection every T ms\n"
-                "  --fault-refuse-renew K   answer the next K renew-lock requests 410 lock-lost\n"
-                "  --fault-lock-early-ms MS locks expire MS before the locked-until they announce\n"
-                "  --fault-settle-delay-ms D  delay every settlement reply by D ms\n"
-                "  --fault-drop-settle-reply K  apply but never answer the next K settlements\n");
+    fprintf(fp,
+            "usage: sbemu --listen HOST:PORT --topology FILE [options]\n"
+            "  --key-name NAME          SAS rule name tokens must carry (skn)\n"
+            "  --key KEY                SAS key text; without it every token is accepted\n"
+            "  --jwt-issuer ISS         accept put-token type jwt (HS256) from this issuer\n"
+            "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
+            "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
+            "  --tls-cert PEM --tls-key PEM  also accept TLS (AMQPS) on the same port\n"
+            "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
+            "  --fault-drop-after N     close each connection after N deliveries on it\n"
+            "  --fault-drop-every-ms T  close every connection every T ms\n"
+            "  --fault-refuse-renew K   answer the next K renew-lock requests 410 lock-lost\n"
+            "  --fault-lock-early-ms MS locks expire MS before the locked-until they announce\n"
+            "  --fault-settle-delay-ms D  delay every settlement reply by D ms\n"
+            "  --fault-drop-settle-reply K  apply but never answer the next K settlements\n"
+            "  --fault-ignore-drain K   leave the next K drains of an empty session unanswered\n");
 }
 
 static int parse_int(const char *flag, const char *v, int *out)
@@ -82,7 +84,7 @@ int main(int argc, char **argv)
     const char *listen = NULL, *topology = NULL, *tls_cert = NULL, *tls_key = NULL;
     emu_broker_t b;
     memset(&b, 0, sizeof b);
-    emu_faults_t cli = {-1, -1, -1, -1, -1, -1};
+    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1};
     ib_log_set_level(IB_LOG_WARN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -134,6 +136,8 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, &cli.settle_delay_ms);
         else if (strcmp(a, "--fault-drop-settle-reply") == 0)
             rc = parse_int(a, v, &cli.drop_settle_reply);
+        else if (strcmp(a, "--fault-ignore-drain") == 0)
+            rc = parse_int(a, v, &cli.ignore_drain);
         else {
             fprintf(stderr, "sbemu: unknown option %s\n", a);
             usage(stderr);
@@ -181,10 +185,12 @@ int main(int argc, char **argv)
     }
     /* Command-line faults override the topology file's. */
     int *dst[] = {&b.faults.drop_after,    &b.faults.drop_every_ms,   &b.faults.refuse_renew,
-                  &b.faults.lock_early_ms, &b.faults.settle_delay_ms, &b.faults.drop_settle_reply};
+                  &b.faults.lock_early_ms, &b.faults.settle_delay_ms, &b.faults.drop_settle_reply,
+                  &b.faults.ignore_drain};
     int *src[] = {&cli.drop_after,    &cli.drop_every_ms,   &cli.refuse_renew,
-                  &cli.lock_early_ms, &cli.settle_delay_ms, &cli.drop_settle_reply};
-    for (size_t i = 0; i < 6; i++)
+                  &cli.lock_early_ms, &cli.settle_delay_ms, &cli.drop_settle_reply,
+                  &cli.ignore_drain};
+    for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
         if (*src[i] >= 0)
             *dst[i] = *src[i];
     b.ns->lock_early_ms = b.faults.lock_early_ms;

@@ -104,13 +104,9 @@ static const char *get_name(json_t *obj, const char *where, char *err, size_t er
 
 static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"drop_after",
-                                       "drop_every_ms",
-                                       "refuse_renew",
-                                       "lock_early_ms",
-                                       "settle_delay_ms",
-                                       "drop_settle_reply",
-                                       NULL};
+    static const char *const keys[] = {
+        "drop_after",      "drop_every_ms",     "refuse_renew", "lock_early_ms",
+        "settle_delay_ms", "drop_settle_reply", "ignore_drain", NULL};
     if (check_keys(f, keys, "faults", err, errlen))
         return -1;
     const int max = 1 << 30;
@@ -123,7 +119,8 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
                    get_int(f, "settle_delay_ms", &faults->settle_delay_ms, max, "faults", err,
                            errlen) ||
                    get_int(f, "drop_settle_reply", &faults->drop_settle_reply, max, "faults", err,
-                           errlen)
+                           errlen) ||
+                   get_int(f, "ignore_drain", &faults->ignore_drain, max, "faults", err, errlen)
                ? -1
                : 0;
 }

@@ -19,6 +19,7 @@ typedef struct emu_faults {
     int lock_early_ms;     /* locks really end this much before locked-until */
     int settle_delay_ms;   /* delay each settlement reply */
     int drop_settle_reply; /* apply but never answer the next K settlements */
+    int ignore_drain;      /* leave the next K drains of an empty session unanswered */
 } emu_faults_t;
 
 /*
