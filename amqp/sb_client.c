@@ -82,7 +82,7 @@ static void apply_flags(sb_client_t *c)
                 if (!r->session)
                     pn_link_drain(r->link, 0);
                 else
-                    sb_session_step(r); /* releases its buffer, gives it back when idle */
+                    sb_session_step(r); /* given back once nothing is in flight */
             }
     }
     if (stop && !c->stopping) {

@@ -255,26 +255,23 @@ static void hand_next(sb_rcv_t *r)
     c->cb.on_message(msg, c->cb.ctx);
 }
 
-/* Releases the buffered messages of r (receiving stopped): they go back in order. */
-static void release_buffered(sb_rcv_t *r)
-{
-    while (r->sbuf_head)
-        sb_msg_drop(r->c, r->sbuf_head, PN_RELEASED);
-}
-
 void sb_session_step(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
     unsigned inflight;
     if (r->state != RCV_OPEN || !r->link || !r->session_id || c->stopping)
         return;
+    inflight = r->held - r->nbuf;
     if (c->receiving_stopped) {
-        release_buffered(r);
-        if (r->held == 0)
+        /*
+         * Nothing more is handed out. Closing the link returns the buffered
+         * messages in order without counting a delivery, as Service Bus
+         * documents for a session closed with messages locked.
+         */
+        if (inflight == 0)
             give_back(r, "stopping");
         return;
     }
-    inflight = r->held - r->nbuf;
     if (inflight == 0 && r->give_back) {
         give_back(r, "abandoned");
         return;
