@@ -136,11 +136,14 @@ static void switch_observe(sb_client_t *c, long long ms)
         c->cb.on_session_switch(ms > 0 ? ms / 1000.0 : 0.0, c->cb.ctx);
 }
 
-/* Whether r holds a session known to be done (its last drain came back empty). */
+/*
+ * Whether r holds a session known to be done: its last drain came back
+ * empty (usually while its last message is still being processed).
+ */
 static bool finishing(const sb_rcv_t *r)
 {
     return r->state == RCV_OPEN && r->session_id && r->nbuf == 0 && r->drain_at &&
-           r->drain_got == 0 && r->done_msgs > 0 && r->link && pn_link_credit(r->link) == 0;
+           r->drain_got == 0 && r->link && pn_link_credit(r->link) == 0;
 }
 
 /* A session was accepted at mono ms now: the replacement of a finished one, or ahead of one. */
@@ -278,7 +281,9 @@ void sb_session_step(sb_rcv_t *r)
     }
     if (inflight == 0 && r->nbuf > 0) {
         hand_next(r);
-        return; /* on_message may have settled at once; that steps again */
+        inflight = 1;
+        if (r->state != RCV_OPEN)
+            return;
     }
     if (r->nbuf > 0 || pn_link_credit(r->link) > 0)
         return; /* buffered messages wait for the one in flight; or a drain is out */
