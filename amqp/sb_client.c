@@ -65,13 +65,40 @@ static void c_on_link_event(void *owner, pn_event_t *e, pn_link_t *link)
     sb_rcv_event(owner, e, link);
 }
 
+/*
+ * sb_client_pause: no credit and buffered messages handed back (released:
+ * no delivery counted); messages the worker holds stay its own, under
+ * renewed locks. Resuming grants credit again. thread: proactor.
+ */
+static void apply_pause(sb_client_t *c, bool pause)
+{
+    if (pause == c->paused)
+        return;
+    c->paused = pause;
+    IB_LOG(IB_LOG_INFO, "pause", IB_MSG(pause ? "receiving paused" : "receiving resumed"),
+           IB_I("in_flight", c->n_inflight), IB_I("buffered", c->n_buffered));
+    if (pause) {
+        sb_rcv_release_buffered(c);
+        for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+            if (r->state == RCV_OPEN && r->link && !r->session)
+                pn_link_drain(r->link, 0);
+        return;
+    }
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+        sb_rcv_grant(r);
+    sb_rcv_pump(c);
+}
+
 static void apply_flags(sb_client_t *c)
 {
-    bool stop_rcv, stop;
+    bool stop_rcv, stop, pause;
     pthread_mutex_lock(&c->lock);
     stop_rcv = c->stop_receiving;
     stop = c->stop_requested;
+    pause = c->pause;
     pthread_mutex_unlock(&c->lock);
+    if (!stop && !stop_rcv)
+        apply_pause(c, pause);
     if ((stop_rcv || stop) && !c->receiving_stopped) {
         c->receiving_stopped = true;
         IB_LOG(IB_LOG_INFO, "drain", IB_MSG("receiving stopped"), IB_I("in_flight", c->n_inflight),
@@ -125,6 +152,8 @@ static void c_on_tick(void *owner)
         for (sb_rcv_t *r = c->rcvs; r; r = r->next)
             if (r->state == RCV_IDLE && now >= r->retry_at && !c->receiving_stopped)
                 sb_rcv_start(r);
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+        sb_rcv_recycle_finish(r, false);
     sb_settle_tick(c);
     sb_renew_tick(c);
     sb_session_tick(c);
@@ -253,6 +282,7 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     c->session_wait_ms = opt->session_wait_ms ? opt->session_wait_ms : 60000;
     c->renew_margin_ms = opt->renew_margin_ms;
     c->session_prefetch = opt->session_prefetch ? opt->session_prefetch : 1;
+    c->settle_timeout_ms = opt->settle_timeout_ms ? opt->settle_timeout_ms : 10000;
     if (!c->entity || !c->audience || (c->sessions && sb_session_fifo_init(c) != 0)) {
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         sb_client_free(c);
@@ -340,6 +370,14 @@ void sb_client_settle_props(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, c
     else
         c->sq_head = msg;
     c->sq_tail = msg;
+    pthread_mutex_unlock(&c->lock);
+    sb_core_wake(&c->core);
+}
+
+void sb_client_pause(sb_client_t *c, bool pause)
+{
+    pthread_mutex_lock(&c->lock);
+    c->pause = pause;
     pthread_mutex_unlock(&c->lock);
     sb_core_wake(&c->core);
 }

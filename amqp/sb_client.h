@@ -14,6 +14,14 @@
  * Exactly one on_settled follows every on_message (also at shutdown, with
  * IB_E_SHUTDOWN, for messages never settled).
  *
+ * A settlement the broker leaves unanswered for settle_timeout_ms does not
+ * hold a worker's slot meanwhile (credit counts only the messages the
+ * worker holds, plus settlements beyond a bound); when it times out the
+ * receive link is recycled (closed and attached again), the settlement is
+ * asked again through $management, and if that fails too on_settled gets
+ * IB_E_SETTLE_UNKNOWN: the broker may have applied it. Never IB_E_LOCK_LOST
+ * for that case.
+ *
  * Credit: the client never holds more than prefetch + max_concurrent_calls
  * unsettled messages. At most max_concurrent_calls are handed to the worker
  * at once; the rest wait in the client's prefetch buffer. A buffered message
@@ -97,6 +105,8 @@ typedef struct sb_options {
                                   default 60000 */
     unsigned session_prefetch; /* messages of one session fetched per drain; 0 = 1 */
     unsigned renew_margin_ms;  /* overrides the renewal margin above */
+    unsigned settle_timeout_ms; /* a disposition unanswered this long: outcome unknown,
+                                   the link is recycled; default 10000 */
 } sb_options_t;
 
 typedef struct sb_callbacks {
@@ -105,7 +115,8 @@ typedef struct sb_callbacks {
     /*
      * The broker's answer to sb_client_settle (or IB_E_SHUTDOWN at stop).
      * result->code: IB_E_OK, IB_E_LOCK_LOST, IB_E_DETACHED (link gone and no
-     * $management path), IB_E_TIMEOUT, IB_E_BROKER (other refusal, condition
+     * $management path), IB_E_SETTLE_UNKNOWN (no answer: see above), IB_E_TIMEOUT,
+     * IB_E_BROKER (other refusal, condition
      * filled). thread: proactor. msg is freed after return.
      */
     void (*on_settled)(sb_msg_t *msg, sb_disposition_t d, const ib_error_t *result, void *ctx);
@@ -138,6 +149,8 @@ typedef struct sb_stats {
     unsigned long long lock_lost;       /* on_lock_lost calls + buffered messages dropped */
     unsigned long long expired_dropped; /* buffered messages not handed: lock expired */
     unsigned long long reconnects;
+    unsigned long long link_recycles; /* receive links closed and re-attached: unanswered
+                                         settlements */
     unsigned long long sessions_accepted;
     unsigned long long sessions_released;   /* given back or lost */
     unsigned long long sessions_given_back; /* by the client: done, idle or stopping */
@@ -178,6 +191,12 @@ void sb_client_settle(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const c
  */
 void sb_client_settle_props(sb_client_t *c, sb_msg_t *msg, sb_disposition_t d, const char *reason,
                             const char *description, const sb_prop_t *props, size_t nprops);
+/*
+ * pause true: like stop_receiving, but undone by pause false (the worker's
+ * circuit breaker): no credit, buffered messages released (no delivery
+ * counted), the messages the worker holds stay its own. thread: any.
+ */
+void sb_client_pause(sb_client_t *c, bool pause);
 /* Stops granting credit, drains the links and releases buffered messages. thread: any. */
 void sb_client_stop_receiving(sb_client_t *c);
 /* Closes links and connection, reports leftovers (see above), joins the thread. thread: any

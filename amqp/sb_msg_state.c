@@ -12,25 +12,42 @@
 #include "ib_log.h"
 #include "sb_client_int.h"
 
-static bool counted_in_flight(sb_msg_state_t s)
+/*
+ * In flight = held by the worker, or settling through $management (a
+ * request with its own timeout). A disposition sent on the receive link is
+ * the broker's to answer and no longer takes a worker's slot: a silent
+ * broker must not stall the worker (n_settling bounds those separately,
+ * and settle_timeout_ms ends them).
+ */
+static bool counted_in_flight(const struct sb_msg_state *st, sb_msg_state_t s)
 {
-    return s == SB_MS_HANDED || s == SB_MS_SETTLING;
+    return s == SB_MS_HANDED || (s == SB_MS_SETTLING && !st->settling_on_link);
 }
 
 void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to)
 {
-    sb_msg_state_t from = msg->st->state;
+    struct sb_msg_state *st = msg->st;
+    sb_msg_state_t from = st->state;
     if (from == to)
         return;
+    bool was = counted_in_flight(st, from);
     if (from == SB_MS_BUFFERED)
         c->n_buffered--;
     if (to == SB_MS_BUFFERED)
         c->n_buffered++;
-    if (counted_in_flight(from) && !counted_in_flight(to))
+    if (from == SB_MS_SETTLING && st->settling_on_link)
+        c->n_settling--;
+    if (to == SB_MS_SETTLING) {
+        st->settling_on_link = st->dlv != NULL;
+        if (st->settling_on_link)
+            c->n_settling++;
+    }
+    bool will = counted_in_flight(st, to);
+    if (was && !will)
         c->n_inflight--;
-    if (!counted_in_flight(from) && counted_in_flight(to))
+    if (!was && will)
         c->n_inflight++;
-    msg->st->state = to;
+    st->state = to;
 }
 
 void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg)

@@ -83,7 +83,8 @@ void sb_rcv_grant(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
     int credit, want;
-    if (r->state != RCV_OPEN || !r->link || c->receiving_stopped || c->stopping)
+    if (r->state != RCV_OPEN || !r->link || r->recycling || c->receiving_stopped || c->paused ||
+        c->stopping)
         return;
     if (r->session) {
         sb_session_step(r); /* sessions take credit only as drains */
@@ -91,9 +92,13 @@ void sb_rcv_grant(sb_rcv_t *r)
     }
     credit = pn_link_credit(r->link);
     {
-        /* Messages of a lost link the worker still holds count too. */
+        /* Messages of a lost link the worker still holds count too.
+         * Settlements awaiting the broker's answer do not hold a slot, up
+         * to a bound that keeps memory (and the broker's locks) in check. */
         int window = (int)(c->prefetch + c->mcc);
-        want = window - (int)(c->n_inflight + c->n_buffered) - credit;
+        int slack = 4 * window > 256 ? 4 * window : 256;
+        int settling = (int)c->n_settling > slack ? (int)c->n_settling - slack : 0;
+        want = window - (int)(c->n_inflight + c->n_buffered) - settling - credit;
     }
     if (want > 0)
         pn_link_flow(r->link, want);
@@ -108,7 +113,8 @@ static bool renewable(const sb_client_t *c, const struct sb_msg_state *st)
 void sb_rcv_pump(sb_client_t *c)
 {
     long long now = ib_now_ms();
-    while (c->buf_head && c->n_inflight < c->mcc && !c->stopping && !c->receiving_stopped) {
+    while (c->buf_head && c->n_inflight < c->mcc && !c->stopping && !c->receiving_stopped &&
+           !c->paused) {
         sb_msg_t *msg = c->buf_head;
         struct sb_msg_state *st = msg->st;
         c->buf_head = st->bnext;
@@ -231,6 +237,95 @@ void sb_rcv_close(sb_rcv_t *r)
     pn_link_close(r->link);
 }
 
+/* Takes msg off r without settling its delivery (the lock outlives the link). */
+static void unhook(sb_rcv_t *r, struct sb_msg_state *st)
+{
+    if (st->dlv)
+        pn_delivery_set_context(st->dlv, NULL);
+    st->dlv = NULL;
+    st->rcv = NULL;
+    r->held--;
+}
+
+/* A settlement sent on r whose answer will not come: ask again through $management. */
+static void answer_lost(sb_rcv_t *r, sb_msg_t *msg)
+{
+    struct sb_msg_state *st = msg->st;
+    st->answer_lost = true;
+    unhook(r, st);
+    if (!st->session && st->d != SB_RELEASE && msg->has_lock) {
+        sb_settle_requeue(r->c, msg);
+    } else {
+        ib_error_t res;
+        ib_error_set(&res, IB_E_DETACHED, IB_CLASS_TRANSIENT, "link recycled");
+        sb_settle_finish(r->c, msg, &res);
+    }
+}
+
+/*
+ * Step 1: the settlements past their deadline are asked again through
+ * $management; no more credit; the broker is asked to drain what it was
+ * granted, so nothing is in transit when the link closes (a delivery lost
+ * in transit would only come back when its lock expires, counted).
+ */
+void sb_rcv_recycle(sb_rcv_t *r, const char *why)
+{
+    sb_client_t *c = r->c;
+    long long mono = ib_mono_ms();
+    unsigned unanswered = 0;
+
+    if (r->recycling || r->state != RCV_OPEN || !r->link)
+        return;
+    for (sb_msg_t *msg = c->held, *next; msg; msg = next) {
+        next = msg->st->next;
+        if (msg->st->rcv == r && msg->st->state == SB_MS_SETTLING && msg->st->dlv &&
+            mono > msg->st->settle_deadline) {
+            unanswered++;
+            answer_lost(r, msg);
+        }
+    }
+    IB_LOG(IB_LOG_WARN, "link_recycle", IB_MSG(why), IB_S("entity", c->entity),
+           IB_S("link", r->name), IB_I("unanswered_settlements", unanswered));
+    c->stats.link_recycles++;
+    r->recycling = true;
+    r->recycle_close_at = mono + RECYCLE_DRAIN_MS;
+    if (!r->session)
+        pn_link_drain(r->link, 0);
+}
+
+/*
+ * Step 2, once the drain is answered (or RECYCLE_DRAIN_MS passed: the
+ * broker may be silent altogether): buffered messages are released (they
+ * come back at once, uncounted), the worker keeps the ones it holds (a
+ * non-session lock outlives the link: they settle through $management),
+ * settlements still awaiting an answer are asked again, and the link is
+ * closed; the broker's detach brings it back to idle and it re-attaches.
+ */
+void sb_rcv_recycle_finish(sb_rcv_t *r, bool drained)
+{
+    sb_client_t *c = r->c;
+    if (!r->recycling || r->state != RCV_OPEN ||
+        (!drained && ib_mono_ms() < r->recycle_close_at))
+        return;
+    for (sb_msg_t *msg = c->held, *next; msg; msg = next) {
+        struct sb_msg_state *st = msg->st;
+        next = st->next;
+        if (st->rcv != r)
+            continue;
+        if (st->state == SB_MS_BUFFERED) {
+            if (!r->session) /* a session's buffer is returned by closing its link */
+                sb_msg_drop(c, msg, PN_RELEASED);
+        } else if (st->state == SB_MS_HANDED && st->session)
+            sb_msg_lock_lost(c, msg, "session link recycled");
+        else if (st->state == SB_MS_HANDED)
+            unhook(r, st);
+        else if (st->state == SB_MS_SETTLING && st->dlv)
+            answer_lost(r, msg);
+    }
+    r->recycling = false;
+    sb_rcv_close(r);
+}
+
 void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
 {
     sb_client_t *c = r->c;
@@ -287,6 +382,7 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
     r->ssn = NULL;
     r->held = 0;
     r->state = RCV_IDLE;
+    r->recycling = false;
     r->session_renewing = false;
     if (was_session)
         c->stats.sessions_released++;
@@ -363,6 +459,9 @@ void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)
     case PN_LINK_FLOW:
         if (r->session)
             sb_session_step(r); /* a drain answered */
+        /* The drain asked for by a recycle is answered: nothing in transit. */
+        if (r->recycling && pn_link_credit(link) == 0)
+            sb_rcv_recycle_finish(r, true);
         break;
     case PN_DELIVERY:
         on_delivery(c, r, pn_event_delivery(e));

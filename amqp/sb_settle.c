@@ -15,10 +15,29 @@
 #include "ib_log.h"
 #include "sb_client_int.h"
 
+/*
+ * A settlement whose first answer was lost and that then failed (lock not
+ * found, link gone, no answer again) may well have been applied by the
+ * broker the first time: its outcome is unknown, not a lock loss. The
+ * redelivery, if any, meets the inbox.
+ */
+static const ib_error_t *unknown_if_answer_lost(const struct sb_msg_state *st,
+                                                const ib_error_t *result, ib_error_t *buf)
+{
+    if (!st->answer_lost || result->code == IB_E_OK || result->code == IB_E_SHUTDOWN)
+        return result;
+    ib_error_set(buf, IB_E_SETTLE_UNKNOWN, IB_CLASS_AMBIGUOUS,
+                 "the broker never answered the settlement (%s); it may have applied it",
+                 result->text);
+    return buf;
+}
+
 void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
 {
     struct sb_msg_state *st = msg->st;
     sb_rcv_t *r = st->rcv;
+    ib_error_t unknown;
+    result = unknown_if_answer_lost(st, result, &unknown);
     if (st->dlv) {
         pn_delivery_set_context(st->dlv, NULL);
         pn_delivery_settle(st->dlv);
@@ -206,7 +225,7 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
             break;
         }
         sb_msg_set_state(c, msg, SB_MS_SETTLING);
-        st->settle_deadline = ib_mono_ms() + c->core.op_timeout_ms;
+        st->settle_deadline = ib_mono_ms() + c->settle_timeout_ms;
         pn_delivery_update(st->dlv, outcome);
         return;
     }
@@ -228,6 +247,8 @@ void sb_settle_drain_queue(sb_client_t *c)
     list = c->sq_head;
     c->sq_head = c->sq_tail = NULL;
     pthread_mutex_unlock(&c->lock);
+    if (!list)
+        return;
     while (list) {
         sb_msg_t *msg = list;
         list = msg->st->qnext;
@@ -240,6 +261,12 @@ void sb_settle_drain_queue(sb_client_t *c)
         }
         settle_one(c, msg);
     }
+    /* A settlement on its way frees the worker's slot at once: no waiting
+     * on the broker's answer before the next message is handed out. */
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+        if (!r->session)
+            sb_rcv_grant(r);
+    sb_rcv_pump(c);
 }
 
 void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv)
@@ -286,7 +313,14 @@ void sb_settle_tick(sb_client_t *c)
         sb_msg_t *next = msg->st->next;
         struct sb_msg_state *st = msg->st;
         if (st->state == SB_MS_SETTLING && st->dlv && mono > st->settle_deadline) {
+            /* The link has gone silent: every message on it changes hands,
+             * so the walk starts again at the next tick. */
+            if (st->rcv) {
+                sb_rcv_recycle(st->rcv, "no answer to a settlement");
+                return;
+            }
             ib_error_t res;
+            st->answer_lost = true;
             ib_error_set(&res, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
                          "no answer to the settlement from the broker");
             sb_settle_finish(c, msg, &res);

@@ -29,6 +29,7 @@
                 "read-only, full)")                                                                \
     X(CONFLICT, "idempotency key reused with a different body")                                    \
     X(LOCK_LOST, "message or session lock lost")                                                   \
+    X(SETTLE_UNKNOWN, "settlement sent, never answered: the broker may or may not have applied it") \
     X(DETACHED, "link detached before settlement")                                                 \
     X(DECODE, "message could not be decoded")                                                      \
     X(NO_ROUTE, "no route matches the message")                                                    \

@@ -39,6 +39,10 @@ struct sb_msg_state {
     long long lock_dur;        /* ms, as first seen */
     long long renew_until;     /* wall ms: auto-renewal stops here */
     long long settle_deadline; /* mono ms */
+    bool settling_on_link;     /* SETTLING by a disposition on the receive link (not
+                                  $management): does not count as in flight */
+    bool answer_lost;          /* a disposition went out and its answer never will come:
+                                  a later failure means "outcome unknown", not lock lost */
     sb_renew_batch_t *batch;   /* renewal in flight, slot batch_ix */
     unsigned batch_ix;
     bool renew_alone;      /* a batch failed: renew this one by itself */
@@ -80,6 +84,8 @@ struct sb_rcv {
     unsigned done_msgs;  /* messages of this session finished since the attach */
     bool give_back;      /* close once nothing is in flight (abandon with later ones buffered) */
     long long attach_at; /* mono ms of the attach */
+    bool recycling;          /* sb_rcv_recycle: draining, then closed and attached again */
+    long long recycle_close_at; /* mono ms: close even without the drain's answer */
     sb_rcv_t *next;
 };
 
@@ -95,7 +101,7 @@ struct sb_client {
     char *entity, *ca_file, *audience;
     bool sessions;
     unsigned prefetch, mcc, max_sessions, renew_max_s, idle_s, reconnect_max_ms, reconnect_min_ms;
-    unsigned session_wait_ms, renew_margin_ms, session_prefetch;
+    unsigned session_wait_ms, renew_margin_ms, session_prefetch, settle_timeout_ms;
     sb_ms_fifo_t sw_done;  /* sessions given back, not yet replaced: when */
     sb_ms_fifo_t sw_ahead; /* replacements accepted before the session they replace ended */
 
@@ -105,6 +111,7 @@ struct sb_client {
     pthread_mutex_t lock;
     sb_msg_t *sq_head, *sq_tail; /* under lock: settle queue */
     bool stop_receiving;         /* under lock */
+    bool pause;                  /* under lock: sb_client_pause */
     bool stop_requested;         /* under lock */
     sb_stats_t stats_pub;        /* under lock: the copy sb_client_stats reads */
 
@@ -113,8 +120,9 @@ struct sb_client {
     sb_rcv_t *rcvs;
     sb_msg_t *held;
     sb_msg_t *buf_head, *buf_tail;
-    unsigned n_buffered, n_inflight;
+    unsigned n_buffered, n_inflight, n_settling;
     bool receiving_stopped; /* the proactor has applied stop_receiving */
+    bool paused;            /* the proactor has applied pause */
     bool stopping, done, ready;
     long long stop_deadline;
     long long reconnect_at;
@@ -134,9 +142,21 @@ void sb_rcv_grant(sb_rcv_t *r);
 void sb_rcv_pump(sb_client_t *c);
 void sb_rcv_release_buffered(sb_client_t *c);
 void sb_rcv_close(sb_rcv_t *r);
+/*
+ * Closes r and attaches it again, because the broker stopped answering on
+ * it: first drains its credit (sb_rcv_recycle), then (drain answered, or
+ * after RECYCLE_DRAIN_MS: sb_rcv_recycle_finish from the tick) releases its
+ * buffered messages and closes it. The worker keeps the messages it holds
+ * (a non-session lock outlives the link: they settle through $management);
+ * settlements awaiting an answer are sent again through $management and,
+ * failing that, end as IB_E_SETTLE_UNKNOWN.
+ */
+#define RECYCLE_DRAIN_MS 1000
+void sb_rcv_recycle(sb_rcv_t *r, const char *why);
+void sb_rcv_recycle_finish(sb_rcv_t *r, bool drained);
 
 /* sb_msg_state.c */
-/* The one place a message changes state; keeps n_buffered / n_inflight in step. */
+/* The one place a message changes state; keeps n_buffered / n_inflight / n_settling in step. */
 void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to);
 /* Takes msg off c->held and forgets its pending renewal and management request. */
 void sb_msg_unlink(sb_client_t *c, sb_msg_t *msg);
