@@ -53,6 +53,10 @@ const wk_setting_t wk_settings[] = {
      OFF(servicebus.session_idle_timeout_s)},
     {"servicebus.reconnect_max_ms", WK_CT_INT, "30000", 100, 600000, NULL, 0,
      "Upper bound of the reconnect backoff.", OFF(servicebus.reconnect_max_ms)},
+    {"servicebus.settle_timeout_ms", WK_CT_INT, "10000", 100, 600000, NULL, 0,
+     "A settlement the broker has not answered after this long is reported settlement_unknown "
+     "and its receive link recycled; it never holds a worker meanwhile.",
+     OFF(servicebus.settle_timeout_ms)},
     {"servicebus.ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
      "PEM file of CA certificates to trust instead of the system store.", OFF(servicebus.ca_file)},
     {"db.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
@@ -94,6 +98,10 @@ const wk_setting_t wk_settings[] = {
      "Extra errors to treat as permanent (e.g. 50400 from THROW 50400): native codes or "
      "SQLSTATEs.",
      OFF(errors.permanent_native)},
+    {"errors.circuit_breaker", WK_CT_BOOL, "true", NOLIM, NULL, 0,
+     "Stop receiving while the database's setup (a missing table, a revoked privilege, a "
+     "read-only or full database) fails every message; probe it with backoff and resume.",
+     OFF(errors.circuit_breaker)},
     {"shutdown.drain_timeout_s", WK_CT_INT, "30", 0, 3600, NULL, 0,
      "On SIGTERM, how long in-flight work may take to finish.", OFF(shutdown.drain_timeout_s)},
     {"http.listen", WK_CT_STR, "0.0.0.0:9090", NOLIM, NULL, 0,

@@ -33,6 +33,7 @@ typedef struct wk_config {
         long long session_idle_timeout_s;
         long long session_prefetch;
         long long reconnect_max_ms;
+        long long settle_timeout_ms;
         char *ca_file;
     } servicebus;
     struct {
@@ -54,6 +55,7 @@ typedef struct wk_config {
     struct {
         json_t *transient_native; /* array of native codes or SQLSTATE strings */
         json_t *permanent_native;
+        bool circuit_breaker;
     } errors;
     struct {
         long long drain_timeout_s;

@@ -78,7 +78,10 @@ struct daemon {
     atomic_bool stopping; /* draining: no new retries */
     atomic_llong retry_deadline_ms;
 
+    wk_breaker_t *breaker; /* shared with the pipeline */
+
     /* thread: main */
+    bool circuit_open;      /* as last applied to the client, metrics and logs */
     sb_stats_t client_seen; /* the client's counters already fed into metrics */
     long long next_stats;
 };
@@ -171,12 +174,14 @@ static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
                      const ib_error_t *res, const wk_decision_t *d, wk_outcome_t o)
 {
     char enq[32];
-    bool lost = o == WK_OUT_LOCK_LOST;
+    bool lost = o == WK_OUT_LOCK_LOST || o == WK_OUT_SETTLEMENT_UNKNOWN;
     bool dl = !lost && d->disposition == SB_DEADLETTER;
 
     ib_time_rfc3339(enq, sizeof(enq), msg->enqueued_ms);
     IB_LOG(lost || dl ? IB_LOG_WARN : IB_LOG_INFO, "msg_done",
-           IB_MSG(lost ? "settlement failed; the broker will redeliver" : "message settled"),
+           IB_MSG(o == WK_OUT_LOCK_LOST ? "settlement failed; the broker will redeliver"
+                  : lost                ? "settlement never answered; a redelivery meets the inbox"
+                                        : "message settled"),
            IB_S("consumer", dm->cfg->consumer), IB_S("entity", dm->cfg->servicebus.entity),
            IB_S("message_id", msg->message_id), IB_S("correlation_id", msg->correlation_id),
            IB_S("session_id", msg->session_id), IB_S("subject", msg->subject),
@@ -210,9 +215,11 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
         free(j);
         return;
     }
-    wk_outcome_t o = res->code != IB_E_OK ? WK_OUT_LOCK_LOST : d->outcome;
+    wk_outcome_t o = res->code == IB_E_OK               ? d->outcome
+                     : res->code == IB_E_SETTLE_UNKNOWN ? WK_OUT_SETTLEMENT_UNKNOWN
+                                                        : WK_OUT_LOCK_LOST;
     wk_metrics_message(dm->metrics, o);
-    if (o != WK_OUT_LOCK_LOST && d->disposition == SB_DEADLETTER)
+    if (res->code == IB_E_OK && d->disposition == SB_DEADLETTER)
         wk_metrics_dead_letter(dm->metrics, d->reason);
     log_done(dm, msg, disp, res, d, o);
     free(j);
@@ -383,6 +390,28 @@ static void log_stats(daemon_t *dm)
 }
 
 /*
+ * The circuit breaker's state, applied: receiving paused while it is open
+ * (held messages stay, under renewed locks), the inboxd_circuit_open gauge,
+ * and /readyz, which follows the database's health with hysteresis
+ * (wk_breaker.h): a lone slow or failed statement does not flap it.
+ */
+static void apply_breaker(daemon_t *dm)
+{
+    bool open = wk_breaker_is_open(dm->breaker);
+    bool healthy = wk_breaker_db_healthy(dm->breaker);
+    wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE,
+                          atomic_load(&dm->pipe.db_reachable) && healthy);
+    if (open == dm->circuit_open)
+        return;
+    dm->circuit_open = open;
+    wk_metrics_circuit_open_set(dm->metrics, open);
+    if (dm->client)
+        sb_client_pause(dm->client, open);
+    if (!open)
+        IB_LOG(IB_LOG_INFO, "circuit_closed", IB_MSG("a probe passed: receiving resumed"));
+}
+
+/*
  * Waits up to TICK_MS for a signal, then refreshes health, metrics and, when
  * due, the stats line. Returns the signal, or 0.
  */
@@ -392,7 +421,7 @@ static int tick(daemon_t *dm)
     int sig = sigtimedwait(&dm->sigs, NULL, &ts);
     long long now = ib_mono_ms();
 
-    wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE, atomic_load(&dm->pipe.db_reachable));
+    apply_breaker(dm);
     sync_client_metrics(dm);
     /* Live while the proactor keeps turning (it wakes every 100 ms). */
     if (dm->client_seen.loop_mono_ms && now - dm->client_seen.loop_mono_ms < 5000)
@@ -530,6 +559,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .session_idle_timeout_s = (unsigned)cfg->servicebus.session_idle_timeout_s,
         .session_prefetch = (unsigned)cfg->servicebus.session_prefetch,
         .reconnect_max_ms = (unsigned)cfg->servicebus.reconnect_max_ms,
+        .settle_timeout_ms = (unsigned)cfg->servicebus.settle_timeout_ms,
         .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,
     };
     if (strcmp(cfg->servicebus.auth, "workload_identity") == 0) {
@@ -668,6 +698,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     sb_aad_free(dm->db_aad); /* after the workers and the sweeper, its callers */
     wk_http_stop(dm->http);
     wk_metrics_free(dm->metrics);
+    wk_breaker_free(dm->breaker);
     db_codes_free(&dm->dbopt.transient_native);
     db_codes_free(&dm->dbopt.permanent_native);
     wk_routes_free(&dm->routes);
@@ -681,13 +712,19 @@ static daemon_t *daemon_new(const wk_config_t *cfg)
     daemon_t *dm = calloc(1, sizeof(*dm));
     if (!dm)
         return NULL;
+    dm->breaker = wk_breaker_new();
+    if (!dm->breaker) {
+        free(dm);
+        return NULL;
+    }
     dm->cfg = cfg;
     pthread_mutex_init(&dm->mu, NULL);
     pthread_cond_init(&dm->cv, NULL);
     dm->pipe = (wk_pipeline_t){.cfg = cfg,
                                .routes = &dm->routes,
                                .stopping = &dm->stopping,
-                               .retry_deadline_ms = &dm->retry_deadline_ms};
+                               .retry_deadline_ms = &dm->retry_deadline_ms,
+                               .breaker = dm->breaker};
     atomic_init(&dm->pipe.db_reachable, true);
     /* Signals go to the main thread alone, through sigtimedwait. */
     sigemptyset(&dm->sigs);

@@ -55,6 +55,7 @@ struct wk_metrics {
     wk_counter_t reconnects;
     _Atomic long long in_flight;
     _Atomic long long oldest_since_ms;
+    _Atomic int circuit_open;
     /* Per-bucket (not cumulative) counts; the last slot is above every bound. */
     wk_counter_t duration_buckets[NBUCKETS + 1];
     wk_counter_t duration_sum_us;
@@ -130,6 +131,12 @@ void wk_metrics_message(wk_metrics_t *m, wk_outcome_t outcome)
         bump(&m->duplicates);
     else if (outcome == WK_OUT_LOCK_LOST || outcome == WK_OUT_RELEASED)
         bump(&m->lock_lost); /* a counted release is one whose lock was lost first */
+}
+
+void wk_metrics_circuit_open_set(wk_metrics_t *m, bool open)
+{
+    if (m)
+        atomic_store_explicit(&m->circuit_open, open ? 1 : 0, memory_order_relaxed);
 }
 
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls)
@@ -433,6 +440,12 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
     header(&b, "inboxd_lock_lost_total", "counter",
            "Messages whose lock was lost before settlement.");
     buf_printf(&b, "inboxd_lock_lost_total %llu\n", (unsigned long long)load(&m->lock_lost));
+
+    header(&b, "inboxd_circuit_open", "gauge",
+           "1 while the circuit breaker holds receiving: the database's setup fails every "
+           "message (errors.circuit_breaker).");
+    buf_printf(&b, "inboxd_circuit_open %d\n",
+               atomic_load_explicit(&m->circuit_open, memory_order_relaxed));
 
     header(&b, "inboxd_in_flight", "gauge", "Messages received and not yet settled.");
     long long inflight = atomic_load_explicit(&m->in_flight, memory_order_relaxed);

@@ -75,6 +75,8 @@ const char *wk_renew_result_name(wk_renew_result_t result);
 void wk_metrics_message(wk_metrics_t *m, wk_outcome_t outcome);
 /* Counts one in-process retry after an error of class cls. thread: any. */
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls);
+/* The inboxd_circuit_open gauge (wk_breaker.h). thread: any. */
+void wk_metrics_circuit_open_set(wk_metrics_t *m, bool open);
 /*
  * Counts one dead-lettered message under reason (NULL or "" count as
  * "unknown"). Does not count inboxd_messages_total: call wk_metrics_message

@@ -25,7 +25,10 @@
     X(RELEASED, "released", "release",                                                           \
       "handed back unprocessed after its lock was lost (not counted when released at drain)")    \
     X(LOCK_LOST, "lock_lost", "(failed)",                                                        \
-      "the settlement failed because the lock was gone; the broker redelivers it")
+      "the settlement failed because the lock was gone; the broker redelivers it")              \
+    X(SETTLEMENT_UNKNOWN, "settlement_unknown", "(unanswered)",                                  \
+      "the broker never answered the settlement (the link is recycled); it may have applied "    \
+      "it, and a redelivery meets the inbox")
 
 typedef enum {
 #define WK_OUTCOME_ENUM(name, word, settle, doc) WK_OUT_##name,

@@ -182,15 +182,89 @@ static bool retry_after_backoff(wk_pipeline_t *p, const sb_msg_t *msg,
     return true;
 }
 
+/* The message is handed back untouched: released, no delivery counted. */
+static void release(wk_decision_t *d)
+{
+    d->outcome = WK_OUT_RELEASED;
+    d->disposition = SB_RELEASE;
+}
+
+static bool breaker_on(const wk_pipeline_t *p)
+{
+    return p->breaker && p->cfg->errors.circuit_breaker;
+}
+
+/*
+ * While the circuit is open the message waits (its lock renewed by the
+ * client) until it may run as the probe or the circuit closes. Returns
+ * false with d released when the lock is lost or the worker drains.
+ */
+static bool await_breaker(wk_pipeline_t *p, const atomic_bool *lock_lost, wk_decision_t *d)
+{
+    long long wait = 0;
+    if (!breaker_on(p))
+        return true;
+    while (!wk_breaker_admit(p->breaker, ib_mono_ms(), &wait)) {
+        if (atomic_load(lock_lost) || stopping(p)) {
+            release(d);
+            return false;
+        }
+        sleep_ms(wait < 200 ? (wait > 0 ? wait : 1) : 200);
+    }
+    return true;
+}
+
+/* Feeds the breaker; logs the opening with the error that caused it. */
+static void breaker_record(wk_pipeline_t *p, db_outcome_t o, const wk_decision_t *d)
+{
+    if (!p->breaker)
+        return;
+    if (wk_breaker_record(p->breaker, o == DB_FAILED ? &d->err : NULL, ib_mono_ms()) &&
+        breaker_on(p))
+        IB_LOG(IB_LOG_ERROR, "circuit_open",
+               IB_MSG("the database's setup fails every message: receiving paused, held "
+                      "messages kept, probing with backoff"),
+               IB_S("error", d->err.text), IB_S("sqlstate", d->err.sqlstate),
+               IB_I("native_error", d->err.native), IB_S("inbox_table", p->cfg->db.inbox_table));
+}
+
+/*
+ * A setup error with the breaker on: not the message's fault, so no attempt
+ * limit and no abandon (which would count a delivery). Returns true when d
+ * is decided (released: lock lost or draining), false to try again.
+ */
+static bool setup_failure(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
+                          unsigned *seed, wk_decision_t *d)
+{
+    if (atomic_load(lock_lost) || stopping(p)) {
+        release(d);
+        return true;
+    }
+    if (wk_breaker_is_open(p->breaker))
+        return false; /* await_breaker paces the next attempt */
+    long long wait = wk_backoff_ms(p->cfg->retry.base_ms, p->cfg->retry.max_ms, d->attempts, seed);
+    if (p->metrics)
+        wk_metrics_retry(p->metrics, d->err.cls);
+    IB_LOG(IB_LOG_WARN, "msg_retry", IB_MSG("the database's setup refused the statement"),
+           IB_S("message_id", msg->message_id), IB_S("result", "retried"),
+           IB_S("sqlstate", d->err.sqlstate), IB_S("error", d->err.text),
+           IB_I("attempt", d->attempts), IB_I("backoff_ms", wait));
+    sleep_ms(wait);
+    return false;
+}
+
 /* One inbox transaction; returns true when d is decided (false: retry). */
 static bool apply_once(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                        const wk_route_t *route, const db_claim_t *claim, const wk_binding_t *b,
                        const atomic_bool *lock_lost, unsigned *seed, wk_decision_t *d)
 {
+    if (!await_breaker(p, lock_lost, d))
+        return true;
     long long t0 = ib_mono_ms();
     db_outcome_t o = db_inbox_apply(dbc, claim, b->stmts, b->nstmts, &d->err);
     long long took = ib_mono_ms() - t0;
 
+    breaker_record(p, o, d);
     d->attempts++;
     d->duration_ms += took;
     if (p->metrics)
@@ -212,6 +286,8 @@ static bool apply_once(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
     }
     if (d->err.code == IB_E_DB_CONN)
         atomic_store(&p->db_reachable, false);
+    if (d->err.code == IB_E_DB_SETUP && breaker_on(p))
+        return setup_failure(p, msg, lock_lost, seed, d);
     if (d->err.cls == IB_CLASS_TRANSIENT)
         return !retry_after_backoff(p, msg, lock_lost, seed, d);
     if (d->err.cls == IB_CLASS_AMBIGUOUS) {

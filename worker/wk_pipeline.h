@@ -14,6 +14,7 @@
 #include "db_inbox.h"
 #include "ib_err.h"
 #include "sb_msg.h"
+#include "wk_breaker.h"
 #include "wk_config.h"
 #include "wk_metrics.h"
 #include "wk_outcome.h"
@@ -37,6 +38,14 @@ typedef struct wk_pipeline {
     atomic_bool *stopping;           /* stop retrying when set (may be NULL) */
     atomic_llong *retry_deadline_ms; /* mono ms after which no retry starts (0 = none) */
     atomic_bool db_reachable;
+    /*
+     * Every inbox attempt's result goes here (database health for /readyz).
+     * With errors.circuit_breaker, a setup error (IB_E_DB_SETUP) is never
+     * the message's fault: it is retried without limit while the lock is
+     * held and the worker is not draining, and while the circuit is open
+     * the message waits for its turn to probe. May be NULL (tests).
+     */
+    wk_breaker_t *breaker;
 } wk_pipeline_t;
 
 /*
