@@ -84,8 +84,11 @@ static void apply_pause(sb_client_t *c, bool pause)
                 pn_link_drain(r->link, 0);
         return;
     }
-    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next) {
+        if (r->link && !r->session)
+            pn_link_set_drain(r->link, false); /* new credit is plain credit again */
         sb_rcv_grant(r);
+    }
     sb_rcv_pump(c);
 }
 
