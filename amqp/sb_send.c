@@ -5,6 +5,8 @@
  */
 #include "sb_send.h"
 
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,6 +252,48 @@ static out_link_t *attach(sb_sender_t *s, const char *entity, long long deadline
     return ol;
 }
 
+static bool unhex(const char *h, unsigned char *out, size_t max, size_t *n)
+{
+    size_t len = strlen(h);
+    if (len % 2 || len / 2 > max)
+        return false;
+    for (size_t k = 0; k < len / 2; k++) {
+        unsigned v;
+        if (!isxdigit((unsigned char)h[2 * k]) || !isxdigit((unsigned char)h[2 * k + 1]) ||
+            sscanf(h + 2 * k, "%2x", &v) != 1)
+            return false;
+        out[k] = (unsigned char)v;
+    }
+    *n = len / 2;
+    return true;
+}
+
+void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scratch)
+{
+    size_t n;
+    m->message_id = rendered;
+    m->message_id_len = 0;
+    m->message_id_type = SB_ID_STRING;
+    if (!rendered)
+        return;
+    if (strncmp(rendered, "string:", 7) == 0) {
+        m->message_id = rendered + 7;
+    } else if (strncmp(rendered, "ulong:", 6) == 0 && rendered[6] &&
+               strspn(rendered + 6, "0123456789") == strlen(rendered + 6)) {
+        m->message_id = rendered + 6;
+        m->message_id_type = SB_ID_ULONG;
+    } else if (strncmp(rendered, "uuid:", 5) == 0 && sb_guid_parse(rendered + 5, scratch)) {
+        m->message_id = (const char *)scratch;
+        m->message_id_len = 16;
+        m->message_id_type = SB_ID_UUID;
+    } else if (strncmp(rendered, "binary:", 7) == 0 &&
+               unhex(rendered + 7, scratch, SB_ID_SCRATCH, &n) && n > 0) {
+        m->message_id = (const char *)scratch;
+        m->message_id_len = n;
+        m->message_id_type = SB_ID_BINARY;
+    }
+}
+
 static pn_message_t *build(const sb_out_msg_t *om)
 {
     pn_message_t *m = pn_message();
@@ -260,6 +304,9 @@ static pn_message_t *build(const sb_out_msg_t *om)
         if (om->message_id_type == SB_ID_ULONG) {
             id.type = PN_ULONG;
             id.u.as_ulong = strtoull(om->message_id, NULL, 10);
+        } else if (om->message_id_type == SB_ID_UUID) {
+            id.type = PN_UUID;
+            memcpy(id.u.as_uuid.bytes, om->message_id, 16);
         } else {
             id.type = om->message_id_type == SB_ID_BINARY ? PN_BINARY : PN_STRING;
             id.u.as_bytes = pn_bytes(n, om->message_id);

@@ -21,7 +21,11 @@ typedef enum {
     SB_ID_STRING = 0, /* message_id_len bytes (0: strlen) as a string */
     SB_ID_BINARY,     /* message_id_len bytes as binary */
     SB_ID_ULONG,      /* message_id is decimal text, sent as ulong */
+    SB_ID_UUID,       /* message_id holds the 16 canonical bytes of a uuid */
 } sb_id_type_t;
+
+/* Room sb_out_msg_set_id needs for a decoded binary or uuid id. */
+#define SB_ID_SCRATCH 130
 
 typedef struct sb_out_msg {
     const char *message_id;     /* message-id; NULL: none */
@@ -46,6 +50,16 @@ typedef struct sb_sender_options {
     void *token_ctx;
     unsigned timeout_ms; /* per call; 0 = 30000 */
 } sb_sender_options_t;
+
+/*
+ * Sets m's message-id from the text sb_msg_decode rendered it to (sb_msg.h):
+ * "ulong:N", "uuid:G", "binary:HEX" and "string:S" go back to their AMQP
+ * type, anything else is a string. So a message sent again with the id it
+ * was received with (dlq replay) renders to the same inbox key. scratch
+ * (SB_ID_SCRATCH bytes) holds decoded bytes and must outlive the send.
+ * thread: any.
+ */
+void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scratch);
 
 /* Connects and authorizes; NULL with err filled. thread: the caller's. */
 sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err);

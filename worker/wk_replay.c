@@ -308,8 +308,7 @@ static ib_err_t send_copy(replay_t *r, const sb_msg_t *msg, ib_error_t *err)
 
     if (!props)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    m = (sb_out_msg_t){.message_id = msg->message_id,
-                       .correlation_id = msg->correlation_id,
+    m = (sb_out_msg_t){.correlation_id = msg->correlation_id,
                        .subject = msg->subject,
                        .content_type = msg->content_type,
                        .session_id = msg->session_id,
@@ -317,6 +316,9 @@ static ib_err_t send_copy(replay_t *r, const sb_msg_t *msg, ib_error_t *err)
                        .nprops = resend_props(msg, props, at),
                        .body = msg->body,
                        .body_len = msg->body_len};
+    /* The id goes back with its AMQP type, so the inbox sees the same key. */
+    unsigned char id_bytes[SB_ID_SCRATCH];
+    sb_out_msg_set_id(&m, msg->message_id, id_bytes);
     rc = sb_sender_send(r->snd, r->to, &m, 1, err);
     free(props);
     return rc;
