@@ -8,6 +8,7 @@
  *   inboxctl dlq list [--entity E] [--max N]
  *   inboxctl dlq replay [--entity E] [--reason R]... [--message-id M]... [--max N]
  *                  [--rate PER_S] [--canary K] [--canary-wait S] [--dry-run] [--to ENTITY]
+ *   inboxctl inbox list --status S [--consumer C] / inbox resolve ... (wk_ctl_inbox.c)
  *
  * The connection string comes from --connection-string, else
  * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
@@ -34,6 +35,7 @@
 #include "sb_send.h"
 #include "wk_config.h"
 #include "wk_replay.h"
+#include "wk_ctl_inbox.h"
 
 #define SEND_CHUNK 200
 #define MAX_PROPS 32
@@ -76,6 +78,7 @@ static int usage(const char *why)
         "         (--canary-wait, default 60 s) and exits 3 if any came back to the DLQ.\n"
         "         A subscription's DLQ needs --to: re-sending to the topic reaches EVERY\n"
         "         subscription of it; a queue of your own only the consumer reading it.\n"
+        "       inboxctl inbox list|resolve ... (inboxctl inbox for its usage)\n"
         "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
         why);
     return 2;
@@ -577,6 +580,8 @@ int main(int argc, char **argv)
     if (argc < 2)
         return usage("missing command");
     cmd = argv[1];
+    if (strcmp(cmd, "inbox") == 0)
+        return wk_ctl_inbox(argc - 2, argv + 2);
     if (strcmp(cmd, "dlq") == 0) {
         if (argc < 3 || (strcmp(argv[2], "list") != 0 && strcmp(argv[2], "replay") != 0))
             return usage("dlq takes 'list' or 'replay'");

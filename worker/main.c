@@ -64,6 +64,7 @@ int main(int argc, char **argv)
     if (cfg.routes) {
         wk_routes_t routes;
         problems += wk_routes_compile(cfg.routes, &routes, stderr);
+        problems += wk_routes_check_limits(&routes, cfg.servicebus.max_auto_lock_renewal_s, stderr);
         wk_routes_free(&routes);
     }
     if (mode == PRINT) {

@@ -195,7 +195,8 @@ static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
            IB_I("native_error", d->err.native),
            IB_S("error", d->err.code ? d->err.text : (lost ? res->text : NULL)),
            IB_I("duration_ms", d->duration_ms), IB_I("attempt", d->attempts),
-           IB_B("duplicate", d->outcome == WK_OUT_DUPLICATE));
+           IB_B("duplicate", d->outcome == WK_OUT_DUPLICATE),
+           IB_I("http_status", d->http_status), IB_S("remote_id", d->remote_id[0] ? d->remote_id : NULL));
 }
 
 /* Counts and logs the outcome of one settled message, then frees its job. */
@@ -438,7 +439,8 @@ static int tick(daemon_t *dm)
 static ib_err_t compile_routes(daemon_t *dm, ib_error_t *err)
 {
     /* wk_routes_compile has already named every bad key on stderr. */
-    if (wk_routes_compile(dm->cfg->routes, &dm->routes, stderr) != 0)
+    if (wk_routes_compile(dm->cfg->routes, &dm->routes, stderr) != 0 ||
+        wk_routes_check_limits(&dm->routes, dm->cfg->servicebus.max_auto_lock_renewal_s, stderr))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "routes: invalid");
     return IB_E_OK;
 }

@@ -45,6 +45,9 @@ typedef struct {
 /* ib_class_t values that label inboxd_retries_total. */
 #define NCLASSES 5
 
+static const char *const http_classes[] = {"2xx", "4xx", "5xx", "timeout", "error"};
+#define NHTTP (sizeof http_classes / sizeof http_classes[0])
+
 struct wk_metrics {
     char version[64];
     wk_counter_t messages[WK_OUT__COUNT];
@@ -63,6 +66,12 @@ struct wk_metrics {
     wk_counter_t session_switches;
     wk_counter_t switch_buckets[NSWITCH + 1]; /* per bucket, like duration_buckets */
     wk_counter_t switch_sum_us;
+    /* HTTP routes: [route][class]; the last route row is "other". */
+    wk_counter_t http_requests[WK_METRICS_HTTP_ROUTES + 1][NHTTP];
+    wk_counter_t http_buckets[NBUCKETS + 1]; /* per bucket, like duration_buckets */
+    wk_counter_t http_sum_us;
+    wk_counter_t uncertain;
+    wk_counter_t taken_over;
 
     pthread_mutex_t reasons_lock; /* serialises adding a reason, never reading */
     _Atomic int nreasons;
@@ -228,6 +237,29 @@ void wk_metrics_handler_duration(wk_metrics_t *m, double seconds)
     if (m)
         observe(m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS, &m->duration_sum_us,
                 seconds);
+}
+
+void wk_metrics_http_request(wk_metrics_t *m, size_t route, const char *cls, double seconds)
+{
+    if (!m)
+        return;
+    size_t c = 0;
+    while (c < NHTTP - 1 && strcmp(http_classes[c], cls) != 0)
+        c++; /* an unknown class counts as "error", the last */
+    bump(&m->http_requests[route < WK_METRICS_HTTP_ROUTES ? route : WK_METRICS_HTTP_ROUTES][c]);
+    observe(m->http_buckets, wk_metrics_duration_buckets, NBUCKETS, &m->http_sum_us, seconds);
+}
+
+void wk_metrics_uncertain(wk_metrics_t *m)
+{
+    if (m)
+        bump(&m->uncertain);
+}
+
+void wk_metrics_claim_taken_over(wk_metrics_t *m)
+{
+    if (m)
+        bump(&m->taken_over);
 }
 
 void wk_metrics_sessions_active_set(wk_metrics_t *m, long long n)
@@ -398,6 +430,38 @@ static void render_histogram(wk_buf_t *b, const char *name, const char *help, wk
     buf_printf(b, "%s_count %llu\n", name, cum);
 }
 
+/* The HTTP routes' metrics; a route shows once it made a request. */
+static void render_http(wk_buf_t *b, wk_metrics_t *m)
+{
+    header(b, "inboxd_http_requests_total", "counter",
+           "Requests of HTTP routes, by route index and class (2xx, 4xx, 5xx, timeout, error).");
+    for (size_t r = 0; r <= WK_METRICS_HTTP_ROUTES; r++) {
+        unsigned long long any = 0;
+        for (size_t c = 0; c < NHTTP; c++)
+            any += load(&m->http_requests[r][c]);
+        if (!any)
+            continue;
+        for (size_t c = 0; c < NHTTP; c++) {
+            if (r < WK_METRICS_HTTP_ROUTES)
+                buf_printf(b, "inboxd_http_requests_total{route=\"%zu\",class=\"%s\"} %llu\n", r,
+                           http_classes[c], (unsigned long long)load(&m->http_requests[r][c]));
+            else
+                buf_printf(b, "inboxd_http_requests_total{route=\"other\",class=\"%s\"} %llu\n",
+                           http_classes[c], (unsigned long long)load(&m->http_requests[r][c]));
+        }
+    }
+    render_histogram(b, "inboxd_http_duration_seconds", "Duration of HTTP route requests.",
+                     m->http_buckets, wk_metrics_duration_buckets, NBUCKETS, &m->http_sum_us);
+    header(b, "inboxd_uncertain_total", "counter",
+           "Outcomes recorded uncertain (a call that may have acted; dead-lettered "
+           "OutcomeUncertain).");
+    buf_printf(b, "inboxd_uncertain_total %llu\n", (unsigned long long)load(&m->uncertain));
+    header(b, "inboxd_claims_taken_over_total", "counter",
+           "Expired HTTP claims taken over from a worker that stopped mid-call.");
+    buf_printf(b, "inboxd_claims_taken_over_total %llu\n",
+               (unsigned long long)load(&m->taken_over));
+}
+
 char *wk_metrics_render(wk_metrics_t *m, size_t *len)
 {
     wk_buf_t b = {malloc(4096), 0, 4096, false};
@@ -461,6 +525,7 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
                      "Time from taking a message to the end of its inbox transaction.",
                      m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS,
                      &m->duration_sum_us);
+    render_http(&b, m);
 
     header(&b, "inboxd_reconnects_total", "counter", "AMQP connections re-established.");
     buf_printf(&b, "inboxd_reconnects_total %llu\n", (unsigned long long)load(&m->reconnects));

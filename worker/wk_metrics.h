@@ -93,6 +93,19 @@ void wk_metrics_reconnect(wk_metrics_t *m);
  */
 void wk_metrics_handler_duration(wk_metrics_t *m, double seconds);
 
+/*
+ * HTTP routes: one request to a destination by route index and class
+ * ("2xx", "4xx", "5xx", "timeout", "error"), with its duration (also
+ * inboxd_http_duration_seconds). Routes past WK_METRICS_HTTP_ROUTES share
+ * the label route="other". thread: any.
+ */
+#define WK_METRICS_HTTP_ROUTES 32
+void wk_metrics_http_request(wk_metrics_t *m, size_t route, const char *cls, double seconds);
+/* An outcome recorded uncertain (inboxd_uncertain_total). thread: any. */
+void wk_metrics_uncertain(wk_metrics_t *m);
+/* An expired claim taken over (inboxd_claims_taken_over_total). thread: any. */
+void wk_metrics_claim_taken_over(wk_metrics_t *m);
+
 /* Sets inboxd_in_flight (negative values are stored as 0). thread: any. */
 void wk_metrics_in_flight_set(wk_metrics_t *m, long long n);
 /* Adds delta (+1 on receive, -1 on settle) to inboxd_in_flight. thread: any. */

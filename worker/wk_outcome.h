@@ -21,6 +21,8 @@
     X(CONFLICT, "conflict", "dead-letter",                                                       \
       "`IdempotencyKeyConflict`: the key was applied with another body")                        \
     X(DEAD_LETTERED, "dead_lettered", "dead-letter", "a permanent failure, with its reason")    \
+    X(UNCERTAIN, "uncertain", "dead-letter",                                                     \
+      "`OutcomeUncertain`: an HTTP call may have acted and cannot be asked; recorded `uncertain`") \
     X(ABANDONED, "abandoned", "abandon", "transient failures outlasted the in-process retries") \
     X(RELEASED, "released", "release",                                                           \
       "handed back unprocessed after its lock was lost (not counted when released at drain)")    \

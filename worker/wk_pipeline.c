@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "ib_log.h"
+#include "wk_effect.h"
 #include "ib_utf8.h"
 
 long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed)
@@ -141,22 +142,9 @@ static const wk_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
     return route;
 }
 
-/* The dead-letter reason of a binding failure. */
-static const char *bind_reason(ib_err_t rc)
-{
-    return rc == IB_E_INVALID_JSON    ? "InvalidJson"
-           : rc == IB_E_MISSING_FIELD ? "MissingField"
-           : rc == IB_E_INVAL         ? "InvalidIdempotencyKey"
-                                      : "BindError";
-}
-
-/*
- * Whether a transient failure may be retried (attempts, lock, drain
- * deadline); sleeps the backoff first and returns true when so, else sets
- * the abandon decision.
- */
-static bool retry_after_backoff(wk_pipeline_t *p, const sb_msg_t *msg,
-                                const atomic_bool *lock_lost, unsigned *seed, wk_decision_t *d)
+/* thread: a db worker (see wk_pipeline.h). */
+bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
+                            unsigned *seed, wk_decision_t *d, long long min_wait_ms)
 {
     const wk_config_t *cfg = p->cfg;
     long long deadline = p->retry_deadline_ms ? atomic_load(p->retry_deadline_ms) : 0;
@@ -164,7 +152,11 @@ static bool retry_after_backoff(wk_pipeline_t *p, const sb_msg_t *msg,
     bool give_up = d->attempts > cfg->retry.attempts || atomic_load(lock_lost) || stopping(p);
     if (!give_up) {
         wait = wk_backoff_ms(cfg->retry.base_ms, cfg->retry.max_ms, d->attempts, seed);
-        give_up = deadline && ib_mono_ms() + wait > deadline;
+        if (wait < min_wait_ms)
+            wait = min_wait_ms; /* the destination's Retry-After */
+        /* A Retry-After beyond the whole in-process budget: let the broker hold it instead. */
+        give_up = (deadline && ib_mono_ms() + wait > deadline) ||
+                  min_wait_ms > cfg->retry.max_ms * cfg->retry.attempts;
     }
     if (give_up) {
         d->outcome = WK_OUT_ABANDONED;
@@ -289,7 +281,7 @@ static bool apply_once(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
     if (d->err.code == IB_E_DB_SETUP && breaker_on(p))
         return setup_failure(p, msg, lock_lost, seed, d);
     if (d->err.cls == IB_CLASS_TRANSIENT)
-        return !retry_after_backoff(p, msg, lock_lost, seed, d);
+        return !wk_pipeline_retry_wait(p, msg, lock_lost, seed, d, 0);
     if (d->err.cls == IB_CLASS_AMBIGUOUS) {
         /* Never blind-retry: record it uncertain and hand it to a human. */
         char desc[sizeof(d->description)];
@@ -336,10 +328,16 @@ void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
             d->disposition = SB_ABANDON;
             return;
         }
-        permanent(p, dbc, route, &claim, bind_reason(rc), d);
+        permanent(p, dbc, route, &claim, wk_route_bind_reason(rc), d);
         return;
     }
     claim.idempotency_key = b.idempotency_key;
+    if (wk_route_http(route)) {
+        /* Claim, call and finish: never part of a batch. */
+        wk_effect_process(p, dbc, msg, route, &claim, lock_lost, d);
+        wk_binding_free(&b);
+        return;
+    }
     while (!apply_once(p, dbc, msg, route, &claim, &b, lock_lost, &seed, d))
         ;
     wk_binding_free(&b);

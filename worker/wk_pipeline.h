@@ -26,8 +26,11 @@ typedef struct wk_decision {
     char reason[128];       /* dead-letter reason */
     char description[1024]; /* dead-letter description; no secret, no body */
     ib_error_t err;         /* the failure behind the outcome, if any */
-    int attempts;           /* inbox transactions tried */
-    long long duration_ms;  /* time spent in the database */
+    int attempts;           /* inbox transactions (or HTTP calls) tried */
+    long long duration_ms;  /* time spent in the database (and on the call) */
+    long http_status;       /* HTTP routes: the last answer's status, 0 when none */
+    int calls;              /* HTTP routes: requests sent */
+    char remote_id[128];    /* HTTP routes: the destination's id of the effect */
 } wk_decision_t;
 
 /* What a db worker needs; shared read-only, except the atomics. */
@@ -56,6 +59,16 @@ typedef struct wk_pipeline {
  */
 void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                          const atomic_bool *lock_lost, wk_decision_t *d);
+
+/*
+ * Whether a transient failure (in d->err) may be retried: attempts left,
+ * lock held, not draining, the drain deadline not passed. When so, logs
+ * msg_retry, sleeps the backoff (at least min_wait_ms, e.g. a Retry-After)
+ * and returns true; otherwise sets the abandon decision and returns false.
+ * thread: a db worker.
+ */
+bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
+                            unsigned *seed, wk_decision_t *d, long long min_wait_ms);
 
 /* Backoff before retry attempt n (1-based): uniform in [0, min(max, base * 2^(n-1))]. */
 long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed);

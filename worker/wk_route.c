@@ -5,25 +5,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "wk_config.h"
+#include "fx_client.h"
+#include "wk_json.h"
+#include "wk_route_int.h"
 #include "wk_json.h"
 
 #define KEY_MAX 400
-
-typedef enum {
-    SRC_CONST,
-    SRC_MESSAGE_ID,
-    SRC_BODY,
-    SRC_SUBJECT,
-    SRC_CORRELATION_ID,
-    SRC_SESSION_ID,
-    SRC_CONTENT_TYPE,
-    SRC_ENQUEUED_AT,
-    SRC_SEQUENCE_NUMBER,
-    SRC_DELIVERY_COUNT,
-    SRC_PROP,
-    SRC_JSON,
-} src_kind_t;
 
 static const struct {
     const char *name;
@@ -40,29 +27,11 @@ static const struct {
     {"delivery_count", SRC_DELIVERY_COUNT},
 };
 
-typedef struct step {
-    char *name; /* object member, or NULL for an index */
-    size_t index;
-} step_t;
-
-typedef struct src {
-    src_kind_t kind;
-    char *text; /* the source as written (for errors), or the property name */
-    step_t *steps;
-    size_t nsteps;
-    json_t *constant;
-} src_t;
-
 typedef struct stmt_spec {
     char *sql;
     src_t *params;
     size_t nparams;
 } stmt_spec_t;
-
-typedef struct part {
-    char *lit; /* literal text, or NULL for a source */
-    src_t src;
-} part_t;
 
 typedef struct prop_match {
     char *key;
@@ -79,8 +48,8 @@ struct wk_route {
     char *reason;
     stmt_spec_t *stmts;
     size_t nstmts;
-    part_t *key;
-    size_t nkey;
+    template_t key;
+    wk_http_spec_t *http; /* NULL: a SQL route */
     bool record;
     bool needs_json;
 };
@@ -131,7 +100,7 @@ static bool parse_path(const char *path, src_t *src)
     return true;
 }
 
-static void src_free(src_t *s)
+void wk_src_free(src_t *s)
 {
     free(s->text);
     for (size_t i = 0; i < s->nsteps; i++)
@@ -141,10 +110,33 @@ static void src_free(src_t *s)
     memset(s, 0, sizeof(*s));
 }
 
-/* Compiles a source given as text (a field name, prop:NAME or $path). */
-static bool compile_source_text(const char *t, src_t *out)
+/* Compiles a source given as text (a field name, prop:NAME, $path, key, response:...). */
+bool wk_src_compile_text(const char *t, unsigned allow, src_t *out)
 {
     memset(out, 0, sizeof(*out));
+    if ((allow & SRC_ALLOW_KEY) && strcmp(t, "key") == 0) {
+        out->kind = SRC_KEY;
+        out->text = strdup(t);
+        return true;
+    }
+    if ((allow & SRC_ALLOW_RESPONSE) && strncmp(t, "response:", 9) == 0) {
+        const char *r = t + 9;
+        if (strcmp(r, "status") == 0) {
+            out->kind = SRC_RESPONSE_STATUS;
+            out->text = strdup(t);
+            return true;
+        }
+        if (strncmp(r, "header:", 7) == 0 && r[7]) {
+            out->kind = SRC_RESPONSE_HEADER;
+            out->text = strdup(r + 7);
+            return true;
+        }
+        if (r[0] == '$' && wk_src_compile_text(r, 0, out)) {
+            out->kind = SRC_RESPONSE_JSON;
+            return true;
+        }
+        return false;
+    }
     for (size_t i = 0; i < sizeof(field_sources) / sizeof(field_sources[0]); i++) {
         if (strcmp(t, field_sources[i].name) == 0) {
             out->kind = field_sources[i].kind;
@@ -161,7 +153,7 @@ static bool compile_source_text(const char *t, src_t *out)
         out->kind = SRC_JSON;
         out->text = strdup(t);
         if (!parse_path(t, out)) {
-            src_free(out);
+            wk_src_free(out);
             return false;
         }
         return true;
@@ -169,11 +161,11 @@ static bool compile_source_text(const char *t, src_t *out)
     return false;
 }
 
-static bool compile_param(const json_t *v, src_t *out)
+bool wk_src_compile_param(const json_t *v, unsigned allow, src_t *out)
 {
     memset(out, 0, sizeof(*out));
     if (json_is_string(v))
-        return compile_source_text(json_string_value(v), out);
+        return wk_src_compile_text(json_string_value(v), allow, out);
     if (json_is_object(v)) {
         json_t *c = json_object_get(v, "const");
         if (json_object_size(v) != 1 || !c || !json_is_string(c))
@@ -210,7 +202,8 @@ static size_t count_placeholders(const char *sql)
     return n;
 }
 
-static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params, wk_problems_t *p)
+static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params, unsigned allow,
+                          wk_problems_t *p)
 {
     size_t nsql = json_is_array(sql) ? json_array_size(sql) : 1;
 
@@ -260,13 +253,16 @@ static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params
         r->stmts[i].params = calloc(np ? np : 1, sizeof(src_t));
         r->stmts[i].nparams = np;
         for (size_t k = 0; k < np; k++) {
-            if (!compile_param(json_array_get(plist, k), &r->stmts[i].params[k])) {
+            if (!wk_src_compile_param(json_array_get(plist, k), allow, &r->stmts[i].params[k])) {
                 char *t = json_dumps(json_array_get(plist, k), JSON_ENCODE_ANY);
                 wk_problem(p, "params",
                         "unknown source %s (use message_id, body, subject, "
                         "correlation_id, session_id, content_type, enqueued_at, sequence_number, "
-                        "delivery_count, prop:NAME, $.json.path, or a literal)",
-                        t ? t : "?");
+                        "delivery_count, prop:NAME, $.json.path, %sor a literal)",
+                        t ? t : "?",
+                        (allow & SRC_ALLOW_RESPONSE)
+                            ? "response:status, response:header:NAME, response:$.path, "
+                            : "");
                 free(t);
             } else if (r->stmts[i].params[k].kind == SRC_JSON) {
                 r->needs_json = true;
@@ -275,75 +271,84 @@ static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params
     }
 }
 
-static void compile_key(wk_route_t *r, const json_t *key, wk_problems_t *p)
+static part_t *tpl_next(template_t *tpl, size_t *cap)
 {
-    const char *t, *c;
-    size_t cap = 0;
-    char *lit = NULL;
-    size_t llen = 0;
-
-    if (!json_is_string(key) || !*json_string_value(key)) {
-        wk_problem(p, "idempotency_key", "must be a non-empty string");
-        return;
+    if (tpl->n + 1 > *cap) {
+        *cap = *cap ? *cap * 2 : 4;
+        tpl->v = realloc(tpl->v, *cap * sizeof(*tpl->v));
     }
-    t = json_string_value(key);
-    lit = malloc(strlen(t) + 1);
+    memset(&tpl->v[tpl->n], 0, sizeof(part_t));
+    return &tpl->v[tpl->n];
+}
+
+void wk_tpl_compile(const char *t, const char *field, unsigned allow, template_t *tpl,
+                    bool *needs_json, wk_problems_t *p)
+{
+    const char *c;
+    size_t cap = 0, llen = 0;
+    char *lit = malloc(strlen(t) + 1);
+
+    memset(tpl, 0, sizeof(*tpl));
     for (c = t;; c++) {
         bool end = *c == '\0';
         bool open = *c == '{' && c[1] != '{';
-        if (*c == '{' && c[1] == '{') {
-            lit[llen++] = '{';
-            c++;
-            continue;
-        }
-        if (*c == '}' && c[1] == '}') {
-            lit[llen++] = '}';
-            c++;
+        if ((*c == '{' && c[1] == '{') || (*c == '}' && c[1] == '}')) {
+            lit[llen++] = *c++;
             continue;
         }
         if ((end || open) && llen) {
-            if (r->nkey + 1 > cap) {
-                cap = cap ? cap * 2 : 4;
-                r->key = realloc(r->key, cap * sizeof(*r->key));
-            }
-            memset(&r->key[r->nkey], 0, sizeof(part_t));
             lit[llen] = '\0';
-            r->key[r->nkey++].lit = strdup(lit);
+            tpl_next(tpl, &cap)->lit = strdup(lit);
+            tpl->n++;
             llen = 0;
         }
         if (end)
             break;
         if (open) {
             const char *close = strchr(c, '}');
-            char *inner;
             if (!close) {
-                wk_problem(p, "idempotency_key", "a '{' is never closed");
+                wk_problem(p, field, "a '{' is never closed");
                 break;
             }
-            inner = strndup(c + 1, (size_t)(close - c - 1));
-            if (r->nkey + 1 > cap) {
-                cap = cap ? cap * 2 : 4;
-                r->key = realloc(r->key, cap * sizeof(*r->key));
-            }
-            memset(&r->key[r->nkey], 0, sizeof(part_t));
-            if (!compile_source_text(inner, &r->key[r->nkey].src)) {
-                wk_problem(p, "idempotency_key", "unknown source {%s}", inner);
+            char *inner = strndup(c + 1, (size_t)(close - c - 1));
+            part_t *pt = tpl_next(tpl, &cap);
+            if (!wk_src_compile_text(inner, allow, &pt->src)) {
+                wk_problem(p, field, "unknown source {%s}", inner);
             } else {
-                if (r->key[r->nkey].src.kind == SRC_JSON)
-                    r->needs_json = true;
-                r->nkey++;
+                if (pt->src.kind == SRC_JSON)
+                    *needs_json = true;
+                tpl->n++;
             }
             free(inner);
             c = close;
             continue;
         }
         if (*c == '}') {
-            wk_problem(p, "idempotency_key", "a '}' has no '{' (write '}}' for a literal brace)");
+            wk_problem(p, field, "a '}' has no '{' (write '}}' for a literal brace)");
             break;
         }
         lit[llen++] = *c;
     }
     free(lit);
+}
+
+void wk_tpl_free(template_t *tpl)
+{
+    for (size_t k = 0; k < tpl->n; k++) {
+        free(tpl->v[k].lit);
+        wk_src_free(&tpl->v[k].src);
+    }
+    free(tpl->v);
+    memset(tpl, 0, sizeof(*tpl));
+}
+
+static void compile_key(wk_route_t *r, const json_t *key, wk_problems_t *p)
+{
+    if (!json_is_string(key) || !*json_string_value(key)) {
+        wk_problem(p, "idempotency_key", "must be a non-empty string");
+        return;
+    }
+    wk_tpl_compile(json_string_value(key), "idempotency_key", 0, &r->key, &r->needs_json, p);
 }
 
 static void compile_match(wk_route_t *r, const json_t *m, wk_problems_t *p)
@@ -400,8 +405,9 @@ static void compile_match(wk_route_t *r, const json_t *m, wk_problems_t *p)
 
 static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
 {
-    static const char *const known[] = {"match",        "sql",    "params", "idempotency_key",
-                                        "on_permanent", "action", "reason", NULL};
+    static const char *const known[] = {"match",  "sql",    "params", "idempotency_key",
+                                        "on_permanent", "action", "reason", "http",
+                                        NULL};
     const char *k;
     json_t *v, *action, *onp;
 
@@ -439,15 +445,29 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
         }
         if (json_object_get(j, "sql"))
             wk_problem(p, "sql", "not allowed with action");
+        if (json_object_get(j, "http"))
+            wk_problem(p, "http", "not allowed with action");
         return;
     }
     r->action = WK_ACT_APPLY;
     if (json_object_get(j, "reason"))
         wk_problem(p, "reason", "only allowed with action \"deadletter\"");
-    if (!json_object_get(j, "sql"))
-        wk_problem(p, "sql", "missing (or give action \"deadletter\" / \"complete\")");
-    else
-        compile_stmts(r, json_object_get(j, "sql"), json_object_get(j, "params"), p);
+    if (json_object_get(j, "http")) {
+        /* An HTTP route: the call is the effect; sql (optional) runs when it finishes. */
+        r->http = wk_http_compile(json_object_get(j, "http"), json_object_get(j, "idempotency_key"),
+                                  p);
+        if (json_object_get(j, "on_permanent"))
+            wk_problem(p, "on_permanent", "not allowed with http (a refusal is always recorded)");
+        if (json_object_get(j, "sql"))
+            compile_stmts(r, json_object_get(j, "sql"), json_object_get(j, "params"),
+                          SRC_ALLOW_RESPONSE, p);
+        else if (json_object_get(j, "params"))
+            wk_problem(p, "params", "given without sql");
+    } else if (!json_object_get(j, "sql")) {
+        wk_problem(p, "sql", "missing (or give http, or action \"deadletter\" / \"complete\")");
+    } else {
+        compile_stmts(r, json_object_get(j, "sql"), json_object_get(j, "params"), 0, p);
+    }
     if (json_object_get(j, "idempotency_key"))
         compile_key(r, json_object_get(j, "idempotency_key"), p);
     onp = json_object_get(j, "on_permanent");
@@ -495,15 +515,12 @@ void wk_routes_free(wk_routes_t *routes)
         for (size_t s = 0; s < r->nstmts; s++) {
             free(r->stmts[s].sql);
             for (size_t k = 0; k < r->stmts[s].nparams; k++)
-                src_free(&r->stmts[s].params[k]);
+                wk_src_free(&r->stmts[s].params[k]);
             free(r->stmts[s].params);
         }
         free(r->stmts);
-        for (size_t k = 0; k < r->nkey; k++) {
-            free(r->key[k].lit);
-            src_free(&r->key[k].src);
-        }
-        free(r->key);
+        wk_tpl_free(&r->key);
+        wk_http_free(r->http);
     }
     free(routes->v);
     memset(routes, 0, sizeof(*routes));
@@ -575,7 +592,7 @@ size_t wk_route_index(const wk_route_t *r)
 
 /* ---- bind ------------------------------------------------------------- */
 
-static char *keep(wk_binding_t *b, char *s)
+char *wk_binding_keep(wk_binding_t *b, char *s)
 {
     if (!s)
         return NULL;
@@ -617,7 +634,7 @@ static db_param_t from_json(wk_binding_t *b, const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_STRING:
-        return DB_TEXT(keep(b, strdup(json_string_value(v))));
+        return DB_TEXT(wk_binding_keep(b, strdup(json_string_value(v))));
     case JSON_INTEGER:
         return DB_INT(json_integer_value(v));
     case JSON_REAL:
@@ -629,7 +646,7 @@ static db_param_t from_json(wk_binding_t *b, const json_t *v)
     case JSON_NULL:
         return DB_NULL();
     default:
-        return DB_TEXT(keep(b, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)));
+        return DB_TEXT(wk_binding_keep(b, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)));
     }
 }
 
@@ -638,7 +655,49 @@ static db_param_t opt_text(wk_binding_t *b, const char *s)
     return s ? DB_TEXT(s) : DB_NULL();
 }
 
-static ib_err_t eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_param_t *out,
+/* response:... sources: the answer of the call, in the finishing statements. */
+static ib_err_t eval_response(wk_binding_t *b, const src_t *s, db_param_t *out, ib_error_t *err)
+{
+    const fx_response_t *resp = b->response;
+    char buf[1024];
+    if (!resp)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "%s: no response yet", s->text);
+    switch (s->kind) {
+    case SRC_RESPONSE_STATUS:
+        *out = DB_INT(resp->status);
+        return IB_E_OK;
+    case SRC_RESPONSE_HEADER:
+        *out = fx_response_header(resp, s->text, buf, sizeof buf)
+                   ? DB_TEXT(wk_binding_keep(b, strdup(buf)))
+                   : DB_NULL();
+        return IB_E_OK;
+    default: {
+        if (!b->response_json &&
+            !(b->response_json = json_loadb(resp->body, resp->body_len, JSON_DECODE_ANY, NULL)))
+            return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                                "the response body is not JSON (needed by response:%s)", s->text);
+        const json_t *v = walk(b->response_json, s);
+        if (!v)
+            return ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                                "field %s is missing from the response", s->text);
+        *out = from_json(b, v);
+        return IB_E_OK;
+    }
+    }
+}
+
+const json_t *wk_src_json(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, ib_error_t *err)
+{
+    if (body_json(b, msg, err) != IB_E_OK)
+        return NULL;
+    const json_t *v = walk(b->body_json, s);
+    if (!v)
+        ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                     "field %s is missing from the body", s->text);
+    return v;
+}
+
+ib_err_t wk_src_eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_param_t *out,
                      ib_error_t *err)
 {
     switch (s->kind) {
@@ -655,7 +714,7 @@ static ib_err_t eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_pa
         if (msg->body_len)
             memcpy(t, msg->body, msg->body_len);
         t[msg->body_len] = '\0';
-        *out = DB_TEXT(keep(b, t));
+        *out = DB_TEXT(wk_binding_keep(b, t));
         return IB_E_OK;
     }
     case SRC_SUBJECT:
@@ -682,7 +741,7 @@ static ib_err_t eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_pa
         gmtime_r(&sec, &tm);
         snprintf(t, 32, "%04d-%02d-%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900, tm.tm_mon + 1,
                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(msg->enqueued_ms % 1000));
-        *out = DB_TEXT(keep(b, t));
+        *out = DB_TEXT(wk_binding_keep(b, t));
         return IB_E_OK;
     }
     case SRC_SEQUENCE_NUMBER:
@@ -724,64 +783,86 @@ static ib_err_t eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_pa
         *out = from_json(b, v);
         return IB_E_OK;
     }
+    case SRC_RESPONSE_STATUS:
+    case SRC_RESPONSE_HEADER:
+    case SRC_RESPONSE_JSON:
+        return eval_response(b, s, out, err);
+    case SRC_KEY:
+        break; /* rendered by wk_tpl_render */
     }
     return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "unknown source");
 }
 
-static ib_err_t render_key(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *b,
-                           ib_error_t *err)
+/* The text of one template part. */
+static ib_err_t part_text(const part_t *pt, const sb_msg_t *msg, wk_binding_t *b, const char *key,
+                          const char *what, char *num, size_t nsize, const char **t,
+                          ib_error_t *err)
 {
-    char key[KEY_MAX + 64];
+    db_param_t v;
+    if (pt->lit) {
+        *t = pt->lit;
+        return IB_E_OK;
+    }
+    if (pt->src.kind == SRC_KEY) {
+        *t = key ? key : "";
+        return IB_E_OK;
+    }
+    ib_err_t rc = wk_src_eval(b, &pt->src, msg, &v, err);
+    if (rc != IB_E_OK)
+        return rc;
+    switch (v.type) {
+    case DB_PARAM_TEXT:
+        *t = v.text;
+        return IB_E_OK;
+    case DB_PARAM_INT:
+        snprintf(num, nsize, "%lld", v.i);
+        *t = num;
+        return IB_E_OK;
+    case DB_PARAM_FLOAT:
+        snprintf(num, nsize, "%.17g", v.f);
+        *t = num;
+        return IB_E_OK;
+    default:
+        return ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                            "%s source %s is null or absent", what, pt->src.text);
+    }
+}
+
+ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t *b,
+                       const char *key, size_t max, const char *what, char **out,
+                       ib_error_t *err)
+{
+    char *buf = malloc(max + 1);
     size_t len = 0;
-
-    for (size_t i = 0; i < r->nkey; i++) {
+    if (!buf)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < tpl->n; i++) {
         char num[64];
-        const char *t;
-        db_param_t v;
-        ib_err_t rc;
-
-        if (r->key[i].lit) {
-            t = r->key[i].lit;
-        } else {
-            rc = eval(b, &r->key[i].src, msg, &v, err);
-            if (rc != IB_E_OK)
-                return rc;
-            switch (v.type) {
-            case DB_PARAM_TEXT:
-                t = v.text;
-                break;
-            case DB_PARAM_INT:
-                snprintf(num, sizeof(num), "%lld", v.i);
-                t = num;
-                break;
-            case DB_PARAM_FLOAT:
-                snprintf(num, sizeof(num), "%.17g", v.f);
-                t = num;
-                break;
-            default:
-                return ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
-                                    "idempotency key source %s is null or absent",
-                                    r->key[i].src.text);
-            }
+        const char *t = "";
+        ib_err_t rc = part_text(&tpl->v[i], msg, b, key, what, num, sizeof num, &t, err);
+        if (rc != IB_E_OK) {
+            free(buf);
+            return rc;
         }
         size_t tl = strlen(t);
-        if (len + tl > KEY_MAX)
-            return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
-                                "idempotency key is longer than %d bytes", KEY_MAX);
-        memcpy(key + len, t, tl);
+        if (len + tl > max) {
+            free(buf);
+            return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "%s is longer than %zu bytes",
+                                what, max);
+        }
+        memcpy(buf + len, t, tl);
         len += tl;
     }
-    key[len] = '\0';
-    b->idempotency_key = keep(b, strdup(key));
+    buf[len] = '\0';
+    *out = wk_binding_keep(b, buf);
     return IB_E_OK;
 }
 
-ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out, ib_error_t *err)
+/* The route's statements with their parameters evaluated. */
+static ib_err_t bind_stmts(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out,
+                           ib_error_t *err)
 {
     size_t total = 0, at = 0;
-    ib_err_t rc;
-
-    memset(out, 0, sizeof(*out));
     for (size_t s = 0; s < r->nstmts; s++)
         total += r->stmts[s].nparams;
     out->stmts = calloc(r->nstmts ? r->nstmts : 1, sizeof(*out->stmts));
@@ -794,18 +875,70 @@ ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *o
         out->stmts[s].params = out->params + at;
         out->stmts[s].nparams = r->stmts[s].nparams;
         for (size_t k = 0; k < r->stmts[s].nparams; k++) {
-            rc = eval(out, &r->stmts[s].params[k], msg, &out->params[at++], err);
+            ib_err_t rc = wk_src_eval(out, &r->stmts[s].params[k], msg, &out->params[at++], err);
             if (rc != IB_E_OK)
                 return rc;
         }
     }
-    if (r->nkey) {
-        rc = render_key(r, msg, out, err);
-        if (rc != IB_E_OK)
-            return rc;
-    }
+    return IB_E_OK;
+}
+
+ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out, ib_error_t *err)
+{
+    ib_err_t rc;
+    memset(out, 0, sizeof(*out));
+    /* An HTTP route's statements need the answer: wk_route_bind_finish. */
+    if (!r->http && (rc = bind_stmts(r, msg, out, err)) != IB_E_OK)
+        return rc;
+    if (r->key.n && (rc = wk_tpl_render(&r->key, msg, out, NULL, KEY_MAX, "idempotency key",
+                                        &out->idempotency_key, err)) != IB_E_OK)
+        return rc;
     ib_error_clear(err);
     return IB_E_OK;
+}
+
+ib_err_t wk_route_bind_finish(const wk_route_t *r, const sb_msg_t *msg, const fx_response_t *resp,
+                              wk_binding_t *out, ib_error_t *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->response = resp;
+    ib_err_t rc = bind_stmts(r, msg, out, err);
+    if (rc == IB_E_OK)
+        ib_error_clear(err);
+    return rc;
+}
+
+const wk_http_spec_t *wk_route_http(const wk_route_t *r)
+{
+    return r->http;
+}
+
+const char *wk_route_bind_reason(ib_err_t rc)
+{
+    return rc == IB_E_INVALID_JSON    ? "InvalidJson"
+           : rc == IB_E_MISSING_FIELD ? "MissingField"
+           : rc == IB_E_INVAL         ? "InvalidIdempotencyKey"
+                                      : "BindError";
+}
+
+int wk_routes_check_limits(const wk_routes_t *routes, long long renewal_s, FILE *errs)
+{
+    wk_problems_t p = {.errs = errs};
+    for (size_t i = 0; i < routes->n; i++) {
+        const wk_http_spec_t *h = routes->v[i].http;
+        if (!h)
+            continue;
+        snprintf(p.prefix, sizeof(p.prefix), "routes[%zu]", i);
+        if (renewal_s > 0 && wk_http_lease_s(h) >= renewal_s)
+            wk_problem(&p, "http.lease_s",
+                       "(%ld s) must be shorter than servicebus.max_auto_lock_renewal_s (%lld s): "
+                       "the broker lock must outlive the claim",
+                       wk_http_lease_s(h), renewal_s);
+        else if (renewal_s == 0)
+            wk_problem(&p, "http.lease_s",
+                       "HTTP routes need lock renewal (servicebus.max_auto_lock_renewal_s > 0)");
+    }
+    return p.n;
 }
 
 void wk_binding_free(wk_binding_t *b)
@@ -816,5 +949,6 @@ void wk_binding_free(wk_binding_t *b)
     free(b->stmts);
     free(b->params);
     json_decref(b->body_json);
+    json_decref(b->response_json);
     memset(b, 0, sizeof(*b));
 }

@@ -30,6 +30,7 @@
 #include <jansson.h>
 
 #include "db_inbox.h"
+#include "fx_client.h"
 #include "ib_err.h"
 #include "sb_msg.h"
 
@@ -71,6 +72,8 @@ typedef struct wk_binding {
     char **strings;
     size_t nstrings, cap_strings;
     json_t *body_json;
+    const fx_response_t *response; /* the call's answer (finishing statements of HTTP routes) */
+    json_t *response_json;
 } wk_binding_t;
 
 /*
@@ -83,5 +86,68 @@ typedef struct wk_binding {
 ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out,
                        ib_error_t *err);
 void wk_binding_free(wk_binding_t *b);
+
+/* The dead-letter reason of a binding failure ("MissingField", ...). */
+const char *wk_route_bind_reason(ib_err_t rc);
+
+/* ---- HTTP routes (wk_route_http.c) ---------------------------------------
+ *
+ * {"match": ..., "idempotency_key": "charge:{$.orderId}",
+ *  "http": {"method", "url", "body", "headers", "idempotency_header",
+ *           "idempotent", "timeout_ms", "lease_s", "remote_id", "ca_file",
+ *           "reconcile": {"method", "url"}},
+ *  "sql": [...], "params": [[..., "response:$.id", "response:status",
+ *                            "response:header:NAME"]]}
+ *
+ * url, header values and reconcile.url are templates over the key's
+ * sources plus {key} (the idempotency key, or the message id); body is a
+ * parameter source. Header values may be {"env": NAME}: the secret is read
+ * once at start and never printed.
+ */
+typedef struct wk_http_spec wk_http_spec_t;
+
+/* The route's http section, or NULL for a SQL route. */
+const wk_http_spec_t *wk_route_http(const wk_route_t *r);
+const char *wk_http_method(const wk_http_spec_t *h);
+const char *wk_http_reconcile_method(const wk_http_spec_t *h);
+long wk_http_timeout_ms(const wk_http_spec_t *h);
+long wk_http_lease_s(const wk_http_spec_t *h);
+bool wk_http_idempotent(const wk_http_spec_t *h);
+bool wk_http_has_reconcile(const wk_http_spec_t *h);
+const char *wk_http_ca_file(const wk_http_spec_t *h); /* NULL: the system store */
+
+/* One message's request, bound; owns its strings (through b). */
+typedef struct wk_http_call {
+    char *url;
+    char *url_redacted; /* scheme://host/path, for logs and dead letters */
+    char *reconcile_url;
+    const char *body; /* NULL: no body */
+    size_t body_len;
+    fx_header_t *headers; /* the route's, Content-Type, the key header, traceparent */
+    size_t nheaders;
+    wk_binding_t b;
+} wk_http_call_t;
+
+/*
+ * Binds the request of msg on HTTP route r; key fills {key} and the key
+ * header. Fails (permanent) as wk_route_bind does. out must be freed with
+ * wk_http_call_free either way. thread: any.
+ */
+ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char *key,
+                            wk_http_call_t *out, ib_error_t *err);
+void wk_http_call_free(wk_http_call_t *c);
+/* The route's finishing statements, with response:... sources from resp. */
+ib_err_t wk_route_bind_finish(const wk_route_t *r, const sb_msg_t *msg, const fx_response_t *resp,
+                              wk_binding_t *out, ib_error_t *err);
+/* The remote id (http.remote_id) found in resp, "" when none. */
+void wk_route_remote_id(const wk_route_t *r, const fx_response_t *resp, char *buf, size_t size);
+/* Replaces the route's secrets in text with "***" (in place). */
+void wk_route_scrub(const wk_route_t *r, char *text);
+/*
+ * Checks that need the rest of the config: an HTTP route's lease is shorter
+ * than the broker lock's renewal limit. Problems are written like
+ * wk_routes_compile's; returns their number.
+ */
+int wk_routes_check_limits(const wk_routes_t *routes, long long renewal_s, FILE *errs);
 
 #endif

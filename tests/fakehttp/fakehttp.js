@@ -27,12 +27,13 @@
  *   {"kind": "reset", "effect": true}  read the request, perform the effect
  *                                      (unless effect is false), reset the
  *                                      connection without an answer
- *   {"kind": "status", "status": S, "retry_after": R}
+ *   {"kind": "status", "status": S, "retry_after": R, "echo_auth": B}
  *                                      answer S (with Retry-After: R) and
- *                                      perform nothing
+ *                                      perform nothing; echo_auth puts the
+ *                                      request's Authorization in the body
  *
- * Ledger: GET /_ledger -> {"requests": [{seq, method, path, key, t,
- * traceparent, fault, conn}], "effects": {key: [{id, seq}]}}. POST /_reset clears
+ * Ledger: GET /_ledger -> {"requests": [{seq, method, path, key,
+ * key_from_header, t, traceparent, fault, conn, authorization}], "effects": {key: [{id, seq}]}}. POST /_reset clears
  * the ledger and the faults.
  */
 'use strict';
@@ -72,11 +73,12 @@ function send(res, status, obj, extra) {
   res.end(body);
 }
 
+/* The request's key, and whether it came in the key header. */
 function keyOf(req, body) {
   const h = req.headers[opt.keyHeader];
-  if (h) return String(h);
-  try { const j = JSON.parse(body); if (j && j.orderId !== undefined) return String(j.orderId); } catch (e) { /* not JSON */ }
-  return '(none)';
+  if (h) return { key: String(h), fromHeader: true };
+  try { const j = JSON.parse(body); if (j && j.orderId !== undefined) return { key: String(j.orderId), fromHeader: false }; } catch (e) { /* not JSON */ }
+  return { key: '(none)', fromHeader: false };
 }
 
 function pickFault(key, earlier) {
@@ -114,8 +116,10 @@ function control(req, res, body) {
 }
 
 function reconcile(req, res) {
-  const key = new URL(req.url, 'http://x').searchParams.get('key');
-  const list = state.effects.get(key || '') || [];
+  const key = new URL(req.url, 'http://x').searchParams.get('key') || '';
+  const list = state.effects.get(key) || [];
+  state.requests.push({ seq: state.requests.length + 1, method: req.method, path: req.url, key,
+    t: Date.now(), reconcile: true, found: list.length > 0, conn: req.socket.fxConn });
   if (list.length === 0) return send(res, 404, { error: 'no such effect', key });
   return send(res, 200, { id: list[0].id, key });
 }
@@ -123,17 +127,21 @@ function reconcile(req, res) {
 function handle(req, res, body) {
   if (req.url.startsWith('/_')) return control(req, res, body);
   if (req.method === 'GET') return reconcile(req, res);
-  const key = keyOf(req, body);
+  const { key, fromHeader } = keyOf(req, body);
   const earlier = state.perKey.get(key) || 0;
   state.perKey.set(key, earlier + 1);
   const seq = state.requests.length + 1;
   const f = pickFault(key, earlier);
   state.requests.push({ seq, method: req.method, path: req.url, key, t: Date.now(),
-    traceparent: req.headers.traceparent || null, fault: f ? f.kind : null, conn: req.socket.fxConn,
+    key_from_header: fromHeader, traceparent: req.headers.traceparent || null,
+    fault: f ? f.kind : null, conn: req.socket.fxConn,
     authorization: req.headers.authorization ? true : false });
   if (f && f.kind === 'status') {
     const extra = f.retry_after !== undefined ? { 'Retry-After': String(f.retry_after) } : {};
-    return send(res, f.status, { error: `injected ${f.status}` }, extra);
+    /* echo_auth: a careless destination that repeats the credential it got. */
+    const body = { error: `injected ${f.status}` };
+    if (f.echo_auth) body.you_sent = req.headers.authorization || null;
+    return send(res, f.status, body, extra);
   }
   if (f && f.kind === 'reset') {
     if (f.effect !== false) effect(key, seq);

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# HTTP scenario 5, one message per row of the decision table that is about
+# the answer itself:
+#   400                  -> recorded failed, dead-lettered HttpRejected with
+#                           the status (and never the credential, even when
+#                           the destination echoes it back)
+#   503 + Retry-After: 1 -> waited at least a second, then applied
+#   500 three times      -> retried with the same key, then applied (201)
+#   TLS, throwaway CA    -> applied through https with http.ca_file
+#   TLS, wrong CA        -> a clear log line, nothing sent, the message not
+#                           lost (abandoned until MaxDeliveryCount dead-letters it)
+#   connection refused   -> transient, abandoned, not lost
+# The credential never appears in inboxd's output, --print-config or the DLQ.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/http_lib.sh"
+e2e_init "${1:-postgresql}"
+create_charges_table
+"$E2E_SRC/tests/fakehttp/mkca.sh" "$W" || die "mkca failed"
+start_emu '{"queues":[{"name":"charges","lock_duration_s":5,"max_delivery_count":2}]}'
+start_fake pay idempotent; PAY=$FAKE_URL
+start_fake tls idempotent --tls "$W/srv.crt" "$W/srv.key"; TLS=$FAKE_URL
+fake_config "$PAY" '{"faults":[
+  {"kind":"status","match":"bad-","status":400,"echo_auth":true},
+  {"kind":"status","match":"wait-","status":503,"retry_after":1,"times":1},
+  {"kind":"status","match":"flaky-","status":500,"times":3}]}'
+# A port nothing listens on.
+refused=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+route() { # route SUBJECT URL [EXTRA_HTTP]
+  local extra=${3:-}
+  [ -n "$extra" ] || extra='{}'
+  charge_route "$2" true "$extra" | jq --arg s "$1" '.[0].match.subject = $s | .[0]'
+}
+routes=$(jq -s . <(route ChargeRequested "$PAY") \
+  <(route TlsGood "$TLS" "$(jq -n --arg ca "$W/ca.crt" '{ca_file: $ca}')") \
+  <(route TlsBad "$TLS" "$(jq -n --arg ca "$W/other-ca.crt" '{ca_file: $ca}')") \
+  <(route Refused "http://127.0.0.1:$refused"))
+{
+  gen_orders 1 bad; gen_orders 1 wait; gen_orders 1 flaky; gen_orders 1 ok
+  gen_orders 1 tgood TlsGood; gen_orders 1 tbad TlsBad; gen_orders 1 refused Refused
+} >"$W/orders.jsonl"
+# Five retries inside one delivery: enough for three 500s and a Retry-After.
+write_config "$W/inboxd.json" charges "$routes" '{"retry":{"attempts":5,"base_ms":50,"max_ms":300}}'
+"$INBOXD" --config "$W/inboxd.json" --print-config >"$W/print-config.json" 2>&1 \
+  || die "--print-config failed: $(cat "$W/print-config.json")"
+send_file charges "$W/orders.jsonl"
+start_inboxd "$W/inboxd.json" inboxd; pid=$LAST_PID
+wait_until 120 queue_empty charges || die "queue not drained"
+stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
+ledger "$PAY" "$W/pay.json"; ledger "$TLS" "$W/tls.json"
+"$INBOXCTL" peek --connection-string "$SB_CS" --entity charges --dlq >"$W/dlq.jsonl"
+dl() { jq -r --arg m "$1" 'select(.message_id == $m) | '"$2" "$W/dlq.jsonl"; }
+
+# 400: failed row with the status, HttpRejected naming it.
+check "400: reason" "$(dl bad-1 .dead_letter_reason)" HttpRejected
+case "$(dl bad-1 .dead_letter_description)" in *"HTTP 400"*) e2e_log "ok   400: description names the status" ;;
+  *) die "400: description '$(dl bad-1 .dead_letter_description)'" ;; esac
+check "400: inbox row" "$(sql "SELECT status || ' ' || remote_status FROM inboxd_inbox WHERE message_id = 'bad-1'")" "failed 400"
+check "400: requests" "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:bad-1")] | length')" 1
+# 503 + Retry-After: 1, then applied; the second request a second later or more.
+check "503: inbox row" "$(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'wait-1'")" processed
+check "503: requests" "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:wait-1")] | length')" 2
+gap=$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:wait-1") | .t] | .[1] - .[0]')
+[ "$gap" -ge 1000 ] || die "503: Retry-After not honoured (second request after $gap ms)"
+e2e_log "ok   503: second request after $gap ms"
+# 500 x3 then 201, with one key.
+check "500x3: inbox row" "$(sql "SELECT status || ' ' || remote_status FROM inboxd_inbox WHERE message_id = 'flaky-1'")" "processed 201"
+check "500x3: requests" "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:flaky-1")] | length')" 4
+check "500x3: effects" "$(ledger_q "$W/pay.json" '.effects["charge:flaky-1"] | length')" 1
+check "plain: inbox row" "$(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'ok-1'")" processed
+# TLS with the throwaway CA.
+check "tls: inbox row" "$(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'tgood-1'")" processed
+check "tls: effects" "$(ledger_q "$W/tls.json" '.effects["charge:tgood-1"] | length')" 1
+check "tls: charge row" "$(sql "SELECT count(*) FROM charges WHERE order_id = 'tgood-1'")" 1
+# TLS with the wrong CA: nothing sent, not lost, no inbox row left behind.
+check "wrong CA: requests" "$(ledger_q "$W/tls.json" '[.requests[] | select(.key == "charge:tbad-1")] | length')" 0
+check "wrong CA: dead-lettered after its deliveries" "$(dl tbad-1 .dead_letter_reason)" MaxDeliveryCountExceeded
+check "wrong CA: inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id = 'tbad-1'")" 0
+grep -q '"event":"http_tls".*certificate' "$W/inboxd.log" || die "no clear log line for the TLS failure"
+e2e_log "ok   wrong CA: logged as http_tls naming the certificate"
+check "refused: dead-lettered after its deliveries" "$(dl refused-1 .dead_letter_reason)" MaxDeliveryCountExceeded
+check "refused: inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id = 'refused-1'")" 0
+# The credential went to the destinations and nowhere else.
+check "requests carrying the credential" "$(ledger_q "$W/pay.json" '[.requests[] | select(.authorization)] | length')" \
+  "$(ledger_q "$W/pay.json" '.requests | length')"
+for f in "$W/inboxd.log" "$W/print-config.json" "$W/dlq.jsonl"; do
+  if grep -qF "$E2E_PAYMENTS_TOKEN" "$f"; then die "the credential appears in $(basename "$f")"; fi
+done
+e2e_log "ok   the credential is in no log line, --print-config or dead letter"
+check "charges rows" "$(sql 'SELECT count(*) FROM charges')" 4

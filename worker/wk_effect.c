@@ -1,0 +1,466 @@
+/*
+ * wk_effect.c - one message through an HTTP route: claim the inbox row
+ * with a lease, call the destination with the idempotency key, classify
+ * the answer, finish the row (and the route's SQL) in one transaction.
+ *
+ * The rule that matters: a call that may have acted is never made again
+ * unless the destination honours the key (idempotent) or a reconcile query
+ * said it did not act. Otherwise the row is recorded `uncertain` and the
+ * message dead-lettered OutcomeUncertain for a person to resolve.
+ *
+ * thread: a db worker. Each worker thread has its own HTTP client (kept in
+ * thread-specific data, freed when the thread ends) so connections are
+ * reused per worker.
+ */
+#include "wk_effect.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_effect.h"
+#include "fx_client.h"
+#include "ib_log.h"
+
+#define SNIPPET_MAX 200
+
+static pthread_once_t client_once = PTHREAD_ONCE_INIT;
+static pthread_key_t client_key;
+static bool client_ready;
+
+static void free_client(void *fx)
+{
+    fx_client_free(fx);
+}
+
+static void init_clients(void)
+{
+    ib_error_t err;
+    client_ready = fx_global_init(&err) == IB_E_OK &&
+                   pthread_key_create(&client_key, free_client) == 0;
+}
+
+/* This thread's client; NULL when libcurl could not start. */
+static fx_client_t *thread_client(void)
+{
+    pthread_once(&client_once, init_clients);
+    if (!client_ready)
+        return NULL;
+    fx_client_t *fx = pthread_getspecific(client_key);
+    if (!fx && (fx = fx_client_new()) != NULL && pthread_setspecific(client_key, fx) != 0) {
+        fx_client_free(fx);
+        fx = NULL;
+    }
+    return fx;
+}
+
+/* The state of one message's run through the route. */
+typedef struct run {
+    wk_pipeline_t *p;
+    db_conn_t *dbc;
+    const sb_msg_t *msg;
+    const wk_route_t *route;
+    const wk_http_spec_t *h;
+    const db_claim_t *claim;
+    const atomic_bool *lock_lost;
+    wk_decision_t *d;
+    db_claim_row_t row;
+    wk_http_call_t call;
+    bool reached; /* a call of this claim (or an earlier owner's) may have acted */
+    unsigned seed;
+} run_t;
+
+static void set_dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason,
+                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void set_dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason,
+                            const char *fmt, ...)
+{
+    va_list ap;
+    d->outcome = o;
+    d->disposition = SB_DEADLETTER;
+    ib_strlcpy(d->reason, reason, sizeof(d->reason));
+    va_start(ap, fmt);
+    vsnprintf(d->description, sizeof(d->description), fmt, ap);
+    va_end(ap);
+}
+
+static void set_abandon(wk_decision_t *d)
+{
+    d->outcome = WK_OUT_ABANDONED;
+    d->disposition = SB_ABANDON;
+}
+
+/*
+ * The first bytes of an answer, printable, with the route's secrets masked
+ * (masked over a wider window first, so a secret cut at the edge is still
+ * caught).
+ */
+static void snippet(const run_t *r, const fx_response_t *resp, char *buf, size_t size)
+{
+    char wide[4 * SNIPPET_MAX + 1];
+    size_t n = resp->body_len < sizeof wide - 1 ? resp->body_len : sizeof wide - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)resp->body[i];
+        wide[i] = c >= 0x20 && c < 0x7f ? (char)c : ' ';
+    }
+    wide[n] = '\0';
+    wk_route_scrub(r->route, wide);
+    snprintf(buf, size, "%.*s", SNIPPET_MAX, wide);
+}
+
+/* Gives the claim up and leaves the message to come back (abandon). */
+static void give_up(run_t *r)
+{
+    ib_error_t e;
+    if (r->row.token[0])
+        db_effect_release(r->dbc, r->p->cfg->consumer, &r->row, r->reached, &e);
+    set_abandon(r->d);
+}
+
+/* Writes the row's outcome, retrying the database (never the call). */
+static db_outcome_t finish(run_t *r, const db_effect_result_t *res, const db_stmt_t *stmts,
+                           size_t nstmts)
+{
+    for (;;) {
+        ib_error_t e;
+        db_outcome_t o = db_effect_finish(r->dbc, r->p->cfg->consumer, &r->row, res, stmts,
+                                          nstmts, &e);
+        if (o == DB_APPLIED)
+            return o;
+        r->d->err = e;
+        if (e.code == IB_E_LOCK_LOST || e.cls != IB_CLASS_TRANSIENT)
+            return o;
+        r->d->attempts++;
+        /* The lease, not a release, covers a finish we could not write:
+         * the next delivery takes the row over as possibly applied. */
+        if (!wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, 0))
+            return o;
+    }
+}
+
+/* After finish failed: abandon (weather, a takeover) or say why it is stuck. */
+static void finish_failed(run_t *r)
+{
+    if (r->d->err.code == IB_E_LOCK_LOST || r->d->err.cls == IB_CLASS_TRANSIENT) {
+        set_abandon(r->d);
+        return;
+    }
+    set_dead_letter(r->d, WK_OUT_DEAD_LETTERED, "HandlerError", "%s", r->d->err.text);
+}
+
+static void record_uncertain(run_t *r, const char *why)
+{
+    db_effect_result_t res = {"uncertain", NULL, r->d->http_status, "ambiguous", why};
+    if (finish(r, &res, NULL, 0) != DB_APPLIED) {
+        finish_failed(r);
+        return;
+    }
+    if (r->p->metrics)
+        wk_metrics_uncertain(r->p->metrics);
+    ib_error_set(&r->d->err, IB_E_TIMEOUT, IB_CLASS_AMBIGUOUS, "%s", why);
+    set_dead_letter(r->d, WK_OUT_UNCERTAIN, "OutcomeUncertain",
+                    "%s; recorded uncertain: resolve with inboxctl inbox resolve --message-id %s",
+                    why, r->row.message_id);
+}
+
+/* 2xx: the row becomes processed with the remote id, the route's SQL runs. */
+static void applied(run_t *r, const fx_response_t *resp)
+{
+    wk_binding_t fb;
+    ib_error_t e;
+    wk_route_remote_id(r->route, resp, r->d->remote_id, sizeof r->d->remote_id);
+    if (wk_route_bind_finish(r->route, r->msg, resp, &fb, &e) != IB_E_OK) {
+        /* The effect happened; the SQL cannot say it. Record that much. */
+        wk_binding_free(&fb);
+        db_effect_result_t res = {"failed", r->d->remote_id, resp->status, "permanent", e.text};
+        r->d->err = e;
+        if (finish(r, &res, NULL, 0) != DB_APPLIED) {
+            finish_failed(r);
+            return;
+        }
+        r->d->err = e;
+        set_dead_letter(r->d, WK_OUT_DEAD_LETTERED, "MissingField",
+                        "the call succeeded (HTTP %ld, remote id '%s') but the finishing SQL "
+                        "could not be bound: %s",
+                        resp->status, r->d->remote_id, e.text);
+        return;
+    }
+    db_effect_result_t res = {"processed", r->d->remote_id, resp->status, NULL, NULL};
+    db_outcome_t o = finish(r, &res, fb.stmts, fb.nstmts);
+    wk_binding_free(&fb);
+    if (o == DB_APPLIED) {
+        ib_error_clear(&r->d->err);
+        r->d->outcome = WK_OUT_APPLIED;
+        r->d->disposition = SB_COMPLETE;
+        return;
+    }
+    if (r->d->err.cls == IB_CLASS_PERMANENT && r->d->err.code != IB_E_LOCK_LOST) {
+        /* The route's own SQL failed: say so on the row, with the remote id. */
+        ib_error_t sqlerr = r->d->err;
+        db_effect_result_t bad = {"failed", r->d->remote_id, resp->status, "permanent",
+                                  sqlerr.text};
+        if (finish(r, &bad, NULL, 0) == DB_APPLIED)
+            r->d->err = sqlerr;
+    }
+    finish_failed(r);
+}
+
+/* Any other 4xx (and 3xx): the destination refused; recorded failed. */
+static void rejected(run_t *r, const fx_response_t *resp)
+{
+    char snip[SNIPPET_MAX + 1], detail[512];
+    snippet(r, resp, snip, sizeof snip);
+    snprintf(detail, sizeof detail, "HTTP %ld: %s", resp->status, snip);
+    db_effect_result_t res = {"failed", NULL, resp->status, "permanent", detail};
+    if (finish(r, &res, NULL, 0) != DB_APPLIED) {
+        finish_failed(r);
+        return;
+    }
+    ib_error_set(&r->d->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld", resp->status);
+    set_dead_letter(r->d, WK_OUT_DEAD_LETTERED, "HttpRejected", "HTTP %ld from %s %s: %s",
+                    resp->status, wk_http_method(r->h), r->call.url_redacted, snip);
+}
+
+static void count_call(run_t *r, const fx_response_t *resp)
+{
+    r->d->http_status = resp->status;
+    r->d->calls++;
+    if (r->p->metrics)
+        wk_metrics_http_request(r->p->metrics, wk_route_index(r->route),
+                                fx_response_metric_class(resp), resp->duration_s);
+    IB_LOG(IB_LOG_DEBUG, "http_call", IB_MSG("destination answered"),
+           IB_S("message_id", r->msg->message_id), IB_I("http_status", resp->status),
+           IB_S("class", fx_class_name(resp->cls)), IB_B("sent", resp->sent),
+           IB_D("duration_s", resp->duration_s),
+           IB_S("error", resp->cls == FX_APPLIED ? NULL : resp->err.text));
+}
+
+typedef enum { REC_APPLIED, REC_ABSENT, REC_UNKNOWN } reconcile_t;
+
+/* Asks the destination whether the call took effect. */
+static reconcile_t reconcile(run_t *r, fx_client_t *fx)
+{
+    fx_response_t resp;
+    fx_request_t rq = {.method = wk_http_reconcile_method(r->h),
+                       .url = r->call.reconcile_url,
+                       .headers = r->call.headers,
+                       .nheaders = r->call.nheaders,
+                       .timeout_ms = wk_http_timeout_ms(r->h),
+                       .ca_file = wk_http_ca_file(r->h)};
+    fx_client_call(fx, &rq, &resp);
+    count_call(r, &resp);
+    reconcile_t rc = REC_UNKNOWN;
+    if (resp.cls == FX_APPLIED) {
+        applied(r, &resp);
+        rc = REC_APPLIED;
+    } else if (resp.status == 404) {
+        rc = REC_ABSENT;
+    } else {
+        r->d->err = resp.err;
+    }
+    fx_response_free(&resp);
+    return rc;
+}
+
+/* The call itself; returns true when the message is decided. */
+static bool call_once(run_t *r, fx_client_t *fx)
+{
+    fx_response_t resp;
+    fx_request_t rq = {.method = wk_http_method(r->h),
+                       .url = r->call.url,
+                       .body = r->call.body,
+                       .body_len = r->call.body_len,
+                       .headers = r->call.headers,
+                       .nheaders = r->call.nheaders,
+                       .timeout_ms = wk_http_timeout_ms(r->h),
+                       .ca_file = wk_http_ca_file(r->h)};
+    fx_client_call(fx, &rq, &resp);
+    count_call(r, &resp);
+    bool decided = true;
+    switch (resp.cls) {
+    case FX_APPLIED:
+        applied(r, &resp);
+        break;
+    case FX_PERMANENT:
+        rejected(r, &resp);
+        break;
+    case FX_TRANSIENT:
+        r->d->err = resp.err;
+        if (resp.err.code == IB_E_TLS)
+            IB_LOG(IB_LOG_ERROR, "http_tls", IB_MSG(resp.err.text),
+                   IB_S("message_id", r->msg->message_id), IB_S("url", r->call.url_redacted));
+        decided = !wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d,
+                                          resp.retry_after_ms);
+        if (decided)
+            give_up(r);
+        break;
+    case FX_AMBIGUOUS:
+        r->d->err = resp.err;
+        r->reached = true;
+        if (!wk_http_idempotent(r->h) && !wk_http_has_reconcile(r->h)) {
+            record_uncertain(r, resp.err.text);
+            break;
+        }
+        /* Same key again (idempotent), or reconcile first: both after a backoff. */
+        decided = !wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, 0);
+        if (decided)
+            give_up(r);
+        break;
+    }
+    fx_response_free(&resp);
+    return decided;
+}
+
+/* Extends our lease before a call; false when the message is decided. */
+static bool renew(run_t *r)
+{
+    for (;;) {
+        ib_error_t e;
+        if (db_effect_renew(r->dbc, r->p->cfg->consumer, &r->row, wk_http_lease_s(r->h), &e) ==
+            IB_E_OK)
+            return true;
+        r->d->err = e;
+        if (e.code == IB_E_LOCK_LOST) {
+            /* Another worker owns the row now: it calls, we do not. */
+            r->row.token[0] = '\0';
+            set_abandon(r->d);
+            return false;
+        }
+        r->d->attempts++;
+        if (e.cls != IB_CLASS_TRANSIENT ||
+            !wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, 0)) {
+            give_up(r);
+            return false;
+        }
+    }
+}
+
+static void call_loop(run_t *r, fx_client_t *fx)
+{
+    bool prior = r->reached; /* a takeover: the earlier owner may have called */
+    for (;;) {
+        if (atomic_load(r->lock_lost)) {
+            give_up(r);
+            return;
+        }
+        if (prior && !wk_http_idempotent(r->h)) {
+            if (!wk_http_has_reconcile(r->h)) {
+                record_uncertain(r, "the claim was taken over after its lease ran out: an "
+                                    "earlier call may have reached the destination");
+                return;
+            }
+            reconcile_t rc = reconcile(r, fx);
+            if (rc == REC_APPLIED)
+                return;
+            if (rc == REC_UNKNOWN) {
+                if (!wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, 0)) {
+                    give_up(r);
+                    return;
+                }
+                continue;
+            }
+            prior = r->reached = false; /* the destination never acted: call */
+        }
+        if (!renew(r))
+            return;
+        r->d->attempts++;
+        if (call_once(r, fx))
+            return;
+        prior = r->reached;
+    }
+}
+
+/* Claims the row, retrying the database; returns true when d is decided. */
+static bool claim(run_t *r, db_claim_outcome_t *out)
+{
+    for (;;) {
+        db_claim_outcome_t o =
+            db_effect_claim(r->dbc, r->claim, wk_http_lease_s(r->h), &r->row, &r->d->err);
+        *out = o;
+        if (o != DB_CLAIM_FAILED)
+            return false;
+        r->d->attempts++;
+        if (r->d->err.cls != IB_CLASS_TRANSIENT) {
+            set_dead_letter(r->d, WK_OUT_DEAD_LETTERED, "HandlerError", "%s", r->d->err.text);
+            return true;
+        }
+        if (!wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, 0))
+            return true;
+    }
+}
+
+void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
+                       const wk_route_t *route, const db_claim_t *dbclaim,
+                       const atomic_bool *lock_lost, wk_decision_t *d)
+{
+    run_t r = {.p = p, .dbc = dbc, .msg = msg, .route = route, .h = wk_route_http(route),
+               .claim = dbclaim, .lock_lost = lock_lost, .d = d,
+               .seed = (unsigned)(ib_mono_ms() ^ (long long)(size_t)msg)};
+    db_claim_outcome_t o;
+    fx_client_t *fx = thread_client();
+    long long t0 = ib_mono_ms();
+
+    if (!fx) {
+        ib_error_set(&d->err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "http client could not start");
+        set_abandon(d);
+        return;
+    }
+    if (claim(&r, &o))
+        goto out;
+    switch (o) {
+    case DB_CLAIM_CONFLICT:
+        set_dead_letter(d, WK_OUT_CONFLICT, "IdempotencyKeyConflict",
+                        "idempotency key '%s' (or message-id '%s') was already used with a "
+                        "different body",
+                        dbclaim->idempotency_key ? dbclaim->idempotency_key : "",
+                        dbclaim->message_id);
+        goto out;
+    case DB_CLAIM_DONE:
+        ib_strlcpy(d->remote_id, r.row.remote_id, sizeof d->remote_id);
+        ib_error_clear(&d->err);
+        d->outcome = WK_OUT_DUPLICATE;
+        d->disposition = SB_COMPLETE;
+        goto out;
+    case DB_CLAIM_BUSY: {
+        /* Another worker is calling: its outcome is what a redelivery finds. */
+        long long wait = wk_backoff_ms(p->cfg->retry.max_ms, p->cfg->retry.max_ms, 1, &r.seed);
+        struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        ib_error_set(&d->err, IB_E_AGAIN, IB_CLASS_TRANSIENT,
+                     "another worker holds the claim of this message");
+        set_abandon(d);
+        goto out;
+    }
+    case DB_CLAIM_TAKEN_OVER:
+        r.reached = true;
+        if (p->metrics)
+            wk_metrics_claim_taken_over(p->metrics);
+        IB_LOG(IB_LOG_WARN, "claim_taken_over",
+               IB_MSG("an expired claim was taken over; its earlier call may have acted"),
+               IB_S("consumer", p->cfg->consumer), IB_S("message_id", msg->message_id),
+               IB_S("inbox_message_id", r.row.message_id), IB_I("claims", r.row.attempts));
+        break;
+    default:
+        break;
+    }
+    if (wk_route_bind_http(route, msg, dbclaim->idempotency_key ? dbclaim->idempotency_key
+                                                                 : msg->message_id,
+                           &r.call, &d->err) != IB_E_OK) {
+        /* Nothing was called: give the row up and dead-letter the message. */
+        ib_error_t e;
+        db_effect_release(dbc, p->cfg->consumer, &r.row, r.reached, &e);
+        if (d->err.cls == IB_CLASS_TRANSIENT)
+            set_abandon(d);
+        else
+            set_dead_letter(d, WK_OUT_DEAD_LETTERED, wk_route_bind_reason(d->err.code), "%s",
+                            d->err.text);
+        goto out;
+    }
+    call_loop(&r, fx);
+out:
+    wk_http_call_free(&r.call);
+    d->duration_ms += ib_mono_ms() - t0;
+}

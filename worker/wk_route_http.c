@@ -1,0 +1,465 @@
+/*
+ * wk_route_http.c - the "http" section of a route: compiled once at start
+ * (every field checked, unknown fields refused, secrets read from the
+ * environment), then bound per message into the request to send.
+ *
+ *   "http": {"method": "POST", "url": "https://h/charges", "body": "body",
+ *            "headers": {"Content-Type": "application/json",
+ *                        "Authorization": {"env": "PAYMENTS_TOKEN"}},
+ *            "idempotency_header": "Idempotency-Key", "idempotent": true,
+ *            "timeout_ms": 10000, "lease_s": 60, "remote_id": "$.id",
+ *            "ca_file": "/etc/ssl/payments-ca.pem",
+ *            "reconcile": {"method": "GET", "url": "https://h/charges?key={key}"}}
+ *
+ * A secret's value is registered with the logger's mask and kept only in
+ * the compiled header; the config (and so --print-config) holds its
+ * variable's name.
+ *
+ * thread: compile on main; bind on any thread (the spec is read-only).
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_log.h"
+#include "wk_route_int.h"
+
+#define URL_MAX 4096
+#define HEADER_MAX 4096
+#define SECRET_MIN 4 /* shorter values are not masked (they would mask everything) */
+
+typedef struct http_header {
+    char *name;
+    template_t value; /* when not a secret */
+    char *secret;     /* the value from {"env": NAME} */
+} http_header_t;
+
+struct wk_http_spec {
+    char *method;
+    template_t url;
+    bool has_body;
+    src_t body;
+    http_header_t *headers;
+    size_t nheaders;
+    bool has_content_type;
+    char *idem_header;
+    bool idempotent;
+    long timeout_ms;
+    long lease_s;
+    bool has_remote_id;
+    src_t remote_id;
+    char *ca_file;
+    bool has_reconcile;
+    char *rec_method;
+    template_t rec_url;
+};
+
+static bool method_valid(const char *m)
+{
+    static const char *const ok[] = {"GET", "POST", "PUT", "PATCH", "DELETE", NULL};
+    for (int i = 0; ok[i]; i++)
+        if (strcmp(m, ok[i]) == 0)
+            return true;
+    return false;
+}
+
+/* A header name is an HTTP token. */
+static bool token_valid(const char *s)
+{
+    if (!*s)
+        return false;
+    for (const char *c = s; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr("!#$%&'*+-.^_`|~", *c))
+            return false;
+    return true;
+}
+
+static bool url_template_ok(const char *t)
+{
+    return strncmp(t, "https://", 8) == 0 || strncmp(t, "http://", 7) == 0;
+}
+
+static void compile_url(const json_t *v, const char *field, template_t *tpl, bool *nj,
+                        wk_problems_t *p)
+{
+    if (!json_is_string(v) || !url_template_ok(json_string_value(v))) {
+        wk_problem(p, field, "must be a string starting with https:// or http://");
+        return;
+    }
+    wk_tpl_compile(json_string_value(v), field, SRC_ALLOW_KEY, tpl, nj, p);
+}
+
+static void compile_headers(wk_http_spec_t *h, const json_t *hs, bool *nj, wk_problems_t *p)
+{
+    const char *name;
+    json_t *v;
+    if (!json_is_object(hs)) {
+        wk_problem(p, "http.headers", "must be an object of name: value");
+        return;
+    }
+    h->headers = calloc(json_object_size(hs) + 1, sizeof(*h->headers));
+    json_object_foreach((json_t *)hs, name, v)
+    {
+        char field[160];
+        snprintf(field, sizeof field, "http.headers.%s", name);
+        if (!token_valid(name)) {
+            wk_problem(p, field, "is not a valid header name");
+            continue;
+        }
+        http_header_t *hd = &h->headers[h->nheaders];
+        if (json_is_string(v)) {
+            wk_tpl_compile(json_string_value(v), field, SRC_ALLOW_KEY, &hd->value, nj, p);
+        } else if (json_is_object(v) && json_object_size(v) == 1 &&
+                   json_is_string(json_object_get(v, "env"))) {
+            const char *var = json_string_value(json_object_get(v, "env"));
+            const char *val = getenv(var);
+            if (!val || !*val) {
+                wk_problem(p, field, "environment variable %s is not set", var);
+                continue;
+            }
+            if (strchr(val, '\r') || strchr(val, '\n')) {
+                wk_problem(p, field, "environment variable %s holds a line break", var);
+                continue;
+            }
+            hd->secret = strdup(val);
+            if (strlen(val) >= SECRET_MIN)
+                ib_log_add_secret(val);
+        } else {
+            wk_problem(p, field, "must be a string template or {\"env\": NAME}");
+            continue;
+        }
+        if (strcasecmp(name, "Content-Type") == 0)
+            h->has_content_type = true;
+        hd->name = strdup(name);
+        h->nheaders++;
+    }
+}
+
+static void compile_reconcile(wk_http_spec_t *h, const json_t *rc, bool *nj, wk_problems_t *p)
+{
+    const char *k;
+    json_t *v;
+    if (!json_is_object(rc)) {
+        wk_problem(p, "http.reconcile", "must be an object with method and url");
+        return;
+    }
+    json_object_foreach((json_t *)rc, k, v)
+    {
+        if (strcmp(k, "method") != 0 && strcmp(k, "url") != 0)
+            wk_problem(p, "http.reconcile", "unknown key %s (use method and url)", k);
+    }
+    json_t *m = json_object_get(rc, "method");
+    h->rec_method = strdup(m && json_is_string(m) ? json_string_value(m) : "GET");
+    if (m && (!json_is_string(m) || !method_valid(h->rec_method)))
+        wk_problem(p, "http.reconcile.method", "must be GET, POST, PUT, PATCH or DELETE");
+    if (!json_object_get(rc, "url"))
+        wk_problem(p, "http.reconcile.url", "missing");
+    else
+        compile_url(json_object_get(rc, "url"), "http.reconcile.url", &h->rec_url, nj, p);
+    h->has_reconcile = true;
+}
+
+/* Integer field with bounds; def when absent. */
+static long int_field(const json_t *o, const char *key, const char *field, long def, long min,
+                      long max, wk_problems_t *p)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return def;
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        wk_problem(p, field, "must be an integer from %ld to %ld", min, max);
+        return def;
+    }
+    return (long)json_integer_value(v);
+}
+
+static void compile_scalars(wk_http_spec_t *h, const json_t *o, wk_problems_t *p)
+{
+    json_t *v;
+    h->method = strdup(json_is_string(v = json_object_get(o, "method")) ? json_string_value(v)
+                                                                        : "POST");
+    if (v && (!json_is_string(v) || !method_valid(h->method)))
+        wk_problem(p, "http.method", "must be GET, POST, PUT, PATCH or DELETE");
+    if ((v = json_object_get(o, "idempotency_header"))) {
+        if (!json_is_string(v) || !token_valid(json_string_value(v)))
+            wk_problem(p, "http.idempotency_header", "must be a header name");
+        else
+            h->idem_header = strdup(json_string_value(v));
+    }
+    if ((v = json_object_get(o, "idempotent")) && !json_is_boolean(v))
+        wk_problem(p, "http.idempotent", "must be true or false");
+    h->idempotent = v && json_is_true(v);
+    h->timeout_ms = int_field(o, "timeout_ms", "http.timeout_ms", 10000, 100, 600000, p);
+    h->lease_s = int_field(o, "lease_s", "http.lease_s", 60, 1, 86400, p);
+    if (h->lease_s * 1000L <= h->timeout_ms)
+        wk_problem(p, "http.lease_s",
+                   "(%ld s) must be longer than http.timeout_ms (%ld ms): the lease must outlast "
+                   "a call",
+                   h->lease_s, h->timeout_ms);
+    if ((v = json_object_get(o, "ca_file"))) {
+        if (!json_is_string(v) || !*json_string_value(v))
+            wk_problem(p, "http.ca_file", "must be a file path");
+        else
+            h->ca_file = strdup(json_string_value(v));
+    }
+}
+
+wk_http_spec_t *wk_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
+{
+    static const char *const known[] = {"method",     "url",         "body",       "headers",
+                                        "idempotency_header", "idempotent", "timeout_ms",
+                                        "lease_s",    "remote_id",   "reconcile",  "ca_file",
+                                        NULL};
+    const char *k;
+    json_t *v;
+    bool nj = false;
+    if (!json_is_object(o)) {
+        wk_problem(p, "http", "must be an object");
+        return NULL;
+    }
+    wk_http_spec_t *h = calloc(1, sizeof(*h));
+    json_object_foreach((json_t *)o, k, v)
+    {
+        int i;
+        for (i = 0; known[i] && strcmp(known[i], k) != 0; i++)
+            ;
+        if (!known[i]) {
+            char field[96];
+            snprintf(field, sizeof field, "http.%s", k);
+            wk_problem(p, field, "unknown key");
+        }
+    }
+    compile_scalars(h, o, p);
+    if (!json_object_get(o, "url"))
+        wk_problem(p, "http.url", "missing");
+    else
+        compile_url(json_object_get(o, "url"), "http.url", &h->url, &nj, p);
+    if ((v = json_object_get(o, "body"))) {
+        if (!wk_src_compile_param(v, 0, &h->body))
+            wk_problem(p, "http.body", "must be body, a $.path, a message field or {\"const\": ...}");
+        else
+            h->has_body = true;
+    }
+    if ((v = json_object_get(o, "headers")))
+        compile_headers(h, v, &nj, p);
+    if ((v = json_object_get(o, "remote_id"))) {
+        if (!json_is_string(v) || json_string_value(v)[0] != '$' ||
+            !wk_src_compile_text(json_string_value(v), 0, &h->remote_id))
+            wk_problem(p, "http.remote_id", "must be a JSON path into the response ($.id)");
+        else
+            h->has_remote_id = true;
+    }
+    if ((v = json_object_get(o, "reconcile")))
+        compile_reconcile(h, v, &nj, p);
+    if (h->idempotent && !h->idem_header)
+        wk_problem(p, "http.idempotent",
+                   "true needs idempotency_header (the destination can only honour a key it is "
+                   "sent)");
+    (void)has_key;
+    return h;
+}
+
+void wk_http_free(wk_http_spec_t *h)
+{
+    if (!h)
+        return;
+    free(h->method);
+    wk_tpl_free(&h->url);
+    wk_src_free(&h->body);
+    for (size_t i = 0; i < h->nheaders; i++) {
+        free(h->headers[i].name);
+        wk_tpl_free(&h->headers[i].value);
+        free(h->headers[i].secret);
+    }
+    free(h->headers);
+    free(h->idem_header);
+    wk_src_free(&h->remote_id);
+    free(h->ca_file);
+    free(h->rec_method);
+    wk_tpl_free(&h->rec_url);
+    free(h);
+}
+
+const char *wk_http_method(const wk_http_spec_t *h)
+{
+    return h->method;
+}
+
+const char *wk_http_reconcile_method(const wk_http_spec_t *h)
+{
+    return h->rec_method ? h->rec_method : "GET";
+}
+
+long wk_http_timeout_ms(const wk_http_spec_t *h)
+{
+    return h->timeout_ms;
+}
+
+long wk_http_lease_s(const wk_http_spec_t *h)
+{
+    return h->lease_s;
+}
+
+bool wk_http_idempotent(const wk_http_spec_t *h)
+{
+    return h->idempotent;
+}
+
+bool wk_http_has_reconcile(const wk_http_spec_t *h)
+{
+    return h->has_reconcile;
+}
+
+const char *wk_http_ca_file(const wk_http_spec_t *h)
+{
+    return h->ca_file;
+}
+
+/* ---- bind -------------------------------------------------------------- */
+
+static ib_err_t add_header(wk_http_call_t *c, wk_binding_t *b, const char *name, const char *value,
+                           ib_error_t *err)
+{
+    if (strchr(value, '\r') || strchr(value, '\n'))
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                            "header %s would hold a line break", name);
+    c->headers[c->nheaders].name = name;
+    c->headers[c->nheaders].value = wk_binding_keep(b, strdup(value));
+    c->nheaders++;
+    return IB_E_OK;
+}
+
+/* The body as bytes: the message body as is, a JSON value serialised, or text. */
+static ib_err_t bind_body(const wk_http_spec_t *h, const sb_msg_t *msg, wk_binding_t *b,
+                          wk_http_call_t *c, ib_error_t *err)
+{
+    char num[64];
+    char *text = NULL;
+    db_param_t v;
+    if (!h->has_body)
+        return IB_E_OK;
+    switch (h->body.kind) {
+    case SRC_BODY:
+        c->body = msg->body_len ? (const char *)msg->body : "";
+        c->body_len = msg->body_len;
+        return IB_E_OK;
+    case SRC_JSON: {
+        const json_t *j = wk_src_json(b, &h->body, msg, err);
+        if (!j)
+            return err->code;
+        text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        break;
+    }
+    case SRC_CONST:
+        text = json_is_string(h->body.constant)
+                   ? strdup(json_string_value(h->body.constant))
+                   : json_dumps(h->body.constant, JSON_COMPACT | JSON_ENCODE_ANY);
+        break;
+    default: {
+        ib_err_t rc = wk_src_eval(b, &h->body, msg, &v, err);
+        if (rc != IB_E_OK)
+            return rc;
+        if (v.type == DB_PARAM_INT)
+            snprintf(num, sizeof num, "%lld", v.i);
+        else if (v.type == DB_PARAM_FLOAT)
+            snprintf(num, sizeof num, "%.17g", v.f);
+        text = strdup(v.type == DB_PARAM_TEXT ? v.text : v.type == DB_PARAM_NULL ? "" : num);
+    }
+    }
+    if (!(c->body = wk_binding_keep(b, text)))
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    c->body_len = strlen(c->body);
+    return IB_E_OK;
+}
+
+/* scheme://host/path of url (no query), for logs and dead-letter descriptions. */
+static char *redact_url(const char *url)
+{
+    size_t n = strcspn(url, "?#");
+    return strndup(url, n);
+}
+
+ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char *key,
+                            wk_http_call_t *c, ib_error_t *err)
+{
+    const wk_http_spec_t *h = wk_route_http(r);
+    wk_binding_t *b = &c->b;
+    ib_err_t rc;
+    memset(c, 0, sizeof(*c));
+    c->headers = calloc(h->nheaders + 4, sizeof(*c->headers));
+    if (!c->headers)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    if ((rc = wk_tpl_render(&h->url, msg, b, key, URL_MAX, "http.url", &c->url, err)) != IB_E_OK)
+        return rc;
+    if (h->has_reconcile && (rc = wk_tpl_render(&h->rec_url, msg, b, key, URL_MAX,
+                                                "http.reconcile.url", &c->reconcile_url, err)) !=
+                                IB_E_OK)
+        return rc;
+    c->url_redacted = wk_binding_keep(b, redact_url(c->url));
+    if ((rc = bind_body(h, msg, b, c, err)) != IB_E_OK)
+        return rc;
+    for (size_t i = 0; i < h->nheaders; i++) {
+        char *v = h->headers[i].secret;
+        if (!v && (rc = wk_tpl_render(&h->headers[i].value, msg, b, key, HEADER_MAX,
+                                      h->headers[i].name, &v, err)) != IB_E_OK)
+            return rc;
+        if ((rc = add_header(c, b, h->headers[i].name, v, err)) != IB_E_OK)
+            return rc;
+    }
+    if (h->has_body && !h->has_content_type)
+        add_header(c, b, "Content-Type",
+                   msg->content_type && *msg->content_type ? msg->content_type
+                                                           : "application/json",
+                   err);
+    if (h->idem_header && (rc = add_header(c, b, h->idem_header, key, err)) != IB_E_OK)
+        return rc;
+    const sb_prop_t *tp = sb_msg_prop(msg, "traceparent");
+    if (!tp)
+        tp = sb_msg_prop(msg, "Diagnostic-Id");
+    if (tp && tp->type == SB_PROP_STRING && tp->str && strlen(tp->str) < 128)
+        add_header(c, b, "traceparent", tp->str, err);
+    ib_error_clear(err);
+    return IB_E_OK;
+}
+
+void wk_http_call_free(wk_http_call_t *c)
+{
+    wk_binding_free(&c->b);
+    free(c->headers);
+    memset(c, 0, sizeof(*c));
+}
+
+void wk_route_remote_id(const wk_route_t *r, const fx_response_t *resp, char *buf, size_t size)
+{
+    const wk_http_spec_t *h = wk_route_http(r);
+    buf[0] = '\0';
+    if (!h || !h->has_remote_id)
+        return;
+    json_t *j = json_loadb(resp->body, resp->body_len, JSON_DECODE_ANY, NULL);
+    const json_t *v = j;
+    for (size_t i = 0; v && i < h->remote_id.nsteps; i++)
+        v = h->remote_id.steps[i].name ? json_object_get(v, h->remote_id.steps[i].name)
+                                       : json_array_get(v, h->remote_id.steps[i].index);
+    if (v && json_is_string(v))
+        snprintf(buf, size, "%s", json_string_value(v));
+    else if (v && json_is_integer(v))
+        snprintf(buf, size, "%lld", (long long)json_integer_value(v));
+    json_decref(j);
+}
+
+void wk_route_scrub(const wk_route_t *r, char *text)
+{
+    const wk_http_spec_t *h = wk_route_http(r);
+    for (size_t i = 0; h && i < h->nheaders; i++) {
+        const char *s = h->headers[i].secret;
+        size_t n = s ? strlen(s) : 0;
+        char *at;
+        if (n < SECRET_MIN)
+            continue;
+        while ((at = strstr(text, s)) != NULL) {
+            memmove(at + 3, at + n, strlen(at + n) + 1);
+            memcpy(at, "***", 3);
+        }
+    }
+}

@@ -1,0 +1,101 @@
+/*
+ * wk_route_int.h - the inside of routes, shared by wk_route.c (matching,
+ * SQL parameters, the idempotency key) and wk_route_http.c (the "http"
+ * section). Not a door for the rest of worker/: wk_route.h is.
+ *
+ * thread: compile on main; everything else on any thread (read-only).
+ */
+#ifndef WK_ROUTE_INT_H
+#define WK_ROUTE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "wk_config.h"
+#include "wk_route.h"
+
+typedef enum {
+    SRC_CONST,
+    SRC_MESSAGE_ID,
+    SRC_BODY,
+    SRC_SUBJECT,
+    SRC_CORRELATION_ID,
+    SRC_SESSION_ID,
+    SRC_CONTENT_TYPE,
+    SRC_ENQUEUED_AT,
+    SRC_SEQUENCE_NUMBER,
+    SRC_DELIVERY_COUNT,
+    SRC_PROP,
+    SRC_JSON,
+    SRC_KEY,             /* {key}: the idempotency key (or message id); http templates only */
+    SRC_RESPONSE_STATUS, /* response:status; finishing SQL of http routes only */
+    SRC_RESPONSE_HEADER, /* response:header:NAME */
+    SRC_RESPONSE_JSON,   /* response:$.path */
+} src_kind_t;
+
+typedef struct step {
+    char *name; /* object member, or NULL for an index */
+    size_t index;
+} step_t;
+
+typedef struct src {
+    src_kind_t kind;
+    char *text; /* the source as written (for errors), the property or header name */
+    step_t *steps;
+    size_t nsteps;
+    json_t *constant;
+} src_t;
+
+/* One piece of a template: literal text, or a source. */
+typedef struct part {
+    char *lit;
+    src_t src;
+} part_t;
+
+typedef struct template {
+    part_t *v;
+    size_t n;
+} template_t;
+
+/* What a source may be, where it is compiled. */
+enum {
+    SRC_ALLOW_KEY = 0x1,      /* {key} */
+    SRC_ALLOW_RESPONSE = 0x2, /* response:... */
+};
+
+/* A source given as text: field name, prop:NAME, $.path, {key}, response:... */
+bool wk_src_compile_text(const char *t, unsigned allow, src_t *out);
+/* A parameter: source text, {"const": "text"}, or a JSON literal. */
+bool wk_src_compile_param(const json_t *v, unsigned allow, src_t *out);
+void wk_src_free(src_t *s);
+/* The value of s for msg (and b->response for response sources). */
+ib_err_t wk_src_eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_param_t *out,
+                     ib_error_t *err);
+/* The JSON value at s (a $.path) in msg's body; NULL with err filled when absent. */
+const json_t *wk_src_json(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, ib_error_t *err);
+/* Keeps s in b (freed by wk_binding_free); returns s. */
+char *wk_binding_keep(wk_binding_t *b, char *s);
+
+/*
+ * Compiles "text {source} text" ('{{' and '}}' are literal braces) into
+ * tpl, reporting problems under field. Sets *needs_json when a source
+ * reads the body as JSON.
+ */
+void wk_tpl_compile(const char *text, const char *field, unsigned allow, template_t *tpl,
+                    bool *needs_json, wk_problems_t *p);
+void wk_tpl_free(template_t *tpl);
+/*
+ * Renders tpl for msg into a string kept in b (max bytes at most, what
+ * names the template in errors). key fills {key}.
+ */
+ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t *b,
+                       const char *key, size_t max, const char *what, char **out,
+                       ib_error_t *err);
+
+/* The "http" section of a route (wk_route_http.c). */
+wk_http_spec_t *wk_http_compile(const json_t *http, bool has_key, wk_problems_t *p);
+void wk_http_free(wk_http_spec_t *h);
+
+#endif
