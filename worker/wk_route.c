@@ -828,9 +828,29 @@ static ib_err_t part_text(const part_t *pt, const sb_msg_t *msg, wk_binding_t *b
     }
 }
 
+/* Appends t (tl bytes) percent-encoded when encode; false when over max. */
+static bool append(char *buf, size_t *len, size_t max, const char *t, size_t tl, bool encode)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < tl; i++) {
+        unsigned char c = (unsigned char)t[i];
+        bool plain = !encode || isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+        if (*len + (plain ? 1 : 3) > max)
+            return false;
+        if (plain) {
+            buf[(*len)++] = (char)c;
+        } else {
+            buf[(*len)++] = '%';
+            buf[(*len)++] = hex[c >> 4];
+            buf[(*len)++] = hex[c & 15];
+        }
+    }
+    return true;
+}
+
 ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t *b,
-                       const char *key, size_t max, const char *what, char **out,
-                       ib_error_t *err)
+                       const char *key, bool url_encode, size_t max, const char *what,
+                       char **out, ib_error_t *err)
 {
     char *buf = malloc(max + 1);
     size_t len = 0;
@@ -844,14 +864,11 @@ ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t 
             free(buf);
             return rc;
         }
-        size_t tl = strlen(t);
-        if (len + tl > max) {
+        if (!append(buf, &len, max, t, strlen(t), url_encode && !tpl->v[i].lit)) {
             free(buf);
             return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "%s is longer than %zu bytes",
                                 what, max);
         }
-        memcpy(buf + len, t, tl);
-        len += tl;
     }
     buf[len] = '\0';
     *out = wk_binding_keep(b, buf);
@@ -890,7 +907,7 @@ ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *o
     /* An HTTP route's statements need the answer: wk_route_bind_finish. */
     if (!r->http && (rc = bind_stmts(r, msg, out, err)) != IB_E_OK)
         return rc;
-    if (r->key.n && (rc = wk_tpl_render(&r->key, msg, out, NULL, KEY_MAX, "idempotency key",
+    if (r->key.n && (rc = wk_tpl_render(&r->key, msg, out, NULL, false, KEY_MAX, "idempotency key",
                                         &out->idempotency_key, err)) != IB_E_OK)
         return rc;
     ib_error_clear(err);

@@ -390,9 +390,9 @@ ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char
     c->headers = calloc(h->nheaders + 4, sizeof(*c->headers));
     if (!c->headers)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    if ((rc = wk_tpl_render(&h->url, msg, b, key, URL_MAX, "http.url", &c->url, err)) != IB_E_OK)
+    if ((rc = wk_tpl_render(&h->url, msg, b, key, true, URL_MAX, "http.url", &c->url, err)) != IB_E_OK)
         return rc;
-    if (h->has_reconcile && (rc = wk_tpl_render(&h->rec_url, msg, b, key, URL_MAX,
+    if (h->has_reconcile && (rc = wk_tpl_render(&h->rec_url, msg, b, key, true, URL_MAX,
                                                 "http.reconcile.url", &c->reconcile_url, err)) !=
                                 IB_E_OK)
         return rc;
@@ -401,7 +401,7 @@ ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char
         return rc;
     for (size_t i = 0; i < h->nheaders; i++) {
         char *v = h->headers[i].secret;
-        if (!v && (rc = wk_tpl_render(&h->headers[i].value, msg, b, key, HEADER_MAX,
+        if (!v && (rc = wk_tpl_render(&h->headers[i].value, msg, b, key, false, HEADER_MAX,
                                       h->headers[i].name, &v, err)) != IB_E_OK)
             return rc;
         if ((rc = add_header(c, b, h->headers[i].name, v, err)) != IB_E_OK)

@@ -88,11 +88,13 @@ void wk_tpl_compile(const char *text, const char *field, unsigned allow, templat
 void wk_tpl_free(template_t *tpl);
 /*
  * Renders tpl for msg into a string kept in b (max bytes at most, what
- * names the template in errors). key fills {key}.
+ * names the template in errors). key fills {key}. With url_encode, every
+ * value from a source is percent-encoded (all but A-Z a-z 0-9 - . _ ~), so
+ * a message can never change a URL's path or query beyond its own value.
  */
 ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t *b,
-                       const char *key, size_t max, const char *what, char **out,
-                       ib_error_t *err);
+                       const char *key, bool url_encode, size_t max, const char *what,
+                       char **out, ib_error_t *err);
 
 /* The "http" section of a route (wk_route_http.c). */
 wk_http_spec_t *wk_http_compile(const json_t *http, bool has_key, wk_problems_t *p);
