@@ -379,8 +379,7 @@ static db_claim_outcome_t take(db_conn_t *dbc, const db_claim_t *c, effect_sql_t
     }
     db_bind_t b[3] = {DB_B(DB_TEXT(row->token)), DB_B(DB_TEXT(c->consumer)),
                       DB_B(DB_TEXT(row->message_id))};
-    if (db_run(dbc, sql, b, 3, NULL, NULL, &n, err) != IB_E_OK ||
-        db_end(dbc, true, err) != IB_E_OK)
+    if (db_run(dbc, sql, b, 3, NULL, NULL, &n, err) != IB_E_OK || db_end(dbc, true, err) != IB_E_OK)
         return claim_failed(dbc, err, "claim takeover");
     if (n != 1) {
         row->token[0] = '\0';
@@ -520,8 +519,7 @@ ib_err_t db_effect_renew(db_conn_t *dbc, const char *consumer, const db_claim_ro
 ib_err_t db_effect_release(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
                            bool reached, ib_error_t *err)
 {
-    return on_ours(dbc, reached ? SQL_RELEASE_EXPIRE : SQL_RELEASE_DELETE, 1, consumer, row,
-                   err);
+    return on_ours(dbc, reached ? SQL_RELEASE_EXPIRE : SQL_RELEASE_DELETE, 1, consumer, row, err);
 }
 
 /* Runs the route's finishing statements in the open transaction. */
@@ -546,8 +544,8 @@ static ib_err_t run_route(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
 }
 
 db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
-                              const db_effect_result_t *res, const db_stmt_t *stmts,
-                              size_t nstmts, ib_error_t *err)
+                              const db_effect_result_t *res, const db_stmt_t *stmts, size_t nstmts,
+                              ib_error_t *err)
 {
     char sql[DB_SQL_MAX], detail[DETAIL_MAX + 1] = "";
     long long n = 0;
@@ -568,8 +566,7 @@ db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_cla
     }
     effect_sql(dbc->dialect, dbc->table, SQL_FINISH, 1, sql, sizeof sql);
     db_bind_t b[8] = {DB_B(DB_TEXT(res->status)),
-                      DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id)
-                                                             : DB_NULL()),
+                      DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id) : DB_NULL()),
                       DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL()),
                       DB_B(res->error_class ? DB_TEXT(res->error_class) : DB_NULL()),
                       DB_B(res->error_detail ? DB_TEXT(detail) : DB_NULL()),
@@ -612,8 +609,11 @@ static bool list_row(SQLHSTMT st, void *arg)
     char c[13][2001];
     for (SQLUSMALLINT i = 0; i < 13; i++)
         get_text(st, i + 1, c[i], sizeof c[i]);
-    db_effect_listed_t r = {c[0], c[1], c[2][0] ? c[2] : NULL, c[3], c[4], c[5], c[6], c[9],
-                            c[10], c[11], c[12], atol(c[7]), atoll(c[8])};
+    db_effect_listed_t r = {c[0],       c[1],  c[2][0] ? c[2] : NULL,
+                            c[3],       c[4],  c[5],
+                            c[6],       c[9],  c[10],
+                            c[11],      c[12], atol(c[7]),
+                            atoll(c[8])};
     l->count++;
     if (!l->cb(&r, l->arg))
         return false;
@@ -639,22 +639,20 @@ long db_effect_list(db_conn_t *dbc, const char *status, const char *consumer, lo
 }
 
 ib_err_t db_effect_resolve(db_conn_t *dbc, const char *consumer, const char *message_id,
-                           const char *as, const char *remote_id, const char *note,
-                           ib_error_t *err)
+                           const char *as, const char *remote_id, const char *note, ib_error_t *err)
 {
     char sql[DB_SQL_MAX];
     long long n = 0;
     bool retry = strcmp(as, "retry") == 0;
     ib_error_clear(err);
     if (!retry && strcmp(as, "processed") != 0)
-        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
-                            "--as must be processed or retry");
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "--as must be processed or retry");
     if (dbc->in_txn)
         db_rollback_quiet(dbc);
     if (db_conn_ensure(dbc, err) != IB_E_OK)
         return err->code;
-    effect_sql(dbc->dialect, dbc->table, retry ? SQL_RESOLVE_RETRY : SQL_RESOLVE_PROCESSED, 1,
-               sql, sizeof sql);
+    effect_sql(dbc->dialect, dbc->table, retry ? SQL_RESOLVE_RETRY : SQL_RESOLVE_PROCESSED, 1, sql,
+               sizeof sql);
     db_bind_t b[4];
     size_t nb = 0;
     if (!retry)

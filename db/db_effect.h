@@ -72,11 +72,11 @@ ib_err_t db_effect_renew(db_conn_t *dbc, const char *consumer, const db_claim_ro
 
 /* The outcome written by db_effect_finish. */
 typedef struct db_effect_result {
-    const char *status;        /* "processed", "failed" or "uncertain" */
-    const char *remote_id;     /* may be NULL */
-    long remote_status;        /* HTTP status; 0 = none (NULL) */
-    const char *error_class;   /* may be NULL */
-    const char *error_detail;  /* may be NULL; cut to 2000 bytes */
+    const char *status;       /* "processed", "failed" or "uncertain" */
+    const char *remote_id;    /* may be NULL */
+    long remote_status;       /* HTTP status; 0 = none (NULL) */
+    const char *error_class;  /* may be NULL */
+    const char *error_detail; /* may be NULL; cut to 2000 bytes */
 } db_effect_result_t;
 
 /*
@@ -86,8 +86,8 @@ typedef struct db_effect_result {
  * (nothing written); DB_FAILED with err classified otherwise.
  */
 db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
-                              const db_effect_result_t *res, const db_stmt_t *stmts,
-                              size_t nstmts, ib_error_t *err);
+                              const db_effect_result_t *res, const db_stmt_t *stmts, size_t nstmts,
+                              ib_error_t *err);
 
 /*
  * Gives our claim up without an outcome. reached false: no call of this

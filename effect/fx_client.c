@@ -31,10 +31,10 @@ struct fx_client {
 typedef struct exchange {
     const fx_request_t *req;
     fx_response_t *resp;
-    size_t read_pos;   /* next body byte handed to libcurl */
-    char tail[4];      /* the last outgoing bytes, to find the header end */
-    bool header_done;  /* "\r\n\r\n" has gone out */
-    size_t body_out;   /* bytes written after the header end */
+    size_t read_pos;  /* next body byte handed to libcurl */
+    char tail[4];     /* the last outgoing bytes, to find the header end */
+    bool header_done; /* "\r\n\r\n" has gone out */
+    size_t body_out;  /* bytes written after the header end */
     size_t body_cap;
     size_t headers_cap;
 } exchange_t;
@@ -151,8 +151,8 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *userp)
     /* A new status line (after 100 Continue, say) starts the final header set. */
     if (n >= 5 && strncmp(p, "HTTP/", 5) == 0)
         x->resp->headers_len = 0;
-    append_bounded(&x->resp->headers, &x->resp->headers_len, &x->headers_cap, FX_HEADERS_MAX, p,
-                   n, NULL);
+    append_bounded(&x->resp->headers, &x->resp->headers_len, &x->headers_cap, FX_HEADERS_MAX, p, n,
+                   NULL);
     return n;
 }
 
@@ -219,8 +219,7 @@ static long parse_retry_after(const fx_response_t *resp)
     return d < 0 ? 0 : (d > 86400 ? 86400 : d) * 1000L;
 }
 
-const char *fx_response_header(const fx_response_t *resp, const char *name, char *buf,
-                               size_t size)
+const char *fx_response_header(const fx_response_t *resp, const char *name, char *buf, size_t size)
 {
     size_t nlen = strlen(name);
     const char *line = resp->headers;
@@ -298,7 +297,7 @@ static void set_options(CURL *c, const fx_request_t *req, exchange_t *x, struct 
 static void classify_failure(fx_response_t *resp, CURLcode cc, const char *errbuf)
 {
     const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
-    ib_err_t code = cc == CURLE_OPERATION_TIMEDOUT       ? IB_E_TIMEOUT
+    ib_err_t code = cc == CURLE_OPERATION_TIMEDOUT ? IB_E_TIMEOUT
                     : cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CONNECT_ERROR ||
                             cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_CERTPROBLEM
                         ? IB_E_TLS
@@ -321,11 +320,9 @@ static void classify_answer(fx_response_t *resp)
     resp->cls = fx_classify_status(resp->status);
     resp->retry_after_ms = parse_retry_after(resp);
     if (resp->cls == FX_TRANSIENT)
-        ib_error_set(&resp->err, IB_E_AGAIN, IB_CLASS_TRANSIENT, "http: status %ld",
-                     resp->status);
+        ib_error_set(&resp->err, IB_E_AGAIN, IB_CLASS_TRANSIENT, "http: status %ld", resp->status);
     else if (resp->cls == FX_PERMANENT)
-        ib_error_set(&resp->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld",
-                     resp->status);
+        ib_error_set(&resp->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld", resp->status);
 }
 
 ib_err_t fx_client_call(fx_client_t *fx, const fx_request_t *req, fx_response_t *resp)

@@ -48,7 +48,7 @@ typedef struct fx_request {
     size_t body_len;
     const fx_header_t *headers;
     size_t nheaders;
-    long timeout_ms; /* the whole exchange, connect included */
+    long timeout_ms;     /* the whole exchange, connect included */
     const char *ca_file; /* PEM bundle to trust; NULL: the system store */
 } fx_request_t;
 
@@ -92,8 +92,7 @@ void fx_response_free(fx_response_t *resp);
  * The value of response header name (case-insensitive) copied into buf, or
  * NULL when absent. thread: any.
  */
-const char *fx_response_header(const fx_response_t *resp, const char *name, char *buf,
-                               size_t size);
+const char *fx_response_header(const fx_response_t *resp, const char *name, char *buf, size_t size);
 
 /* Classification of a status alone, as fx_client_call applies it. */
 fx_class_t fx_classify_status(long status);

@@ -83,8 +83,8 @@ static int parse(int argc, char **argv, inbox_opts_t *o)
 
 static int check(const inbox_opts_t *o)
 {
-    static const char *const statuses[] = {"uncertain", "failed", "claimed", "retry",
-                                           "processed", NULL};
+    static const char *const statuses[] = {"uncertain", "failed",    "claimed",
+                                           "retry",     "processed", NULL};
     if (strcmp(o->sub, "list") == 0) {
         int i;
         for (i = 0; o->status && statuses[i] && strcmp(statuses[i], o->status) != 0; i++)

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db_effect.h"
 #include "db_inbox.h"
 #include "ib_log.h"
 #include "sb_aad.h"
@@ -195,8 +196,8 @@ static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
            IB_I("native_error", d->err.native),
            IB_S("error", d->err.code ? d->err.text : (lost ? res->text : NULL)),
            IB_I("duration_ms", d->duration_ms), IB_I("attempt", d->attempts),
-           IB_B("duplicate", d->outcome == WK_OUT_DUPLICATE),
-           IB_I("http_status", d->http_status), IB_S("remote_id", d->remote_id[0] ? d->remote_id : NULL));
+           IB_B("duplicate", d->outcome == WK_OUT_DUPLICATE), IB_I("http_status", d->http_status),
+           IB_S("remote_id", d->remote_id[0] ? d->remote_id : NULL));
 }
 
 /* Counts and logs the outcome of one settled message, then frees its job. */
@@ -523,7 +524,9 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
 {
     for (int attempt = 1;; attempt++) {
         db_conn_t *dbc = db_conn_new(&dm->dbopt, err);
-        if (dbc && db_migrate(dbc, dm->cfg->db.migrate, err) == IB_E_OK) {
+        /* HTTP routes need the claim columns (db.migrate adds them; else they are checked). */
+        if (dbc && db_migrate(dbc, dm->cfg->db.migrate, err) == IB_E_OK &&
+            (!wk_routes_have_http(&dm->routes) || db_effect_migrate(dbc, false, err) == IB_E_OK)) {
             IB_LOG(IB_LOG_INFO, "db_ready",
                    IB_MSG(dm->cfg->db.migrate ? "inbox table ready" : "inbox table checked"),
                    IB_S("dialect", db_dialect_name(db_conn_dialect(dbc))),

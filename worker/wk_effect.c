@@ -38,8 +38,8 @@ static void free_client(void *fx)
 static void init_clients(void)
 {
     ib_error_t err;
-    client_ready = fx_global_init(&err) == IB_E_OK &&
-                   pthread_key_create(&client_key, free_client) == 0;
+    client_ready =
+        fx_global_init(&err) == IB_E_OK && pthread_key_create(&client_key, free_client) == 0;
 }
 
 /* This thread's client; NULL when libcurl could not start. */
@@ -72,11 +72,11 @@ typedef struct run {
     unsigned seed;
 } run_t;
 
-static void set_dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason,
-                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void set_dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt,
+                            ...) __attribute__((format(printf, 4, 5)));
 
-static void set_dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason,
-                            const char *fmt, ...)
+static void set_dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt,
+                            ...)
 {
     va_list ap;
     d->outcome = o;
@@ -126,8 +126,8 @@ static db_outcome_t finish(run_t *r, const db_effect_result_t *res, const db_stm
 {
     for (;;) {
         ib_error_t e;
-        db_outcome_t o = db_effect_finish(r->dbc, r->p->cfg->consumer, &r->row, res, stmts,
-                                          nstmts, &e);
+        db_outcome_t o =
+            db_effect_finish(r->dbc, r->p->cfg->consumer, &r->row, res, stmts, nstmts, &e);
         if (o == DB_APPLIED)
             return o;
         r->d->err = e;
@@ -396,8 +396,14 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                        const wk_route_t *route, const db_claim_t *dbclaim,
                        const atomic_bool *lock_lost, wk_decision_t *d)
 {
-    run_t r = {.p = p, .dbc = dbc, .msg = msg, .route = route, .h = wk_route_http(route),
-               .claim = dbclaim, .lock_lost = lock_lost, .d = d,
+    run_t r = {.p = p,
+               .dbc = dbc,
+               .msg = msg,
+               .route = route,
+               .h = wk_route_http(route),
+               .claim = dbclaim,
+               .lock_lost = lock_lost,
+               .d = d,
                .seed = (unsigned)(ib_mono_ms() ^ (long long)(size_t)msg)};
     db_claim_outcome_t o;
     fx_client_t *fx = thread_client();
@@ -446,8 +452,8 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
     default:
         break;
     }
-    if (wk_route_bind_http(route, msg, dbclaim->idempotency_key ? dbclaim->idempotency_key
-                                                                 : msg->message_id,
+    if (wk_route_bind_http(route, msg,
+                           dbclaim->idempotency_key ? dbclaim->idempotency_key : msg->message_id,
                            &r.call, &d->err) != IB_E_OK) {
         /* Nothing was called: give the row up and dead-letter the message. */
         ib_error_t e;

@@ -12,24 +12,24 @@
 #define WK_OUTCOME_H
 
 /* X(NAME, "word", settlement, meaning) */
-#define WK_OUTCOMES(X)                                                                           \
-    X(APPLIED, "applied", "complete", "the inbox transaction committed")                        \
-    X(DUPLICATE, "duplicate", "complete", "the inbox row was already there; no second effect")  \
-    X(SKIPPED, "skipped", "complete", "the route's action is `complete`")                       \
-    X(RECORDED, "recorded", "complete",                                                          \
-      "a permanent failure recorded as a `failed` inbox row (`on_permanent: record`)")           \
-    X(CONFLICT, "conflict", "dead-letter",                                                       \
-      "`IdempotencyKeyConflict`: the key was applied with another body")                        \
-    X(DEAD_LETTERED, "dead_lettered", "dead-letter", "a permanent failure, with its reason")    \
-    X(UNCERTAIN, "uncertain", "dead-letter",                                                     \
+#define WK_OUTCOMES(X)                                                                             \
+    X(APPLIED, "applied", "complete", "the inbox transaction committed")                           \
+    X(DUPLICATE, "duplicate", "complete", "the inbox row was already there; no second effect")     \
+    X(SKIPPED, "skipped", "complete", "the route's action is `complete`")                          \
+    X(RECORDED, "recorded", "complete",                                                            \
+      "a permanent failure recorded as a `failed` inbox row (`on_permanent: record`)")             \
+    X(CONFLICT, "conflict", "dead-letter",                                                         \
+      "`IdempotencyKeyConflict`: the key was applied with another body")                           \
+    X(DEAD_LETTERED, "dead_lettered", "dead-letter", "a permanent failure, with its reason")       \
+    X(UNCERTAIN, "uncertain", "dead-letter",                                                       \
       "`OutcomeUncertain`: an HTTP call may have acted and cannot be asked; recorded `uncertain`") \
-    X(ABANDONED, "abandoned", "abandon", "transient failures outlasted the in-process retries") \
-    X(RELEASED, "released", "release",                                                           \
-      "handed back unprocessed after its lock was lost (not counted when released at drain)")    \
-    X(LOCK_LOST, "lock_lost", "(failed)",                                                        \
-      "the settlement failed because the lock was gone; the broker redelivers it")              \
-    X(SETTLEMENT_UNKNOWN, "settlement_unknown", "(unanswered)",                                  \
-      "the broker never answered the settlement (the link is recycled); it may have applied "    \
+    X(ABANDONED, "abandoned", "abandon", "transient failures outlasted the in-process retries")    \
+    X(RELEASED, "released", "release",                                                             \
+      "handed back unprocessed after its lock was lost (not counted when released at drain)")      \
+    X(LOCK_LOST, "lock_lost", "(failed)",                                                          \
+      "the settlement failed because the lock was gone; the broker redelivers it")                 \
+    X(SETTLEMENT_UNKNOWN, "settlement_unknown", "(unanswered)",                                    \
+      "the broker never answered the settlement (the link is recycled); it may have applied "      \
       "it, and a redelivery meets the inbox")
 
 typedef enum {

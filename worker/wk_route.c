@@ -255,14 +255,15 @@ static void compile_stmts(wk_route_t *r, const json_t *sql, const json_t *params
         for (size_t k = 0; k < np; k++) {
             if (!wk_src_compile_param(json_array_get(plist, k), allow, &r->stmts[i].params[k])) {
                 char *t = json_dumps(json_array_get(plist, k), JSON_ENCODE_ANY);
-                wk_problem(p, "params",
-                        "unknown source %s (use message_id, body, subject, "
-                        "correlation_id, session_id, content_type, enqueued_at, sequence_number, "
-                        "delivery_count, prop:NAME, $.json.path, %sor a literal)",
-                        t ? t : "?",
-                        (allow & SRC_ALLOW_RESPONSE)
-                            ? "response:status, response:header:NAME, response:$.path, "
-                            : "");
+                wk_problem(
+                    p, "params",
+                    "unknown source %s (use message_id, body, subject, "
+                    "correlation_id, session_id, content_type, enqueued_at, sequence_number, "
+                    "delivery_count, prop:NAME, $.json.path, %sor a literal)",
+                    t ? t : "?",
+                    (allow & SRC_ALLOW_RESPONSE)
+                        ? "response:status, response:header:NAME, response:$.path, "
+                        : "");
                 free(t);
             } else if (r->stmts[i].params[k].kind == SRC_JSON) {
                 r->needs_json = true;
@@ -405,9 +406,9 @@ static void compile_match(wk_route_t *r, const json_t *m, wk_problems_t *p)
 
 static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
 {
-    static const char *const known[] = {"match",  "sql",    "params", "idempotency_key",
-                                        "on_permanent", "action", "reason", "http",
-                                        NULL};
+    static const char *const known[] = {"match",           "sql",          "params",
+                                        "idempotency_key", "on_permanent", "action",
+                                        "reason",          "http",         NULL};
     const char *k;
     json_t *v, *action, *onp;
 
@@ -454,8 +455,8 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
         wk_problem(p, "reason", "only allowed with action \"deadletter\"");
     if (json_object_get(j, "http")) {
         /* An HTTP route: the call is the effect; sql (optional) runs when it finishes. */
-        r->http = wk_http_compile(json_object_get(j, "http"), json_object_get(j, "idempotency_key"),
-                                  p);
+        r->http =
+            wk_http_compile(json_object_get(j, "http"), json_object_get(j, "idempotency_key"), p);
         if (json_object_get(j, "on_permanent"))
             wk_problem(p, "on_permanent", "not allowed with http (a refusal is always recorded)");
         if (json_object_get(j, "sql"))
@@ -848,9 +849,8 @@ static bool append(char *buf, size_t *len, size_t max, const char *t, size_t tl,
     return true;
 }
 
-ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t *b,
-                       const char *key, bool url_encode, size_t max, const char *what,
-                       char **out, ib_error_t *err)
+ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t *b, const char *key,
+                       bool url_encode, size_t max, const char *what, char **out, ib_error_t *err)
 {
     char *buf = malloc(max + 1);
     size_t len = 0;
@@ -923,6 +923,14 @@ ib_err_t wk_route_bind_finish(const wk_route_t *r, const sb_msg_t *msg, const fx
     if (rc == IB_E_OK)
         ib_error_clear(err);
     return rc;
+}
+
+bool wk_routes_have_http(const wk_routes_t *routes)
+{
+    for (size_t i = 0; i < routes->n; i++)
+        if (routes->v[i].http)
+            return true;
+    return false;
 }
 
 const wk_http_spec_t *wk_route_http(const wk_route_t *r)

@@ -106,6 +106,8 @@ const char *wk_route_bind_reason(ib_err_t rc);
  */
 typedef struct wk_http_spec wk_http_spec_t;
 
+/* Whether any route has an http section. */
+bool wk_routes_have_http(const wk_routes_t *routes);
 /* The route's http section, or NULL for a SQL route. */
 const wk_http_spec_t *wk_route_http(const wk_route_t *r);
 const char *wk_http_method(const wk_http_spec_t *h);

@@ -177,8 +177,8 @@ static long int_field(const json_t *o, const char *key, const char *field, long 
 static void compile_scalars(wk_http_spec_t *h, const json_t *o, wk_problems_t *p)
 {
     json_t *v;
-    h->method = strdup(json_is_string(v = json_object_get(o, "method")) ? json_string_value(v)
-                                                                        : "POST");
+    h->method =
+        strdup(json_is_string(v = json_object_get(o, "method")) ? json_string_value(v) : "POST");
     if (v && (!json_is_string(v) || !method_valid(h->method)))
         wk_problem(p, "http.method", "must be GET, POST, PUT, PATCH or DELETE");
     if ((v = json_object_get(o, "idempotency_header"))) {
@@ -207,10 +207,10 @@ static void compile_scalars(wk_http_spec_t *h, const json_t *o, wk_problems_t *p
 
 wk_http_spec_t *wk_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
 {
-    static const char *const known[] = {"method",     "url",         "body",       "headers",
-                                        "idempotency_header", "idempotent", "timeout_ms",
-                                        "lease_s",    "remote_id",   "reconcile",  "ca_file",
-                                        NULL};
+    static const char *const known[] = {
+        "method",     "url",        "body",    "headers",   "idempotency_header",
+        "idempotent", "timeout_ms", "lease_s", "remote_id", "reconcile",
+        "ca_file",    NULL};
     const char *k;
     json_t *v;
     bool nj = false;
@@ -237,7 +237,8 @@ wk_http_spec_t *wk_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
         compile_url(json_object_get(o, "url"), "http.url", &h->url, &nj, p);
     if ((v = json_object_get(o, "body"))) {
         if (!wk_src_compile_param(v, 0, &h->body))
-            wk_problem(p, "http.body", "must be body, a $.path, a message field or {\"const\": ...}");
+            wk_problem(p, "http.body",
+                       "must be body, a $.path, a message field or {\"const\": ...}");
         else
             h->has_body = true;
     }
@@ -390,11 +391,12 @@ ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char
     c->headers = calloc(h->nheaders + 4, sizeof(*c->headers));
     if (!c->headers)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    if ((rc = wk_tpl_render(&h->url, msg, b, key, true, URL_MAX, "http.url", &c->url, err)) != IB_E_OK)
+    if ((rc = wk_tpl_render(&h->url, msg, b, key, true, URL_MAX, "http.url", &c->url, err)) !=
+        IB_E_OK)
         return rc;
-    if (h->has_reconcile && (rc = wk_tpl_render(&h->rec_url, msg, b, key, true, URL_MAX,
-                                                "http.reconcile.url", &c->reconcile_url, err)) !=
-                                IB_E_OK)
+    if (h->has_reconcile &&
+        (rc = wk_tpl_render(&h->rec_url, msg, b, key, true, URL_MAX, "http.reconcile.url",
+                            &c->reconcile_url, err)) != IB_E_OK)
         return rc;
     c->url_redacted = wk_binding_keep(b, redact_url(c->url));
     if ((rc = bind_body(h, msg, b, c, err)) != IB_E_OK)
@@ -409,8 +411,7 @@ ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char
     }
     if (h->has_body && !h->has_content_type)
         add_header(c, b, "Content-Type",
-                   msg->content_type && *msg->content_type ? msg->content_type
-                                                           : "application/json",
+                   msg->content_type && *msg->content_type ? msg->content_type : "application/json",
                    err);
     if (h->idem_header && (rc = add_header(c, b, h->idem_header, key, err)) != IB_E_OK)
         return rc;

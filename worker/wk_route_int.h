@@ -54,10 +54,12 @@ typedef struct part {
     src_t src;
 } part_t;
 
-typedef struct template {
+typedef struct template
+{
     part_t *v;
     size_t n;
-} template_t;
+}
+template_t;
 
 /* What a source may be, where it is compiled. */
 enum {
@@ -92,9 +94,8 @@ void wk_tpl_free(template_t *tpl);
  * value from a source is percent-encoded (all but A-Z a-z 0-9 - . _ ~), so
  * a message can never change a URL's path or query beyond its own value.
  */
-ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t *b,
-                       const char *key, bool url_encode, size_t max, const char *what,
-                       char **out, ib_error_t *err);
+ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t *b, const char *key,
+                       bool url_encode, size_t max, const char *what, char **out, ib_error_t *err);
 
 /* The "http" section of a route (wk_route_http.c). */
 wk_http_spec_t *wk_http_compile(const json_t *http, bool has_key, wk_problems_t *p);

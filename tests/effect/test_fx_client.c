@@ -292,8 +292,7 @@ static void test_refused_and_unresolvable_are_transient(void)
     ASSERT_TRUE(!rs.sent);
     ASSERT_STREQ(fx_response_metric_class(&rs), "error");
     fx_response_free(&rs);
-    ASSERT_EQ(call("POST", "http://no-such-host.invalid/charges", "{}", "dns", 3000, NULL, &rs),
-              0);
+    ASSERT_EQ(call("POST", "http://no-such-host.invalid/charges", "{}", "dns", 3000, NULL, &rs), 0);
     ASSERT_EQ(rs.cls, FX_TRANSIENT);
     ASSERT_TRUE(!rs.sent);
     fx_response_free(&rs);

@@ -43,12 +43,13 @@ static const wk_route_t *first(const wk_routes_t *rs)
 #define GOOD                                                                                       \
     "{\"match\":{\"subject\":\"ChargeRequested\"},\"idempotency_key\":\"charge:{$.orderId}\","     \
     "\"http\":{\"method\":\"POST\",\"url\":\"https://pay.example/charges/{$.orderId}?k={key}\","   \
-    "\"body\":\"body\",\"headers\":{\"Authorization\":{\"env\":\"TEST_PAY_TOKEN\"},"                \
+    "\"body\":\"body\",\"headers\":{\"Authorization\":{\"env\":\"TEST_PAY_TOKEN\"},"               \
     "\"X-Tenant\":\"t-{prop:tenant}\"},\"idempotency_header\":\"Idempotency-Key\","                \
-    "\"idempotent\":true,\"timeout_ms\":2000,\"lease_s\":30,\"remote_id\":\"$.id\","                \
-    "\"reconcile\":{\"method\":\"GET\",\"url\":\"https://pay.example/charges?key={key}\"}},"        \
+    "\"idempotent\":true,\"timeout_ms\":2000,\"lease_s\":30,\"remote_id\":\"$.id\","               \
+    "\"reconcile\":{\"method\":\"GET\",\"url\":\"https://pay.example/charges?key={key}\"}},"       \
     "\"sql\":[\"UPDATE orders SET charge_id = ?, status = ?, via = ? WHERE id = ?\"],"             \
-    "\"params\":[[\"response:$.id\",\"response:status\",\"response:header:X-Via\",\"$.orderId\"]]}"
+    "\"params\":[[\"response:$.id\",\"response:status\",\"response:header:X-Via\",\"$.orderId\"]]" \
+    "}"
 
 static void test_valid_route(void)
 {
@@ -94,7 +95,8 @@ static void test_problems_name_the_key(void)
         {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"headers\":{\"A\":{\"env\":"
          "\"TEST_NOT_SET_ANYWHERE\"}}}}",
          "routes[0].http.headers.A: environment variable TEST_NOT_SET_ANYWHERE is not set"},
-        {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"headers\":{\"A\":{\"value\":\"x\"}}}}",
+        {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/"
+         "x\",\"headers\":{\"A\":{\"value\":\"x\"}}}}",
          "routes[0].http.headers.A: must be a string template or {\"env\": NAME}"},
         {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"headers\":{\"Bad Name\":\"x\"}}}",
          "is not a valid header name"},
@@ -194,8 +196,11 @@ static void test_bind_request_and_finish(void)
     /* The answer feeds the finishing statement and the remote id. */
     char body[] = "{\"id\":\"ch_9\",\"nested\":{\"n\":3}}";
     char hdrs[] = "HTTP/1.1 201 Created\r\nX-Via: edge-2\r\n\r\n";
-    fx_response_t resp = {.cls = FX_APPLIED, .status = 201, .body = body,
-                          .body_len = strlen(body), .headers = hdrs,
+    fx_response_t resp = {.cls = FX_APPLIED,
+                          .status = 201,
+                          .body = body,
+                          .body_len = strlen(body),
+                          .headers = hdrs,
                           .headers_len = strlen(hdrs)};
     char rid[64];
     wk_route_remote_id(first(&rs), &resp, rid, sizeof rid);

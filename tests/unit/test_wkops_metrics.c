@@ -144,6 +144,44 @@ static void test_histogram(void)
     wk_metrics_free(m);
 }
 
+/* HTTP routes: requests by route and class, their histogram, uncertain, takeovers. */
+static void test_http(void)
+{
+    wk_metrics_t *m = wk_metrics_new("x");
+    char *t = wk_metrics_render(m, NULL);
+    /* No route has called yet: no series, but the totals are there at 0. */
+    ASSERT_EQ(count_lines_with(t, "inboxd_http_requests_total{"), 0);
+    ASSERT_EQ(sample(t, "inboxd_uncertain_total"), 0);
+    ASSERT_EQ(sample(t, "inboxd_claims_taken_over_total"), 0);
+    ASSERT_EQ(sample(t, "inboxd_http_duration_seconds_count"), 0);
+    free(t);
+    wk_metrics_http_request(m, 0, "2xx", 0.02);
+    wk_metrics_http_request(m, 0, "2xx", 0.03);
+    wk_metrics_http_request(m, 0, "timeout", 10);
+    wk_metrics_http_request(m, 2, "5xx", 0.5);
+    wk_metrics_http_request(m, 2, "teapot", 0.5); /* unknown class: error */
+    wk_metrics_http_request(m, 500, "4xx", 0.1);  /* past the bound: other */
+    wk_metrics_uncertain(m);
+    wk_metrics_claim_taken_over(m);
+    wk_metrics_claim_taken_over(m);
+    t = wk_metrics_render(m, NULL);
+    ASSERT_EQ(sample(t, "inboxd_http_requests_total{route=\"0\",class=\"2xx\"}"), 2);
+    ASSERT_EQ(sample(t, "inboxd_http_requests_total{route=\"0\",class=\"timeout\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_http_requests_total{route=\"0\",class=\"5xx\"}"), 0);
+    ASSERT_EQ(sample(t, "inboxd_http_requests_total{route=\"2\",class=\"5xx\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_http_requests_total{route=\"2\",class=\"error\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_http_requests_total{route=\"other\",class=\"4xx\"}"), 1);
+    ASSERT_EQ(count_lines_with(t, "inboxd_http_requests_total{route=\"1\""), 0);
+    ASSERT_EQ(sample(t, "inboxd_http_duration_seconds_count"), 6);
+    ASSERT_EQ(sample(t, "inboxd_http_duration_seconds_bucket{le=\"0.05\"}"), 2);
+    ASSERT_EQ(sample(t, "inboxd_uncertain_total"), 1);
+    ASSERT_EQ(sample(t, "inboxd_claims_taken_over_total"), 2);
+    /* The handler histogram is its own. */
+    ASSERT_EQ(sample(t, "inboxd_handler_duration_seconds_count"), 0);
+    free(t);
+    wk_metrics_free(m);
+}
+
 static void test_dead_letter_reasons_bounded(void)
 {
     wk_metrics_t *m = wk_metrics_new("x");
@@ -300,6 +338,7 @@ int main(void)
     RUN(test_counts);
     RUN(test_histogram);
     RUN(test_session_metrics);
+    RUN(test_http);
     RUN(test_dead_letter_reasons_bounded);
     RUN(test_reason_truncated_on_character_boundary);
     RUN(test_oldest_in_flight_age);
