@@ -74,4 +74,33 @@ check "a missing config file exits 2" test $? = 2
 sed -n '/<!-- config-reference:begin -->/,/<!-- config-reference:end -->/p' "$src/README.md" | sed '1d;$d' >"$tmp/readme-ref"
 check "README reference matches --config-reference" diff -u "$tmp/readme-ref" "$tmp/ref"
 
+# HTTP routes: every field checked, the lease against the lock renewal limit,
+# secrets only from the environment and never printed.
+http_cfg() { # http_cfg FILE HTTP_JSON [RENEWAL_S]
+  cat >"$1" <<JSON
+{"consumer": "c1", "servicebus": {"connection_string": "$sb", "entity": "orders",
+  "max_auto_lock_renewal_s": ${3:-300}},
+ "db": {"connection_string": "$db"},
+ "routes": [{"match": "*", "idempotency_key": "k:{\$.id}", "http": $2}]}
+JSON
+}
+http_cfg "$tmp/http.json" '{"url": "https://pay.example/x", "headers": {"Authorization": {"env": "CLI_PAY_TOKEN"}},
+  "idempotency_header": "Idempotency-Key", "idempotent": true, "lease_s": 60}'
+CLI_PAY_TOKEN=Bearer-Sup3rS3cret "$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "an HTTP route checks out" test $? = 0
+CLI_PAY_TOKEN=Bearer-Sup3rS3cret "$inboxd" --print-config --config "$tmp/http.json" >"$tmp/print" 2>&1
+check "print-config shows the secret's variable" grep -q CLI_PAY_TOKEN "$tmp/print"
+check "print-config never the secret" bash -c "! grep -q Sup3rS3cret '$tmp/print'"
+env -u CLI_PAY_TOKEN "$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "a missing secret exits 2" test $? = 2
+check "and names header and variable" grep -q '^config: routes\[0\].http.headers.Authorization: environment variable CLI_PAY_TOKEN is not set' "$tmp/err"
+http_cfg "$tmp/http.json" '{"url": "https://pay.example/x", "lease_s": 120}' 60
+"$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "a lease past the renewal limit exits 2" test $? = 2
+check "and says why" grep -q '^config: routes\[0\].http.lease_s: (120 s) must be shorter than servicebus.max_auto_lock_renewal_s' "$tmp/err"
+http_cfg "$tmp/http.json" '{"url": "https://pay.example/x", "retries": 3}'
+"$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "an unknown http field exits 2" test $? = 2
+check "and is named" grep -q '^config: routes\[0\].http.retries: unknown key' "$tmp/err"
+
 exit $fail
