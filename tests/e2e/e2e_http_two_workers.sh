@@ -13,7 +13,8 @@ start_fake pay plain
 gen_orders $N >"$W/orders.jsonl"
 send_file charges "$W/orders.jsonl"
 send_file charges "$W/orders.jsonl"
-write_config "$W/inboxd.json" charges "$(charge_route "$FAKE_URL" false)"
+# A long lease: a slow machine must not turn a claim in progress into a takeover.
+write_config "$W/inboxd.json" charges "$(charge_route "$FAKE_URL" false '{"lease_s": 30}')"
 start_inboxd "$W/inboxd.json" inboxd1; p1=$LAST_PID
 start_inboxd "$W/inboxd.json" inboxd2; p2=$LAST_PID
 wait_until 300 queue_empty charges || die "queue not drained"
