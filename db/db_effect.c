@@ -130,24 +130,32 @@ static void sql_add_column(db_dialect_t d, const char *table, const newcol_t *c,
     }
 }
 
-typedef enum {
-    SQL_CLAIM_INSERT,
-    SQL_LOOKUP,
-    SQL_TAKEOVER,
-    SQL_TAKE_RETRY,
-    SQL_RENEW,
-    SQL_FINISH,
-    SQL_RELEASE_DELETE,
-    SQL_RELEASE_EXPIRE,
-    SQL_LIST,
-    SQL_RESOLVE_PROCESSED,
-    SQL_RESOLVE_RETRY,
-} effect_sql_t;
+typedef db_effect_stmt_t effect_sql_t;
 
 #define WHERE_ROW "WHERE consumer = ? AND message_id = ?"
 #define WHERE_OURS WHERE_ROW " AND status = 'claimed' AND claim_token = ?"
 
 /* Statement text; lease_s is pasted in as an integer (never user text). */
+static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, long lease_s,
+                           char *buf, size_t size);
+
+ib_err_t db_effect_sql_text(db_dialect_t d, const char *table, db_effect_stmt_t which, long lease_s,
+                            char *buf, size_t size)
+{
+    if (d == DB_DIALECT_AUTO || (unsigned)d > DB_DIALECT_MARIADB)
+        return IB_E_INVAL;
+    if (which == DB_ESQL_HAS_COLUMN || which == DB_ESQL_ADD_COLUMN) {
+        if (!db_table_name_valid(table))
+            return IB_E_INVAL;
+        if (which == DB_ESQL_HAS_COLUMN)
+            sql_has_column(d, table, new_columns[0].name, buf, size);
+        else
+            sql_add_column(d, table, &new_columns[0], buf, size);
+        return IB_E_OK;
+    }
+    return effect_sql(d, table, which, lease_s, buf, size);
+}
+
 static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, long lease_s,
                            char *buf, size_t size)
 {
@@ -158,7 +166,7 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, lo
         return IB_E_INVAL;
     now_plus(d, lease_s, lease, sizeof lease);
     switch (which) {
-    case SQL_CLAIM_INSERT:
+    case DB_ESQL_CLAIM_INSERT:
         n = snprintf(buf, size,
                      "INSERT INTO %s (consumer, message_id, idempotency_key, body_sha256, status, "
                      "entity, sequence_number, delivery_count, enqueued_at, received_at, "
@@ -166,42 +174,42 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, lo
                      "'claimed', ?, ?, ?, ?, ?, %s, %s, ?, 1)",
                      t, now, lease);
         break;
-    case SQL_LOOKUP:
+    case DB_ESQL_LOOKUP:
         n = snprintf(buf, size,
                      "SELECT message_id, body_sha256, status, CASE WHEN lease_until IS NULL OR "
                      "lease_until < %s THEN 1 ELSE 0 END, remote_id, attempts FROM %s WHERE "
                      "consumer = ? AND (message_id = ? OR idempotency_key = ?)",
                      now, t);
         break;
-    case SQL_TAKEOVER:
+    case DB_ESQL_TAKEOVER:
         n = snprintf(buf, size,
                      "UPDATE %s SET claim_token = ?, lease_until = %s, attempts = "
                      "COALESCE(attempts, 0) + 1 " WHERE_ROW " AND status = 'claimed' AND "
                      "(lease_until IS NULL OR lease_until < %s)",
                      t, lease, now);
         break;
-    case SQL_TAKE_RETRY:
+    case DB_ESQL_TAKE_RETRY:
         n = snprintf(buf, size,
                      "UPDATE %s SET status = 'claimed', claim_token = ?, lease_until = %s, "
                      "attempts = COALESCE(attempts, 0) + 1 " WHERE_ROW " AND status = 'retry'",
                      t, lease);
         break;
-    case SQL_RENEW:
+    case DB_ESQL_RENEW:
         n = snprintf(buf, size, "UPDATE %s SET lease_until = %s " WHERE_OURS, t, lease);
         break;
-    case SQL_FINISH:
+    case DB_ESQL_FINISH:
         n = snprintf(buf, size,
                      "UPDATE %s SET status = ?, remote_id = ?, remote_status = ?, error_class = ?, "
                      "error_detail = ?, processed_at = %s, lease_until = NULL " WHERE_OURS,
                      t, now);
         break;
-    case SQL_RELEASE_DELETE:
+    case DB_ESQL_RELEASE_DELETE:
         n = snprintf(buf, size, "DELETE FROM %s " WHERE_OURS, t);
         break;
-    case SQL_RELEASE_EXPIRE:
+    case DB_ESQL_RELEASE_EXPIRE:
         n = snprintf(buf, size, "UPDATE %s SET lease_until = %s " WHERE_OURS, t, now);
         break;
-    case SQL_LIST:
+    case DB_ESQL_LIST:
         n = snprintf(buf, size,
                      "SELECT consumer, message_id, idempotency_key, status, error_class, "
                      "error_detail, remote_id, remote_status, attempts, processed_at, "
@@ -209,20 +217,22 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, lo
                      "ORDER BY processed_at, consumer, message_id",
                      t, lease_s ? " AND consumer = ?" : "");
         break;
-    case SQL_RESOLVE_PROCESSED:
+    case DB_ESQL_RESOLVE_PROCESSED:
         n = snprintf(buf, size,
                      "UPDATE %s SET status = 'processed', remote_id = COALESCE(?, remote_id), "
                      "resolution = 'processed', resolution_note = ?, resolved_at = %s, "
                      "lease_until = NULL " WHERE_ROW " AND status IN ('uncertain', 'failed')",
                      t, now);
         break;
-    case SQL_RESOLVE_RETRY:
+    case DB_ESQL_RESOLVE_RETRY:
         n = snprintf(buf, size,
                      "UPDATE %s SET status = 'retry', resolution = 'retry', resolution_note = ?, "
                      "resolved_at = %s, lease_until = NULL " WHERE_ROW
                      " AND status IN ('uncertain', 'failed')",
                      t, now);
         break;
+    default:
+        return IB_E_INVAL;
     }
     return (n < 0 || (size_t)n >= size) ? IB_E_INVAL : IB_E_OK;
 }
@@ -394,7 +404,7 @@ static db_claim_outcome_t insert_claim(db_conn_t *dbc, const db_claim_t *c, long
 {
     char sql[DB_SQL_MAX];
     long long received = c->received_at_ms > 0 ? c->received_at_ms : ib_now_ms();
-    if (effect_sql(dbc->dialect, dbc->table, SQL_CLAIM_INSERT, lease_s, sql, sizeof sql) !=
+    if (effect_sql(dbc->dialect, dbc->table, DB_ESQL_CLAIM_INSERT, lease_s, sql, sizeof sql) !=
         IB_E_OK) {
         ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "claim statement too long");
         return DB_CLAIM_FAILED;
@@ -428,7 +438,7 @@ static db_claim_outcome_t existing(db_conn_t *dbc, const db_claim_t *c, long lea
 {
     char sql[DB_SQL_MAX];
     found_t f = {0};
-    effect_sql(dbc->dialect, dbc->table, SQL_LOOKUP, lease_s, sql, sizeof sql);
+    effect_sql(dbc->dialect, dbc->table, DB_ESQL_LOOKUP, lease_s, sql, sizeof sql);
     db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
                       DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
     if (db_run(dbc, sql, b, 3, found_row, &f, NULL, err) != IB_E_OK)
@@ -449,12 +459,12 @@ static db_claim_outcome_t existing(db_conn_t *dbc, const db_claim_t *c, long lea
     ib_strlcpy(row->remote_id, f.remote_id, sizeof row->remote_id);
     row->attempts = f.attempts;
     if (strcmp(f.status, "retry") == 0)
-        return take(dbc, c, SQL_TAKE_RETRY, lease_s, row, DB_CLAIM_RETRY, err);
+        return take(dbc, c, DB_ESQL_TAKE_RETRY, lease_s, row, DB_CLAIM_RETRY, err);
     if (strcmp(f.status, "claimed") != 0)
         return DB_CLAIM_DONE;
     if (!f.expired)
         return DB_CLAIM_BUSY;
-    return take(dbc, c, SQL_TAKEOVER, lease_s, row, DB_CLAIM_TAKEN_OVER, err);
+    return take(dbc, c, DB_ESQL_TAKEOVER, lease_s, row, DB_CLAIM_TAKEN_OVER, err);
 }
 
 db_claim_outcome_t db_effect_claim(db_conn_t *dbc, const db_claim_t *c, long lease_s,
@@ -513,13 +523,14 @@ static ib_err_t on_ours(db_conn_t *dbc, effect_sql_t which, long lease_s, const 
 ib_err_t db_effect_renew(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
                          long lease_s, ib_error_t *err)
 {
-    return on_ours(dbc, SQL_RENEW, lease_s, consumer, row, err);
+    return on_ours(dbc, DB_ESQL_RENEW, lease_s, consumer, row, err);
 }
 
 ib_err_t db_effect_release(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
                            bool reached, ib_error_t *err)
 {
-    return on_ours(dbc, reached ? SQL_RELEASE_EXPIRE : SQL_RELEASE_DELETE, 1, consumer, row, err);
+    return on_ours(dbc, reached ? DB_ESQL_RELEASE_EXPIRE : DB_ESQL_RELEASE_DELETE, 1, consumer, row,
+                   err);
 }
 
 /* Runs the route's finishing statements in the open transaction. */
@@ -564,7 +575,7 @@ db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_cla
             while (end > 0 && ((unsigned char)res->error_detail[end] & 0xC0) == 0x80)
                 detail[--end] = '\0';
     }
-    effect_sql(dbc->dialect, dbc->table, SQL_FINISH, 1, sql, sizeof sql);
+    effect_sql(dbc->dialect, dbc->table, DB_ESQL_FINISH, 1, sql, sizeof sql);
     db_bind_t b[8] = {DB_B(DB_TEXT(res->status)),
                       DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id) : DB_NULL()),
                       DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL()),
@@ -631,7 +642,7 @@ long db_effect_list(db_conn_t *dbc, const char *status, const char *consumer, lo
     if (db_conn_ensure(dbc, err) != IB_E_OK)
         return -1;
     /* lease_s carries "with a consumer filter" for this statement. */
-    effect_sql(dbc->dialect, dbc->table, SQL_LIST, consumer ? 1 : 0, sql, sizeof sql);
+    effect_sql(dbc->dialect, dbc->table, DB_ESQL_LIST, consumer ? 1 : 0, sql, sizeof sql);
     db_bind_t b[2] = {DB_B(DB_TEXT(status)), DB_B(DB_TEXT(consumer ? consumer : ""))};
     ib_err_t rc = db_run(dbc, sql, b, consumer ? 2 : 1, list_row, &l, NULL, err);
     db_rollback_quiet(dbc);
@@ -651,8 +662,8 @@ ib_err_t db_effect_resolve(db_conn_t *dbc, const char *consumer, const char *mes
         db_rollback_quiet(dbc);
     if (db_conn_ensure(dbc, err) != IB_E_OK)
         return err->code;
-    effect_sql(dbc->dialect, dbc->table, retry ? SQL_RESOLVE_RETRY : SQL_RESOLVE_PROCESSED, 1, sql,
-               sizeof sql);
+    effect_sql(dbc->dialect, dbc->table, retry ? DB_ESQL_RESOLVE_RETRY : DB_ESQL_RESOLVE_PROCESSED,
+               1, sql, sizeof sql);
     db_bind_t b[4];
     size_t nb = 0;
     if (!retry)

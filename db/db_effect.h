@@ -98,6 +98,30 @@ db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_cla
 ib_err_t db_effect_release(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
                            bool reached, ib_error_t *err);
 
+/*
+ * The statement text of the claim protocol, for tests of the dialects no
+ * server here runs (SQL Server, MariaDB). DB_ESQL_HAS_COLUMN / DB_ESQL_ADD_COLUMN
+ * render for the first new column (lease_until). IB_E_INVAL for an unknown
+ * dialect, a bad table name or text that does not fit.
+ */
+typedef enum {
+    DB_ESQL_CLAIM_INSERT,
+    DB_ESQL_LOOKUP,
+    DB_ESQL_TAKEOVER,
+    DB_ESQL_TAKE_RETRY,
+    DB_ESQL_RENEW,
+    DB_ESQL_FINISH,
+    DB_ESQL_RELEASE_DELETE,
+    DB_ESQL_RELEASE_EXPIRE,
+    DB_ESQL_LIST,
+    DB_ESQL_RESOLVE_PROCESSED,
+    DB_ESQL_RESOLVE_RETRY,
+    DB_ESQL_HAS_COLUMN,
+    DB_ESQL_ADD_COLUMN,
+} db_effect_stmt_t;
+ib_err_t db_effect_sql_text(db_dialect_t d, const char *table, db_effect_stmt_t which, long lease_s,
+                            char *buf, size_t size);
+
 /* ---- operators ----------------------------------------------------------- */
 
 typedef struct db_effect_listed {
