@@ -10,6 +10,8 @@
 #   TLS, wrong CA        -> a clear log line, nothing sent, the message not
 #                           lost (abandoned until MaxDeliveryCount dead-letters it)
 #   connection refused   -> transient, abandoned, not lost
+#   a 7 s call on a 5 s broker lock -> the lock renewed throughout: one
+#                           delivery, applied
 # The credential never appears in inboxd's output, --print-config or the DLQ.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/http_lib.sh"
@@ -22,7 +24,8 @@ start_fake tls idempotent --tls "$W/srv.crt" "$W/srv.key"; TLS=$FAKE_URL
 fake_config "$PAY" '{"faults":[
   {"kind":"status","match":"bad-","status":400,"echo_auth":true},
   {"kind":"status","match":"wait-","status":503,"retry_after":1,"times":1},
-  {"kind":"status","match":"flaky-","status":500,"times":3}]}'
+  {"kind":"status","match":"flaky-","status":500,"times":3},
+  {"kind":"delay","match":"slow-","delay_ms":7000}]}'
 # A port nothing listens on.
 refused=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 route() { # route SUBJECT URL [EXTRA_HTTP]
@@ -33,10 +36,12 @@ route() { # route SUBJECT URL [EXTRA_HTTP]
 routes=$(jq -s . <(route ChargeRequested "$PAY") \
   <(route TlsGood "$TLS" "$(jq -n --arg ca "$W/ca.crt" '{ca_file: $ca}')") \
   <(route TlsBad "$TLS" "$(jq -n --arg ca "$W/other-ca.crt" '{ca_file: $ca}')") \
-  <(route Refused "http://127.0.0.1:$refused"))
+  <(route Refused "http://127.0.0.1:$refused") \
+  <(route Slow "$PAY" '{"timeout_ms": 15000, "lease_s": 30}'))
 {
   gen_orders 1 bad; gen_orders 1 wait; gen_orders 1 flaky; gen_orders 1 ok
   gen_orders 1 tgood TlsGood; gen_orders 1 tbad TlsBad; gen_orders 1 refused Refused
+  gen_orders 1 slow Slow
 } >"$W/orders.jsonl"
 # Five retries inside one delivery: enough for three 500s and a Retry-After.
 write_config "$W/inboxd.json" charges "$routes" '{"retry":{"attempts":5,"base_ms":50,"max_ms":300}}'
@@ -86,4 +91,10 @@ for f in "$W/inboxd.log" "$W/print-config.json" "$W/dlq.jsonl"; do
   if grep -qF "$E2E_PAYMENTS_TOKEN" "$f"; then die "the credential appears in $(basename "$f")"; fi
 done
 e2e_log "ok   the credential is in no log line, --print-config or dead letter"
-check "charges rows" "$(sql 'SELECT count(*) FROM charges')" 4
+# A call longer than the broker's lock: renewed throughout, so one delivery.
+check "slow call: inbox row" "$(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'slow-1'")" processed
+check "slow call: requests" "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:slow-1")] | length')" 1
+# Deliveries: one each for the five settled at once, two each for the two
+# that ran out of deliveries; a lost lock on the slow call would add one.
+check "deliveries" "$(stat charges delivered)" 10
+check "charges rows" "$(sql 'SELECT count(*) FROM charges')" 5
