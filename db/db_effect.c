@@ -228,7 +228,7 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, lo
         n = snprintf(buf, size,
                      "UPDATE %s SET status = 'retry', resolution = 'retry', resolution_note = ?, "
                      "resolved_at = %s, lease_until = NULL " WHERE_ROW
-                     " AND status IN ('uncertain', 'failed')",
+                     " AND status IN ('uncertain', 'failed') AND claim_token IS NOT NULL",
                      t, now);
         break;
     default:
@@ -676,10 +676,14 @@ ib_err_t db_effect_resolve(db_conn_t *dbc, const char *consumer, const char *mes
         db_rollback_quiet(dbc);
         return err->code;
     }
+    /* A SQL route's failed row (no claim token) comes back with a replay instead. */
     if (n != 1)
         return ib_error_set(err, IB_E_NOTFOUND, IB_CLASS_PERMANENT,
-                            "no uncertain or failed inbox row for consumer '%.64s' message "
-                            "'%.64s'",
-                            consumer, message_id);
+                            "no uncertain or failed %sinbox row for consumer '%.64s' message "
+                            "'%.64s'%s",
+                            retry ? "HTTP-route " : "", consumer, message_id,
+                            retry ? " (a SQL route's failed row is replayed with inboxctl dlq "
+                                    "replay, not resolved as retry)"
+                                  : "");
     return IB_E_OK;
 }

@@ -146,7 +146,9 @@ long db_effect_list(db_conn_t *dbc, const char *status, const char *consumer, lo
  * An operator's decision on an uncertain or failed row, recorded on it
  * (resolution, resolution_note, resolved_at): as "processed" (remote_id
  * kept unless given) or "retry" (the next delivery or a replay calls
- * again). IB_E_NOTFOUND (permanent) when no such uncertain or failed row.
+ * again; HTTP-route rows only, those with a claim token: a SQL route's
+ * failed row is retried by replaying its message). IB_E_NOTFOUND
+ * (permanent) when no such row.
  */
 ib_err_t db_effect_resolve(db_conn_t *dbc, const char *consumer, const char *message_id,
                            const char *as, const char *remote_id, const char *note,

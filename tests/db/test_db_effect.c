@@ -200,6 +200,14 @@ static void test_uncertain_list_resolve(void)
               IB_E_OK);
     ASSERT_EQ(db_effect_resolve(A, "c1", "m5", "processed", NULL, "again", &err), IB_E_NOTFOUND);
     ASSERT_EQ(db_effect_resolve(A, "c1", "m9", "retry", NULL, "x", &err), IB_E_NOTFOUND);
+    /* A SQL route's failed row (never claimed) is not for retry: its replay re-runs it. */
+    char hs[65];
+    db_claim_t sqlrow = claim_of("m-sql", NULL, "{}", hs);
+    ASSERT_EQ(db_inbox_record_failure(A, &sqlrow, IB_CLASS_PERMANENT, "bad", &err), DB_APPLIED);
+    ASSERT_EQ(db_effect_resolve(A, "c1", "m-sql", "retry", NULL, "x", &err), IB_E_NOTFOUND);
+    ASSERT_CONTAINS(err.text, "dlq replay");
+    ASSERT_EQ(db_effect_resolve(A, "c1", "m-sql", "processed", NULL, "fixed by hand", &err),
+              IB_E_OK);
     ASSERT_EQ(db_effect_resolve(A, "c1", "m4", "maybe", NULL, "x", &err), IB_E_INVAL);
     ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'processed' AND "
                 "remote_id = 'fx-manual' AND resolution = 'processed' AND resolved_at IS NOT NULL",
@@ -212,7 +220,7 @@ static void test_uncertain_list_resolve(void)
     db_effect_result_t ok = {"processed", "fx-9", 201, NULL, NULL};
     ASSERT_EQ(db_effect_finish(A, "c1", &r, &ok, NULL, 0, &err), DB_APPLIED);
     memset(&s, 0, sizeof s);
-    ASSERT_EQ(db_effect_list(A, "processed", "c1", 0, collect, &s, &err), 4);
+    ASSERT_EQ(db_effect_list(A, "processed", "c1", 0, collect, &s, &err), 5);
     ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'processed' AND "
                 "resolution = 'retry' AND resolution_note = 'checked: not charged'",
                 "m4"),
