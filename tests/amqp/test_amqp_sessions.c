@@ -214,7 +214,7 @@ static void test_sessions_given_back_at_once(void)
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK(sbt_stat(&emu, "sb", "completed") == 6);
+    SBT_CHECK(sbt_wait_stat(&emu, "sb", "completed", 6, 5000) == 6);
     SBT_CHECK(sbt_stat(&emu, "sb", "delivered") == 6);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   sessions_given_back_at_once\n");
@@ -321,7 +321,7 @@ static void test_session_drain_unanswered(void)
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK(sbt_stat(&emu, "su", "completed") == 1);
+    SBT_CHECK(sbt_wait_stat(&emu, "su", "completed", 1, 5000) == 1);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   session_drain_unanswered\n");
 }
