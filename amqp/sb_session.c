@@ -262,7 +262,9 @@ void sb_session_step(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
     unsigned inflight;
-    if (r->state != RCV_OPEN || !r->link || !r->session_id || c->stopping)
+    /* Paused (the circuit breaker) or recycling: nothing handed out, no credit. */
+    if (r->state != RCV_OPEN || !r->link || !r->session_id || c->stopping || c->paused ||
+        r->recycling)
         return;
     inflight = r->held - r->nbuf;
     if (c->receiving_stopped) {
