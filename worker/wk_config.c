@@ -70,6 +70,14 @@ const wk_setting_t wk_settings[] = {
      OFF(db.auth)},
     {"db.pool_size", WK_CT_INT, "0", 0, 256, NULL, 0,
      "Database worker threads, one connection each (0 = max_concurrent_calls).", OFF(db.pool_size)},
+    {"db.batch_max", WK_CT_INT, "32", 1, 1000, NULL, 0,
+     "Most messages a db worker applies in one transaction: those already waiting, at most "
+     "one per session (1 = one transaction per message). Outcomes and guarantees are the same.",
+     OFF(db.batch_max)},
+    {"db.batch_linger_ms", WK_CT_INT, "0", 0, 1000, NULL, 0,
+     "How long a db worker waits for more messages before applying a batch smaller than "
+     "batch_max (0 = never: a lone message is not held back).",
+     OFF(db.batch_linger_ms)},
     {"db.inbox_table", WK_CT_STR, "inboxd_inbox", NOLIM, NULL, 0,
      "Name of the inbox table (may be schema-qualified).", OFF(db.inbox_table)},
     {"db.migrate", WK_CT_BOOL, "true", NOLIM, NULL, 0,

@@ -40,7 +40,9 @@ typedef struct wk_config {
         char *connection_string;
         char *dialect;
         char *auth;          /* "password" or "workload_identity" */
-        long long pool_size; /* 0 = servicebus.max_concurrent_calls */
+        long long pool_size;       /* 0 = servicebus.max_concurrent_calls */
+        long long batch_max;       /* messages per transaction, at most */
+        long long batch_linger_ms; /* wait for more before a short batch (0 = never) */
         char *inbox_table;
         bool migrate;
         long long statement_timeout_s;

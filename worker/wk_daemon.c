@@ -257,33 +257,105 @@ static void on_session_switch(double seconds, void *ctx)
 
 /* ---- db workers -------------------------------------------------------- */
 
-static job_t *pop_job(daemon_t *dm)
+/* True when j's session already has a job among the n in batch (mu held). */
+static bool session_taken(job_t *const *batch, size_t n, const job_t *j)
 {
-    job_t *j;
-    pthread_mutex_lock(&dm->mu);
-    while (!dm->qhead && !dm->stop_workers)
-        pthread_cond_wait(&dm->cv, &dm->mu);
-    j = dm->qhead;
-    if (j) {
-        dm->qhead = j->qnext;
-        if (!dm->qhead)
-            dm->qtail = NULL;
-        dm->queued--;
-        dm->busy_workers++;
-    }
-    pthread_mutex_unlock(&dm->mu);
-    return j;
+    const char *sid = j->msg->session_id;
+    if (!sid)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (batch[i]->msg->session_id && strcmp(batch[i]->msg->session_id, sid) == 0)
+            return true;
+    return false;
 }
 
 /*
- * Connects when there is no connection, retrying while the job is worth
- * it (not draining, lock not lost). Returns NULL when it gave up.
+ * Moves up to max queued jobs into batch, in queue order, at most one per
+ * session (a job whose session is already in the batch stays queued for
+ * the next one); a job that must go alone (an HTTP route) is taken only
+ * as a batch of its own. Returns how many. mu held.
+ */
+static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
+{
+    size_t n = 0;
+    bool alone = false;
+    job_t *prev = NULL, *j = dm->qhead;
+
+    while (j && n < max && !alone) {
+        job_t *next = j->qnext;
+        bool solo = max > 1 && wk_pipeline_alone(&dm->pipe, j->msg);
+        if (session_taken(batch, n, j) || (solo && n > 0)) {
+            prev = j;
+        } else {
+            alone = solo;
+            if (prev)
+                prev->qnext = next;
+            else
+                dm->qhead = next;
+            if (dm->qtail == j)
+                dm->qtail = prev;
+            j->qnext = NULL;
+            dm->queued--;
+            batch[n++] = j;
+        }
+        j = next;
+    }
+    return n;
+}
+
+/*
+ * Waits for work and takes a batch of ready jobs (db.batch_max; 1 = one
+ * job). A lone job is taken at once unless db.batch_linger_ms asks to wait
+ * that long for company. Returns 0 when the workers stop.
  * thread: a db worker.
  */
-static db_conn_t *connect_for(worker_t *w, db_conn_t *dbc, const job_t *j, int *fails)
+static size_t pop_jobs(daemon_t *dm, job_t **batch, size_t max)
+{
+    long long linger = dm->cfg->db.batch_linger_ms;
+    size_t n;
+
+    pthread_mutex_lock(&dm->mu);
+    while (!dm->qhead && !dm->stop_workers)
+        pthread_cond_wait(&dm->cv, &dm->mu);
+    if (linger > 0 && max > 1 && dm->qhead && dm->queued < max) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)(linger / 1000);
+        until.tv_nsec += (long)(linger % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (dm->qhead && dm->queued < max && !dm->stop_workers &&
+               pthread_cond_timedwait(&dm->cv, &dm->mu, &until) == 0)
+            ;
+    }
+    n = take_jobs(dm, batch, max);
+    if (n)
+        dm->busy_workers++;
+    pthread_mutex_unlock(&dm->mu);
+    return n;
+}
+
+/* True when some job of the batch is still worth a database (lock not lost). */
+static bool batch_wanted(job_t *const *batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!atomic_load(&batch[i]->lock_lost))
+            return true;
+    return false;
+}
+
+/*
+ * Connects when there is no connection, retrying while the batch is worth
+ * it (not draining, some lock not lost). Returns NULL when it gave up.
+ * thread: a db worker.
+ */
+static db_conn_t *connect_for(worker_t *w, db_conn_t *dbc, job_t *const *batch, size_t n,
+                              int *fails)
 {
     daemon_t *dm = w->dm;
-    while (!dbc && !atomic_load(&dm->stopping) && !atomic_load(&j->lock_lost)) {
+    while (!dbc && !atomic_load(&dm->stopping) && batch_wanted(batch, n)) {
         ib_error_t err;
         dbc = db_conn_new(&dm->dbopt, &err);
         if (!dbc) {
@@ -299,35 +371,62 @@ static db_conn_t *connect_for(worker_t *w, db_conn_t *dbc, const job_t *j, int *
     return dbc;
 }
 
+/* Decides the n jobs of a batch (n == 1: one message, as it always was). */
+static void process_jobs(daemon_t *dm, db_conn_t *dbc, job_t *const *batch, size_t n,
+                         wk_batch_msg_t *bm)
+{
+    if (!dbc) {
+        /* Draining, or every lock is gone, and no database: give the
+         * messages back untouched. */
+        for (size_t i = 0; i < n; i++) {
+            batch[i]->d.outcome = WK_OUT_RELEASED;
+            batch[i]->d.disposition = SB_RELEASE;
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        bm[i] = (wk_batch_msg_t){batch[i]->msg, &batch[i]->lock_lost, &batch[i]->d};
+    wk_pipeline_process_batch(&dm->pipe, dbc, bm, n);
+}
+
 /* thread: a db worker. */
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
     daemon_t *dm = w->dm;
+    size_t max = (size_t)dm->cfg->db.batch_max;
     db_conn_t *dbc = NULL;
-    job_t *j;
+    job_t **batch = calloc(max, sizeof(*batch));
+    wk_batch_msg_t *bm = calloc(max, sizeof(*bm));
+    size_t n;
     int fails = 0;
 
-    while ((j = pop_job(dm)) != NULL) {
-        sb_msg_t *msg = j->msg;
-        dbc = connect_for(w, dbc, j, &fails);
-        if (!dbc) {
-            /* Draining, or the lock is gone, and no database: give the
-             * message back untouched. */
-            j->d.outcome = WK_OUT_RELEASED;
-            j->d.disposition = SB_RELEASE;
-        } else {
-            wk_pipeline_process(&dm->pipe, dbc, msg, &j->lock_lost, &j->d);
-        }
+    if (!batch || !bm)
+        max = 1; /* out of memory: one job at a time, on the stack */
+    job_t *one[1];
+    wk_batch_msg_t bm_one[1];
+    while ((n = pop_jobs(dm, batch ? batch : one, max)) > 0) {
+        job_t **b = batch ? batch : one;
+        dbc = connect_for(w, dbc, b, n, &fails);
+        process_jobs(dm, dbc, b, n, bm ? bm : bm_one);
         pthread_mutex_lock(&dm->mu);
         dm->busy_workers--;
         pthread_mutex_unlock(&dm->mu);
-        /* After this call the proactor owns j. */
-        bool dl = j->d.disposition == SB_DEADLETTER;
-        sb_client_settle(dm->client, msg, j->d.disposition, dl ? j->d.reason : NULL,
-                         dl ? j->d.description : NULL);
+        /*
+         * Only now, after the COMMIT, are the messages settled, one after
+         * another so that the proactor sends their dispositions together.
+         * After each call the proactor owns that job.
+         */
+        for (size_t i = 0; i < n; i++) {
+            job_t *j = b[i];
+            bool dl = j->d.disposition == SB_DEADLETTER;
+            sb_client_settle(dm->client, j->msg, j->d.disposition, dl ? j->d.reason : NULL,
+                             dl ? j->d.description : NULL);
+        }
     }
     db_conn_free(dbc);
+    free(batch);
+    free(bm);
     return NULL;
 }
 

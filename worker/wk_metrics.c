@@ -56,6 +56,7 @@ struct wk_metrics {
     wk_counter_t lock_renewals[WK_RENEW__COUNT];
     wk_counter_t lock_lost;
     wk_counter_t reconnects;
+    wk_counter_t batch_fallbacks;
     _Atomic long long in_flight;
     _Atomic long long oldest_since_ms;
     _Atomic int circuit_open;
@@ -146,6 +147,12 @@ void wk_metrics_circuit_open_set(wk_metrics_t *m, bool open)
 {
     if (m)
         atomic_store_explicit(&m->circuit_open, open ? 1 : 0, memory_order_relaxed);
+}
+
+void wk_metrics_batch_fallback(wk_metrics_t *m)
+{
+    if (m)
+        bump(&m->batch_fallbacks);
 }
 
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls)
@@ -319,8 +326,7 @@ void wk_metrics_read(wk_metrics_t *m, wk_metrics_view_t *v)
 }
 
 /* Appends "name":n to buf at *off when it fits whole; reason names are JSON-escaped. */
-static void reason_json(char *buf, size_t size, size_t *off, const char *name,
-                        unsigned long long n)
+static void reason_json(char *buf, size_t size, size_t *off, const char *name, unsigned long long n)
 {
     char esc[2 * WK_METRICS_REASON_MAX + 1];
     size_t k = 0;
@@ -349,7 +355,8 @@ void wk_metrics_reasons_json(wk_metrics_t *m, char *buf, size_t size)
     buf[1] = '\0';
     int n = m ? atomic_load_explicit(&m->nreasons, memory_order_acquire) : 0;
     for (int i = 0; i < n; i++)
-        reason_json(buf, size, &off, m->reasons[i].name, (unsigned long long)load(&m->reasons[i].n));
+        reason_json(buf, size, &off, m->reasons[i].name,
+                    (unsigned long long)load(&m->reasons[i].n));
     if (m && load(&m->reasons_other))
         reason_json(buf, size, &off, "other", (unsigned long long)load(&m->reasons_other));
     buf[off] = '}';
@@ -543,6 +550,11 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
                      "Time from a session's last message settled to its slot holding the next "
                      "session (0 when the next was accepted before).",
                      m->switch_buckets, wk_metrics_switch_buckets, NSWITCH, &m->switch_sum_us);
+
+    header(&b, "inboxd_batch_fallbacks_total", "counter",
+           "Batches rolled back after a failure and applied one message per transaction.");
+    buf_printf(&b, "inboxd_batch_fallbacks_total %llu\n",
+               (unsigned long long)load(&m->batch_fallbacks));
 
     header(&b, "inboxd_build_info", "gauge", "Always 1; the labels describe the build.");
     buf_printf(&b, "inboxd_build_info{version=\"");

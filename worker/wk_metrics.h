@@ -18,6 +18,7 @@
  *   inboxd_session_switches_total        sessions given back so their slot takes the next
  *   inboxd_session_switch_seconds        histogram: last message of a session settled ->
  *                                        its slot holding the next session
+ *   inboxd_batch_fallbacks_total         batches rolled back and applied one by one
  *   inboxd_build_info{version}           always 1
  *
  * Every label set is bounded: results and classes are enums, and dead-letter
@@ -73,6 +74,8 @@ const char *wk_renew_result_name(wk_renew_result_t result);
  * the caller makes one call per outcome. thread: any.
  */
 void wk_metrics_message(wk_metrics_t *m, wk_outcome_t outcome);
+/* Counts one batch rolled back and applied one message at a time. thread: any. */
+void wk_metrics_batch_fallback(wk_metrics_t *m);
 /* Counts one in-process retry after an error of class cls. thread: any. */
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls);
 /* The inboxd_circuit_open gauge (wk_breaker.h). thread: any. */

@@ -142,35 +142,63 @@ static const wk_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
     return route;
 }
 
-/* thread: a db worker (see wk_pipeline.h). */
-bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
-                            unsigned *seed, wk_decision_t *d, long long min_wait_ms)
+/* One message on its way through a batch (thread: its db worker). */
+typedef struct item {
+    const sb_msg_t *msg;
+    const atomic_bool *lock_lost;
+    wk_decision_t *d;
+    const wk_route_t *route;
+    wk_binding_t b;
+    bool bound; /* b holds a binding to free */
+    db_claim_t claim;
+    char sha[65];
+} item_t;
+
+/*
+ * Before the database: decides what can be decided without it (d filled,
+ * returns false), or routes, hashes and binds the message for the inbox
+ * transaction (returns true).
+ */
+static bool prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
 {
     const wk_config_t *cfg = p->cfg;
-    long long deadline = p->retry_deadline_ms ? atomic_load(p->retry_deadline_ms) : 0;
-    long long wait = 0;
-    bool give_up = d->attempts > cfg->retry.attempts || atomic_load(lock_lost) || stopping(p);
-    if (!give_up) {
-        wait = wk_backoff_ms(cfg->retry.base_ms, cfg->retry.max_ms, d->attempts, seed);
-        if (wait < min_wait_ms)
-            wait = min_wait_ms; /* the destination's Retry-After */
-        /* A Retry-After beyond the whole in-process budget: let the broker hold it instead. */
-        give_up = (deadline && ib_mono_ms() + wait > deadline) ||
-                  min_wait_ms > cfg->retry.max_ms * cfg->retry.attempts;
-    }
-    if (give_up) {
-        d->outcome = WK_OUT_ABANDONED;
-        d->disposition = SB_ABANDON;
+    const sb_msg_t *msg = it->msg;
+    wk_decision_t *d = it->d;
+    ib_err_t rc;
+
+    memset(d, 0, sizeof(*d));
+    if (!(it->route = decide_early(p, msg, it->lock_lost, d)))
+        return false;
+    db_sha256_hex(msg->body, msg->body_len, it->sha);
+    it->claim = (db_claim_t){
+        .consumer = cfg->consumer,
+        .message_id = msg->message_id,
+        .idempotency_key = NULL,
+        .body_sha256 = it->sha,
+        .entity = cfg->servicebus.entity,
+        .sequence_number = msg->sequence_number,
+        .delivery_count = msg->delivery_count,
+        .enqueued_at_ms = msg->enqueued_ms,
+        .received_at_ms = 0,
+    };
+    rc = wk_route_bind(it->route, msg, &it->b, &d->err);
+    if (rc != IB_E_OK) {
+        wk_binding_free(&it->b);
+        if (d->err.cls == IB_CLASS_TRANSIENT) { /* out of memory */
+            d->outcome = WK_OUT_ABANDONED;
+            d->disposition = SB_ABANDON;
+            return false;
+        }
+        permanent(p, dbc, it->route, &it->claim, wk_route_bind_reason(rc), d);
         return false;
     }
-    if (p->metrics)
-        wk_metrics_retry(p->metrics, d->err.cls);
-    IB_LOG(IB_LOG_INFO, "msg_retry", IB_MSG("transient failure, retrying"),
-           IB_S("consumer", cfg->consumer), IB_S("message_id", msg->message_id),
-           IB_S("result", "retried"), IB_S("error_class", ib_class_name(d->err.cls)),
-           IB_S("sqlstate", d->err.sqlstate), IB_I("native_error", d->err.native),
-           IB_S("error", d->err.text), IB_I("attempt", d->attempts), IB_I("backoff_ms", wait));
-    sleep_ms(wait);
+    it->bound = true;
+    it->claim.idempotency_key = it->b.idempotency_key;
+    if (wk_route_http(it->route)) {
+        /* Claim, call and finish in transactions of their own: never in a batch. */
+        wk_effect_process(p, dbc, msg, it->route, &it->claim, it->lock_lost, d);
+        return false;
+    }
     return true;
 }
 
@@ -187,80 +215,82 @@ static bool breaker_on(const wk_pipeline_t *p)
 }
 
 /*
- * While the circuit is open the message waits (its lock renewed by the
- * client) until it may run as the probe or the circuit closes. Returns
- * false with d released when the lock is lost or the worker drains.
+ * While the circuit is open the batch waits (its locks renewed by the
+ * client) until it may run as the probe or the circuit closes; a message
+ * whose lock is lost meanwhile, or every one when the worker drains, is
+ * released. Returns how many of the n in todo remain.
  */
-static bool await_breaker(wk_pipeline_t *p, const atomic_bool *lock_lost, wk_decision_t *d)
+static size_t await_breaker(wk_pipeline_t *p, item_t **todo, size_t n)
 {
     long long wait = 0;
     if (!breaker_on(p))
-        return true;
-    while (!wk_breaker_admit(p->breaker, ib_mono_ms(), &wait)) {
-        if (atomic_load(lock_lost) || stopping(p)) {
-            release(d);
-            return false;
+        return n;
+    while (n > 0 && !wk_breaker_admit(p->breaker, ib_mono_ms(), &wait)) {
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (atomic_load(todo[i]->lock_lost) || stopping(p))
+                release(todo[i]->d);
+            else
+                todo[kept++] = todo[i];
         }
-        sleep_ms(wait < 200 ? (wait > 0 ? wait : 1) : 200);
+        n = kept;
+        if (n)
+            sleep_ms(wait < 200 ? (wait > 0 ? wait : 1) : 200);
     }
-    return true;
-}
-
-/* Feeds the breaker; logs the opening with the error that caused it. */
-static void breaker_record(wk_pipeline_t *p, db_outcome_t o, const wk_decision_t *d)
-{
-    if (!p->breaker)
-        return;
-    if (wk_breaker_record(p->breaker, o == DB_FAILED ? &d->err : NULL, ib_mono_ms()) &&
-        breaker_on(p))
-        IB_LOG(IB_LOG_ERROR, "circuit_open",
-               IB_MSG("the database's setup fails every message: receiving paused, held "
-                      "messages kept, probing with backoff"),
-               IB_S("error", d->err.text), IB_S("sqlstate", d->err.sqlstate),
-               IB_I("native_error", d->err.native), IB_S("inbox_table", p->cfg->db.inbox_table));
+    return n;
 }
 
 /*
- * A setup error with the breaker on: not the message's fault, so no attempt
- * limit and no abandon (which would count a delivery). Returns true when d
- * is decided (released: lock lost or draining), false to try again.
+ * Feeds the breaker one result per inbox transaction (a setup error first,
+ * else any failure, else a pass); logs the opening with its error.
  */
-static bool setup_failure(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
-                          unsigned *seed, wk_decision_t *d)
+static void breaker_record(wk_pipeline_t *p, const db_batch_item_t *bi, size_t n)
 {
-    if (atomic_load(lock_lost) || stopping(p)) {
+    const ib_error_t *rec = NULL;
+    if (!p->breaker)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (bi[i].outcome == DB_FAILED &&
+            (!rec || (bi[i].err.code == IB_E_DB_SETUP && rec->code != IB_E_DB_SETUP)))
+            rec = &bi[i].err;
+    if (wk_breaker_record(p->breaker, rec, ib_mono_ms()) && breaker_on(p) && rec)
+        IB_LOG(IB_LOG_ERROR, "circuit_open",
+               IB_MSG("the database's setup fails every message: receiving paused, held "
+                      "messages kept, probing with backoff"),
+               IB_S("error", rec->text), IB_S("sqlstate", rec->sqlstate),
+               IB_I("native_error", rec->native), IB_S("inbox_table", p->cfg->db.inbox_table));
+}
+
+/*
+ * A setup error with the breaker on is not the message's fault: no attempt
+ * limit and no abandon (which would count a delivery). Returns true to try
+ * it again, false when it is released (lock lost or draining).
+ */
+static bool setup_retry(wk_pipeline_t *p, item_t *it, long long wait)
+{
+    wk_decision_t *d = it->d;
+    if (atomic_load(it->lock_lost) || stopping(p)) {
         release(d);
-        return true;
+        return false;
     }
-    if (wk_breaker_is_open(p->breaker))
-        return false; /* await_breaker paces the next attempt */
-    long long wait = wk_backoff_ms(p->cfg->retry.base_ms, p->cfg->retry.max_ms, d->attempts, seed);
     if (p->metrics)
         wk_metrics_retry(p->metrics, d->err.cls);
     IB_LOG(IB_LOG_WARN, "msg_retry", IB_MSG("the database's setup refused the statement"),
-           IB_S("message_id", msg->message_id), IB_S("result", "retried"),
+           IB_S("message_id", it->msg->message_id), IB_S("result", "retried"),
            IB_S("sqlstate", d->err.sqlstate), IB_S("error", d->err.text),
            IB_I("attempt", d->attempts), IB_I("backoff_ms", wait));
-    sleep_ms(wait);
-    return false;
+    return true;
 }
 
-/* One inbox transaction; returns true when d is decided (false: retry). */
-static bool apply_once(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
-                       const wk_route_t *route, const db_claim_t *claim, const wk_binding_t *b,
-                       const atomic_bool *lock_lost, unsigned *seed, wk_decision_t *d)
+/*
+ * Settles what one inbox outcome means for the message: true when decided,
+ * false for a transient failure (the caller decides on a retry).
+ */
+static bool decide_db(wk_pipeline_t *p, db_conn_t *dbc, item_t *it, db_outcome_t o)
 {
-    if (!await_breaker(p, lock_lost, d))
-        return true;
-    long long t0 = ib_mono_ms();
-    db_outcome_t o = db_inbox_apply(dbc, claim, b->stmts, b->nstmts, &d->err);
-    long long took = ib_mono_ms() - t0;
+    wk_decision_t *d = it->d;
+    const db_claim_t *claim = &it->claim;
 
-    breaker_record(p, o, d);
-    d->attempts++;
-    d->duration_ms += took;
-    if (p->metrics)
-        wk_metrics_handler_duration(p->metrics, (double)took / 1000.0);
     if (o == DB_APPLIED || o == DB_DUPLICATE || o == DB_CONFLICT)
         atomic_store(&p->db_reachable, true);
     if (o == DB_APPLIED || o == DB_DUPLICATE) {
@@ -279,9 +309,9 @@ static bool apply_once(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
     if (d->err.code == IB_E_DB_CONN)
         atomic_store(&p->db_reachable, false);
     if (d->err.code == IB_E_DB_SETUP && breaker_on(p))
-        return setup_failure(p, msg, lock_lost, seed, d);
+        return false; /* setup_retry */
     if (d->err.cls == IB_CLASS_TRANSIENT)
-        return !wk_pipeline_retry_wait(p, msg, lock_lost, seed, d, 0);
+        return false;
     if (d->err.cls == IB_CLASS_AMBIGUOUS) {
         /* Never blind-retry: record it uncertain and hand it to a human. */
         char desc[sizeof(d->description)];
@@ -291,54 +321,158 @@ static bool apply_once(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
         dead_letter(d, WK_OUT_DEAD_LETTERED, "AmbiguousOutcome", "%s", desc);
         return true;
     }
-    permanent(p, dbc, route, claim, "HandlerError", d);
+    permanent(p, dbc, it->route, claim, "HandlerError", d);
     return true;
+}
+
+/*
+ * A transient failure after attempt d->attempts: true when the message may
+ * be tried again after wait ms (counted and logged as a retry), else the
+ * abandon decision is set (attempts spent, lock lost, draining, or past the
+ * drain's retry deadline).
+ */
+static bool may_retry(wk_pipeline_t *p, item_t *it, long long wait)
+{
+    const wk_config_t *cfg = p->cfg;
+    wk_decision_t *d = it->d;
+    long long deadline = p->retry_deadline_ms ? atomic_load(p->retry_deadline_ms) : 0;
+
+    if (d->attempts > cfg->retry.attempts || atomic_load(it->lock_lost) || stopping(p) ||
+        (deadline && ib_mono_ms() + wait > deadline)) {
+        d->outcome = WK_OUT_ABANDONED;
+        d->disposition = SB_ABANDON;
+        return false;
+    }
+    if (p->metrics)
+        wk_metrics_retry(p->metrics, d->err.cls);
+    IB_LOG(IB_LOG_INFO, "msg_retry", IB_MSG("transient failure, retrying"),
+           IB_S("consumer", cfg->consumer), IB_S("message_id", it->msg->message_id),
+           IB_S("result", "retried"), IB_S("error_class", ib_class_name(d->err.cls)),
+           IB_S("sqlstate", d->err.sqlstate), IB_I("native_error", d->err.native),
+           IB_S("error", d->err.text), IB_I("attempt", d->attempts), IB_I("backoff_ms", wait));
+    return true;
+}
+
+/* thread: a db worker (see wk_pipeline.h). */
+bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
+                            unsigned *seed, wk_decision_t *d, long long min_wait_ms)
+{
+    const wk_config_t *cfg = p->cfg;
+    item_t it = {.msg = msg, .lock_lost = lock_lost, .d = d};
+    long long wait = wk_backoff_ms(cfg->retry.base_ms, cfg->retry.max_ms, d->attempts, seed);
+
+    if (wait < min_wait_ms)
+        wait = min_wait_ms; /* the destination's Retry-After */
+    /* A Retry-After beyond the whole in-process budget: let the broker hold it instead. */
+    if (min_wait_ms > cfg->retry.max_ms * cfg->retry.attempts) {
+        d->outcome = WK_OUT_ABANDONED;
+        d->disposition = SB_ABANDON;
+        return false;
+    }
+    if (!may_retry(p, &it, wait))
+        return false;
+    sleep_ms(wait);
+    return true;
+}
+
+bool wk_pipeline_alone(const wk_pipeline_t *p, const sb_msg_t *msg)
+{
+    const wk_route_t *route = wk_routes_match(p->routes, msg);
+    return route && wk_route_http(route);
+}
+
+/*
+ * One inbox transaction for the n messages in todo (a batch, or one
+ * message alone); leaves in todo those to try again and returns how many.
+ */
+static size_t apply_round(wk_pipeline_t *p, db_conn_t *dbc, item_t **todo, size_t n,
+                          db_batch_item_t *bi)
+{
+    ib_error_t fallback;
+    size_t again = 0;
+
+    if ((n = await_breaker(p, todo, n)) == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        bi[i] =
+            (db_batch_item_t){&todo[i]->claim, todo[i]->b.stmts, todo[i]->b.nstmts, DB_FAILED, {0}};
+    long long t0 = ib_mono_ms();
+    db_inbox_apply_batch(dbc, bi, n, &fallback);
+    long long took = ib_mono_ms() - t0;
+    breaker_record(p, bi, n);
+    if (fallback.code != IB_E_OK) {
+        if (p->metrics)
+            wk_metrics_batch_fallback(p->metrics);
+        IB_LOG(IB_LOG_INFO, "batch_fallback",
+               IB_MSG("batch rolled back; its messages were applied one by one"),
+               IB_I("messages", (long long)n), IB_S("sqlstate", fallback.sqlstate),
+               IB_S("error", fallback.text));
+    }
+    for (size_t i = 0; i < n; i++) {
+        item_t *it = todo[i];
+        it->d->attempts++;
+        it->d->duration_ms += took;
+        it->d->err = bi[i].err;
+        if (p->metrics)
+            wk_metrics_handler_duration(p->metrics, (double)took / 1000.0);
+        if (!decide_db(p, dbc, it, bi[i].outcome))
+            todo[again++] = it;
+    }
+    return again;
+}
+
+void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_msg_t *m, size_t n)
+{
+    item_t one, *items = n == 1 ? &one : calloc(n, sizeof(*items));
+    item_t *todo_one, **todo = n == 1 ? &todo_one : calloc(n, sizeof(*todo));
+    db_batch_item_t bi_one, *bi = n == 1 ? &bi_one : calloc(n, sizeof(*bi));
+    unsigned seed = (unsigned)(ib_mono_ms() ^ (long long)(size_t)m);
+    size_t k = 0;
+
+    if (!items || !todo || !bi) {
+        /* Out of memory: every message comes back later. */
+        for (size_t i = 0; i < n; i++) {
+            memset(m[i].d, 0, sizeof(*m[i].d));
+            m[i].d->outcome = WK_OUT_ABANDONED;
+            m[i].d->disposition = SB_ABANDON;
+        }
+        goto out;
+    }
+    memset(items, 0, n * sizeof(*items));
+    for (size_t i = 0; i < n; i++) {
+        items[i] = (item_t){.msg = m[i].msg, .lock_lost = m[i].lock_lost, .d = m[i].d};
+        if (prepare(p, dbc, &items[i]))
+            todo[k++] = &items[i];
+    }
+    for (int round = 1; k > 0; round++) {
+        size_t again = apply_round(p, dbc, todo, k, bi), kept = 0;
+        long long wait = wk_backoff_ms(p->cfg->retry.base_ms, p->cfg->retry.max_ms, round, &seed);
+        bool paced = false; /* the open circuit paces the next attempt itself */
+        for (size_t i = 0; i < again; i++) {
+            bool setup = todo[i]->d->err.code == IB_E_DB_SETUP && breaker_on(p);
+            if (setup ? setup_retry(p, todo[i], wait) : may_retry(p, todo[i], wait)) {
+                todo[kept++] = todo[i];
+                paced |= setup && wk_breaker_is_open(p->breaker);
+            }
+        }
+        if (kept && !paced)
+            sleep_ms(wait);
+        k = kept;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (items[i].bound)
+            wk_binding_free(&items[i].b);
+out:
+    if (n != 1) {
+        free(items);
+        free(todo);
+        free(bi);
+    }
 }
 
 void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                          const atomic_bool *lock_lost, wk_decision_t *d)
 {
-    const wk_config_t *cfg = p->cfg;
-    const wk_route_t *route;
-    wk_binding_t b;
-    char sha[65];
-    unsigned seed = (unsigned)(ib_mono_ms() ^ (long long)(size_t)msg);
-    ib_err_t rc;
-
-    memset(d, 0, sizeof(*d));
-    if (!(route = decide_early(p, msg, lock_lost, d)))
-        return;
-    db_sha256_hex(msg->body, msg->body_len, sha);
-    db_claim_t claim = {
-        .consumer = cfg->consumer,
-        .message_id = msg->message_id,
-        .idempotency_key = NULL,
-        .body_sha256 = sha,
-        .entity = cfg->servicebus.entity,
-        .sequence_number = msg->sequence_number,
-        .delivery_count = msg->delivery_count,
-        .enqueued_at_ms = msg->enqueued_ms,
-        .received_at_ms = 0,
-    };
-    rc = wk_route_bind(route, msg, &b, &d->err);
-    if (rc != IB_E_OK) {
-        wk_binding_free(&b);
-        if (d->err.cls == IB_CLASS_TRANSIENT) { /* out of memory */
-            d->outcome = WK_OUT_ABANDONED;
-            d->disposition = SB_ABANDON;
-            return;
-        }
-        permanent(p, dbc, route, &claim, wk_route_bind_reason(rc), d);
-        return;
-    }
-    claim.idempotency_key = b.idempotency_key;
-    if (wk_route_http(route)) {
-        /* Claim, call and finish: never part of a batch. */
-        wk_effect_process(p, dbc, msg, route, &claim, lock_lost, d);
-        wk_binding_free(&b);
-        return;
-    }
-    while (!apply_once(p, dbc, msg, route, &claim, &b, lock_lost, &seed, d))
-        ;
-    wk_binding_free(&b);
+    wk_batch_msg_t one = {msg, lock_lost, d};
+    wk_pipeline_process_batch(p, dbc, &one, 1);
 }

@@ -60,6 +60,32 @@ typedef struct wk_pipeline {
 void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                          const atomic_bool *lock_lost, wk_decision_t *d);
 
+/* One message of a batch, and the decision to fill for it. */
+typedef struct wk_batch_msg {
+    const sb_msg_t *msg;
+    const atomic_bool *lock_lost;
+    wk_decision_t *d;
+} wk_batch_msg_t;
+
+/*
+ * Decides the fate of n messages together: what needs no database is
+ * decided first, the rest run their inbox transactions as one batch
+ * (db_inbox_apply_batch: each ends exactly as it would alone). Messages
+ * that failed transiently are retried together after one backoff while
+ * each one's lock holds; n == 1 is wk_pipeline_process. Sessions: the
+ * caller never puts two messages of one session in a batch, nor a message
+ * whose route is HTTP (wk_pipeline_alone) with others.
+ * thread: a db worker (the owner of dbc).
+ */
+void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_msg_t *m, size_t n);
+
+/*
+ * True when msg must be processed alone, never in a batch: its route calls
+ * out over HTTP (claim, call, finish in transactions of their own).
+ * thread: any.
+ */
+bool wk_pipeline_alone(const wk_pipeline_t *p, const sb_msg_t *msg);
+
 /*
  * Whether a transient failure (in d->err) may be retried: attempts left,
  * lock held, not draining, the drain deadline not passed. When so, logs

@@ -103,10 +103,17 @@ start_emu() {
 }
 
 # write_config FILE ENTITY ROUTES_JSON [EXTRA_JSON_OBJECT]: an inboxd config.
+# INBOXD_E2E_BATCH_MAX=N (scripts/test sets it) runs every scenario with
+# db.batch_max N and, when N > 1, half as many db workers as messages in
+# flight, so that batches really form; a scenario's own settings still win.
 write_config() {
-  local file=$1 entity=$2 routes=$3 extra=${4:-'{}'}
+  local file=$1 entity=$2 routes=$3 extra=${4:-'{}'} batch='{}'
+  if [ -n "${INBOXD_E2E_BATCH_MAX:-}" ]; then
+    batch=$(jq -n --argjson b "$INBOXD_E2E_BATCH_MAX" \
+      '{db: ({batch_max: $b} + (if $b > 1 then {pool_size: 2} else {} end))}')
+  fi
   jq -n --arg sb "$SB_CS" --arg db "$DB_CS" --arg e "$entity" --arg d "$DIALECT" \
-    --argjson routes "$routes" --argjson extra "$extra" '
+    --argjson routes "$routes" --argjson extra "$extra" --argjson batch "$batch" '
     {consumer: "e2e",
      servicebus: {connection_string: $sb, entity: $e, prefetch: 20, max_concurrent_calls: 4,
                   reconnect_max_ms: 2000},
@@ -115,7 +122,7 @@ write_config() {
      retry: {attempts: 3, base_ms: 50, max_ms: 500},
      shutdown: {drain_timeout_s: 10},
      http: {listen: ""},
-     log: {level: "info"}} * $extra' >"$file"
+     log: {level: "info"}} * $batch * $extra' >"$file"
 }
 
 # start_inboxd CONFIG NAME: starts inboxd in the background; sets LAST_PID.

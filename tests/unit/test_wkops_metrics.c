@@ -61,6 +61,7 @@ static void test_initial_render(void)
     ASSERT_EQ(sample(t, "inboxd_oldest_in_flight_seconds"), 0);
     ASSERT_EQ(sample(t, "inboxd_handler_duration_seconds_count"), 0);
     ASSERT_EQ(sample(t, "inboxd_reconnects_total"), 0);
+    ASSERT_EQ(sample(t, "inboxd_batch_fallbacks_total"), 0);
     ASSERT_EQ(sample(t, "inboxd_build_info{version=\"1.2.3\"}"), 1);
     ASSERT_CONTAINS(t, "# TYPE inboxd_messages_total counter\n");
     ASSERT_CONTAINS(t, "# TYPE inboxd_in_flight gauge\n");
@@ -87,6 +88,7 @@ static void test_counts(void)
     wk_metrics_lock_renewal(m, WK_RENEW_FAILED);
     wk_metrics_lock_renewal(m, WK_RENEW_LOST);
     wk_metrics_reconnect(m);
+    wk_metrics_batch_fallback(m);
     wk_metrics_in_flight_add(m, 3);
     wk_metrics_in_flight_add(m, -1);
     char *t = wk_metrics_render(m, NULL);
@@ -101,6 +103,7 @@ static void test_counts(void)
     ASSERT_EQ(sample(t, "inboxd_lock_renewals_total{result=\"failed\"}"), 1);
     ASSERT_EQ(sample(t, "inboxd_lock_renewals_total{result=\"lost\"}"), 1);
     ASSERT_EQ(sample(t, "inboxd_reconnects_total"), 1);
+    ASSERT_EQ(sample(t, "inboxd_batch_fallbacks_total"), 1);
     ASSERT_EQ(sample(t, "inboxd_in_flight"), 2);
     ASSERT_CONTAINS(t, "inboxd_build_info{version=\"" INBOXD_VERSION "\"} 1\n");
     free(t);

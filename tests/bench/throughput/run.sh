@@ -1,25 +1,48 @@
 #!/usr/bin/env bash
-# throughput - inboxd's end-to-end rate against PostgreSQL's own commit rate,
-# measured in the same run on the same server.
+# throughput - inboxd against PostgreSQL's own rate for the same transaction
+# and against a peer built on the official Azure SDK, all in ONE run on the
+# same sbemu and the same PostgreSQL server.
 #
 #   tests/bench/throughput/run.sh [N] [CONCURRENCY]      (defaults 20000, 8)
 #
-# 1. Preloads N messages (1 KiB JSON bodies) into sbemu.
-# 2. Runs inboxd with a one-insert route on PostgreSQL until the queue is
-#    empty: messages/s, CPU seconds per 1,000 messages, peak RSS.
-# 3. Runs pgbench with the identical transaction (inbox insert + business
-#    insert + commit) at the same concurrency for the same number of
-#    transactions: the database's own ceiling.
-# Prints the ratio inboxd / pgbench. Not a test: nothing here asserts a speed.
+# Phases (each on an empty inbox and business table, N messages of 1 KiB
+# JSON preloaded into a queue of their own before the clock starts):
+# CONCURRENCY is the number of database connections of each contender.
+#   pgbench     the identical transaction (inbox insert + business insert +
+#               commit), CONCURRENCY clients, N transactions: the database's
+#               own one-transaction-per-message rate
+#   per-message inboxd, db.batch_max 1
+#   batch       inboxd, db.batch_max BATCH (env; default: inboxd's default),
+#               CALLS messages in flight (env; default 32 x CONCURRENCY)
+#   sdk peer    @azure/service-bus subscribe + node-postgres, same transaction
+#               (tests/bench/throughput/peer; installed here with npm ci)
+#   sessions    inboxd batch mode, SESSIONS x PER_SESSION messages on a
+#               session queue (env; default 100 x 200)
+#   sqlite      inboxd batch mode on a SQLite file
+# Prints rates, the ratios, inboxd's CPU ms per 1,000 messages and its peak
+# RSS. Not a test: nothing here asserts a speed. SKIP_PEER=1 skips the peer.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
+here=$root/tests/bench/throughput
 N=${1:-20000}
 C=${2:-8}
+BATCH=${BATCH:-}
+CALLS=${CALLS:-$((C * 32))} # messages in flight in batch mode
+SESSIONS=${SESSIONS:-100}
+PER_SESSION=${PER_SESSION:-200}
 build=${BUILD:-$root/build}
 for b in inboxd inboxctl sbemu; do
   [ -x "$build/$b" ] || { echo "bench: $build/$b missing; build first (cmake -S . -B build && cmake --build build)"; exit 2; }
 done
 command -v pgbench >/dev/null || { echo "bench: pgbench missing (apt-get install postgresql-contrib)"; exit 2; }
+command -v jq >/dev/null || { echo "bench: jq missing"; exit 2; }
+
+# The peer's npm packages: scripts/test installs only tests/*/, so install here.
+if [ "${SKIP_PEER:-0}" != 1 ] && { [ ! -f "$here/peer/node_modules/.package-lock.json" ] ||
+     [ "$here/peer/package-lock.json" -nt "$here/peer/node_modules/.package-lock.json" ]; }; then
+  echo "bench: npm ci in tests/bench/throughput/peer" >&2
+  (cd "$here/peer" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 
 W=$(mktemp -d /tmp/inboxd-bench.XXXXXX); chmod 755 "$W"
 pids=()
@@ -35,69 +58,141 @@ psql() { command psql -h 127.0.0.1 -p "$port" -U postgres -X -q "$@"; }
 psql -c "CREATE DATABASE bench" >/dev/null
 psql -d bench -c "CREATE TABLE items (id text PRIMARY KEY, n bigint NOT NULL, message_id text NOT NULL)" >/dev/null
 
-echo '{"queues":[{"name":"bench","lock_duration_s":60,"max_delivery_count":10}]}' >"$W/topo.json"
+cat >"$W/topo.json" <<'JSON'
+{"queues":[{"name":"pm","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"batch","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"peer","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"sess","lock_duration_s":60,"max_delivery_count":10,"requires_session":true},
+           {"name":"lite","lock_duration_s":60,"max_delivery_count":10}]}
+JSON
 "$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" >"$W/sbemu.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
 SB_CS="Endpoint=sb://127.0.0.1:$emu_port/;SharedAccessKeyName=bench;SharedAccessKey=bench;UseDevelopmentEmulator=true"
+PG_CS="Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=$port;Database=bench;Uid=postgres;Pwd=x"
 
-awk -v n="$N" 'BEGIN { pad = sprintf("%0960d", 0)
-  for (i = 1; i <= n; i++) printf "{\"message_id\":\"b-%d\",\"subject\":\"Item\",\"body\":{\"id\":\"b-%d\",\"n\":%d,\"pad\":\"%s\"}}\n", i, i, i, pad }' >"$W/msgs.jsonl"
-t0=$(date +%s.%N)
-"$build/inboxctl" send --connection-string "$SB_CS" --entity bench --file "$W/msgs.jsonl" 2>/dev/null
-t1=$(date +%s.%N)
+# preload QUEUE COUNT [SESSIONS]: 1 KiB JSON bodies (round-robin sessions when given)
+preload() {
+  awk -v n="$2" -v q="$1" -v s="${3:-0}" 'BEGIN { pad = sprintf("%0960d", 0)
+    for (i = 1; i <= n; i++) {
+      sess = s > 0 ? sprintf("\"session_id\":\"s%d\",", i % s) : ""
+      printf "{\"message_id\":\"%s-%d\",%s\"subject\":\"Item\",\"body\":{\"id\":\"%s-%d\",\"n\":%d,\"pad\":\"%s\"}}\n", q, i, sess, q, i, i, pad } }' >"$W/msgs.jsonl"
+  "$build/inboxctl" send --connection-string "$SB_CS" --entity "$1" --file "$W/msgs.jsonl" 2>/dev/null
+}
 
-cat >"$W/inboxd.json" <<JSON
-{"consumer": "bench", "servicebus": {"connection_string": "$SB_CS", "entity": "bench",
-  "prefetch": $((C * 4)), "max_concurrent_calls": $C},
- "db": {"connection_string": "Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=$port;Database=bench;Uid=postgres;Pwd=x",
-        "dialect": "postgresql"},
+# Empty tables and a checkpoint, so that every phase starts alike.
+reset_db() {
+  psql -d bench -c "TRUNCATE items" -c "DO \$\$ BEGIN IF to_regclass('inboxd_inbox') IS NOT NULL THEN TRUNCATE inboxd_inbox; END IF; END \$\$" -c "CHECKPOINT" >/dev/null
+}
+
+completed() { jq -r ".entities[\"$1\"].completed // 0" "$W/stats.json" 2>/dev/null || echo 0; }
+
+# run_inboxd NAME QUEUE COUNT CALLS DB_JSON SB_EXTRA_JSON -> "rate cpu_ms_per_1000 peak_mib"
+# (C database connections; CALLS messages in flight, as many again prefetched)
+run_inboxd() {
+  local name=$1 q=$2 count=$3 calls=$4 db=$5 sbx=$6 ipid start end peak=0 rss done0
+  local prefetch=$calls
+  cat >"$W/$name.json" <<JSON
+{"consumer": "$name", "servicebus": {"connection_string": "$SB_CS", "entity": "$q",
+  "prefetch": $prefetch, "max_concurrent_calls": $calls $sbx},
+ "db": $db,
  "routes": [{"match": "*", "sql": "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)",
              "params": ["\$.id", "\$.n", "message_id"], "idempotency_key": "item:{\$.id}"}],
  "http": {"listen": ""}, "log": {"level": "warn"}}
 JSON
-"$build/inboxd" --config "$W/inboxd.json" >"$W/inboxd.log" 2>&1 &
-ipid=$!
-pids+=($ipid)
-start=$(date +%s.%N)
-peak=0
-while :; do
-  rss=$(awk '/VmHWM/ { print $2 }' /proc/$ipid/status 2>/dev/null || echo 0)
-  [ "${rss:-0}" -gt "$peak" ] && peak=$rss
-  # The broker's stats file (rewritten every second) says when all are completed;
-  # polling the database instead would load the server being measured.
-  completed=$(jq -r '.entities.bench.completed // 0' "$W/stats.json" 2>/dev/null || echo 0)
-  [ "$completed" -ge "$N" ] && break
-  kill -0 $ipid 2>/dev/null || { echo "bench: inboxd died"; tail "$W/inboxd.log"; exit 1; }
-  sleep 0.1
-done
-end=$(date +%s.%N)
-rows=$(psql -d bench -tAc "SELECT count(*) FROM items")
-[ "$rows" = "$N" ] || { echo "bench: $rows rows for $N messages"; exit 1; }
-ticks=$(getconf CLK_TCK)
-cpu=$(awk -v t="$ticks" '{ printf "%.3f", ($14 + $15) / t }' /proc/$ipid/stat)
-kill -TERM $ipid; wait $ipid || true
+  done0=$(completed "$q")
+  "$build/inboxd" --config "$W/$name.json" >"$W/$name.log" 2>&1 &
+  ipid=$!
+  pids+=($ipid)
+  start=$(date +%s.%N)
+  while :; do
+    rss=$(awk '/VmHWM/ { print $2 }' /proc/$ipid/status 2>/dev/null || echo 0)
+    [ "${rss:-0}" -gt "$peak" ] && peak=$rss
+    # The broker's stats file says when all are completed; polling the
+    # database instead would load the server being measured.
+    [ "$(completed "$q")" -ge $((done0 + count)) ] && break
+    kill -0 $ipid 2>/dev/null || { echo "bench: inboxd ($name) died" >&2; tail "$W/$name.log" >&2; exit 1; }
+    sleep 0.05
+  done
+  end=$(date +%s.%N)
+  local ticks cpu
+  ticks=$(getconf CLK_TCK)
+  cpu=$(awk -v t="$ticks" '{ printf "%.3f", ($14 + $15) / t }' /proc/$ipid/stat)
+  kill -TERM $ipid; wait $ipid || true
+  awk -v n="$count" -v s="$start" -v e="$end" -v cpu="$cpu" -v rss="$peak" \
+    'BEGIN { printf "%.0f %.1f %.1f\n", n / (e - s), cpu / n * 1e6, rss / 1024 }'
+}
 
-# The database's own ceiling: the same two inserts and a commit, same concurrency.
+check_rows() {
+  local want=$1 got
+  got=$(psql -d bench -tAc "SELECT count(*) FROM items")
+  [ "$got" = "$want" ] || { echo "bench: $got business rows for $want messages" >&2; exit 1; }
+}
+
+pg_db='{"connection_string": "'"$PG_CS"'", "dialect": "postgresql", "pool_size": '$C', "batch_max": 1}'
+batch_db='{"connection_string": "'"$PG_CS"'", "dialect": "postgresql", "pool_size": '$C${BATCH:+', "batch_max": '$BATCH}'}'
+
+# 1. inboxd creates the inbox table once; pgbench then writes the same table.
+echo "bench: per-message" >&2
+preload pm "$N"
+reset_db
+read -r pm_rate pm_cpu pm_rss < <(run_inboxd pm pm "$N" "$C" "$pg_db" "")
+check_rows "$N"
+
+echo "bench: pgbench" >&2
+reset_db
 cat >"$W/txn.sql" <<'SQL'
 \set r random(1, 1000000000000)
 BEGIN;
-INSERT INTO inboxd_inbox (consumer, message_id, idempotency_key, body_sha256, entity, sequence_number, delivery_count, enqueued_at, received_at, processed_at, status)
-  VALUES ('pgbench', 'p-' || :client_id || '-' || :r, 'k-' || :client_id || '-' || :r, '0000000000000000000000000000000000000000000000000000000000000000', 'bench', :r, 1, now(), now(), now(), 'processed');
+INSERT INTO inboxd_inbox (consumer, message_id, idempotency_key, body_sha256, status, entity, sequence_number, delivery_count, enqueued_at, received_at, processed_at)
+  VALUES ('pgbench', 'p-' || :client_id || '-' || :r, 'item:p-' || :client_id || '-' || :r, '0000000000000000000000000000000000000000000000000000000000000000', 'processed', 'bench', :r, 1, now(), now(), clock_timestamp());
 INSERT INTO items (id, n, message_id) VALUES ('p-' || :client_id || '-' || :r, :r, 'p-' || :r);
 END;
 SQL
-per_client=$(( N / C ))
-pgb=$(command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c "$C" -j "$C" -t "$per_client" -f "$W/txn.sql" bench 2>&1 | awk '/^tps/ { print $3; exit }')
+pgb=$(command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -M prepared -c "$C" -j "$C" \
+  -t $((N / C)) -f "$W/txn.sql" bench 2>&1 | awk '/^tps/ { print $3; exit }')
 
-awk -v n="$N" -v s="$start" -v e="$end" -v cpu="$cpu" -v rss="$peak" -v pgb="$pgb" -v c="$C" \
-    -v st0="$t0" -v st1="$t1" 'BEGIN {
-  rate = n / (e - s)
-  printf "messages:                 %d (1 KiB JSON), concurrency %d\n", n, c
-  printf "preload (inboxctl send):  %.0f msg/s\n", n / (st1 - st0)
-  printf "inboxd:                   %.0f msg/s\n", rate
-  printf "pgbench same transaction: %.0f tx/s\n", pgb
-  printf "ratio inboxd/pgbench:     %.2f\n", rate / pgb
-  printf "inboxd CPU per 1000 msgs: %.3f s\n", cpu / n * 1000
-  printf "inboxd peak RSS:          %.1f MiB\n", rss / 1024
+echo "bench: batch" >&2
+preload batch "$N"
+reset_db
+read -r b_rate b_cpu b_rss < <(run_inboxd batch batch "$N" "$CALLS" "$batch_db" "")
+check_rows "$N"
+
+peer_rate=0
+if [ "${SKIP_PEER:-0}" != 1 ]; then
+  echo "bench: sdk peer" >&2
+  preload peer "$N"
+  reset_db
+  peer_rate=$(cd "$here/peer" && SB_CS="$SB_CS" ENTITY=peer N="$N" C="$C" PGPORT="$port" \
+    PGDATABASE=bench node peer.mjs | jq -r .rate)
+  check_rows "$N"
+fi
+
+echo "bench: sessions" >&2
+SN=$((SESSIONS * PER_SESSION))
+preload sess "$SN" "$SESSIONS"
+reset_db
+read -r s_rate s_cpu s_rss < <(run_inboxd sess sess "$SN" "$CALLS" "$batch_db" \
+  ', "sessions": true, "max_concurrent_sessions": 32')
+check_rows "$SN"
+
+echo "bench: sqlite" >&2
+preload lite "$N"
+sqlite_db='{"connection_string": "Driver={SQLite3};Database='"$W"'/lite.db;Timeout=10000", "dialect": "sqlite"'${BATCH:+', "batch_max": '$BATCH}'}'
+sqlite3 "$W/lite.db" "CREATE TABLE items (id text PRIMARY KEY, n integer NOT NULL, message_id text NOT NULL);" >/dev/null
+read -r l_rate l_cpu l_rss < <(run_inboxd lite lite "$N" "$CALLS" "$sqlite_db" "")
+[ "$(sqlite3 "$W/lite.db" 'SELECT count(*) FROM items')" = "$N" ] || { echo "bench: sqlite rows" >&2; exit 1; }
+
+awk -v n="$N" -v c="$C" -v pgb="$pgb" -v pm="$pm_rate" -v pmc="$pm_cpu" -v pmr="$pm_rss" \
+    -v b="$b_rate" -v bc="$b_cpu" -v br="$b_rss" -v peer="$peer_rate" -v batch="${BATCH:-default}" \
+    -v s="$s_rate" -v sc="$s_cpu" -v sr="$s_rss" -v sn="$SESSIONS x $PER_SESSION" \
+    -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" 'BEGIN {
+  printf "messages %d (1 KiB JSON), concurrency %d, PostgreSQL fsync on, batch_max %s\n", n, c, batch
+  printf "%-26s %10s %10s %10s %14s %10s\n", "", "msg/s", "/pgbench", "/sdk peer", "CPU ms/1000", "peak RSS"
+  printf "%-26s %10.0f %10s %10s %14s %10s\n", "pgbench (same txn)", pgb, "1.00", "", "", ""
+  printf "%-26s %10.0f %10.2f %10s %14.1f %7.1f MiB\n", "inboxd per-message", pm, pm / pgb, peer > 0 ? sprintf("%.2f", pm / peer) : "-", pmc, pmr
+  printf "%-26s %10.0f %10.2f %10s %14.1f %7.1f MiB\n", "inboxd batch", b, b / pgb, peer > 0 ? sprintf("%.2f", b / peer) : "-", bc, br
+  if (peer > 0) printf "%-26s %10.0f %10.2f %10s\n", "sdk peer (node, pg pool)", peer, peer / pgb, "1.00"
+  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sessions " sn, s, "", "", sc, sr
+  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sqlite batch", l, "", "", lc, lr
 }'
