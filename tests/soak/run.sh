@@ -10,15 +10,17 @@
 # turned away), dead-lettered, lost, applied twice, and the faults fired.
 # Exit status 0 when nothing was lost, applied twice or dead-lettered.
 # Environment: BUILD (default build/), SOAK_BATCH (db.batch_max),
-# SOAK_FAULT_S (mean seconds between faults, default 4), SOAK_TIMEOUT_S.
+# SOAK_FAULT_S (mean seconds between faults, default 2), SOAK_RATE (messages
+# sent per second, default 2000), SOAK_TIMEOUT_S.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 N=${1:-20000}
 SEED=${2:-$RANDOM}
 build=${BUILD:-$root/build}
-FAULT_S=${SOAK_FAULT_S:-4}
+FAULT_S=${SOAK_FAULT_S:-2}
+RATE=${SOAK_RATE:-2000} # messages sent per second, so that faults meet traffic
 TIMEOUT_S=${SOAK_TIMEOUT_S:-$((600 + N / 50))}
-CHUNK=5000
+CHUNK=1000
 RANDOM=$SEED
 for b in inboxd inboxctl sbemu; do
   [ -x "$build/$b" ] || { echo "soak: $build/$b missing; build first"; exit 2; }
@@ -48,7 +50,7 @@ cat >"$W/topo.json" <<'JSON'
             "duplicate_detection_window_s":86400}]}
 JSON
 "$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" \
-  --fault-drop-every-ms $((FAULT_S * 2000 + 1000)) >"$W/sbemu.log" 2>&1 &
+  --fault-drop-every-ms $((FAULT_S * 2500)) >"$W/sbemu.log" 2>&1 &
 epid=$!
 for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
 SB_CS="Endpoint=sb://127.0.0.1:$emu_port/;SharedAccessKeyName=soak;SharedAccessKey=soak;UseDevelopmentEmulator=true"
@@ -63,6 +65,7 @@ sender() {
     until "$build/inboxctl" send --connection-string "$SB_CS" --entity soak --file "$W/chunk.jsonl" 2>>"$W/send.log"; do
       sleep 0.5
     done
+    sleep "$(awk -v c=$CHUNK -v r="$RATE" 'BEGIN { printf "%.3f", c / r }')"
     # Keep the broker's backlog bounded (its memory), as a real producer would be.
     while [ $(( $(stat active) + $(stat locked) )) -gt 50000 ]; do sleep 0.5; done
   done
@@ -123,7 +126,10 @@ while :; do
     log "inboxd exited on its own; restarting"
     start_inboxd
   fi
-  if [ -f "$W/sent" ] && [ "$(stat active)" = 0 ] && [ "$(stat locked)" = 0 ]; then
+  # The stats file is rewritten every second: done once it has seen every
+  # message stored and none left.
+  if [ -f "$W/sent" ] && [ "$(stat sent)" -ge "$N" ] && [ "$(stat active)" = 0 ] &&
+     [ "$(stat locked)" = 0 ]; then
     break
   fi
   if [ "$now" -ge "$next" ]; then

@@ -138,6 +138,7 @@ preload pm "$N"
 reset_db
 read -r pm_rate pm_cpu pm_rss < <(run_inboxd pm pm "$N" "$C" "$pg_db" "")
 check_rows "$N"
+echo "bench:   $pm_rate msg/s, $pm_cpu CPU ms/1000, $pm_rss MiB" >&2
 
 echo "bench: pgbench" >&2
 reset_db
@@ -145,18 +146,20 @@ cat >"$W/txn.sql" <<'SQL'
 \set r random(1, 1000000000000)
 BEGIN;
 INSERT INTO inboxd_inbox (consumer, message_id, idempotency_key, body_sha256, status, entity, sequence_number, delivery_count, enqueued_at, received_at, processed_at)
-  VALUES ('pgbench', 'p-' || :client_id || '-' || :r, 'item:p-' || :client_id || '-' || :r, '0000000000000000000000000000000000000000000000000000000000000000', 'processed', 'bench', :r, 1, now(), now(), clock_timestamp());
-INSERT INTO items (id, n, message_id) VALUES ('p-' || :client_id || '-' || :r, :r, 'p-' || :r);
+  VALUES ('pgbench', 'p-' || CAST(:client_id AS text) || '-' || CAST(:r AS text), 'item:p-' || CAST(:client_id AS text) || '-' || CAST(:r AS text), '0000000000000000000000000000000000000000000000000000000000000000', 'processed', 'bench', CAST(:r AS bigint), 1, now(), now(), clock_timestamp());
+INSERT INTO items (id, n, message_id) VALUES ('p-' || CAST(:client_id AS text) || '-' || CAST(:r AS text), CAST(:r AS bigint), 'p-' || CAST(:r AS text));
 END;
 SQL
-pgb=$(command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -M prepared -c "$C" -j "$C" \
+pgb=$(command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c "$C" -j "$C" \
   -t $((N / C)) -f "$W/txn.sql" bench 2>&1 | awk '/^tps/ { print $3; exit }')
+echo "bench:   $pgb tx/s" >&2
 
 echo "bench: batch" >&2
 preload batch "$N"
 reset_db
 read -r b_rate b_cpu b_rss < <(run_inboxd batch batch "$N" "$CALLS" "$batch_db" "")
 check_rows "$N"
+echo "bench:   $b_rate msg/s, $b_cpu CPU ms/1000, $b_rss MiB" >&2
 
 peer_rate=0
 if [ "${SKIP_PEER:-0}" != 1 ]; then
@@ -166,6 +169,7 @@ if [ "${SKIP_PEER:-0}" != 1 ]; then
   peer_rate=$(cd "$here/peer" && SB_CS="$SB_CS" ENTITY=peer N="$N" C="$C" PGPORT="$port" \
     PGDATABASE=bench node peer.mjs | jq -r .rate)
   check_rows "$N"
+  echo "bench:   $peer_rate msg/s" >&2
 fi
 
 echo "bench: sessions" >&2
@@ -175,6 +179,7 @@ reset_db
 read -r s_rate s_cpu s_rss < <(run_inboxd sess sess "$SN" "$CALLS" "$batch_db" \
   ', "sessions": true, "max_concurrent_sessions": 32')
 check_rows "$SN"
+echo "bench:   $s_rate msg/s, $s_cpu CPU ms/1000, $s_rss MiB" >&2
 
 echo "bench: sqlite" >&2
 preload lite "$N"
@@ -190,8 +195,8 @@ awk -v n="$N" -v c="$C" -v pgb="$pgb" -v pm="$pm_rate" -v pmc="$pm_cpu" -v pmr="
   printf "messages %d (1 KiB JSON), concurrency %d, PostgreSQL fsync on, batch_max %s\n", n, c, batch
   printf "%-26s %10s %10s %10s %14s %10s\n", "", "msg/s", "/pgbench", "/sdk peer", "CPU ms/1000", "peak RSS"
   printf "%-26s %10.0f %10s %10s %14s %10s\n", "pgbench (same txn)", pgb, "1.00", "", "", ""
-  printf "%-26s %10.0f %10.2f %10s %14.1f %7.1f MiB\n", "inboxd per-message", pm, pm / pgb, peer > 0 ? sprintf("%.2f", pm / peer) : "-", pmc, pmr
-  printf "%-26s %10.0f %10.2f %10s %14.1f %7.1f MiB\n", "inboxd batch", b, b / pgb, peer > 0 ? sprintf("%.2f", b / peer) : "-", bc, br
+  printf "%-26s %10.0f %10.2f %10s %14.1f %7.1f MiB\n", "inboxd per-message", pm, pm / pgb, (peer > 0 ? sprintf("%.2f", pm / peer) : "-"), pmc, pmr
+  printf "%-26s %10.0f %10.2f %10s %14.1f %7.1f MiB\n", "inboxd batch", b, b / pgb, (peer > 0 ? sprintf("%.2f", b / peer) : "-"), bc, br
   if (peer > 0) printf "%-26s %10.0f %10.2f %10s\n", "sdk peer (node, pg pool)", peer, peer / pgb, "1.00"
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sessions " sn, s, "", "", sc, sr
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sqlite batch", l, "", "", lc, lr
