@@ -103,13 +103,13 @@ start_emu() {
 }
 
 # write_config FILE ENTITY ROUTES_JSON [EXTRA_JSON_OBJECT]: an inboxd config.
-# INBOXD_E2E_BATCH_MAX=N (scripts/test sets it) runs every scenario with
+# INBOXD_TEST_BATCH_MAX=N (scripts/test sets it) runs every scenario with
 # db.batch_max N and, when N > 1, half as many db workers as messages in
 # flight, so that batches really form; a scenario's own settings still win.
 write_config() {
   local file=$1 entity=$2 routes=$3 extra=${4:-'{}'} batch='{}'
-  if [ -n "${INBOXD_E2E_BATCH_MAX:-}" ]; then
-    batch=$(jq -n --argjson b "$INBOXD_E2E_BATCH_MAX" \
+  if [ -n "${INBOXD_TEST_BATCH_MAX:-}" ]; then
+    batch=$(jq -n --argjson b "$INBOXD_TEST_BATCH_MAX" \
       '{db: ({batch_max: $b} + (if $b > 1 then {pool_size: 2} else {} end))}')
   fi
   jq -n --arg sb "$SB_CS" --arg db "$DB_CS" --arg e "$entity" --arg d "$DIALECT" \
