@@ -14,6 +14,7 @@
 #include <proton/terminus.h>
 
 #include "ib_log.h"
+#include "sb_condition.h"
 #include "sb_core.h"
 
 typedef struct out_link {
@@ -408,6 +409,8 @@ ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *
             }
     }
     free(oc);
+    if (rc != IB_E_OK)
+        sb_send_error_classify(err); /* transient or permanent by the broker's condition */
     return rc;
 }
 

@@ -68,7 +68,9 @@ sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err);
  * Sends n messages to entity (a queue or topic) and waits until the broker
  * has accepted every one. Returns IB_E_OK, or the first failure: IB_E_BROKER
  * (rejected/released/modified, condition filled), IB_E_NOTFOUND,
- * IB_E_TIMEOUT, IB_E_CLOSED. Messages are sent one transfer each: Proton
+ * IB_E_TIMEOUT, IB_E_CLOSED; err->cls says whether sending again can work
+ * (sb_condition.h: transient) or not (entity not found, unauthorized, too
+ * large: permanent). Messages are sent one transfer each: Proton
  * 0.37 cannot set the transfer's message-format, so the batch format
  * (0x80013700) is not offered.
  */

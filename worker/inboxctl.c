@@ -9,6 +9,8 @@
  *   inboxctl dlq replay [--entity E] [--reason R]... [--message-id M]... [--max N]
  *                  [--rate PER_S] [--canary K] [--canary-wait S] [--dry-run] [--to ENTITY]
  *   inboxctl inbox list --status S [--consumer C] / inbox resolve ... (wk_ctl_inbox.c)
+ *   inboxctl outbox list [--status pending|published|failed] [--max N] --config F
+ *   inboxctl outbox retry --id N --config F        (the database, see inboxctl_outbox.c)
  *
  * The connection string comes from --connection-string, else
  * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
@@ -31,6 +33,7 @@
 
 #include "ib_log.h"
 #include "ib_utf8.h"
+#include "inboxctl_outbox.h"
 #include "sb_connstr.h"
 #include "sb_send.h"
 #include "wk_config.h"
@@ -79,6 +82,8 @@ static int usage(const char *why)
         "         A subscription's DLQ needs --to: re-sending to the topic reaches EVERY\n"
         "         subscription of it; a queue of your own only the consumer reading it.\n"
         "       inboxctl inbox list|resolve ... (inboxctl inbox for its usage)\n"
+        "       inboxctl outbox list [--status pending|published|failed] [--max N] --config F\n"
+        "       inboxctl outbox retry --id N --config F\n"
         "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
         why);
     return 2;
@@ -582,6 +587,8 @@ int main(int argc, char **argv)
     cmd = argv[1];
     if (strcmp(cmd, "inbox") == 0)
         return wk_ctl_inbox(argc - 2, argv + 2);
+    if (strcmp(cmd, "outbox") == 0)
+        return inboxctl_outbox(argc - 2, argv + 2);
     if (strcmp(cmd, "dlq") == 0) {
         if (argc < 3 || (strcmp(argv[2], "list") != 0 && strcmp(argv[2], "replay") != 0))
             return usage("dlq takes 'list' or 'replay'");

@@ -13,6 +13,7 @@
 #include "sb_log.h"
 #include "wk_config.h"
 #include "wk_daemon.h"
+#include "wk_outbox.h"
 #include "wk_route.h"
 
 #define EXIT_CONFIG 2
@@ -29,6 +30,7 @@ int main(int argc, char **argv)
     enum { RUN, CHECK, PRINT, MARKDOWN } mode = RUN;
     wk_config_t cfg;
     int problems, rc;
+    bool relay_only = false;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0) {
@@ -37,6 +39,8 @@ int main(int argc, char **argv)
             path = argv[i];
         } else if (strncmp(argv[i], "--config=", 9) == 0) {
             path = argv[i] + 9;
+        } else if (strcmp(argv[i], "--relay-only") == 0) {
+            relay_only = true;
         } else if (strcmp(argv[i], "--check-config") == 0) {
             mode = CHECK;
         } else if (strcmp(argv[i], "--print-config") == 0) {
@@ -61,10 +65,16 @@ int main(int argc, char **argv)
     }
 
     problems = wk_config_load(&cfg, path, stderr);
+    if (!relay_only)
+        problems += wk_config_check_entity(&cfg, stderr);
     if (cfg.routes) {
         wk_routes_t routes;
-        problems += wk_routes_compile(cfg.routes, &routes, stderr);
+        wk_outbox_plan_t plan;
+        int route_problems = wk_routes_compile(cfg.routes, &routes, stderr);
+        problems += route_problems;
         problems += wk_routes_check_limits(&routes, cfg.servicebus.max_auto_lock_renewal_s, stderr);
+        if (!route_problems)
+            problems += wk_outbox_plan(&cfg, &routes, relay_only, &plan, stderr);
         wk_routes_free(&routes);
     }
     if (mode == PRINT) {
@@ -93,7 +103,7 @@ int main(int argc, char **argv)
     ib_log_set_level((ib_log_level_t)ib_log_level_parse(cfg.log.level));
     sb_log_init();
     wk_config_unknown_env(NULL, false);
-    rc = wk_daemon_run(&cfg);
+    rc = wk_daemon_run(&cfg, relay_only);
     wk_config_free(&cfg);
     return rc;
 }

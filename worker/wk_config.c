@@ -92,6 +92,29 @@ const wk_setting_t wk_settings[] = {
      "Routes, first match wins: {match, sql, params, idempotency_key, on_permanent} or "
      "{match, action}.",
      OFF(routes)},
+    {"outbox.enabled", WK_CT_ENUM, "auto", NOLIM, "auto|true|false", 0,
+     "Use the outbox table (created or checked like the inbox table). auto: when a route "
+     "emits or outbox.relay is true.",
+     OFF(outbox.enabled)},
+    {"outbox.relay", WK_CT_ENUM, "auto", NOLIM, "auto|true|false", 0,
+     "Publish pending outbox rows from this process. auto: whenever the outbox is enabled; "
+     "inboxd --relay-only runs the relay alone.",
+     OFF(outbox.relay)},
+    {"outbox.table", WK_CT_STR, "inboxd_outbox", NOLIM, NULL, 0,
+     "Name of the outbox table (may be schema-qualified); applications may insert rows too.",
+     OFF(outbox.table)},
+    {"outbox.poll_ms", WK_CT_INT, "1000", 10, 600000, NULL, 0,
+     "How often the relay looks for rows other processes wrote; local commits wake it at once.",
+     OFF(outbox.poll_ms)},
+    {"outbox.batch", WK_CT_INT, "100", 1, 1000, NULL, 0,
+     "Rows the relay claims, sends and marks per transaction.", OFF(outbox.batch)},
+    {"outbox.retention_s", WK_CT_INT, "86400", 0, 31536000, NULL, 0,
+     "Published rows are deleted this long after publishing (small batches, one replica at a "
+     "time).",
+     OFF(outbox.retention_s)},
+    {"outbox.backoff_max_ms", WK_CT_INT, "10000", 200, 600000, NULL, 0,
+     "Longest wait before the relay tries again after a transient send failure.",
+     OFF(outbox.backoff_max_ms)},
     {"retry.attempts", WK_CT_INT, "3", 0, 100, NULL, 0,
      "In-process attempts after a transient failure before the message is abandoned.",
      OFF(retry.attempts)},
@@ -456,10 +479,6 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
             sb_connstr_free(&sb);
         }
     }
-    if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string &&
-        (!cfg->servicebus.entity || !*cfg->servicebus.entity))
-        wk_problem(p, "servicebus.entity",
-                   "missing required setting (or give EntityPath in the connection string)");
     if (cfg->db.connection_string && *cfg->db.connection_string) {
         db_connstr_t dbc;
         ib_error_t err;
@@ -483,6 +502,11 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
         if (wk_http_listen_check(cfg->http.listen, &err) != IB_E_OK)
             wk_problem(p, "http.listen", "%s", err.text);
     }
+    for (const char *c = cfg->outbox.table; c && *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
+            wk_problem(p, "outbox.table", "only letters, digits, '_' and '.' are allowed");
+            break;
+        }
     for (const char *c = cfg->db.inbox_table; c && *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
             wk_problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
@@ -553,6 +577,16 @@ int wk_config_unknown_env(FILE *errs, bool fatal)
                    IB_S("name", name));
     }
     return n;
+}
+
+int wk_config_check_entity(const wk_config_t *cfg, FILE *errs)
+{
+    wk_problems_t p = {.errs = errs};
+    if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string &&
+        (!cfg->servicebus.entity || !*cfg->servicebus.entity))
+        wk_problem(&p, "servicebus.entity",
+                   "missing required setting (or give EntityPath in the connection string)");
+    return p.n;
 }
 
 void wk_config_free(wk_config_t *cfg)
@@ -638,8 +672,11 @@ static void range_text(const wk_setting_t *s, char *buf, size_t size)
 
 void wk_config_print_help(FILE *fp)
 {
-    fprintf(fp, "Usage: inboxd [--config PATH] [--check-config | --print-config | --help]\n\n"
+    fprintf(fp, "Usage: inboxd [--config PATH] [--relay-only] [--check-config | --print-config | "
+                "--help]\n\n"
                 "  --config PATH    JSON configuration file (default: $INBOXD_CONFIG)\n"
+                "  --relay-only     run only the outbox relay (no receiver): for applications\n"
+                "                   that insert outbox rows themselves\n"
                 "  --check-config   validate the configuration and exit (0 valid, 2 invalid)\n"
                 "  --print-config   print the effective configuration as JSON, secrets redacted\n"
                 "  --version        print the version\n\n"

@@ -50,6 +50,15 @@ typedef struct wk_config {
     } db;
     json_t *routes; /* array; validated by the worker's route compiler */
     struct {
+        char *enabled; /* "auto" | "true" | "false" */
+        char *relay;   /* "auto" | "true" | "false" */
+        char *table;
+        long long poll_ms;
+        long long batch;
+        long long retention_s;
+        long long backoff_max_ms;
+    } outbox;
+    struct {
         long long attempts;
         long long base_ms;
         long long max_ms;
@@ -98,6 +107,12 @@ extern const wk_setting_t wk_settings[];
  */
 int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs);
 void wk_config_free(wk_config_t *cfg);
+/*
+ * The entity to receive from must be named (servicebus.entity or EntityPath)
+ * unless inboxd runs --relay-only; the problem, if any, goes to errs as
+ * above. Returns the number of problems.
+ */
+int wk_config_check_entity(const wk_config_t *cfg, FILE *errs);
 
 /* Effective config as JSON, SENSITIVE values redacted. Caller json_decref()s. */
 json_t *wk_config_to_json(const wk_config_t *cfg);

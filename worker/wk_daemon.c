@@ -28,6 +28,7 @@
 #include "sb_client.h"
 #include "wk_http.h"
 #include "wk_metrics.h"
+#include "wk_outbox.h"
 #include "wk_pipeline.h"
 #include "wk_route.h"
 #include "wk_sweeper.h"
@@ -64,6 +65,9 @@ struct daemon {
     sb_client_t *client;
     wk_pipeline_t pipe;
     wk_sweeper_t *sweeper;
+    bool relay_only;         /* inboxd --relay-only: no receiver, no db workers */
+    wk_outbox_plan_t outbox; /* whether the outbox table is used and relayed here */
+    wk_relay_t *relay;
     worker_t *workers;
     int nworkers; /* started */
 
@@ -523,11 +527,12 @@ static int tick(daemon_t *dm)
     long long now = ib_mono_ms();
 
     apply_breaker(dm);
-    sync_client_metrics(dm);
-    /* Live while the proactor keeps turning (it wakes every 100 ms). */
-    if (dm->client_seen.loop_mono_ms && now - dm->client_seen.loop_mono_ms < 5000)
+    if (dm->client)
+        sync_client_metrics(dm);
+    /* Live while the proactor keeps turning (it wakes every 100 ms); relay only: while this loop does. */
+    if (!dm->client || (dm->client_seen.loop_mono_ms && now - dm->client_seen.loop_mono_ms < 5000))
         wk_http_heartbeat(dm->http);
-    if (now >= dm->next_stats) {
+    if (now >= dm->next_stats && dm->client) {
         log_stats(dm);
         dm->next_stats = now + STATS_INTERVAL_MS;
     }
@@ -538,10 +543,13 @@ static int tick(daemon_t *dm)
 
 static ib_err_t compile_routes(daemon_t *dm, ib_error_t *err)
 {
-    /* wk_routes_compile has already named every bad key on stderr. */
+    /* wk_routes_compile and wk_outbox_plan have already named every bad key on stderr. */
     if (wk_routes_compile(dm->cfg->routes, &dm->routes, stderr) != 0 ||
         wk_routes_check_limits(&dm->routes, dm->cfg->servicebus.max_auto_lock_renewal_s, stderr))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "routes: invalid");
+    if (wk_outbox_plan(dm->cfg, &dm->routes, dm->relay_only, &dm->outbox, stderr) != 0 ||
+        !wk_routes_set_outbox(&dm->routes, dm->cfg->outbox.table))
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "outbox: invalid");
     return IB_E_OK;
 }
 
@@ -623,13 +631,18 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
 {
     for (int attempt = 1;; attempt++) {
         db_conn_t *dbc = db_conn_new(&dm->dbopt, err);
-        /* HTTP routes need the claim columns (db.migrate adds them; else they are checked). */
-        if (dbc && db_migrate(dbc, dm->cfg->db.migrate, err) == IB_E_OK &&
-            (!wk_routes_have_http(&dm->routes) || db_effect_migrate(dbc, false, err) == IB_E_OK)) {
-            IB_LOG(IB_LOG_INFO, "db_ready",
-                   IB_MSG(dm->cfg->db.migrate ? "inbox table ready" : "inbox table checked"),
-                   IB_S("dialect", db_dialect_name(db_conn_dialect(dbc))),
-                   IB_S("table", dm->cfg->db.inbox_table));
+        /* A relay-only process never touches the inbox table. HTTP routes need the claim
+         * columns (db.migrate adds them; else they are checked). */
+        if (dbc &&
+            (dm->relay_only ||
+             (db_migrate(dbc, dm->cfg->db.migrate, err) == IB_E_OK &&
+              (!wk_routes_have_http(&dm->routes) || db_effect_migrate(dbc, false, err) == IB_E_OK))) &&
+            (!dm->outbox.enabled || wk_outbox_prepare(dm->cfg, dbc, err) == IB_E_OK)) {
+            if (!dm->relay_only)
+                IB_LOG(IB_LOG_INFO, "db_ready",
+                       IB_MSG(dm->cfg->db.migrate ? "inbox table ready" : "inbox table checked"),
+                       IB_S("dialect", db_dialect_name(db_conn_dialect(dbc))),
+                       IB_S("table", dm->cfg->db.inbox_table));
             db_conn_free(dbc);
             wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE, true);
             return IB_E_OK;
@@ -648,7 +661,22 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
     }
 }
 
-/* The AMQP client, with an Azure AD token source for workload identity. */
+/* The Azure AD token source for servicebus.auth workload_identity (client and relay). */
+static ib_err_t start_aad(daemon_t *dm, ib_error_t *err)
+{
+    if (strcmp(dm->cfg->servicebus.auth, "workload_identity") != 0)
+        return IB_E_OK;
+    /* The token comes from the federated credential the kubelet projects;
+     * fail fast when it cannot. */
+    dm->aad = sb_aad_new(NULL, err);
+    if (!dm->aad || sb_aad_wait(dm->aad, 30000, err) != IB_E_OK) {
+        IB_LOG(IB_LOG_ERROR, "aad_token", IB_MSG(err->text));
+        return err->code ? err->code : IB_E_AUTH;
+    }
+    return IB_E_OK;
+}
+
+/* The AMQP client, with the Azure AD token source when there is one. */
 static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
 {
     const wk_config_t *cfg = dm->cfg;
@@ -666,14 +694,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .settle_timeout_ms = (unsigned)cfg->servicebus.settle_timeout_ms,
         .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,
     };
-    if (strcmp(cfg->servicebus.auth, "workload_identity") == 0) {
-        /* The token comes from the federated credential the kubelet
-         * projects; fail fast when it cannot. */
-        dm->aad = sb_aad_new(NULL, err);
-        if (!dm->aad || sb_aad_wait(dm->aad, 30000, err) != IB_E_OK) {
-            IB_LOG(IB_LOG_ERROR, "aad_token", IB_MSG(err->text));
-            return err->code;
-        }
+    if (dm->aad) {
         so.token_get = sb_aad_token_get;
         so.token_ctx = dm->aad;
     }
@@ -686,10 +707,19 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
     return IB_E_OK;
 }
 
-/* The db workers, then the client that feeds them, then the sweeper. */
+/* The relay (when this process relays), then the db workers, the client, the sweeper. */
 static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
 {
     int n = (int)dm->cfg->db.pool_size;
+    if (dm->outbox.relay) {
+        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->dbopt, dm->aad ? sb_aad_token_get : NULL,
+                                          dm->aad, dm->metrics, err);
+        if (!dm->relay)
+            return err->code;
+        dm->pipe.relay = dm->relay;
+    }
+    if (dm->relay_only)
+        return IB_E_OK;
     dm->workers = calloc((size_t)n, sizeof(*dm->workers));
     for (dm->nworkers = 0; dm->workers && dm->nworkers < n; dm->nworkers++) {
         worker_t *w = &dm->workers[dm->nworkers];
@@ -717,8 +747,18 @@ static ib_err_t daemon_start(daemon_t *dm, ib_error_t *err)
 
     if ((rc = compile_routes(dm, err)) != IB_E_OK || (rc = start_http(dm, err)) != IB_E_OK ||
         (rc = set_db_options(dm, err)) != IB_E_OK || (rc = prepare_db(dm, err)) != IB_E_OK ||
-        (rc = new_client(dm, err)) != IB_E_OK || (rc = start_threads(dm, err)) != IB_E_OK)
+        (rc = start_aad(dm, err)) != IB_E_OK ||
+        (!dm->relay_only && (rc = new_client(dm, err)) != IB_E_OK) ||
+        (rc = start_threads(dm, err)) != IB_E_OK)
         return rc;
+    if (dm->relay_only) {
+        /* Nothing to receive: ready once the outbox table is there. */
+        wk_http_set_condition(dm->http, WK_HTTP_AMQP_CONNECTED, true);
+        wk_http_set_condition(dm->http, WK_HTTP_LINKS_ATTACHED, true);
+        IB_LOG(IB_LOG_INFO, "start", IB_MSG("inboxd running (relay only)"),
+               IB_S("table", cfg->outbox.table), IB_S("version", INBOXD_VERSION));
+        return IB_E_OK;
+    }
     IB_LOG(IB_LOG_INFO, "start", IB_MSG("inboxd running"), IB_S("consumer", cfg->consumer),
            IB_S("entity", cfg->servicebus.entity), IB_I("db_workers", dm->nworkers),
            IB_B("sessions", cfg->servicebus.sessions), IB_S("version", INBOXD_VERSION));
@@ -750,7 +790,8 @@ static bool daemon_drain(daemon_t *dm, int sig)
     wk_http_set_draining(dm->http, true);
     IB_LOG(IB_LOG_INFO, "shutdown", IB_MSG("draining"), IB_S("signal", strsignal(sig)),
            IB_I("drain_timeout_s", dm->cfg->shutdown.drain_timeout_s));
-    sb_client_stop_receiving(dm->client);
+    if (dm->client)
+        sb_client_stop_receiving(dm->client);
     for (;;) {
         release_queued(dm); /* anything that arrived before credit stopped */
         pthread_mutex_lock(&dm->mu);
@@ -801,6 +842,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     sb_aad_free(dm->aad);
     sb_aad_free(dm->db_aad); /* after the workers and the sweeper, its callers */
     wk_http_stop(dm->http);
+    wk_relay_stop(dm->relay); /* after the http thread: /metrics reads the relay */
     wk_metrics_free(dm->metrics);
     wk_breaker_free(dm->breaker);
     db_codes_free(&dm->dbopt.transient_native);
@@ -845,7 +887,7 @@ static int exit_status(const ib_error_t *err)
     return err->code == IB_E_CONFIG ? 2 : 1;
 }
 
-int wk_daemon_run(const wk_config_t *cfg)
+int wk_daemon_run(const wk_config_t *cfg, bool relay_only)
 {
     daemon_t *dm = daemon_new(cfg);
     ib_error_t err;
@@ -854,6 +896,7 @@ int wk_daemon_run(const wk_config_t *cfg)
 
     if (!dm)
         return 1;
+    dm->relay_only = relay_only;
     if (daemon_start(dm, &err) != IB_E_OK) {
         rc = exit_status(&err);
     } else {

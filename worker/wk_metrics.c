@@ -78,6 +78,9 @@ struct wk_metrics {
     _Atomic int nreasons;
     wk_reason_t reasons[WK_METRICS_MAX_REASONS];
     wk_counter_t reasons_other;
+
+    wk_metrics_outbox_fn outbox_fn; /* set before serving; NULL: no outbox */
+    void *outbox_ctx;
 };
 
 static const char *const renew_names[WK_RENEW__COUNT] = {"ok", "failed", "lost"};
@@ -469,6 +472,34 @@ static void render_http(wk_buf_t *b, wk_metrics_t *m)
                (unsigned long long)load(&m->taken_over));
 }
 
+void wk_metrics_outbox_source(wk_metrics_t *m, wk_metrics_outbox_fn fn, void *ctx)
+{
+    m->outbox_fn = fn;
+    m->outbox_ctx = ctx;
+}
+
+static void render_outbox(wk_metrics_t *m, wk_buf_t *b)
+{
+    wk_metrics_outbox_t o;
+    memset(&o, 0, sizeof(o));
+    m->outbox_fn(m->outbox_ctx, &o);
+    header(b, "inboxd_outbox_pending", "gauge", "Outbox rows waiting to be published.");
+    buf_printf(b, "inboxd_outbox_pending %lld\n", o.pending);
+    header(b, "inboxd_outbox_oldest_pending_seconds", "gauge",
+           "Age of the oldest pending outbox row (0 when none).");
+    buf_printf(b, "inboxd_outbox_oldest_pending_seconds %lld\n", o.oldest_pending_s);
+    header(b, "inboxd_outbox_published_total", "counter",
+           "Outbox rows this process published (the broker accepted them).");
+    buf_printf(b, "inboxd_outbox_published_total %llu\n", o.published_total);
+    header(b, "inboxd_outbox_failed_total", "counter",
+           "Outbox rows marked failed after a permanent send failure, by broker condition.");
+    for (size_t i = 0; i < o.nfailed && i < WK_METRICS_OUTBOX_CONDITIONS; i++) {
+        buf_printf(b, "inboxd_outbox_failed_total{condition=\"");
+        buf_label_value(b, o.failed[i].condition);
+        buf_printf(b, "\"} %llu\n", o.failed[i].count);
+    }
+}
+
 char *wk_metrics_render(wk_metrics_t *m, size_t *len)
 {
     wk_buf_t b = {malloc(4096), 0, 4096, false};
@@ -555,6 +586,9 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
            "Batches rolled back after a failure and applied one message per transaction.");
     buf_printf(&b, "inboxd_batch_fallbacks_total %llu\n",
                (unsigned long long)load(&m->batch_fallbacks));
+
+    if (m->outbox_fn)
+        render_outbox(m, &b);
 
     header(&b, "inboxd_build_info", "gauge", "Always 1; the labels describe the build.");
     buf_printf(&b, "inboxd_build_info{version=\"");

@@ -122,6 +122,32 @@ void wk_metrics_in_flight_add(wk_metrics_t *m, long long delta);
 void wk_metrics_oldest_in_flight_set(wk_metrics_t *m, long long since_mono_ms);
 
 /*
+ * The outbox relay's figures, read when /metrics is scraped: the pending
+ * count and the oldest pending row's age at the relay's last look, rows
+ * published, and rows failed by broker condition (the last entry may be
+ * "other" once WK_METRICS_OUTBOX_CONDITIONS are in use).
+ */
+#define WK_METRICS_OUTBOX_CONDITIONS 16
+typedef struct wk_metrics_outbox {
+    long long pending;
+    long long oldest_pending_s;
+    unsigned long long published_total;
+    size_t nfailed;
+    struct {
+        char condition[96];
+        unsigned long long count;
+    } failed[WK_METRICS_OUTBOX_CONDITIONS];
+} wk_metrics_outbox_t;
+
+typedef void (*wk_metrics_outbox_fn)(void *ctx, wk_metrics_outbox_t *out);
+/*
+ * Registers the source of the inboxd_outbox_* metrics (NULL: none, the
+ * metrics are left out). Set once before /metrics is served; fn is called
+ * on the http thread and must be thread-safe.
+ */
+void wk_metrics_outbox_source(wk_metrics_t *m, wk_metrics_outbox_fn fn, void *ctx);
+
+/*
  * Renders every metric in Prometheus text format 0.0.4 into a new
  * NUL-terminated string the caller frees; *len (if not NULL) gets its
  * length. Returns NULL when out of memory. thread: any.

@@ -9,6 +9,7 @@
 #include "ib_log.h"
 #include "wk_effect.h"
 #include "ib_utf8.h"
+#include "wk_relay.h"
 
 long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed)
 {
@@ -459,9 +460,13 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
             sleep_ms(wait);
         k = kept;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        /* Committed emits: publish now, not at the relay's next poll. */
+        if (items[i].bound && items[i].b.nemits && m[i].d->outcome == WK_OUT_APPLIED)
+            wk_relay_wake(p->relay);
         if (items[i].bound)
             wk_binding_free(&items[i].b);
+    }
 out:
     if (n != 1) {
         free(items);

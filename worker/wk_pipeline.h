@@ -49,6 +49,7 @@ typedef struct wk_pipeline {
      * the message waits for its turn to probe. May be NULL (tests).
      */
     wk_breaker_t *breaker;
+    struct wk_relay *relay; /* woken after a commit that emitted (may be NULL) */
 } wk_pipeline_t;
 
 /*

@@ -7,6 +7,8 @@
 
 #include "fx_client.h"
 #include "wk_json.h"
+#include "db_outbox.h"
+#include "wk_emit.h"
 #include "wk_route_int.h"
 #include "wk_json.h"
 
@@ -52,6 +54,8 @@ struct wk_route {
     wk_http_spec_t *http; /* NULL: a SQL route */
     bool record;
     bool needs_json;
+    wk_emits_t *emits;      /* NULL: the route emits nothing */
+    const char *outbox_sql; /* the outbox insert, owned by wk_routes_t */
 };
 
 /* ---- compile ---------------------------------------------------------- */
@@ -408,7 +412,8 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
 {
     static const char *const known[] = {"match",           "sql",          "params",
                                         "idempotency_key", "on_permanent", "action",
-                                        "reason",          "http",         NULL};
+                                        "reason",          "http",         "emit",
+                                        NULL};
     const char *k;
     json_t *v, *action, *onp;
 
@@ -448,6 +453,8 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
             wk_problem(p, "sql", "not allowed with action");
         if (json_object_get(j, "http"))
             wk_problem(p, "http", "not allowed with action");
+        if (json_object_get(j, "emit"))
+            wk_problem(p, "emit", "not allowed with action");
         return;
     }
     r->action = WK_ACT_APPLY;
@@ -471,6 +478,8 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
     }
     if (json_object_get(j, "idempotency_key"))
         compile_key(r, json_object_get(j, "idempotency_key"), p);
+    if (json_object_get(j, "emit"))
+        r->emits = wk_emits_compile(json_object_get(j, "emit"), &r->needs_json, p);
     onp = json_object_get(j, "on_permanent");
     if (onp) {
         const char *o = json_is_string(onp) ? json_string_value(onp) : "";
@@ -522,8 +531,10 @@ void wk_routes_free(wk_routes_t *routes)
         free(r->stmts);
         wk_tpl_free(&r->key);
         wk_http_free(r->http);
+        wk_emits_free(r->emits);
     }
     free(routes->v);
+    free(routes->outbox_sql);
     memset(routes, 0, sizeof(*routes));
 }
 
@@ -876,13 +887,40 @@ ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t 
 }
 
 /* The route's statements with their parameters evaluated. */
+/* The emits' outbox inserts after the route's statements (room for them is allocated). */
+static ib_err_t bind_emits(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out,
+                           size_t at, ib_error_t *err)
+{
+    size_t n = wk_emits_count(r->emits);
+    if (n && !r->outbox_sql)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_TRANSIENT,
+                            "routes[%zu] emits but no outbox table is set", r->index);
+    for (size_t e = 0; e < n; e++) {
+        db_stmt_t *st = &out->stmts[out->nstmts];
+        ib_err_t rc = wk_emits_bind(r->emits, e, msg, out, out->params + at, err);
+        if (rc != IB_E_OK)
+            return rc;
+        *st = (db_stmt_t){r->outbox_sql, out->params + at, WK_EMIT_PARAMS};
+        at += WK_EMIT_PARAMS;
+        out->nstmts++;
+        out->nemits++;
+    }
+    return IB_E_OK;
+}
+
+/*
+ * The route's statements with their parameters evaluated, then one outbox
+ * insert per emit: they commit with the inbox row (for an HTTP route, in
+ * its finishing transaction) or not at all.
+ */
 static ib_err_t bind_stmts(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out,
                            ib_error_t *err)
 {
-    size_t total = 0, at = 0;
+    size_t total = 0, at = 0, nemits = wk_emits_count(r->emits);
     for (size_t s = 0; s < r->nstmts; s++)
         total += r->stmts[s].nparams;
-    out->stmts = calloc(r->nstmts ? r->nstmts : 1, sizeof(*out->stmts));
+    total += nemits * WK_EMIT_PARAMS;
+    out->stmts = calloc(r->nstmts + nemits ? r->nstmts + nemits : 1, sizeof(*out->stmts));
     out->params = calloc(total ? total : 1, sizeof(*out->params));
     if (!out->stmts || !out->params)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
@@ -897,7 +935,7 @@ static ib_err_t bind_stmts(const wk_route_t *r, const sb_msg_t *msg, wk_binding_
                 return rc;
         }
     }
-    return IB_E_OK;
+    return bind_emits(r, msg, out, at, err);
 }
 
 ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out, ib_error_t *err)
@@ -923,6 +961,33 @@ ib_err_t wk_route_bind_finish(const wk_route_t *r, const sb_msg_t *msg, const fx
     if (rc == IB_E_OK)
         ib_error_clear(err);
     return rc;
+}
+
+const db_stmt_t *wk_binding_emits(const wk_binding_t *b, size_t *n)
+{
+    *n = b->nemits;
+    return b->nemits ? b->stmts + (b->nstmts - b->nemits) : NULL;
+}
+
+bool wk_routes_set_outbox(wk_routes_t *routes, const char *table)
+{
+    char sql[1024];
+    /* The insert's text is the same in every dialect. */
+    if (db_outbox_sql_insert(DB_DIALECT_POSTGRESQL, table, sql, sizeof(sql)) != IB_E_OK)
+        return false;
+    free(routes->outbox_sql);
+    routes->outbox_sql = strdup(sql);
+    for (size_t i = 0; i < routes->n; i++)
+        routes->v[i].outbox_sql = routes->outbox_sql;
+    return routes->outbox_sql != NULL;
+}
+
+bool wk_routes_emit(const wk_routes_t *routes)
+{
+    for (size_t i = 0; i < routes->n; i++)
+        if (routes->v[i].emits)
+            return true;
+    return false;
 }
 
 bool wk_routes_have_http(const wk_routes_t *routes)

@@ -7,7 +7,11 @@
  *    "params": ["$.orderId", "message_id", "prop:tenant", 42, null]
  *              (with several statements: one array per statement),
  *    "idempotency_key": "order:{$.orderId}",
- *    "on_permanent": "deadletter" | "record"}
+ *    "on_permanent": "deadletter" | "record",
+ *    "emit": [{"entity": "shipments", "message_id": "shipment:{$.orderId}",
+ *              "subject": "...", "session_id": "{$.customerId}",
+ *              "correlation_id": "{message_id}", "content_type": "...",
+ *              "body": "$.shipping", "properties": {"k": "$.x", "c": {"const": "v"}}}]}
  *   {"match": ..., "action": "deadletter", "reason": "Unsupported"}
  *   {"match": ..., "action": "complete"}
  *
@@ -17,6 +21,16 @@
  * ($.a.b[0], $["odd key"]), or a literal (number, boolean, null, or
  * {"const": "text"}). Message fields that are absent bind NULL; a property or
  * JSON path that is absent is a MissingField error naming it.
+ *
+ * emit: outgoing messages, each an outbox row inserted in the route's inbox
+ * transaction (so a rolled-back message emits nothing) and published later
+ * by the relay. message_id, subject, session_id, correlation_id and
+ * content_type are templates like idempotency_key; message_id is required
+ * and must not depend on sequence_number, delivery_count or enqueued_at (a
+ * resent or redelivered copy must emit the same id). correlation_id
+ * defaults to the incoming message id; body (a source, default the incoming
+ * body) is the value's text, JSON for objects; properties are sources; the
+ * incoming traceparent / Diagnostic-Id / tracestate properties ride along.
  *
  * Routes are compiled once at start and immutable afterwards: any thread may
  * match and bind concurrently.
@@ -41,6 +55,7 @@ typedef struct wk_route wk_route_t;
 typedef struct wk_routes {
     wk_route_t *v;
     size_t n;
+    char *outbox_sql; /* the outbox insert emits use (wk_routes_set_outbox) */
 } wk_routes_t;
 
 /*
@@ -49,6 +64,13 @@ typedef struct wk_routes {
  * problems. out must be freed with wk_routes_free either way.
  */
 int wk_routes_compile(const json_t *routes, wk_routes_t *out, FILE *errs);
+/*
+ * The outbox table emits are inserted into (outbox.table); call once after
+ * compiling, before binding. Returns false when the name is not valid.
+ */
+bool wk_routes_set_outbox(wk_routes_t *routes, const char *table);
+/* True when any route has an emit list. */
+bool wk_routes_emit(const wk_routes_t *routes);
 void wk_routes_free(wk_routes_t *routes);
 
 /* The first route matching msg, or NULL (dead-letter NoRoute). */
@@ -64,8 +86,9 @@ size_t wk_route_index(const wk_route_t *r);
 
 /* The statements of one message, bound; owns every string it points to. */
 typedef struct wk_binding {
-    db_stmt_t *stmts;
+    db_stmt_t *stmts; /* the route's statements, then one outbox insert per emit */
     size_t nstmts;
+    size_t nemits;    /* the last nemits of stmts are the emits' outbox inserts */
     char *idempotency_key; /* NULL when the route has none */
     /* storage */
     db_param_t *params;
@@ -86,6 +109,12 @@ typedef struct wk_binding {
 ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out,
                        ib_error_t *err);
 void wk_binding_free(wk_binding_t *b);
+/*
+ * The emits' outbox inserts of a bound message (*n of them, 0 when none):
+ * for a transaction other than the route's own (an HTTP route's finishing
+ * transaction) that must insert them before its COMMIT.
+ */
+const db_stmt_t *wk_binding_emits(const wk_binding_t *b, size_t *n);
 
 /* The dead-letter reason of a binding failure ("MissingField", ...). */
 const char *wk_route_bind_reason(ib_err_t rc);

@@ -1,0 +1,335 @@
+/*
+ * wk_emit.c - a route's "emit" list: compiled once (templates and sources
+ * as for idempotency_key, a deterministic message_id enforced), then bound
+ * per message into the eight parameters of the outbox insert that
+ * wk_route_bind appends to the route's statements. thread: any (compiled
+ * data is immutable).
+ */
+#include "wk_emit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "wk_route_int.h"
+
+/* One templated field of an emit ("ship:{$.id}"); set is false when not configured. */
+typedef struct tmpl {
+    template_t tpl;
+    bool set;
+} tmpl_t;
+
+typedef struct emit_prop {
+    char *name;
+    src_t src;
+} emit_prop_t;
+
+typedef struct emit_spec {
+    char *entity;
+    tmpl_t message_id, subject, session_id, correlation_id, content_type;
+    src_t body;
+    bool body_set;
+    emit_prop_t *props;
+    size_t nprops;
+} emit_spec_t;
+
+struct wk_emits {
+    emit_spec_t *v;
+    size_t n;
+};
+
+/*
+ * A source changes between two copies of one message (a resend has another
+ * sequence number, a redelivery another delivery count): an id built from
+ * it would differ between copies, and duplicate detection downstream would
+ * see two messages.
+ */
+static bool src_varies(src_kind_t k)
+{
+    return k == SRC_SEQUENCE_NUMBER || k == SRC_DELIVERY_COUNT || k == SRC_ENQUEUED_AT;
+}
+
+static void emit_free(emit_spec_t *e)
+{
+    free(e->entity);
+    wk_tpl_free(&e->message_id.tpl);
+    wk_tpl_free(&e->subject.tpl);
+    wk_tpl_free(&e->session_id.tpl);
+    wk_tpl_free(&e->correlation_id.tpl);
+    wk_tpl_free(&e->content_type.tpl);
+    wk_src_free(&e->body);
+    for (size_t i = 0; i < e->nprops; i++) {
+        free(e->props[i].name);
+        wk_src_free(&e->props[i].src);
+    }
+    free(e->props);
+}
+
+void wk_emits_free(wk_emits_t *emits)
+{
+    if (!emits)
+        return;
+    for (size_t i = 0; i < emits->n; i++)
+        emit_free(&emits->v[i]);
+    free(emits->v);
+    free(emits);
+}
+
+size_t wk_emits_count(const wk_emits_t *emits)
+{
+    return emits ? emits->n : 0;
+}
+
+static void compile_emit_tmpl(tmpl_t *t, const json_t *j, const char *field, bool *needs_json,
+                              wk_problems_t *p)
+{
+    if (!j)
+        return;
+    t->set = true;
+    if (!json_is_string(j) || !*json_string_value(j)) {
+        wk_problem(p, field, "must be a non-empty string");
+        return;
+    }
+    wk_tpl_compile(json_string_value(j), field, 0, &t->tpl, needs_json, p);
+}
+
+/* message_id must name the message: a template with a source that is the same in every copy. */
+static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
+{
+    bool sourced = false;
+    if (!t->set) {
+        wk_problem(p, field,
+                   "missing: every emitted message needs a deterministic message id (e.g. "
+                   "\"shipment:{$.orderId}\") so that duplicate detection and the next inbox "
+                   "recognise a re-send");
+        return;
+    }
+    for (size_t k = 0; k < t->tpl.n; k++) {
+        if (t->tpl.v[k].lit)
+            continue;
+        if (src_varies(t->tpl.v[k].src.kind)) {
+            wk_problem(p, field,
+                       "{%s} differs between copies of one message (a resend or redelivery), "
+                       "so the id would too and duplicates would get through; build it from "
+                       "message_id, the body or properties",
+                       t->tpl.v[k].src.text);
+            return;
+        }
+        sourced = true;
+    }
+    if (!sourced)
+        wk_problem(p, field,
+                   "is a constant: every message would emit the same id and duplicate "
+                   "detection would drop all but the first; include a source such as "
+                   "{message_id} or {$.orderId}");
+}
+
+static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *field,
+                               wk_problems_t *p)
+{
+    const char *k;
+    json_t *v;
+    if (!json_is_object(j)) {
+        wk_problem(p, field, "must be an object of name: source");
+        return;
+    }
+    e->props = calloc(json_object_size(j) ? json_object_size(j) : 1, sizeof(*e->props));
+    json_object_foreach((json_t *)j, k, v)
+    {
+        emit_prop_t *ep = &e->props[e->nprops];
+        if (!wk_src_compile_param(v, 0, &ep->src)) {
+            wk_problem(p, field, "%s: unknown source (use a field, prop:NAME, $.path or a literal)",
+                       k);
+            continue;
+        }
+        ep->name = strdup(k);
+        e->nprops++;
+    }
+}
+
+static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, bool *needs_json,
+                             wk_problems_t *p)
+{
+    static const char *const known[] = {"entity",         "message_id",   "subject",
+                                        "session_id",     "correlation_id", "content_type",
+                                        "body",           "properties",   NULL};
+    char f[64];
+    const char *k;
+    json_t *v, *entity;
+
+#define EMIT_FIELD(name) (snprintf(f, sizeof(f), "emit[%zu].%s", i, (name)), f)
+    if (!json_is_object(j)) {
+        snprintf(f, sizeof(f), "emit[%zu]", i);
+        wk_problem(p, f, "must be an object");
+        return;
+    }
+    json_object_foreach((json_t *)j, k, v)
+    {
+        int n;
+        for (n = 0; known[n] && strcmp(known[n], k) != 0; n++)
+            ;
+        if (!known[n])
+            wk_problem(p, EMIT_FIELD(k), "unknown key");
+    }
+    entity = json_object_get(j, "entity");
+    if (!json_is_string(entity) || !*json_string_value(entity) ||
+        strlen(json_string_value(entity)) > 260)
+        wk_problem(p, EMIT_FIELD("entity"), "must be a queue or topic name (1 to 260 characters)");
+    else
+        e->entity = strdup(json_string_value(entity));
+    compile_emit_tmpl(&e->message_id, json_object_get(j, "message_id"),
+                      EMIT_FIELD("message_id"), needs_json, p);
+    check_emit_id(&e->message_id, EMIT_FIELD("message_id"), p);
+    compile_emit_tmpl(&e->subject, json_object_get(j, "subject"), EMIT_FIELD("subject"), needs_json, p);
+    compile_emit_tmpl(&e->session_id, json_object_get(j, "session_id"),
+                      EMIT_FIELD("session_id"), needs_json, p);
+    compile_emit_tmpl(&e->correlation_id, json_object_get(j, "correlation_id"),
+                      EMIT_FIELD("correlation_id"), needs_json, p);
+    compile_emit_tmpl(&e->content_type, json_object_get(j, "content_type"),
+                      EMIT_FIELD("content_type"), needs_json, p);
+    if ((v = json_object_get(j, "body")) != NULL) {
+        if (!wk_src_compile_param(v, 0, &e->body))
+            wk_problem(p, EMIT_FIELD("body"),
+                       "unknown source (use body, $.path, a field, prop:NAME or {\"const\": ...})");
+        else
+            e->body_set = true;
+        if (e->body_set && e->body.kind == SRC_JSON)
+            *needs_json = true;
+    }
+    if ((v = json_object_get(j, "properties")) != NULL)
+        compile_emit_props(e, v, EMIT_FIELD("properties"), p);
+#undef EMIT_FIELD
+}
+
+wk_emits_t *wk_emits_compile(const json_t *j, bool *needs_json, wk_problems_t *p)
+{
+    wk_emits_t *emits;
+    if (!json_is_array(j) || json_array_size(j) == 0) {
+        wk_problem(p, "emit", "must be a non-empty array of messages");
+        return NULL;
+    }
+    emits = calloc(1, sizeof(*emits));
+    emits->v = calloc(json_array_size(j), sizeof(*emits->v));
+    emits->n = json_array_size(j);
+    for (size_t i = 0; i < emits->n; i++)
+        compile_emit_one(&emits->v[i], json_array_get(j, i), i, needs_json, p);
+    return emits;
+}
+
+/* A bound value as JSON (properties). */
+static json_t *param_json(const db_param_t *v)
+{
+    switch (v->type) {
+    case DB_PARAM_TEXT:
+        return json_string(v->text ? v->text : "");
+    case DB_PARAM_INT:
+        return json_integer(v->i);
+    case DB_PARAM_FLOAT:
+        return json_real(v->f);
+    default:
+        return json_null();
+    }
+}
+
+/* A bound value as text (body); NULL for SQL NULL. */
+static char *param_text(const db_param_t *v)
+{
+    char num[64];
+    switch (v->type) {
+    case DB_PARAM_TEXT:
+        return strdup(v->text ? v->text : "");
+    case DB_PARAM_INT:
+        snprintf(num, sizeof(num), "%lld", v->i);
+        return strdup(num);
+    case DB_PARAM_FLOAT:
+        snprintf(num, sizeof(num), "%.17g", v->f);
+        return strdup(num);
+    default:
+        return NULL;
+    }
+}
+
+/* The incoming trace context travels on: traceparent and Diagnostic-Id. */
+static void carry_trace(json_t *props, const sb_msg_t *msg)
+{
+    static const char *const keys[] = {"traceparent", "Diagnostic-Id", "tracestate"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const sb_prop_t *pr = sb_msg_prop(msg, keys[i]);
+        if (pr && pr->str && !json_object_get(props, keys[i]))
+            json_object_set_new(props, keys[i], json_string(pr->str));
+    }
+}
+
+static ib_err_t bind_emit_props(const emit_spec_t *e, const sb_msg_t *msg, wk_binding_t *b,
+                                db_param_t *out, ib_error_t *err)
+{
+    json_t *props = json_object();
+    char *text;
+    for (size_t i = 0; i < e->nprops; i++) {
+        db_param_t v;
+        ib_err_t rc = wk_src_eval(b, &e->props[i].src, msg, &v, err);
+        if (rc != IB_E_OK) {
+            json_decref(props);
+            return rc;
+        }
+        json_object_set_new(props, e->props[i].name, param_json(&v));
+    }
+    carry_trace(props, msg);
+    text = json_object_size(props) ? json_dumps(props, JSON_COMPACT) : NULL;
+    json_decref(props);
+    *out = text ? DB_TEXT(wk_binding_keep(b, text)) : DB_NULL();
+    return IB_E_OK;
+}
+
+/* An optional template as a parameter: NULL when the field was not given. */
+static ib_err_t bind_tmpl(const tmpl_t *t, const char *what, size_t max, const sb_msg_t *msg,
+                          wk_binding_t *b, db_param_t *out, ib_error_t *err)
+{
+    char *s = NULL;
+    ib_err_t rc;
+    if (!t->set) {
+        *out = DB_NULL();
+        return IB_E_OK;
+    }
+    rc = wk_tpl_render(&t->tpl, msg, b, NULL, false, max, what, &s, err);
+    if (rc != IB_E_OK)
+        return rc;
+    *out = DB_TEXT(wk_binding_keep(b, s));
+    return IB_E_OK;
+}
+
+/*
+ * The eight parameters of the outbox insert (db_outbox_sql_insert) for one
+ * emit: entity, message_id, session_id, subject, correlation_id,
+ * content_type, properties, body.
+ */
+ib_err_t wk_emits_bind(const wk_emits_t *emits, size_t i, const sb_msg_t *msg, wk_binding_t *b,
+                       db_param_t *out, ib_error_t *err)
+{
+    const emit_spec_t *e = &emits->v[i];
+    ib_err_t rc;
+    out[0] = DB_TEXT(e->entity);
+    if ((rc = bind_tmpl(&e->message_id, "emit message_id", 128, msg, b, &out[1], err)) ||
+        (rc = bind_tmpl(&e->session_id, "emit session_id", 128, msg, b, &out[2], err)) ||
+        (rc = bind_tmpl(&e->subject, "emit subject", 260, msg, b, &out[3], err)) ||
+        (rc = bind_tmpl(&e->correlation_id, "emit correlation_id", 128, msg, b, &out[4], err)) ||
+        (rc = bind_tmpl(&e->content_type, "emit content_type", 260, msg, b, &out[5], err)))
+        return rc;
+    if (!e->correlation_id.set)
+        out[4] = (msg->message_id ? DB_TEXT(msg->message_id) : DB_NULL()); /* the chain stays traceable */
+    if ((rc = bind_emit_props(e, msg, b, &out[6], err)) != IB_E_OK)
+        return rc;
+    if (!e->body_set || e->body.kind == SRC_BODY) {
+        rc = wk_src_eval(b, &(src_t){.kind = SRC_BODY}, msg, &out[7], err);
+        if (!e->content_type.set)
+            out[5] = (msg->content_type ? DB_TEXT(msg->content_type) : DB_NULL());
+    } else {
+        db_param_t v;
+        rc = wk_src_eval(b, &e->body, msg, &v, err);
+        out[7] = rc == IB_E_OK ? (v.type == DB_PARAM_NULL ? DB_NULL()
+                                                          : DB_TEXT(wk_binding_keep(b, param_text(&v))))
+                               : DB_NULL();
+        if (rc == IB_E_OK && !e->content_type.set && e->body.kind == SRC_JSON)
+            out[5] = DB_TEXT("application/json");
+    }
+    return rc;
+}

@@ -1,0 +1,38 @@
+/*
+ * wk_emit.h - a route's "emit" list (see wk_route.h for the syntax): the
+ * messages a route publishes through the outbox. Compiled once at start;
+ * bound per message into the parameters of the outbox insert
+ * (db_outbox_sql_insert: entity, message_id, session_id, subject,
+ * correlation_id, content_type, properties, body). thread: any.
+ */
+#ifndef WK_EMIT_H
+#define WK_EMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "db_inbox.h"
+#include "ib_err.h"
+#include "sb_msg.h"
+#include "wk_config.h"
+#include "wk_route.h"
+
+#define WK_EMIT_PARAMS 8 /* the columns db_outbox_sql_insert binds */
+
+typedef struct wk_emits wk_emits_t;
+
+/*
+ * Compiles the "emit" array; problems are reported through p (under the
+ * route's prefix) as "emit[I].FIELD: WHY". NULL when it is not an array.
+ * Sets *needs_json when a source reads the body as JSON.
+ */
+wk_emits_t *wk_emits_compile(const json_t *emit, bool *needs_json, wk_problems_t *p);
+void wk_emits_free(wk_emits_t *emits);
+size_t wk_emits_count(const wk_emits_t *emits);
+/* Binds emit i over msg into out[WK_EMIT_PARAMS]; strings are kept by b. */
+ib_err_t wk_emits_bind(const wk_emits_t *emits, size_t i, const sb_msg_t *msg, wk_binding_t *b,
+                       db_param_t *out, ib_error_t *err);
+
+#endif

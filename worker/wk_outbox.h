@@ -1,0 +1,46 @@
+/*
+ * wk_outbox.h - how the daemon sets up the outbox: whether this process
+ * uses the outbox table and runs the relay (outbox.enabled, outbox.relay,
+ * routes that emit, --relay-only), the table's creation or check, and the
+ * relay's start. thread: main.
+ */
+#ifndef WK_OUTBOX_H
+#define WK_OUTBOX_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "db_inbox.h"
+#include "ib_err.h"
+#include "sb_token.h"
+#include "wk_config.h"
+#include "wk_metrics.h"
+#include "wk_relay.h"
+#include "wk_route.h"
+
+typedef struct wk_outbox_plan {
+    bool enabled; /* the outbox table is used (created or checked) */
+    bool relay;   /* this process publishes its pending rows */
+} wk_outbox_plan_t;
+
+/*
+ * Decides the plan from the config, the compiled routes and --relay-only.
+ * Contradictions (a route emits but outbox.enabled is false; outbox.relay
+ * true or --relay-only with the outbox disabled) are written to errs as
+ * "config: KEY: WHY" and counted; returns the number of problems.
+ */
+int wk_outbox_plan(const wk_config_t *cfg, const wk_routes_t *routes, bool relay_only,
+                   wk_outbox_plan_t *plan, FILE *errs);
+
+/* Creates (db.migrate true) or checks the outbox table on dbc. */
+ib_err_t wk_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *err);
+
+/*
+ * Starts the relay on its own connection (dbopt is copied) and registers it
+ * as the source of the inboxd_outbox_* metrics. token_get/ctx: NULL for SAS.
+ */
+wk_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *dbopt,
+                                  sb_token_get_fn token_get, void *token_ctx,
+                                  wk_metrics_t *metrics, ib_error_t *err);
+
+#endif

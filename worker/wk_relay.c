@@ -1,0 +1,445 @@
+/*
+ * wk_relay.c - the outbox relay thread: claim, send, mark, commit; backoff
+ * on transient failures; bounded cleanup turns; counters for /metrics.
+ * See wk_relay.h. Every function runs on the relay thread unless its
+ * comment says otherwise.
+ */
+#include "wk_relay.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "db_outbox.h"
+#include "ib_log.h"
+#include "sb_condition.h"
+#include "sb_msg.h"
+#include "sb_send.h"
+#include "wk_pipeline.h"
+
+#define BACKOFF_BASE_MS 200
+#define SEND_TIMEOUT_MS 10000
+#define STATS_EVERY_MS 1000
+#define CLEANUP_EVERY_MS 60000
+#define CLEANUP_FIRST_MS 5000
+#define CLEANUP_BATCH 1000
+#define CLEANUP_BATCHES_PER_TURN 20
+
+struct wk_relay {
+    wk_relay_options_t opt;
+    char *sb_cs, *ca_file, *table;
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, woken;
+    wk_metrics_outbox_t stats; /* guarded by mu */
+    /* relay thread only */
+    db_conn_t *dbc;
+    sb_sender_t *sender;
+    int failures; /* consecutive transient failures: the backoff step */
+    unsigned seed;
+    long long next_stats_ms, next_cleanup_ms;
+};
+
+/* ---- application properties ------------------------------------------------ */
+
+ib_err_t wk_relay_props_parse(const char *text, sb_prop_t **props, size_t *n, void **holder,
+                              ib_error_t *err)
+{
+    json_error_t jerr;
+    json_t *j, *v;
+    const char *k;
+    size_t i = 0;
+
+    *props = NULL;
+    *n = 0;
+    *holder = NULL;
+    if (!text || !*text)
+        return IB_E_OK;
+    j = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                            "properties is not a JSON object of application properties");
+    }
+    *props = calloc(json_object_size(j) ? json_object_size(j) : 1, sizeof(**props));
+    if (!*props) {
+        json_decref(j);
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    }
+    /* Strings point into j (kept in *holder); composite values are dumped and kept too. */
+    json_object_foreach(j, k, v)
+    {
+        sb_prop_t *p = &(*props)[i++];
+        p->key = (char *)k;
+        switch (json_typeof(v)) {
+        case JSON_STRING:
+            p->type = SB_PROP_STRING;
+            p->str = (char *)json_string_value(v);
+            break;
+        case JSON_INTEGER:
+            p->type = SB_PROP_INT64;
+            p->i = json_integer_value(v);
+            break;
+        case JSON_REAL:
+            p->type = SB_PROP_DOUBLE;
+            p->d = json_real_value(v);
+            break;
+        case JSON_TRUE:
+        case JSON_FALSE:
+            p->type = SB_PROP_BOOL;
+            p->i = json_is_true(v);
+            break;
+        case JSON_NULL:
+            p->type = SB_PROP_NULL;
+            break;
+        default: {
+            char *dump = json_dumps(v, JSON_COMPACT);
+            json_t *s = json_string(dump ? dump : "");
+            free(dump);
+            json_object_set_new(j, k, s); /* same key: iteration stays valid */
+            p->type = SB_PROP_STRING;
+            p->str = (char *)json_string_value(s);
+            break;
+        }
+        }
+    }
+    *n = i;
+    *holder = j;
+    return IB_E_OK;
+}
+
+void wk_relay_props_free(sb_prop_t *props, void *holder)
+{
+    free(props);
+    json_decref(holder);
+}
+
+/* ---- waiting ----------------------------------------------------------------- */
+
+/* Sleeps up to ms, returning early on stop (and on a wake when wakeable). */
+static void nap(wk_relay_t *r, long long ms, bool wakeable)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop && !(wakeable && r->woken))
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT)
+            break;
+    r->woken = false;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static bool stopping(wk_relay_t *r)
+{
+    bool s;
+    pthread_mutex_lock(&r->mu);
+    s = r->stop;
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+/* thread: any */
+void wk_relay_wake(wk_relay_t *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->woken = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- counters ---------------------------------------------------------------- */
+
+static void count_failed(wk_relay_t *r, const char *condition)
+{
+    wk_metrics_outbox_t *s = &r->stats;
+    size_t i;
+    if (!condition || !*condition)
+        condition = "unknown";
+    pthread_mutex_lock(&r->mu);
+    for (i = 0; i < s->nfailed; i++)
+        if (strcmp(s->failed[i].condition, condition) == 0)
+            break;
+    if (i == s->nfailed) {
+        if (s->nfailed == WK_METRICS_OUTBOX_CONDITIONS) {
+            i = WK_METRICS_OUTBOX_CONDITIONS - 1; /* the last slot collects the rest */
+            ib_strlcpy(s->failed[i].condition, "other", sizeof(s->failed[i].condition));
+        } else {
+            ib_strlcpy(s->failed[i].condition, condition, sizeof(s->failed[i].condition));
+            s->nfailed++;
+        }
+    }
+    s->failed[i].count++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* thread: any */
+void wk_relay_stats(void *relay, wk_metrics_outbox_t *out)
+{
+    wk_relay_t *r = relay;
+    pthread_mutex_lock(&r->mu);
+    *out = r->stats;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void refresh_stats(wk_relay_t *r, bool force)
+{
+    long long pending, oldest, now = ib_mono_ms();
+    ib_error_t err;
+    if (!force && now < r->next_stats_ms)
+        return;
+    r->next_stats_ms = now + STATS_EVERY_MS;
+    if (db_outbox_stats(r->dbc, r->table, &pending, &oldest, &err) != IB_E_OK)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stats.pending = pending;
+    r->stats.oldest_pending_s = oldest;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- one round ----------------------------------------------------------------- */
+
+static void log_send_failure(const db_outbox_row_t *row, const ib_error_t *e, bool permanent)
+{
+    IB_LOG(permanent ? IB_LOG_ERROR : IB_LOG_WARN, permanent ? "outbox_failed" : "outbox_retry",
+           IB_MSG(permanent ? "the broker refused an outbox message; the row is failed"
+                            : "an outbox message could not be sent; it stays pending"),
+           IB_I("outbox_id", row->id), IB_S("entity", row->entity),
+           IB_S("message_id", row->message_id), IB_S("session_id", row->session_id),
+           IB_S("condition", e->condition), IB_S("error_class", ib_class_name(e->cls)),
+           IB_S("error", e->text), IB_I("attempt", row->attempts + 1));
+}
+
+/* Sends one row; err classified (transient / permanent) on failure. */
+static ib_err_t send_row(wk_relay_t *r, const db_outbox_row_t *row, ib_error_t *err)
+{
+    sb_out_msg_t m;
+    sb_prop_t *props = NULL;
+    void *holder = NULL;
+    size_t nprops = 0;
+    ib_err_t rc;
+
+    if (wk_relay_props_parse(row->properties, &props, &nprops, &holder, err) != IB_E_OK) {
+        if (err->cls == IB_CLASS_PERMANENT)
+            ib_strlcpy(err->condition, "inboxd:invalid-properties", sizeof(err->condition));
+        return err->code;
+    }
+    memset(&m, 0, sizeof(m));
+    m.message_id = row->message_id;
+    m.correlation_id = row->correlation_id;
+    m.subject = row->subject;
+    m.content_type = row->content_type;
+    m.session_id = row->session_id;
+    m.props = props;
+    m.nprops = nprops;
+    m.body = row->body;
+    m.body_len = row->body ? row->body_len : 0;
+    rc = sb_sender_send(r->sender, row->entity, &m, 1, err);
+    wk_relay_props_free(props, holder);
+    if (rc != IB_E_OK)
+        sb_send_error_classify(err);
+    return rc;
+}
+
+static bool ensure_sender(wk_relay_t *r, ib_error_t *err)
+{
+    sb_sender_options_t so;
+    if (r->sender)
+        return true;
+    memset(&so, 0, sizeof(so));
+    so.connection_string = r->sb_cs;
+    so.ca_file = r->ca_file;
+    so.token_get = r->opt.token_get;
+    so.token_ctx = r->opt.token_ctx;
+    so.timeout_ms = SEND_TIMEOUT_MS;
+    r->sender = sb_sender_open(&so, err);
+    return r->sender != NULL;
+}
+
+/*
+ * Claims, sends and marks one batch. Returns the rows handled (published
+ * or failed), or -1 after a transient failure (the caller backs off).
+ */
+static int round_once(wk_relay_t *r)
+{
+    db_outbox_row_t *rows = NULL;
+    size_t n = 0, handled = 0;
+    bool transient = false;
+    unsigned long long published = 0;
+    ib_error_t err;
+
+    if (!ensure_sender(r, &err)) {
+        IB_LOG(IB_LOG_WARN, "outbox_connect", IB_MSG("the relay cannot reach the broker"),
+               IB_S("error", err.text), IB_S("condition", err.condition));
+        return -1;
+    }
+    if (db_outbox_claim(r->dbc, r->table, r->opt.batch, &rows, &n, &err) != IB_E_OK) {
+        IB_LOG(IB_LOG_WARN, "outbox_claim", IB_MSG("the relay cannot claim outbox rows"),
+               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate),
+               IB_S("error_class", ib_class_name(err.cls)));
+        return -1;
+    }
+    for (size_t i = 0; i < n && !transient; i++) {
+        ib_error_t se, me;
+        db_outbox_mark_t mark = DB_OUTBOX_PUBLISHED;
+        char why[700] = "";
+        if (send_row(r, &rows[i], &se) != IB_E_OK) {
+            transient = se.cls != IB_CLASS_PERMANENT;
+            mark = transient ? DB_OUTBOX_RETRY : DB_OUTBOX_FAILED;
+            log_send_failure(&rows[i], &se, !transient);
+            snprintf(why, sizeof(why), "%s%s%s", se.condition, se.condition[0] ? ": " : "",
+                     se.text);
+        }
+        if (db_outbox_mark(r->dbc, r->table, rows[i].id, mark, why, &me) != IB_E_OK) {
+            IB_LOG(IB_LOG_WARN, "outbox_mark", IB_MSG("the relay cannot mark an outbox row"),
+                   IB_S("error", me.text), IB_S("sqlstate", me.sqlstate));
+            db_end(r->dbc, false, &me);
+            db_outbox_rows_free(rows, n);
+            return -1; /* the rows go back; sent ones are re-sent with the same id */
+        }
+        if (mark == DB_OUTBOX_FAILED)
+            count_failed(r, se.condition);
+        published += mark == DB_OUTBOX_PUBLISHED;
+        handled += mark != DB_OUTBOX_RETRY;
+    }
+    if (n && db_end(r->dbc, true, &err) != IB_E_OK) {
+        IB_LOG(IB_LOG_WARN, "outbox_commit", IB_MSG("the relay's commit failed"),
+               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate));
+        db_end(r->dbc, false, &err);
+        db_outbox_rows_free(rows, n);
+        return -1;
+    }
+    db_outbox_rows_free(rows, n);
+    pthread_mutex_lock(&r->mu);
+    r->stats.published_total += published;
+    pthread_mutex_unlock(&r->mu);
+    if (transient) {
+        /* A fresh connection next time: the old one may be the problem. */
+        sb_sender_close(r->sender);
+        r->sender = NULL;
+        return -1;
+    }
+    return (int)handled;
+}
+
+static void cleanup_turn(wk_relay_t *r)
+{
+    long long now = ib_mono_ms(), n;
+    ib_error_t err;
+    if (now < r->next_cleanup_ms)
+        return;
+    n = db_outbox_cleanup(r->dbc, r->table, r->opt.retention_s, CLEANUP_BATCH,
+                          CLEANUP_BATCHES_PER_TURN, &err);
+    /* A full turn means more is due: come back soon, between relay rounds. */
+    r->next_cleanup_ms =
+        now + (n >= (long long)CLEANUP_BATCH * CLEANUP_BATCHES_PER_TURN ? 0 : CLEANUP_EVERY_MS);
+    if (n < 0)
+        IB_LOG(IB_LOG_WARN, "outbox_cleanup", IB_MSG("outbox cleanup failed"),
+               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate));
+    else if (n > 0)
+        IB_LOG(IB_LOG_INFO, "outbox_cleanup", IB_MSG("published outbox rows deleted"),
+               IB_I("rows", n));
+}
+
+static void *relay_main(void *arg)
+{
+    wk_relay_t *r = arg;
+    r->next_cleanup_ms = ib_mono_ms() + CLEANUP_FIRST_MS;
+    while (!stopping(r)) {
+        int got = round_once(r);
+        refresh_stats(r, got != 0);
+        if (got < 0) {
+            long long wait = wk_backoff_ms(BACKOFF_BASE_MS, r->opt.backoff_max_ms, ++r->failures,
+                                           &r->seed);
+            nap(r, wait < BACKOFF_BASE_MS ? BACKOFF_BASE_MS : wait, false);
+            continue;
+        }
+        r->failures = 0;
+        cleanup_turn(r);
+        if (got == 0)
+            nap(r, r->opt.poll_ms, true);
+    }
+    return NULL;
+}
+
+/* ---- life ---------------------------------------------------------------------- */
+
+static void relay_free(wk_relay_t *r)
+{
+    if (!r)
+        return;
+    sb_sender_close(r->sender);
+    db_conn_free(r->dbc);
+    free(r->sb_cs);
+    free(r->ca_file);
+    free(r->table);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* thread: main */
+wk_relay_t *wk_relay_start(const wk_relay_options_t *opt, ib_error_t *err)
+{
+    wk_relay_t *r = calloc(1, sizeof(*r));
+    if (!r) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->opt = *opt;
+    r->sb_cs = strdup(opt->sb_connection_string ? opt->sb_connection_string : "");
+    r->ca_file = opt->ca_file ? strdup(opt->ca_file) : NULL;
+    r->table = strdup(opt->table ? opt->table : DB_OUTBOX_DEFAULT_TABLE);
+    r->seed = (unsigned)ib_mono_ms();
+    if (r->opt.batch <= 0)
+        r->opt.batch = 100;
+    if (r->opt.poll_ms <= 0)
+        r->opt.poll_ms = 1000;
+    if (r->opt.backoff_max_ms < BACKOFF_BASE_MS)
+        r->opt.backoff_max_ms = BACKOFF_BASE_MS;
+    if (!r->sb_cs || !r->table || (opt->ca_file && !r->ca_file)) {
+        relay_free(r);
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    r->dbc = db_conn_new(&opt->db, err);
+    if (!r->dbc) {
+        relay_free(r);
+        return NULL;
+    }
+    if (pthread_create(&r->tid, NULL, relay_main, r) != 0) {
+        relay_free(r);
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "cannot start the relay thread");
+        return NULL;
+    }
+    IB_LOG(IB_LOG_INFO, "outbox_relay", IB_MSG("outbox relay started"), IB_S("table", r->table),
+           IB_I("poll_ms", r->opt.poll_ms), IB_I("batch", r->opt.batch));
+    return r;
+}
+
+/* thread: main */
+void wk_relay_stop(wk_relay_t *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->tid, NULL);
+    relay_free(r);
+}

@@ -1,0 +1,72 @@
+/*
+ * wk_relay.h - the outbox relay: a thread of its own that publishes the
+ * pending rows of the outbox table and marks them published, or failed with
+ * the broker's condition.
+ *
+ * It joins db/ (db_outbox.h: the claim / mark transaction) and amqp/
+ * (sb_send.h: a sender whose proactor the relay thread drives, waiting for
+ * the broker's accept of every message). One round: claim up to `batch`
+ * rows in id order (rows held by another replica are skipped), send them
+ * one by one, mark each, commit. A transient send failure (connection,
+ * busy, timeout) ends the round with that row and every later one still
+ * pending, and the next round waits a backoff; a permanent one (entity not
+ * found, unauthorized, too large) marks the row failed and the round goes
+ * on. A crash between send and commit re-sends the same MessageId later,
+ * which duplicate detection or the next inbox absorbs.
+ *
+ * The relay sleeps outbox.poll_ms between rounds that found nothing; a
+ * local commit that emitted wakes it at once (wk_relay_wake). Published
+ * rows older than outbox.retention_s are deleted by the same thread in
+ * bounded turns.
+ */
+#ifndef WK_RELAY_H
+#define WK_RELAY_H
+
+#include <stdbool.h>
+
+#include "db_inbox.h"
+#include "ib_err.h"
+#include "sb_token.h"
+#include "wk_metrics.h"
+
+typedef struct wk_relay wk_relay_t;
+
+typedef struct wk_relay_options {
+    const char *sb_connection_string; /* copied */
+    const char *ca_file;              /* NULL: the system store; copied */
+    sb_token_get_fn token_get;        /* NULL: SAS from the connection string */
+    void *token_ctx;                  /* must outlive the relay */
+    db_options_t db;                  /* the relay's own connection (copied by db_conn_new) */
+    const char *table;                /* outbox.table; copied */
+    long long poll_ms;                /* idle wait between rounds */
+    int batch;                        /* rows per round */
+    long long retention_s;            /* published rows kept this long; 0: deleted at once */
+    long long backoff_max_ms;         /* longest wait after a transient failure */
+} wk_relay_options_t;
+
+/*
+ * Starts the relay thread. The outbox table must exist (db_outbox_migrate
+ * ran). NULL with err filled when the thread cannot start. The relay keeps
+ * trying when the database or the broker is away. thread: main.
+ */
+wk_relay_t *wk_relay_start(const wk_relay_options_t *opt, ib_error_t *err);
+/* Wakes the relay for a round now (a local commit inserted rows). thread: any. */
+void wk_relay_wake(wk_relay_t *r);
+/* A copy of the counters for /metrics (a wk_metrics_outbox_fn; ctx is the relay). thread: any. */
+void wk_relay_stats(void *relay, wk_metrics_outbox_t *out);
+/* Stops after the current round (its transaction commits or rolls back), joins, frees. */
+void wk_relay_stop(wk_relay_t *r);
+
+/*
+ * The application properties of an outbox row (a JSON object as text) as
+ * sb_prop_t values: strings, integers, reals, booleans and null keep their
+ * type; arrays and objects travel as their JSON text. *props is malloc'd,
+ * owned by *holder (free both with wk_relay_props_free). Fails when
+ * the text is not a JSON object (IB_E_INVALID_JSON). thread: any.
+ */
+struct sb_prop;
+ib_err_t wk_relay_props_parse(const char *json, struct sb_prop **props, size_t *n, void **holder,
+                              ib_error_t *err);
+void wk_relay_props_free(struct sb_prop *props, void *holder);
+
+#endif
