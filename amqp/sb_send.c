@@ -341,8 +341,24 @@ static pn_message_t *build(const sb_out_msg_t *om)
     return m;
 }
 
-ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *msgs, size_t n,
-                        ib_error_t *err)
+/* Each message's own result from its outcome slot; err is the call's failure. */
+static void fill_each(const outcome_t *oc, size_t n, const ib_error_t *err, ib_error_t *each)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (oc[k].done && oc[k].state == PN_ACCEPTED) {
+            ib_error_clear(&each[k]);
+            continue;
+        }
+        each[k] = oc[k].done ? oc[k].err : *err;
+        if (each[k].code == IB_E_OK)
+            each[k].code = IB_E_BROKER;
+        sb_send_error_classify(&each[k]);
+    }
+}
+
+/* sb_sender_send, and with each != NULL every message's own result. */
+static ib_err_t send_batch(sb_sender_t *s, const char *entity, const sb_out_msg_t *msgs, size_t n,
+                           ib_error_t *err, ib_error_t *each)
 {
     long long deadline = ib_mono_ms() + s->timeout_ms;
     out_link_t *ol;
@@ -352,14 +368,13 @@ ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *
     bool all = false;
 
     ib_error_clear(err);
-    if (check_alive(s, err) != IB_E_OK)
-        return err->code;
-    ol = attach(s, entity, deadline, err);
-    if (!ol)
-        return err->code;
+    if (check_alive(s, err) != IB_E_OK || !(ol = attach(s, entity, deadline, err)))
+        goto unsent;
     oc = calloc(n ? n : 1, sizeof(*oc));
-    if (!oc)
-        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    if (!oc) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        goto unsent;
+    }
     while (!all && !s->down && !ol->failed && ib_mono_ms() < deadline) {
         size_t before = sent;
         while (sent < n && ol->link && pn_link_credit(ol->link) > 0) {
@@ -408,10 +423,30 @@ ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *
                 break;
             }
     }
-    free(oc);
     if (rc != IB_E_OK)
         sb_send_error_classify(err); /* transient or permanent by the broker's condition */
+    if (each)
+        fill_each(oc, n, err, each);
+    free(oc);
     return rc;
+unsent:
+    sb_send_error_classify(err);
+    for (size_t k = 0; each && k < n; k++)
+        each[k] = *err;
+    return err->code ? err->code : IB_E_CLOSED;
+}
+
+ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *msgs, size_t n,
+                        ib_error_t *err)
+{
+    return send_batch(s, entity, msgs, n, err, NULL);
+}
+
+ib_err_t sb_sender_send_each(sb_sender_t *s, const char *entity, const sb_out_msg_t *msgs,
+                             size_t n, ib_error_t *each)
+{
+    ib_error_t err;
+    return send_batch(s, entity, msgs, n, &err, each);
 }
 
 typedef struct peek_call {

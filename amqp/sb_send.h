@@ -78,6 +78,17 @@ ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *
                         ib_error_t *err);
 
 /*
+ * Like sb_sender_send, but every message gets its own result in each[i]
+ * (n entries; cleared when the broker accepted it, else its error,
+ * classified): the messages travel pipelined on one link and the caller
+ * learns which were accepted. A message without an answer (connection
+ * lost, timeout) gets that failure; it may or may not have reached the
+ * broker. Returns IB_E_OK when all were accepted.
+ */
+ib_err_t sb_sender_send_each(sb_sender_t *s, const char *entity, const sb_out_msg_t *msgs,
+                             size_t n, ib_error_t *each);
+
+/*
  * Peeks up to max messages of entity (a queue, "topic/Subscriptions/sub", or
  * either with "/$DeadLetterQueue") starting at sequence number from_seq
  * (1 = the start) through $management com.microsoft:peek-message. Fills

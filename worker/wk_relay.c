@@ -28,6 +28,7 @@
 #define CLEANUP_FIRST_MS 5000
 #define CLEANUP_BATCH 1000
 #define CLEANUP_BATCHES_PER_TURN 20
+#define GROUP_MAX 64 /* messages in flight at once on the sender link */
 
 struct wk_relay {
     wk_relay_options_t opt;
@@ -222,35 +223,73 @@ static void log_send_failure(const db_outbox_row_t *row, const ib_error_t *e, bo
            IB_S("error", e->text), IB_I("attempt", row->attempts + 1));
 }
 
-/* Sends one row; err classified (transient / permanent) on failure. */
-static ib_err_t send_row(wk_relay_t *r, const db_outbox_row_t *row, ib_error_t *err)
+/* The AMQP message of one row; props/holder from wk_relay_props_parse. */
+static void row_msg(const db_outbox_row_t *row, sb_prop_t *props, size_t nprops, sb_out_msg_t *m)
 {
-    sb_out_msg_t m;
-    sb_prop_t *props = NULL;
-    void *holder = NULL;
-    size_t nprops = 0;
-    ib_err_t rc;
+    memset(m, 0, sizeof(*m));
+    m->message_id = row->message_id;
+    m->correlation_id = row->correlation_id;
+    m->subject = row->subject;
+    m->content_type = row->content_type;
+    m->session_id = row->session_id;
+    m->props = props;
+    m->nprops = nprops;
+    m->body = row->body;
+    m->body_len = row->body ? row->body_len : 0;
+}
 
-    if (wk_relay_props_parse(row->properties, &props, &nprops, &holder, err) != IB_E_OK) {
-        if (err->cls == IB_CLASS_PERMANENT)
-            ib_strlcpy(err->condition, "inboxd:invalid-properties", sizeof(err->condition));
-        return err->code;
+/*
+ * The rows [from, from + *len) that travel together, pipelined on one link:
+ * one entity, at most one row per session id (a later row of a session is
+ * never in flight beside an earlier one, so a failure cannot let it
+ * overtake), at most GROUP_MAX.
+ */
+static size_t group_len(const db_outbox_row_t *rows, size_t from, size_t n)
+{
+    size_t len = 1;
+    while (from + len < n && len < GROUP_MAX) {
+        const db_outbox_row_t *next = &rows[from + len];
+        bool clash = strcmp(next->entity, rows[from].entity) != 0;
+        for (size_t k = from; !clash && next->session_id && k < from + len; k++)
+            clash = rows[k].session_id && strcmp(rows[k].session_id, next->session_id) == 0;
+        if (clash)
+            break;
+        len++;
     }
-    memset(&m, 0, sizeof(m));
-    m.message_id = row->message_id;
-    m.correlation_id = row->correlation_id;
-    m.subject = row->subject;
-    m.content_type = row->content_type;
-    m.session_id = row->session_id;
-    m.props = props;
-    m.nprops = nprops;
-    m.body = row->body;
-    m.body_len = row->body ? row->body_len : 0;
-    rc = sb_sender_send(r->sender, row->entity, &m, 1, err);
-    wk_relay_props_free(props, holder);
-    if (rc != IB_E_OK)
-        sb_send_error_classify(err);
-    return rc;
+    return len;
+}
+
+/* Sends rows [from, from + len) and fills res[] with each row's result. */
+static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, ib_error_t *res)
+{
+    sb_out_msg_t msgs[GROUP_MAX], ok_msgs[GROUP_MAX];
+    sb_prop_t *props[GROUP_MAX];
+    void *holders[GROUP_MAX];
+    ib_error_t ok_res[GROUP_MAX];
+    size_t map[GROUP_MAX], nok = 0;
+
+    for (size_t k = 0; k < len; k++) {
+        size_t np = 0;
+        ib_error_clear(&res[k]);
+        if (wk_relay_props_parse(rows[k].properties, &props[k], &np, &holders[k], &res[k]) !=
+            IB_E_OK) {
+            if (res[k].cls == IB_CLASS_PERMANENT)
+                ib_strlcpy(res[k].condition, "inboxd:invalid-properties",
+                           sizeof(res[k].condition));
+            props[k] = NULL;
+            holders[k] = NULL;
+            continue; /* never sent */
+        }
+        row_msg(&rows[k], props[k], np, &msgs[k]);
+        ok_msgs[nok] = msgs[k];
+        map[nok++] = k;
+    }
+    if (nok)
+        sb_sender_send_each(r->sender, rows[0].entity, ok_msgs, nok, ok_res);
+    for (size_t j = 0; j < nok; j++)
+        res[map[j]] = ok_res[j];
+    for (size_t k = 0; k < len; k++)
+        wk_relay_props_free(props[k], holders[k]);
 }
 
 static bool ensure_sender(wk_relay_t *r, ib_error_t *err)
@@ -291,28 +330,36 @@ static int round_once(wk_relay_t *r)
                IB_S("error_class", ib_class_name(err.cls)));
         return -1;
     }
-    for (size_t i = 0; i < n && !transient; i++) {
-        ib_error_t se, me;
-        db_outbox_mark_t mark = DB_OUTBOX_PUBLISHED;
-        char why[700] = "";
-        if (send_row(r, &rows[i], &se) != IB_E_OK) {
-            transient = se.cls != IB_CLASS_PERMANENT;
-            mark = transient ? DB_OUTBOX_RETRY : DB_OUTBOX_FAILED;
-            log_send_failure(&rows[i], &se, !transient);
-            snprintf(why, sizeof(why), "%s%s%s", se.condition, se.condition[0] ? ": " : "",
-                     se.text);
+    for (size_t i = 0; i < n && !transient;) {
+        ib_error_t res[GROUP_MAX];
+        size_t len = group_len(rows, i, n);
+        send_group(r, rows + i, len, res);
+        for (size_t k = 0; k < len; k++) {
+            const db_outbox_row_t *row = &rows[i + k];
+            ib_error_t *se = &res[k], me;
+            db_outbox_mark_t mark = DB_OUTBOX_PUBLISHED;
+            char why[700] = "";
+            if (se->code != IB_E_OK) {
+                bool again = se->cls != IB_CLASS_PERMANENT;
+                transient |= again;
+                mark = again ? DB_OUTBOX_RETRY : DB_OUTBOX_FAILED;
+                log_send_failure(row, se, !again);
+                snprintf(why, sizeof(why), "%s%s%s", se->condition, se->condition[0] ? ": " : "",
+                         se->text);
+            }
+            if (db_outbox_mark(r->dbc, r->table, row->id, mark, why, &me) != IB_E_OK) {
+                IB_LOG(IB_LOG_WARN, "outbox_mark", IB_MSG("the relay cannot mark an outbox row"),
+                       IB_S("error", me.text), IB_S("sqlstate", me.sqlstate));
+                db_end(r->dbc, false, &me);
+                db_outbox_rows_free(rows, n);
+                return -1; /* the rows go back; sent ones are re-sent with the same id */
+            }
+            if (mark == DB_OUTBOX_FAILED)
+                count_failed(r, se->condition);
+            published += mark == DB_OUTBOX_PUBLISHED;
+            handled += mark != DB_OUTBOX_RETRY;
         }
-        if (db_outbox_mark(r->dbc, r->table, rows[i].id, mark, why, &me) != IB_E_OK) {
-            IB_LOG(IB_LOG_WARN, "outbox_mark", IB_MSG("the relay cannot mark an outbox row"),
-                   IB_S("error", me.text), IB_S("sqlstate", me.sqlstate));
-            db_end(r->dbc, false, &me);
-            db_outbox_rows_free(rows, n);
-            return -1; /* the rows go back; sent ones are re-sent with the same id */
-        }
-        if (mark == DB_OUTBOX_FAILED)
-            count_failed(r, se.condition);
-        published += mark == DB_OUTBOX_PUBLISHED;
-        handled += mark != DB_OUTBOX_RETRY;
+        i += len; /* after a transient failure the rest stay pending, untouched */
     }
     if (n && db_end(r->dbc, true, &err) != IB_E_OK) {
         IB_LOG(IB_LOG_WARN, "outbox_commit", IB_MSG("the relay's commit failed"),
@@ -359,7 +406,7 @@ static void *relay_main(void *arg)
     r->next_cleanup_ms = ib_mono_ms() + CLEANUP_FIRST_MS;
     while (!stopping(r)) {
         int got = round_once(r);
-        refresh_stats(r, got != 0);
+        refresh_stats(r, false);
         if (got < 0) {
             long long wait = wk_backoff_ms(BACKOFF_BASE_MS, r->opt.backoff_max_ms, ++r->failures,
                                            &r->seed);
