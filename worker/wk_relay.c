@@ -28,6 +28,7 @@
 #define CLEANUP_FIRST_MS 5000
 #define CLEANUP_BATCH 1000
 #define CLEANUP_BATCHES_PER_TURN 20
+#define SENDER_IDLE_MS 20000 /* below half of a 60 s idle-time-out */
 #define GROUP_MAX 64 /* messages in flight at once on the sender link */
 
 struct wk_relay {
@@ -44,6 +45,7 @@ struct wk_relay {
     int failures; /* consecutive transient failures: the backoff step */
     unsigned seed;
     long long next_stats_ms, next_cleanup_ms;
+    long long last_send_ms; /* when the sender last turned (ib_mono_ms) */
 };
 
 /* ---- application properties ------------------------------------------------ */
@@ -286,6 +288,7 @@ static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, i
     }
     if (nok)
         sb_sender_send_each(r->sender, rows[0].entity, ok_msgs, nok, ok_res);
+    r->last_send_ms = ib_mono_ms();
     for (size_t j = 0; j < nok; j++)
         res[map[j]] = ok_res[j];
     for (size_t k = 0; k < len; k++)
@@ -295,6 +298,15 @@ static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, i
 static bool ensure_sender(wk_relay_t *r, ib_error_t *err)
 {
     sb_sender_options_t so;
+    /*
+     * The sender's proactor turns only inside a send, so an idle connection
+     * sends no heartbeats and the broker may have dropped it: after a quiet
+     * spell start afresh rather than fail the next row on a dead connection.
+     */
+    if (r->sender && ib_mono_ms() - r->last_send_ms > SENDER_IDLE_MS) {
+        sb_sender_close(r->sender);
+        r->sender = NULL;
+    }
     if (r->sender)
         return true;
     memset(&so, 0, sizeof(so));
@@ -304,6 +316,7 @@ static bool ensure_sender(wk_relay_t *r, ib_error_t *err)
     so.token_ctx = r->opt.token_ctx;
     so.timeout_ms = SEND_TIMEOUT_MS;
     r->sender = sb_sender_open(&so, err);
+    r->last_send_ms = ib_mono_ms();
     return r->sender != NULL;
 }
 
@@ -319,15 +332,19 @@ static int round_once(wk_relay_t *r)
     unsigned long long published = 0;
     ib_error_t err;
 
-    if (!ensure_sender(r, &err)) {
-        IB_LOG(IB_LOG_WARN, "outbox_connect", IB_MSG("the relay cannot reach the broker"),
-               IB_S("error", err.text), IB_S("condition", err.condition));
-        return -1;
-    }
     if (db_outbox_claim(r->dbc, r->table, r->opt.batch, &rows, &n, &err) != IB_E_OK) {
         IB_LOG(IB_LOG_WARN, "outbox_claim", IB_MSG("the relay cannot claim outbox rows"),
                IB_S("error", err.text), IB_S("sqlstate", err.sqlstate),
                IB_S("error_class", ib_class_name(err.cls)));
+        return -1;
+    }
+    if (n == 0)
+        return 0;
+    if (!ensure_sender(r, &err)) {
+        IB_LOG(IB_LOG_WARN, "outbox_connect", IB_MSG("the relay cannot reach the broker"),
+               IB_S("error", err.text), IB_S("condition", err.condition));
+        db_end(r->dbc, false, &err); /* the rows stay pending, untouched */
+        db_outbox_rows_free(rows, n);
         return -1;
     }
     for (size_t i = 0; i < n && !transient;) {
@@ -361,7 +378,7 @@ static int round_once(wk_relay_t *r)
         }
         i += len; /* after a transient failure the rest stay pending, untouched */
     }
-    if (n && db_end(r->dbc, true, &err) != IB_E_OK) {
+    if (db_end(r->dbc, true, &err) != IB_E_OK) {
         IB_LOG(IB_LOG_WARN, "outbox_commit", IB_MSG("the relay's commit failed"),
                IB_S("error", err.text), IB_S("sqlstate", err.sqlstate));
         db_end(r->dbc, false, &err);

@@ -15,29 +15,7 @@
 #include "wk_outbox.h"
 #include "wk_relay.h"
 #include "wk_route.h"
-
-static json_t *J(const char *text)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-    if (!j) {
-        fprintf(stderr, "bad test JSON: %s: %s\n", e.text, text);
-        abort();
-    }
-    return j;
-}
-
-static char *compile(const char *text, int *n, wk_routes_t *rs)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *fp = open_memstream(&buf, &len);
-    json_t *j = J(text);
-    *n = wk_routes_compile(j, rs, fp);
-    fclose(fp);
-    json_decref(j);
-    return buf;
-}
+#include "wk_route_test.h"
 
 #define ROUTE(emit) "[{\"match\":\"*\",\"sql\":\"SELECT 1\",\"emit\":" emit "}]"
 
@@ -68,7 +46,7 @@ static void test_emit_errors(void)
         wk_routes_t rs;
         int n;
         snprintf(route, sizeof(route), ROUTE("%s"), cases[i].emit);
-        char *e = compile(route, &n, &rs);
+        char *e = compile_errors(route, &n, &rs);
         ASSERT_TRUE(n >= 1);
         ASSERT_CONTAINS(e, cases[i].want);
         free(e);
@@ -103,7 +81,7 @@ static void test_emit_bind(void)
     size_t n;
     int problems;
     const db_stmt_t *em;
-    char *e = compile(
+    char *e = compile_errors(
         ROUTE("[{\"entity\":\"shipments\",\"message_id\":\"shipment:{$.orderId}\","
               "\"subject\":\"ShipmentRequested\",\"session_id\":\"{$.customerId}\","
               "\"body\":\"$.shipping\","
@@ -164,7 +142,7 @@ static void test_no_emit(void)
     sb_msg_t m;
     size_t n = 9;
     int problems;
-    free(compile("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &rs));
+    free(compile_errors("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &rs));
     ASSERT_EQ(problems, 0);
     ASSERT_TRUE(!wk_routes_emit(&rs));
     make_msg(&m, "{}");
@@ -225,8 +203,8 @@ static void test_outbox_plan(void)
     FILE *fp;
 
     memset(&cfg, 0, sizeof(cfg));
-    free(compile(ROUTE("[{\"entity\":\"q\",\"message_id\":\"{message_id}\"}]"), &problems, &emits));
-    free(compile("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &plain));
+    free(compile_errors(ROUTE("[{\"entity\":\"q\",\"message_id\":\"{message_id}\"}]"), &problems, &emits));
+    free(compile_errors("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &plain));
     cfg.outbox.enabled = "auto";
     cfg.outbox.relay = "auto";
     ASSERT_EQ(wk_outbox_plan(&cfg, &emits, false, &plan, NULL), 0);

@@ -4,29 +4,7 @@
 
 #include "ib_test.h"
 #include "wk_route.h"
-
-static json_t *J(const char *text)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-    if (!j) {
-        fprintf(stderr, "bad test JSON: %s: %s\n", e.text, text);
-        abort();
-    }
-    return j;
-}
-
-static char *compile_errors(const char *text, int *n, wk_routes_t *rs)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *fp = open_memstream(&buf, &len);
-    json_t *j = J(text);
-    *n = wk_routes_compile(j, rs, fp);
-    fclose(fp);
-    json_decref(j);
-    return buf;
-}
+#include "wk_route_test.h"
 
 static sb_prop_t props[3];
 
