@@ -20,6 +20,7 @@ wait_until 60 all_published 50 || die "only $(outbox_count published) of 50 rows
 wait_until 60 failed_n 20 || die "only $(outbox_count failed) of 20 rows to invoices failed"
 check "failed rows are the invoices" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE status = 'failed' AND entity = 'invoices' AND last_error LIKE 'amqp:not-found%'")" 20
 check "pending rows" "$(outbox_count pending)" 0
+wait_until 10 sent_n shipments 50 || true # the stats file is rewritten every second
 check "messages in shipments" "$(stat shipments sent)" 50
 check "failed metric" "$(metric "$port" 'inboxd_outbox_failed_total{condition="amqp:not-found"}')" 20
 "$INBOXCTL" outbox list --status failed --config "$W/relay.json" >"$W/failed.jsonl" || die "inboxctl outbox list failed"
