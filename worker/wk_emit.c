@@ -293,7 +293,7 @@ static ib_err_t bind_tmpl(const tmpl_t *t, const char *what, size_t max, const s
     rc = wk_tpl_render(&t->tpl, msg, b, NULL, false, max, what, &s, err);
     if (rc != IB_E_OK)
         return rc;
-    *out = DB_TEXT(wk_binding_keep(b, s));
+    *out = DB_TEXT(s); /* kept by b already */
     return IB_E_OK;
 }
 
