@@ -57,6 +57,10 @@ const wk_setting_t wk_settings[] = {
      "A settlement the broker has not answered after this long is reported settlement_unknown "
      "and its receive link recycled; it never holds a worker meanwhile.",
      OFF(servicebus.settle_timeout_ms)},
+    {"servicebus.max_delivery_count", WK_CT_INT, "0", 0, 2000, NULL, 0,
+     "The entity's MaxDeliveryCount, when known (0 = unknown); --check-config warns when "
+     "retry.max_deliveries is not below it.",
+     OFF(servicebus.max_delivery_count)},
     {"servicebus.ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
      "PEM file of CA certificates to trust instead of the system store.", OFF(servicebus.ca_file)},
     {"db.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
@@ -122,6 +126,15 @@ const wk_setting_t wk_settings[] = {
      "First backoff step; doubled each attempt, with full jitter.", OFF(retry.base_ms)},
     {"retry.max_ms", WK_CT_INT, "10000", 1, 3600000, NULL, 0, "Largest backoff step.",
      OFF(retry.max_ms)},
+    {"retry.max_deliveries", WK_CT_INT, "0", 0, 2000, NULL, 0,
+     "From this delivery on, a transient failure that outlasts the attempts dead-letters "
+     "RetryBudgetExhausted naming the last error, before the broker's MaxDeliveryCount "
+     "(0 = off).",
+     OFF(retry.max_deliveries)},
+    {"retry.max_age_s", WK_CT_INT, "0", 0, 31536000, NULL, 0,
+     "A transient failure of a message enqueued longer ago than this dead-letters it "
+     "MaxAgeExceeded (0 = off).",
+     OFF(retry.max_age_s)},
     {"errors.transient_native", WK_CT_JSON, "[]", NOLIM, NULL, 0,
      "Extra errors to treat as transient: native codes (integers) or SQLSTATEs (strings).",
      OFF(errors.transient_native)},
@@ -493,6 +506,13 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
     if (cfg->retry.base_ms > cfg->retry.max_ms)
         wk_problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)",
                    cfg->retry.base_ms, cfg->retry.max_ms);
+    if (cfg->retry.max_deliveries > 0 && cfg->servicebus.max_delivery_count > 0 &&
+        cfg->retry.max_deliveries >= cfg->servicebus.max_delivery_count && p->errs)
+        fprintf(p->errs,
+                "config: warning: retry.max_deliveries: %lld is not below the entity's "
+                "MaxDeliveryCount (servicebus.max_delivery_count %lld): the broker dead-letters "
+                "first, as MaxDeliveryCountExceeded without the last error\n",
+                cfg->retry.max_deliveries, cfg->servicebus.max_delivery_count);
     check_native_list(cfg->errors.transient_native, "errors.transient_native", p);
     check_native_list(cfg->errors.permanent_native, "errors.permanent_native", p);
     if (cfg->db.pool_size == 0)

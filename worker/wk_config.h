@@ -35,6 +35,7 @@ typedef struct wk_config {
         long long reconnect_max_ms;
         long long settle_timeout_ms;
         char *ca_file;
+        long long max_delivery_count; /* the entity's, when known; 0 = unknown */
     } servicebus;
     struct {
         char *connection_string;
@@ -62,6 +63,8 @@ typedef struct wk_config {
         long long attempts;
         long long base_ms;
         long long max_ms;
+        long long max_deliveries; /* 0 = off */
+        long long max_age_s;      /* 0 = off */
     } retry;
     struct {
         json_t *transient_native; /* array of native codes or SQLSTATE strings */

@@ -128,8 +128,14 @@ static job_t *inflight_find(daemon_t *dm, const sb_msg_t *msg)
 
 static void publish_in_flight(daemon_t *dm)
 {
+    long long enq = 0;
+    /* The first received is not always the first enqueued (redeliveries, sessions). */
+    for (job_t *j = dm->oldest; j; j = j->next)
+        if (j->msg->enqueued_ms > 0 && (enq == 0 || j->msg->enqueued_ms < enq))
+            enq = j->msg->enqueued_ms;
     wk_metrics_in_flight_set(dm->metrics, (long long)dm->in_flight);
     wk_metrics_oldest_in_flight_set(dm->metrics, dm->oldest ? dm->oldest->received_mono : 0);
+    wk_metrics_oldest_enqueued_set(dm->metrics, enq);
 }
 
 /* ---- client callbacks (thread: proactor) ------------------------------ */
@@ -178,9 +184,10 @@ static job_t *inflight_take(daemon_t *dm, const sb_msg_t *msg)
 static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
                      const ib_error_t *res, const wk_decision_t *d, wk_outcome_t o)
 {
-    char enq[32];
+    char enq[32], trace[WK_TRACE_ID_MAX];
     bool lost = o == WK_OUT_LOCK_LOST || o == WK_OUT_SETTLEMENT_UNKNOWN;
     bool dl = !lost && d->disposition == SB_DEADLETTER;
+    bool dup = d->outcome == WK_OUT_DUPLICATE;
 
     ib_time_rfc3339(enq, sizeof(enq), msg->enqueued_ms);
     IB_LOG(lost || dl ? IB_LOG_WARN : IB_LOG_INFO, "msg_done",
@@ -200,8 +207,11 @@ static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
            IB_I("native_error", d->err.native),
            IB_S("error", d->err.code ? d->err.text : (lost ? res->text : NULL)),
            IB_I("duration_ms", d->duration_ms), IB_I("attempt", d->attempts),
-           IB_B("duplicate", d->outcome == WK_OUT_DUPLICATE), IB_I("http_status", d->http_status),
-           IB_S("remote_id", d->remote_id[0] ? d->remote_id : NULL));
+           IB_B("duplicate", dup), IB_I("http_status", d->http_status),
+           IB_S("remote_id", d->remote_id[0] ? d->remote_id : NULL),
+           IB_S("duplicate_by", dup ? (d->business_key ? "business_key" : "inbox") : NULL),
+           IB_S("constraint", d->business_key ? d->constraint : NULL),
+           IB_S("trace_id", wk_trace_id(msg, trace) ? trace : NULL));
 }
 
 /* Counts and logs the outcome of one settled message, then frees its job. */
@@ -224,9 +234,17 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
     wk_outcome_t o = res->code == IB_E_OK               ? d->outcome
                      : res->code == IB_E_SETTLE_UNKNOWN ? WK_OUT_SETTLEMENT_UNKNOWN
                                                         : WK_OUT_LOCK_LOST;
-    wk_metrics_message(dm->metrics, o);
+    if (o == WK_OUT_DUPLICATE && d->business_key)
+        wk_metrics_business_key_duplicate(dm->metrics);
+    else
+        wk_metrics_message(dm->metrics, o);
     if (res->code == IB_E_OK && d->disposition == SB_DEADLETTER)
-        wk_metrics_dead_letter(dm->metrics, d->reason);
+        wk_metrics_dead_letter(dm->metrics, d->reason,
+                               d->err.code ? d->err.cls : IB_CLASS_PERMANENT);
+    /* Completed or dead-lettered: the message has left the entity. */
+    if (res->code == IB_E_OK && msg->enqueued_ms > 0 &&
+        (disp == SB_COMPLETE || disp == SB_DEADLETTER))
+        wk_metrics_message_age(dm->metrics, (double)(ib_now_ms() - msg->enqueued_ms) / 1000.0);
     log_done(dm, msg, disp, res, d, o);
     free(j);
 }
@@ -393,6 +411,25 @@ static void process_jobs(daemon_t *dm, db_conn_t *dbc, job_t *const *batch, size
     wk_pipeline_process_batch(&dm->pipe, dbc, bm, n);
 }
 
+/*
+ * Hands the decision to the client. A dead letter carries its context as
+ * properties to modify (wk_dl_props). After this call the proactor owns j.
+ * thread: a db worker.
+ */
+static void settle(daemon_t *dm, job_t *j)
+{
+    sb_prop_t props[WK_DL_PROPS];
+    char at[32];
+    size_t n = 0;
+    if (j->d.disposition == SB_DEADLETTER) {
+        wk_dl_context_t c = {dm->cfg->consumer, &j->d.err, j->d.attempts, j->d.route_index,
+                             ib_now_ms()};
+        n = wk_dl_props(&c, props, at);
+    }
+    sb_client_settle_props(dm->client, j->msg, j->d.disposition,
+                           n ? j->d.reason : NULL, n ? j->d.description : NULL, props, n);
+}
+
 /* thread: a db worker. */
 static void *worker_main(void *arg)
 {
@@ -421,12 +458,8 @@ static void *worker_main(void *arg)
          * another so that the proactor sends their dispositions together.
          * After each call the proactor owns that job.
          */
-        for (size_t i = 0; i < n; i++) {
-            job_t *j = b[i];
-            bool dl = j->d.disposition == SB_DEADLETTER;
-            sb_client_settle(dm->client, j->msg, j->d.disposition, dl ? j->d.reason : NULL,
-                             dl ? j->d.description : NULL);
-        }
+        for (size_t i = 0; i < n; i++)
+            settle(dm, b[i]);
     }
     db_conn_free(dbc);
     free(batch);

@@ -34,11 +34,19 @@ const size_t wk_metrics_switch_bucket_count =
     sizeof wk_metrics_switch_buckets / sizeof wk_metrics_switch_buckets[0];
 #define NSWITCH (sizeof wk_metrics_switch_buckets / sizeof wk_metrics_switch_buckets[0])
 
+/* From a message that waited a moment to one that waited out a long outage. */
+const double wk_metrics_age_buckets[] = {0.1, 0.5, 1,   5,    10,    30,
+                                         60,  300, 900, 3600, 21600, 86400};
+const size_t wk_metrics_age_bucket_count =
+    sizeof wk_metrics_age_buckets / sizeof wk_metrics_age_buckets[0];
+#define NAGE (sizeof wk_metrics_age_buckets / sizeof wk_metrics_age_buckets[0])
+
 typedef _Atomic uint_least64_t wk_counter_t;
 
 /* A dead-letter reason: name is written once, before count publishes it. */
 typedef struct {
     char name[WK_METRICS_REASON_MAX + 1];
+    ib_class_t cls; /* written with name, before n publishes both */
     wk_counter_t n;
 } wk_reason_t;
 
@@ -51,7 +59,7 @@ static const char *const http_classes[] = {"2xx", "4xx", "5xx", "timeout", "erro
 struct wk_metrics {
     char version[64];
     wk_counter_t messages[WK_OUT__COUNT];
-    wk_counter_t duplicates;
+    wk_counter_t duplicates[WK_DUP__COUNT];
     wk_counter_t retries[NCLASSES];
     wk_counter_t lock_renewals[WK_RENEW__COUNT];
     wk_counter_t lock_lost;
@@ -73,6 +81,9 @@ struct wk_metrics {
     wk_counter_t http_sum_us;
     wk_counter_t uncertain;
     wk_counter_t taken_over;
+    _Atomic long long oldest_enqueued_ms;
+    wk_counter_t age_buckets[NAGE + 1]; /* per bucket, like duration_buckets */
+    wk_counter_t age_sum_us;
 
     pthread_mutex_t reasons_lock; /* serialises adding a reason, never reading */
     _Atomic int nreasons;
@@ -105,10 +116,11 @@ static void observe(wk_counter_t *buckets, const double *bounds, size_t nb, wk_c
     while (b < nb && seconds > bounds[b])
         b++;
     bump(&buckets[b]);
-    /* A day in microseconds caps one sample so the sum cannot wrap. */
+    /* 30 days in microseconds caps one sample so the sum cannot wrap. */
     double us = seconds * 1e6;
     atomic_fetch_add_explicit(sum_us,
-                              us > 86400e6 ? (uint_least64_t)86400e6 : (uint_least64_t)(us + 0.5),
+                              us > 2592000e6 ? (uint_least64_t)2592000e6
+                                             : (uint_least64_t)(us + 0.5),
                               memory_order_relaxed);
 }
 
@@ -141,7 +153,7 @@ void wk_metrics_message(wk_metrics_t *m, wk_outcome_t outcome)
         return;
     bump(&m->messages[outcome]);
     if (outcome == WK_OUT_DUPLICATE)
-        bump(&m->duplicates);
+        bump(&m->duplicates[WK_DUP_INBOX]);
     else if (outcome == WK_OUT_LOCK_LOST || outcome == WK_OUT_RELEASED)
         bump(&m->lock_lost); /* a counted release is one whose lock was lost first */
 }
@@ -156,6 +168,14 @@ void wk_metrics_batch_fallback(wk_metrics_t *m)
 {
     if (m)
         bump(&m->batch_fallbacks);
+}
+
+void wk_metrics_business_key_duplicate(wk_metrics_t *m)
+{
+    if (!m)
+        return;
+    bump(&m->messages[WK_OUT_DUPLICATE]);
+    bump(&m->duplicates[WK_DUP_BUSINESS_KEY]);
 }
 
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls)
@@ -195,11 +215,13 @@ static void reason_normalize(const char *reason, char *out)
     out[n] = '\0';
 }
 
-void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason)
+void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason, ib_class_t cls)
 {
     char name[WK_METRICS_REASON_MAX + 1];
     if (!m)
         return;
+    if ((unsigned)cls >= NCLASSES)
+        cls = IB_CLASS_NONE;
     reason_normalize(reason, name);
     if (strcmp(name, "other") == 0) {
         bump(&m->reasons_other);
@@ -208,7 +230,7 @@ void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason)
     /* Fast path: reasons already published are immutable. */
     int n = atomic_load_explicit(&m->nreasons, memory_order_acquire);
     for (int i = 0; i < n; i++)
-        if (strcmp(m->reasons[i].name, name) == 0) {
+        if (m->reasons[i].cls == cls && strcmp(m->reasons[i].name, name) == 0) {
             bump(&m->reasons[i].n);
             return;
         }
@@ -216,10 +238,11 @@ void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason)
     n = atomic_load_explicit(&m->nreasons, memory_order_relaxed);
     int i;
     for (i = 0; i < n; i++)
-        if (strcmp(m->reasons[i].name, name) == 0)
+        if (m->reasons[i].cls == cls && strcmp(m->reasons[i].name, name) == 0)
             break;
     if (i == n && n < WK_METRICS_MAX_REASONS) {
         memcpy(m->reasons[n].name, name, sizeof name);
+        m->reasons[n].cls = cls;
         atomic_store_explicit(&m->reasons[n].n, 0, memory_order_relaxed);
         atomic_store_explicit(&m->nreasons, n + 1, memory_order_release);
     }
@@ -270,6 +293,19 @@ void wk_metrics_claim_taken_over(wk_metrics_t *m)
 {
     if (m)
         bump(&m->taken_over);
+}
+
+void wk_metrics_message_age(wk_metrics_t *m, double seconds)
+{
+    if (m)
+        observe(m->age_buckets, wk_metrics_age_buckets, NAGE, &m->age_sum_us, seconds);
+}
+
+void wk_metrics_oldest_enqueued_set(wk_metrics_t *m, long long enqueued_ms)
+{
+    if (m)
+        atomic_store_explicit(&m->oldest_enqueued_ms, enqueued_ms < 0 ? 0 : enqueued_ms,
+                              memory_order_relaxed);
 }
 
 void wk_metrics_sessions_active_set(wk_metrics_t *m, long long n)
@@ -357,9 +393,19 @@ void wk_metrics_reasons_json(wk_metrics_t *m, char *buf, size_t size)
     buf[0] = '{';
     buf[1] = '\0';
     int n = m ? atomic_load_explicit(&m->nreasons, memory_order_acquire) : 0;
-    for (int i = 0; i < n; i++)
-        reason_json(buf, size, &off, m->reasons[i].name,
-                    (unsigned long long)load(&m->reasons[i].n));
+    for (int i = 0; i < n; i++) {
+        /* One key per reason: the classes of a reason are summed. */
+        unsigned long long sum = 0;
+        bool seen = false;
+        for (int k = 0; k < i && !seen; k++)
+            seen = strcmp(m->reasons[k].name, m->reasons[i].name) == 0;
+        if (seen)
+            continue;
+        for (int k = i; k < n; k++)
+            if (strcmp(m->reasons[k].name, m->reasons[i].name) == 0)
+                sum += (unsigned long long)load(&m->reasons[k].n);
+        reason_json(buf, size, &off, m->reasons[i].name, sum);
+    }
     if (m && load(&m->reasons_other))
         reason_json(buf, size, &off, "other", (unsigned long long)load(&m->reasons_other));
     buf[off] = '}';
@@ -513,8 +559,11 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
                    wk_outcome_name((wk_outcome_t)o), (unsigned long long)load(&m->messages[o]));
 
     header(&b, "inboxd_duplicates_total", "counter",
-           "Messages whose inbox row already existed; completed without a second effect.");
-    buf_printf(&b, "inboxd_duplicates_total %llu\n", (unsigned long long)load(&m->duplicates));
+           "Messages completed without a second effect: by=inbox (the inbox row existed) or "
+           "by=business_key (a route's own unique key, on_unique_violation duplicate).");
+    for (int k = 0; k < WK_DUP__COUNT; k++)
+        buf_printf(&b, "inboxd_duplicates_total{by=\"%s\"} %llu\n", k ? "business_key" : "inbox",
+                   (unsigned long long)load(&m->duplicates[k]));
 
     header(&b, "inboxd_retries_total", "counter", "In-process retries, by error class.");
     for (int c = 0; c < NCLASSES; c++)
@@ -522,15 +571,17 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
             buf_printf(&b, "inboxd_retries_total{class=\"%s\"} %llu\n",
                        ib_class_name((ib_class_t)c), (unsigned long long)load(&m->retries[c]));
 
-    header(&b, "inboxd_dead_letters_total", "counter", "Messages dead-lettered, by reason.");
+    header(&b, "inboxd_dead_letters_total", "counter",
+           "Messages dead-lettered by inboxd, by reason and error class.");
     int n = atomic_load_explicit(&m->nreasons, memory_order_acquire);
     for (int i = 0; i < n; i++) {
         buf_printf(&b, "inboxd_dead_letters_total{reason=\"");
         buf_label_value(&b, m->reasons[i].name);
-        buf_printf(&b, "\"} %llu\n", (unsigned long long)load(&m->reasons[i].n));
+        buf_printf(&b, "\",class=\"%s\"} %llu\n", ib_class_name(m->reasons[i].cls),
+                   (unsigned long long)load(&m->reasons[i].n));
     }
     if (load(&m->reasons_other) || n == WK_METRICS_MAX_REASONS)
-        buf_printf(&b, "inboxd_dead_letters_total{reason=\"other\"} %llu\n",
+        buf_printf(&b, "inboxd_dead_letters_total{reason=\"other\",class=\"other\"} %llu\n",
                    (unsigned long long)load(&m->reasons_other));
 
     header(&b, "inboxd_lock_renewals_total", "counter",
@@ -559,11 +610,21 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
     long long age_ms = since > 0 ? ib_mono_ms() - since : 0;
     buf_printf(&b, "inboxd_oldest_in_flight_seconds %.3f\n", age_ms > 0 ? age_ms / 1000.0 : 0.0);
 
+    header(&b, "inboxd_oldest_unsettled_enqueued_seconds", "gauge",
+           "Time since the oldest message in flight was enqueued (0 when none).");
+    long long enq = atomic_load_explicit(&m->oldest_enqueued_ms, memory_order_relaxed);
+    long long enq_age = enq > 0 ? ib_now_ms() - enq : 0;
+    buf_printf(&b, "inboxd_oldest_unsettled_enqueued_seconds %.3f\n",
+               enq_age > 0 ? enq_age / 1000.0 : 0.0);
+
     render_histogram(&b, "inboxd_handler_duration_seconds",
                      "Time from taking a message to the end of its inbox transaction.",
                      m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS,
                      &m->duration_sum_us);
     render_http(&b, m);
+    render_histogram(&b, "inboxd_message_age_seconds",
+                     "Time from enqueue to leaving the entity (completed or dead-lettered).",
+                     m->age_buckets, wk_metrics_age_buckets, NAGE, &m->age_sum_us);
 
     header(&b, "inboxd_reconnects_total", "counter", "AMQP connections re-established.");
     buf_printf(&b, "inboxd_reconnects_total %llu\n", (unsigned long long)load(&m->reconnects));

@@ -5,14 +5,17 @@
  * The registry holds exactly the metrics the operator documentation lists:
  *
  *   inboxd_messages_total{result}        one per message outcome (wk_outcome.h)
- *   inboxd_duplicates_total              inbox key already present, completed
+ *   inboxd_duplicates_total{by}          completed without a second effect: by the
+ *                                        inbox key, or by a route's business key
  *   inboxd_retries_total{class}          in-process retries by error class
- *   inboxd_dead_letters_total{reason}    by DeadLetterReason (bounded, see below)
+ *   inboxd_dead_letters_total{reason,class}  by DeadLetterReason and error class (bounded)
  *   inboxd_lock_renewals_total{result}   renew-lock / renew-session-lock calls
  *   inboxd_lock_lost_total               locks lost before settlement
  *   inboxd_in_flight                     messages between receive and settle
  *   inboxd_oldest_in_flight_seconds      age of the oldest of those, at scrape time
+ *   inboxd_oldest_unsettled_enqueued_seconds  since the oldest of those was enqueued
  *   inboxd_handler_duration_seconds      histogram of the inbox transaction time
+ *   inboxd_message_age_seconds           histogram: enqueue to completed / dead-lettered
  *   inboxd_reconnects_total              AMQP reconnects
  *   inboxd_sessions_active               sessions held now (session entities)
  *   inboxd_session_switches_total        sessions given back so their slot takes the next
@@ -53,6 +56,13 @@ typedef enum {
     WK_RENEW__COUNT
 } wk_renew_result_t;
 
+/* The by label of inboxd_duplicates_total. */
+typedef enum {
+    WK_DUP_INBOX = 0,     /* the inbox row (message id or idempotency key) existed */
+    WK_DUP_BUSINESS_KEY,  /* a route statement hit its own unique key (on_unique_violation) */
+    WK_DUP__COUNT
+} wk_dup_by_t;
+
 typedef struct wk_metrics wk_metrics_t;
 
 /*
@@ -76,16 +86,23 @@ const char *wk_renew_result_name(wk_renew_result_t result);
 void wk_metrics_message(wk_metrics_t *m, wk_outcome_t outcome);
 /* Counts one batch rolled back and applied one message at a time. thread: any. */
 void wk_metrics_batch_fallback(wk_metrics_t *m);
+/*
+ * Counts a duplicate found by a route's business key: inboxd_messages_total
+ * {result="duplicate"} and inboxd_duplicates_total{by="business_key"}, in
+ * place of wk_metrics_message(m, WK_OUT_DUPLICATE). thread: any.
+ */
+void wk_metrics_business_key_duplicate(wk_metrics_t *m);
 /* Counts one in-process retry after an error of class cls. thread: any. */
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls);
 /* The inboxd_circuit_open gauge (wk_breaker.h). thread: any. */
 void wk_metrics_circuit_open_set(wk_metrics_t *m, bool open);
 /*
  * Counts one dead-lettered message under reason (NULL or "" count as
- * "unknown"). Does not count inboxd_messages_total: call wk_metrics_message
- * with WK_OUT_DEAD_LETTERED (or WK_OUT_CONFLICT) for that. thread: any.
+ * "unknown") and the class of the error behind it. Does not count
+ * inboxd_messages_total: call wk_metrics_message with WK_OUT_DEAD_LETTERED
+ * (or WK_OUT_CONFLICT) for that. thread: any.
  */
-void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason);
+void wk_metrics_dead_letter(wk_metrics_t *m, const char *reason, ib_class_t cls);
 /* Counts one lock renewal by result; WK_RENEW_LOST does not count lock_lost. */
 void wk_metrics_lock_renewal(wk_metrics_t *m, wk_renew_result_t result);
 /* Counts one AMQP reconnect. thread: any. */
@@ -108,6 +125,13 @@ void wk_metrics_http_request(wk_metrics_t *m, size_t route, const char *cls, dou
 void wk_metrics_uncertain(wk_metrics_t *m);
 /* An expired claim taken over (inboxd_claims_taken_over_total). thread: any. */
 void wk_metrics_claim_taken_over(wk_metrics_t *m);
+/* Records how long ago (seconds) a message that left the entity was enqueued. thread: any. */
+void wk_metrics_message_age(wk_metrics_t *m, double seconds);
+/*
+ * Sets when the oldest in-flight message was enqueued (ms since the epoch;
+ * 0 when none); the age is computed at scrape time. thread: any.
+ */
+void wk_metrics_oldest_enqueued_set(wk_metrics_t *m, long long enqueued_ms);
 
 /* Sets inboxd_in_flight (negative values are stored as 0). thread: any. */
 void wk_metrics_in_flight_set(wk_metrics_t *m, long long n);
@@ -186,5 +210,8 @@ extern const size_t wk_metrics_switch_bucket_count;
 /* Bucket upper bounds (seconds) of inboxd_handler_duration_seconds, for tests. */
 extern const double wk_metrics_duration_buckets[];
 extern const size_t wk_metrics_duration_bucket_count;
+/* Bucket upper bounds (seconds) of inboxd_message_age_seconds. */
+extern const double wk_metrics_age_buckets[];
+extern const size_t wk_metrics_age_bucket_count;
 
 #endif

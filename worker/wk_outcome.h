@@ -14,13 +14,16 @@
 /* X(NAME, "word", settlement, meaning) */
 #define WK_OUTCOMES(X)                                                                             \
     X(APPLIED, "applied", "complete", "the inbox transaction committed")                           \
-    X(DUPLICATE, "duplicate", "complete", "the inbox row was already there; no second effect")     \
+    X(DUPLICATE, "duplicate", "complete",                                                          \
+      "the inbox row (or, with `on_unique_violation`, the route's own unique key) was already "    \
+      "there; no second effect")                                                                   \
     X(SKIPPED, "skipped", "complete", "the route's action is `complete`")                          \
     X(RECORDED, "recorded", "complete",                                                            \
       "a permanent failure recorded as a `failed` inbox row (`on_permanent: record`)")             \
     X(CONFLICT, "conflict", "dead-letter",                                                         \
       "`IdempotencyKeyConflict`: the key was applied with another body")                           \
-    X(DEAD_LETTERED, "dead_lettered", "dead-letter", "a permanent failure, with its reason")       \
+    X(DEAD_LETTERED, "dead_lettered", "dead-letter",                                               \
+      "a permanent failure, or a spent retry budget, with its reason")                             \
     X(UNCERTAIN, "uncertain", "dead-letter",                                                       \
       "`OutcomeUncertain`: an HTTP call may have acted and cannot be asked; recorded `uncertain`") \
     X(ABANDONED, "abandoned", "abandon", "transient failures outlasted the in-process retries")    \

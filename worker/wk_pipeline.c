@@ -131,6 +131,7 @@ static const wk_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
                     msg->subject ? msg->subject : "");
         return NULL;
     }
+    d->route_index = (long)wk_route_index(route);
     if (wk_route_action(route) == WK_ACT_COMPLETE) {
         complete(d, WK_OUT_SKIPPED);
         return NULL;
@@ -168,6 +169,8 @@ static bool prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
     ib_err_t rc;
 
     memset(d, 0, sizeof(*d));
+    d->route_index = -1;
+    wk_trace_id(msg, d->trace_id);
     if (!(it->route = decide_early(p, msg, it->lock_lost, d)))
         return false;
     db_sha256_hex(msg->body, msg->body_len, it->sha);
@@ -181,6 +184,8 @@ static bool prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
         .delivery_count = msg->delivery_count,
         .enqueued_at_ms = msg->enqueued_ms,
         .received_at_ms = 0,
+        /* An operator's replay takes a row recorded 'failed' over (db_inbox_apply). */
+        .replay = sb_msg_prop(msg, "inboxd-replay-count") != NULL,
     };
     rc = wk_route_bind(it->route, msg, &it->b, &d->err);
     if (rc != IB_E_OK) {
@@ -279,7 +284,28 @@ static bool setup_retry(wk_pipeline_t *p, item_t *it, long long wait)
     IB_LOG(IB_LOG_WARN, "msg_retry", IB_MSG("the database's setup refused the statement"),
            IB_S("message_id", it->msg->message_id), IB_S("result", "retried"),
            IB_S("sqlstate", d->err.sqlstate), IB_S("error", d->err.text),
-           IB_I("attempt", d->attempts), IB_I("backoff_ms", wait));
+           IB_I("attempt", d->attempts), IB_I("backoff_ms", wait),
+           IB_S("trace_id", d->trace_id[0] ? d->trace_id : NULL));
+    return true;
+}
+
+/*
+ * The business-key backstop: a unique violation in one of the route's
+ * statements, on a key the route names (on_unique_violation "duplicate"),
+ * means a producer re-sent a fact already applied under another message
+ * id. The transaction was rolled back; the message completes as a
+ * duplicate. Returns true when it decided d.
+ */
+static bool business_key_duplicate(db_conn_t *dbc, const wk_route_t *route, wk_decision_t *d)
+{
+    char name[sizeof(d->constraint)];
+    if (!db_unique_violation(db_conn_dialect(dbc), &d->err, name, sizeof(name)) ||
+        !wk_route_unique_is_duplicate(route, name))
+        return false;
+    complete(d, WK_OUT_DUPLICATE);
+    d->business_key = true;
+    ib_strlcpy(d->constraint, name, sizeof(d->constraint));
+    ib_error_clear(&d->err);
     return true;
 }
 
@@ -322,6 +348,8 @@ static bool decide_db(wk_pipeline_t *p, db_conn_t *dbc, item_t *it, db_outcome_t
         dead_letter(d, WK_OUT_DEAD_LETTERED, "AmbiguousOutcome", "%s", desc);
         return true;
     }
+    if (business_key_duplicate(dbc, it->route, d))
+        return true;
     permanent(p, dbc, it->route, claim, "HandlerError", d);
     return true;
 }
@@ -332,13 +360,50 @@ static bool decide_db(wk_pipeline_t *p, db_conn_t *dbc, item_t *it, db_outcome_t
  * abandon decision is set (attempts spent, lock lost, draining, or past the
  * drain's retry deadline).
  */
+/*
+ * The retry budget beyond one delivery: a transient failure of a message
+ * enqueued longer ago than retry.max_age_s, or one that outlasts the
+ * attempts on delivery retry.max_deliveries or later, is dead-lettered
+ * naming the last error, rather than abandoned until the broker's
+ * MaxDeliveryCount dead-letters it without one. Returns true when it
+ * decided d.
+ */
+static bool budget_spent(const wk_pipeline_t *p, const sb_msg_t *msg, bool attempts_spent,
+                         wk_decision_t *d)
+{
+    const wk_config_t *cfg = p->cfg;
+    char last[768];
+    describe_db(&d->err, last, sizeof(last));
+    if (cfg->retry.max_age_s > 0 && msg->enqueued_ms > 0) {
+        long long age_s = (ib_now_ms() - msg->enqueued_ms) / 1000;
+        if (age_s > cfg->retry.max_age_s) {
+            dead_letter(d, WK_OUT_DEAD_LETTERED, "MaxAgeExceeded",
+                        "enqueued %lld s ago, over retry.max_age_s %lld; last error: %s", age_s,
+                        cfg->retry.max_age_s, last);
+            return true;
+        }
+    }
+    if (attempts_spent && cfg->retry.max_deliveries > 0 &&
+        (long long)msg->delivery_count >= cfg->retry.max_deliveries) {
+        dead_letter(d, WK_OUT_DEAD_LETTERED, "RetryBudgetExhausted",
+                    "delivery %u reached retry.max_deliveries %lld, %d attempts in it; last "
+                    "error: %s",
+                    msg->delivery_count, cfg->retry.max_deliveries, d->attempts, last);
+        return true;
+    }
+    return false;
+}
+
 static bool may_retry(wk_pipeline_t *p, item_t *it, long long wait)
 {
     const wk_config_t *cfg = p->cfg;
     wk_decision_t *d = it->d;
     long long deadline = p->retry_deadline_ms ? atomic_load(p->retry_deadline_ms) : 0;
+    bool interrupted = atomic_load(it->lock_lost) || stopping(p);
 
-    if (d->attempts > cfg->retry.attempts || atomic_load(it->lock_lost) || stopping(p) ||
+    if (!interrupted && budget_spent(p, it->msg, d->attempts > cfg->retry.attempts, d))
+        return false;
+    if (d->attempts > cfg->retry.attempts || interrupted ||
         (deadline && ib_mono_ms() + wait > deadline)) {
         d->outcome = WK_OUT_ABANDONED;
         d->disposition = SB_ABANDON;
@@ -350,7 +415,8 @@ static bool may_retry(wk_pipeline_t *p, item_t *it, long long wait)
            IB_S("consumer", cfg->consumer), IB_S("message_id", it->msg->message_id),
            IB_S("result", "retried"), IB_S("error_class", ib_class_name(d->err.cls)),
            IB_S("sqlstate", d->err.sqlstate), IB_I("native_error", d->err.native),
-           IB_S("error", d->err.text), IB_I("attempt", d->attempts), IB_I("backoff_ms", wait));
+           IB_S("error", d->err.text), IB_I("attempt", d->attempts), IB_I("backoff_ms", wait),
+           IB_S("trace_id", d->trace_id[0] ? d->trace_id : NULL));
     return true;
 }
 

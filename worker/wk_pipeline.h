@@ -17,6 +17,7 @@
 #include "wk_breaker.h"
 #include "wk_config.h"
 #include "wk_metrics.h"
+#include "wk_msgctx.h"
 #include "wk_outcome.h"
 #include "wk_route.h"
 
@@ -31,6 +32,10 @@ typedef struct wk_decision {
     long http_status;       /* HTTP routes: the last answer's status, 0 when none */
     int calls;              /* HTTP routes: requests sent */
     char remote_id[128];    /* HTTP routes: the destination's id of the effect */
+    long route_index;       /* the route that matched; -1 when none did */
+    bool business_key;      /* a duplicate found by the route's own unique key */
+    char constraint[128];   /* that key's name, as the database gave it */
+    char trace_id[WK_TRACE_ID_MAX]; /* from traceparent / Diagnostic-Id; "" when none */
 } wk_decision_t;
 
 /* What a db worker needs; shared read-only, except the atomics. */
@@ -91,7 +96,9 @@ bool wk_pipeline_alone(const wk_pipeline_t *p, const sb_msg_t *msg);
  * Whether a transient failure (in d->err) may be retried: attempts left,
  * lock held, not draining, the drain deadline not passed. When so, logs
  * msg_retry, sleeps the backoff (at least min_wait_ms, e.g. a Retry-After)
- * and returns true; otherwise sets the abandon decision and returns false.
+ * and returns true; otherwise sets the abandon decision (or, past
+ * retry.max_deliveries / retry.max_age_s, the budget's dead letter) and
+ * returns false.
  * thread: a db worker.
  */
 bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,

@@ -56,6 +56,8 @@ struct wk_route {
     bool needs_json;
     wk_emits_t *emits;      /* NULL: the route emits nothing */
     const char *outbox_sql; /* the outbox insert, owned by wk_routes_t */
+    bool unique_duplicate; /* on_unique_violation: "duplicate" */
+    json_t *constraints;   /* array of names limiting it; NULL = any unique key */
 };
 
 /* ---- compile ---------------------------------------------------------- */
@@ -408,11 +410,41 @@ static void compile_match(wk_route_t *r, const json_t *m, wk_problems_t *p)
     }
 }
 
+/* "on_unique_violation": "duplicate" | "permanent", "constraints": ["name", ...]. */
+static void compile_unique(wk_route_t *r, const json_t *j, wk_problems_t *p)
+{
+    json_t *onu = json_object_get(j, "on_unique_violation");
+    json_t *names = json_object_get(j, "constraints");
+    const char *o = json_is_string(onu) ? json_string_value(onu) : "";
+    size_t i;
+    json_t *v;
+
+    if (onu && strcmp(o, "duplicate") == 0)
+        r->unique_duplicate = true;
+    else if (onu && strcmp(o, "permanent") != 0)
+        wk_problem(p, "on_unique_violation", "must be \"duplicate\" or \"permanent\"");
+    if (!names)
+        return;
+    if (!r->unique_duplicate)
+        wk_problem(p, "constraints", "only allowed with on_unique_violation \"duplicate\"");
+    if (!json_is_array(names) || json_array_size(names) == 0) {
+        wk_problem(p, "constraints", "must be a non-empty array of constraint or index names");
+        return;
+    }
+    json_array_foreach(names, i, v) if (!json_is_string(v) || !*json_string_value(v))
+    {
+        wk_problem(p, "constraints", "element %zu is not a non-empty string", i);
+        return;
+    }
+    r->constraints = json_incref(names);
+}
+
 static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
 {
     static const char *const known[] = {"match",           "sql",          "params",
                                         "idempotency_key", "on_permanent", "action",
                                         "reason",          "http",         "emit",
+                                        "on_unique_violation",             "constraints",
                                         NULL};
     const char *k;
     json_t *v, *action, *onp;
@@ -455,6 +487,8 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
             wk_problem(p, "http", "not allowed with action");
         if (json_object_get(j, "emit"))
             wk_problem(p, "emit", "not allowed with action");
+        if (json_object_get(j, "on_unique_violation"))
+            wk_problem(p, "on_unique_violation", "not allowed with action");
         return;
     }
     r->action = WK_ACT_APPLY;
@@ -488,6 +522,7 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
         else if (strcmp(o, "deadletter") != 0)
             wk_problem(p, "on_permanent", "must be \"deadletter\" or \"record\"");
     }
+    compile_unique(r, j, p);
 }
 
 int wk_routes_compile(const json_t *routes, wk_routes_t *out, FILE *errs)
@@ -532,6 +567,7 @@ void wk_routes_free(wk_routes_t *routes)
         wk_tpl_free(&r->key);
         wk_http_free(r->http);
         wk_emits_free(r->emits);
+        json_decref(r->constraints);
     }
     free(routes->v);
     free(routes->outbox_sql);
@@ -595,6 +631,20 @@ const char *wk_route_reason(const wk_route_t *r)
 bool wk_route_records_failures(const wk_route_t *r)
 {
     return r->record;
+}
+
+bool wk_route_unique_is_duplicate(const wk_route_t *r, const char *constraint)
+{
+    size_t i;
+    json_t *v;
+    if (!r->unique_duplicate)
+        return false;
+    if (!r->constraints)
+        return true;
+    json_array_foreach(r->constraints, i, v) if (constraint &&
+                                                 strcmp(json_string_value(v), constraint) == 0)
+        return true;
+    return false;
 }
 
 size_t wk_route_index(const wk_route_t *r)

@@ -11,7 +11,9 @@
  *    "emit": [{"entity": "shipments", "message_id": "shipment:{$.orderId}",
  *              "subject": "...", "session_id": "{$.customerId}",
  *              "correlation_id": "{message_id}", "content_type": "...",
- *              "body": "$.shipping", "properties": {"k": "$.x", "c": {"const": "v"}}}]}
+ *              "body": "$.shipping", "properties": {"k": "$.x", "c": {"const": "v"}}}],
+ *    "on_unique_violation": "permanent" | "duplicate",
+ *    "constraints": ["ux_shipments_order"]}
  *   {"match": ..., "action": "deadletter", "reason": "Unsupported"}
  *   {"match": ..., "action": "complete"}
  *
@@ -81,6 +83,14 @@ wk_action_t wk_route_action(const wk_route_t *r);
 const char *wk_route_reason(const wk_route_t *r);
 /* on_permanent: "record" */
 bool wk_route_records_failures(const wk_route_t *r);
+/*
+ * on_unique_violation "duplicate": true when a unique violation on
+ * constraint (the name db_unique_violation read; "" when unknown) in one
+ * of the route's statements means the fact is already there (a producer
+ * re-sent it under a new message id), so the message completes as a
+ * business-key duplicate. With "constraints" only those names qualify.
+ */
+bool wk_route_unique_is_duplicate(const wk_route_t *r, const char *constraint);
 /* Index in the routes array, for logs. */
 size_t wk_route_index(const wk_route_t *r);
 

@@ -69,6 +69,15 @@ check "an unknown flag exits 2" test $? = 2
 "$inboxd" --config "$tmp/missing.json" --check-config >/dev/null 2>"$tmp/err"
 check "a missing config file exits 2" test $? = 2
 
+# retry.max_deliveries not below the entity's MaxDeliveryCount: a warning, not an error.
+jq '.retry = {"max_deliveries": 10} | .servicebus.max_delivery_count = 10' "$tmp/good.json" >"$tmp/budget.json"
+"$inboxd" --check-config --config "$tmp/budget.json" >/dev/null 2>"$tmp/err"
+check "a budget at MaxDeliveryCount still checks ok" test $? = 0
+check "and warns naming both keys" grep -q '^config: warning: retry.max_deliveries: 10 is not below .*servicebus.max_delivery_count 10' "$tmp/err"
+jq '.retry = {"max_deliveries": 3} | .servicebus.max_delivery_count = 10' "$tmp/good.json" >"$tmp/budget.json"
+"$inboxd" --check-config --config "$tmp/budget.json" >/dev/null 2>"$tmp/err"
+check "a budget below MaxDeliveryCount does not warn" bash -c "! grep -q warning '$tmp/err'"
+
 # The README's reference table is the one the code prints.
 "$inboxd" --config-reference >"$tmp/ref"
 sed -n '/<!-- config-reference:begin -->/,/<!-- config-reference:end -->/p' "$src/README.md" | sed '1d;$d' >"$tmp/readme-ref"

@@ -1,21 +1,13 @@
 #!/usr/bin/env bash
 # Replay after a fix: a table that rejects negative amounts dead-letters 50
-# orders (HandlerError); the rule is dropped; `inboxctl dlq replay --reason
+# orders (HandlerError, with inboxd-error-class=permanent and the SQLSTATE as
+# properties); the rule is dropped; `inboxctl dlq replay --reason
 # HandlerError --canary 5 --rate 20` with inboxd running -> 50 rows, DLQ
 # empty, each applied once. Running the replay again moves nothing and
 # applies nothing twice.
 . "$(dirname "$0")/lib.sh"
 e2e_init "${1:-postgresql}"
-case "$DIALECT" in
-postgresql)
-  sql "CREATE TABLE orders (id text PRIMARY KEY, amount bigint NOT NULL CONSTRAINT amount_not_negative CHECK (amount >= 0))"
-  drop_rule="ALTER TABLE orders DROP CONSTRAINT amount_not_negative" ;;
-sqlite)
-  # SQLite cannot drop a CHECK; a trigger is the rule that can be dropped.
-  sql "CREATE TABLE orders (id text PRIMARY KEY, amount integer NOT NULL)"
-  sql "CREATE TRIGGER amount_not_negative BEFORE INSERT ON orders WHEN NEW.amount < 0 BEGIN SELECT RAISE(ABORT, 'negative amount'); END"
-  drop_rule="DROP TRIGGER amount_not_negative" ;;
-esac
+create_orders_table
 start_emu '{"queues":[{"name":"orders","lock_duration_s":30,"max_delivery_count":10}]}'
 routes='[{"match":"*","sql":"INSERT INTO orders (id, amount) VALUES (?, ?)","params":["$.id","$.amount"]}]'
 awk 'BEGIN { for (i = 1; i <= 50; i++)
@@ -33,8 +25,13 @@ wait_until 60 queue_empty orders || die "queue not drained"
 wait_until 30 dlq_has 50 || die "expected 50 dead letters, have $(dlq_active)"
 check "good orders applied" "$(sql "SELECT count(*) FROM orders")" 5
 check "dead-letter reasons" "$(dlq_reasons orders | awk '{print $2}' | sort | uniq -c | awk '{print $1, $2}')" "50 HandlerError"
+"$INBOXCTL" peek --connection-string "$SB_CS" --entity orders --dlq >"$W/dlq.jsonl"
+case "$DIALECT" in postgresql) sqlstate=23514 ;; sqlite) sqlstate=HY000 ;; esac
+check "dead letters carry class and SQLSTATE" \
+  "$(jq -r '.properties | "\(."inboxd-error-class") \(."inboxd-sqlstate") \(."inboxd-consumer") \(."inboxd-route")"' "$W/dlq.jsonl" | sort | uniq -c | awk '{print $1, $2, $3, $4, $5}')" \
+  "50 permanent $sqlstate e2e 0"
 
-sql "$drop_rule"
+drop_orders_rule
 replay() {
   "$INBOXCTL" dlq replay --connection-string "$SB_CS" --entity orders "$@" 2>>"$W/replay.err"
 }

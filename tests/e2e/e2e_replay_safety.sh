@@ -7,15 +7,7 @@
 # Finally, with the fix, everything is applied exactly once.
 . "$(dirname "$0")/lib.sh"
 e2e_init "${1:-postgresql}"
-case "$DIALECT" in
-postgresql)
-  sql "CREATE TABLE orders (id text PRIMARY KEY, amount bigint NOT NULL CONSTRAINT amount_not_negative CHECK (amount >= 0))"
-  drop_rule="ALTER TABLE orders DROP CONSTRAINT amount_not_negative" ;;
-sqlite)
-  sql "CREATE TABLE orders (id text PRIMARY KEY, amount integer NOT NULL)"
-  sql "CREATE TRIGGER amount_not_negative BEFORE INSERT ON orders WHEN NEW.amount < 0 BEGIN SELECT RAISE(ABORT, 'negative amount'); END"
-  drop_rule="DROP TRIGGER amount_not_negative" ;;
-esac
+create_orders_table
 start_emu '{"queues":[{"name":"orders","lock_duration_s":30,"max_delivery_count":10},
   {"name":"sq","lock_duration_s":30,"max_delivery_count":10,"requires_session":true}],
   "topics":[{"name":"events","subscriptions":[{"name":"billing","lock_duration_s":30}]}]}'
@@ -107,7 +99,7 @@ check "session replay exit status" "$?" 0
 check "session ids kept" "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity sq | jq -r '"\(.message_id)=\(.session_id)"' | sort | tr '\n' ' ')" "s-1=cart-1 s-2=cart-2 "
 
 # The fix: everything applies once.
-sql "$drop_rule"
+drop_orders_rule
 start_inboxd "$W/inboxd.json" inboxd2
 replay --rate 0 >"$W/rest.out"
 check "rest exit status" "$?" 0

@@ -230,3 +230,25 @@ stop_inboxd() {
   wait "$pid"
   STOP_RC=$?
 }
+
+# The orders table of the replay scenarios: a rule rejects negative amounts
+# until drop_orders_rule removes it (the "fix" before a replay). SQLite cannot
+# drop a CHECK, so there the rule is a trigger.
+create_orders_table() {
+  case "$DIALECT" in
+  postgresql)
+    sql "CREATE TABLE orders (id text PRIMARY KEY, amount bigint NOT NULL CONSTRAINT amount_not_negative CHECK (amount >= 0))" ;;
+  sqlite)
+    sql "CREATE TABLE orders (id text PRIMARY KEY, amount integer NOT NULL)"
+    sql "CREATE TRIGGER amount_not_negative BEFORE INSERT ON orders WHEN NEW.amount < 0 BEGIN SELECT RAISE(ABORT, 'negative amount'); END" ;;
+  esac
+}
+drop_orders_rule() {
+  case "$DIALECT" in
+  postgresql) sql "ALTER TABLE orders DROP CONSTRAINT amount_not_negative" ;;
+  sqlite) sql "DROP TRIGGER amount_not_negative" ;;
+  esac
+}
+
+# metric PORT SERIES: the value of one exact series on inboxd's /metrics.
+metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v k="$2" '$1 == k { print $2 }'; }

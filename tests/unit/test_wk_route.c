@@ -172,11 +172,53 @@ static void test_key_limits(void)
     wk_routes_free(&rs);
 }
 
+/* The business-key backstop's route options. */
+static void test_unique_violation_option(void)
+{
+    wk_routes_t rs;
+    int n;
+    char *e = compile_errors(
+        "[{\"match\":{\"subject\":\"A\"},\"sql\":\"select 1\",\"on_unique_violation\":\"duplicate\","
+        "\"constraints\":[\"ux_a\",\"ux_b\"]},"
+        "{\"match\":{\"subject\":\"B\"},\"sql\":\"select 1\",\"on_unique_violation\":\"duplicate\"},"
+        "{\"match\":{\"subject\":\"C\"},\"sql\":\"select 1\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"on_unique_violation\":\"ignore\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"constraints\":[\"x\"]},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"on_unique_violation\":\"duplicate\","
+        "\"constraints\":[]},"
+        "{\"match\":\"*\",\"action\":\"complete\",\"on_unique_violation\":\"duplicate\"}]",
+        &n, &rs);
+    ASSERT_NOT_CONTAINS(e, "routes[0]");
+    ASSERT_NOT_CONTAINS(e, "routes[1]");
+    ASSERT_CONTAINS(e, "config: routes[3].on_unique_violation: must be \"duplicate\" or \"permanent\"");
+    ASSERT_CONTAINS(e, "config: routes[4].constraints: only allowed with on_unique_violation");
+    ASSERT_CONTAINS(e, "config: routes[5].constraints: must be a non-empty array");
+    ASSERT_CONTAINS(e, "config: routes[6].on_unique_violation: not allowed with action");
+    ASSERT_EQ(n, 4);
+    /* Named constraints only; without a list, any unique key; without the option, none. */
+    sb_msg_t m;
+    make_msg(&m, "A", "{}");
+    const wk_route_t *a = wk_routes_match(&rs, &m);
+    make_msg(&m, "B", "{}");
+    const wk_route_t *b = wk_routes_match(&rs, &m);
+    make_msg(&m, "C", "{}");
+    const wk_route_t *c = wk_routes_match(&rs, &m);
+    ASSERT_TRUE(a && b && c);
+    ASSERT_TRUE(wk_route_unique_is_duplicate(a, "ux_b"));
+    ASSERT_TRUE(!wk_route_unique_is_duplicate(a, "ux_c"));
+    ASSERT_TRUE(!wk_route_unique_is_duplicate(a, ""));
+    ASSERT_TRUE(wk_route_unique_is_duplicate(b, ""));
+    ASSERT_TRUE(!wk_route_unique_is_duplicate(c, "ux_a"));
+    free(e);
+    wk_routes_free(&rs);
+}
+
 int main(void)
 {
     RUN(test_compile_errors);
     RUN(test_match_first_wins);
     RUN(test_bind_sources);
     RUN(test_key_limits);
+    RUN(test_unique_violation_option);
     return ib_test_done();
 }

@@ -232,10 +232,10 @@ static void test_metrics(void)
     ASSERT_CONTAINS(body_of(resp), "inboxd_build_info{version=\"9.9.9\"} 1\n");
     for (int i = 0; i < 7; i++)
         wk_metrics_message(m, WK_OUT_APPLIED);
-    wk_metrics_dead_letter(m, "NoRoute");
+    wk_metrics_dead_letter(m, "NoRoute", IB_CLASS_PERMANENT);
     ASSERT_EQ(get(port, "/metrics", resp, sizeof resp), 200);
     ASSERT_CONTAINS(body_of(resp), "inboxd_messages_total{result=\"applied\"} 7\n");
-    ASSERT_CONTAINS(body_of(resp), "inboxd_dead_letters_total{reason=\"NoRoute\"} 1\n");
+    ASSERT_CONTAINS(body_of(resp), "inboxd_dead_letters_total{reason=\"NoRoute\",class=\"permanent\"} 1\n");
     /* Content-Length matches the body exactly. */
     size_t clen = 0;
     const char *cl = strstr(resp, "Content-Length: ");

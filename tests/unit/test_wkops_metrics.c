@@ -53,7 +53,10 @@ static void test_initial_render(void)
     ASSERT_EQ(t[len - 1], '\n');
     ASSERT_EQ(sample(t, "inboxd_messages_total{result=\"applied\"}"), 0);
     ASSERT_EQ(sample(t, "inboxd_messages_total{result=\"dead_lettered\"}"), 0);
-    ASSERT_EQ(sample(t, "inboxd_duplicates_total"), 0);
+    ASSERT_EQ(sample(t, "inboxd_duplicates_total{by=\"inbox\"}"), 0);
+    ASSERT_EQ(sample(t, "inboxd_duplicates_total{by=\"business_key\"}"), 0);
+    ASSERT_EQ(sample(t, "inboxd_oldest_unsettled_enqueued_seconds"), 0);
+    ASSERT_EQ(sample(t, "inboxd_message_age_seconds_count"), 0);
     ASSERT_EQ(sample(t, "inboxd_retries_total{class=\"transient\"}"), 0);
     ASSERT_EQ(sample(t, "inboxd_lock_renewals_total{result=\"ok\"}"), 0);
     ASSERT_EQ(sample(t, "inboxd_lock_lost_total"), 0);
@@ -95,7 +98,7 @@ static void test_counts(void)
     ASSERT_EQ(sample(t, "inboxd_messages_total{result=\"applied\"}"), 5);
     ASSERT_EQ(sample(t, "inboxd_messages_total{result=\"duplicate\"}"), 2);
     ASSERT_EQ(sample(t, "inboxd_messages_total{result=\"lock_lost\"}"), 1);
-    ASSERT_EQ(sample(t, "inboxd_duplicates_total"), 2);
+    ASSERT_EQ(sample(t, "inboxd_duplicates_total{by=\"inbox\"}"), 2);
     ASSERT_EQ(sample(t, "inboxd_lock_lost_total"), 1);
     ASSERT_EQ(sample(t, "inboxd_retries_total{class=\"transient\"}"), 2);
     ASSERT_EQ(sample(t, "inboxd_retries_total{class=\"ambiguous\"}"), 1);
@@ -188,31 +191,31 @@ static void test_http(void)
 static void test_dead_letter_reasons_bounded(void)
 {
     wk_metrics_t *m = wk_metrics_new("x");
-    wk_metrics_dead_letter(m, "IdempotencyKeyConflict");
-    wk_metrics_dead_letter(m, "IdempotencyKeyConflict");
-    wk_metrics_dead_letter(m, NULL);
-    wk_metrics_dead_letter(m, "quote\"back\\slash\nnewline");
+    wk_metrics_dead_letter(m, "IdempotencyKeyConflict", IB_CLASS_PERMANENT);
+    wk_metrics_dead_letter(m, "IdempotencyKeyConflict", IB_CLASS_PERMANENT);
+    wk_metrics_dead_letter(m, NULL, IB_CLASS_PERMANENT);
+    wk_metrics_dead_letter(m, "quote\"back\\slash\nnewline", IB_CLASS_PERMANENT);
     for (int i = 0; i < 100; i++) {
         char r[32];
         snprintf(r, sizeof r, "Reason%d", i);
-        wk_metrics_dead_letter(m, r);
+        wk_metrics_dead_letter(m, r, IB_CLASS_PERMANENT);
     }
-    wk_metrics_dead_letter(m, "other");
+    wk_metrics_dead_letter(m, "other", IB_CLASS_PERMANENT);
     char *t = wk_metrics_render(m, NULL);
-    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"IdempotencyKeyConflict\"}"), 2);
-    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"unknown\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"IdempotencyKeyConflict\",class=\"permanent\"}"), 2);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"unknown\",class=\"permanent\"}"), 1);
     /* Newline is a control character: it becomes '_' before escaping. */
-    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"quote\\\"back\\\\slash_newline\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"quote\\\"back\\\\slash_newline\",class=\"permanent\"}"), 1);
     /* 3 reasons above + 29 ReasonN fill the 32 slots; 71 more and "other" fold. */
-    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"Reason28\"}"), 1);
-    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"Reason29\"}"), -1);
-    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"other\"}"), 72);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"Reason28\",class=\"permanent\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"Reason29\",class=\"permanent\"}"), -1);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"other\",class=\"other\"}"), 72);
     ASSERT_EQ(count_lines_with(t, "inboxd_dead_letters_total{"), WK_METRICS_MAX_REASONS + 1);
     free(t);
     /* A reason seen before the cap keeps counting after it. */
-    wk_metrics_dead_letter(m, "Reason0");
+    wk_metrics_dead_letter(m, "Reason0", IB_CLASS_PERMANENT);
     t = wk_metrics_render(m, NULL);
-    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"Reason0\"}"), 2);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"Reason0\",class=\"permanent\"}"), 2);
     free(t);
     wk_metrics_free(m);
 }
@@ -224,10 +227,10 @@ static void test_reason_truncated_on_character_boundary(void)
     char r[80];
     memset(r, 'a', 63);
     memcpy(r + 63, "\xc3\xa9tail", 7);
-    wk_metrics_dead_letter(m, r);
+    wk_metrics_dead_letter(m, r, IB_CLASS_PERMANENT);
     char *t = wk_metrics_render(m, NULL);
     char series[160];
-    snprintf(series, sizeof series, "inboxd_dead_letters_total{reason=\"%.63s\"}", r);
+    snprintf(series, sizeof series, "inboxd_dead_letters_total{reason=\"%.63s\",class=\"permanent\"}", r);
     ASSERT_EQ(sample(t, series), 1);
     free(t);
     wk_metrics_free(m);
@@ -261,7 +264,7 @@ static void *hammer(void *arg)
         wk_metrics_handler_duration(m, 0.003);
         wk_metrics_in_flight_add(m, -1);
         snprintf(reason, sizeof reason, "R%d", i % 40);
-        wk_metrics_dead_letter(m, reason);
+        wk_metrics_dead_letter(m, reason, IB_CLASS_PERMANENT);
     }
     return NULL;
 }
@@ -335,8 +338,46 @@ static void test_session_metrics(void)
     wk_metrics_free(m);
 }
 
+/* The metrics of a failure: dead letters by class, business-key duplicates, message age. */
+static void test_after_failure_metrics(void)
+{
+    wk_metrics_t *m = wk_metrics_new("x");
+    wk_metrics_dead_letter(m, "HandlerError", IB_CLASS_PERMANENT);
+    wk_metrics_dead_letter(m, "RetryBudgetExhausted", IB_CLASS_TRANSIENT);
+    wk_metrics_dead_letter(m, "HandlerError", IB_CLASS_TRANSIENT);
+    wk_metrics_business_key_duplicate(m);
+    wk_metrics_message(m, WK_OUT_DUPLICATE);
+    wk_metrics_message_age(m, 0.05);
+    wk_metrics_message_age(m, 120);
+    wk_metrics_message_age(m, 1e9); /* above every bound; the sum is capped */
+    wk_metrics_oldest_enqueued_set(m, ib_now_ms() - 90000);
+    char *t = wk_metrics_render(m, NULL);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"HandlerError\",class=\"permanent\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"HandlerError\",class=\"transient\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_dead_letters_total{reason=\"RetryBudgetExhausted\",class=\"transient\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_duplicates_total{by=\"business_key\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_duplicates_total{by=\"inbox\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_messages_total{result=\"duplicate\"}"), 2);
+    ASSERT_EQ(sample(t, "inboxd_message_age_seconds_bucket{le=\"0.1\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_message_age_seconds_bucket{le=\"60\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_message_age_seconds_bucket{le=\"300\"}"), 2);
+    ASSERT_EQ(sample(t, "inboxd_message_age_seconds_bucket{le=\"+Inf\"}"), 3);
+    ASSERT_EQ(sample(t, "inboxd_message_age_seconds_count"), 3);
+    double sum = sample(t, "inboxd_message_age_seconds_sum");
+    ASSERT_TRUE(sum > 2592120 && sum < 2592121);
+    double oldest = sample(t, "inboxd_oldest_unsettled_enqueued_seconds");
+    ASSERT_TRUE(oldest >= 90 && oldest < 120);
+    free(t);
+    /* The stats line sums a reason's classes under one key. */
+    char json[256];
+    wk_metrics_reasons_json(m, json, sizeof json);
+    ASSERT_STREQ(json, "{\"HandlerError\":2,\"RetryBudgetExhausted\":1}");
+    wk_metrics_free(m);
+}
+
 int main(void)
 {
+    RUN(test_after_failure_metrics);
     RUN(test_initial_render);
     RUN(test_counts);
     RUN(test_histogram);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One retry budget: a handler that fails transiently forever with
+# retry.max_deliveries 3 is dead-lettered RetryBudgetExhausted by inboxd on
+# the third delivery (before the broker's MaxDeliveryCount of 10), the
+# description naming the last error; a message older than retry.max_age_s
+# meeting a transient failure is dead-lettered MaxAgeExceeded. Both carry
+# inboxd's context properties, and both show in
+# inboxd_dead_letters_total{reason,class}.
+. "$(dirname "$0")/lib.sh"
+e2e_init "${1:-postgresql}"
+create_items_table
+start_emu '{"queues":[{"name":"budget","lock_duration_s":30,"max_delivery_count":10},
+                      {"name":"aged","lock_duration_s":30,"max_delivery_count":10}]}'
+routes='[{"match":"*","sql":"SELECT 1/0"}]'
+extra='{"errors":{"transient_native":["22012"]},"retry":{"attempts":1,"base_ms":10,"max_ms":20,"max_deliveries":3},"http":{"listen":"127.0.0.1:0"}}'
+printf '%s\n' '{"message_id":"b-1","subject":"Item","body":{"id":"b1","n":1}}' >"$W/b.jsonl"
+send_file budget "$W/b.jsonl"
+write_config "$W/budget.json" budget "$routes" "$extra"
+start_inboxd "$W/budget.json" budget
+pid=$LAST_PID
+port=$(http_port budget)
+wait_until 60 queue_empty budget || die "not dead-lettered"
+check "dead-letter reason" "$(dlq_reasons budget)" "b-1 RetryBudgetExhausted"
+"$INBOXCTL" peek --connection-string "$SB_CS" --entity budget --dlq >"$W/b.dlq"
+check "description names the last error" "$(jq -r '.dead_letter_description | test("22012") and test("max_deliveries")' "$W/b.dlq")" true
+check "dead-lettered on the third delivery" "$(jq -r .delivery_count "$W/b.dlq")" 2
+check "abandoned twice before" "$(stat budget abandoned)" 2
+check "context properties" \
+  "$(jq -c '.properties | [."inboxd-consumer", ."inboxd-error-class", ."inboxd-sqlstate", ."inboxd-attempts", ."inboxd-route", (."inboxd-failed-at" | test("^20[0-9]{2}-"))]' "$W/b.dlq")" \
+  '["e2e","transient","22012",2,0,true]'
+check "dead letters by reason and class" "$(metric "$port" 'inboxd_dead_letters_total{reason="RetryBudgetExhausted",class="transient"}')" 1
+check "its age since enqueue observed once, when it left the entity" "$(metric "$port" inboxd_message_age_seconds_count)" 1
+check "nothing unsettled is left" "$(metric "$port" inboxd_oldest_unsettled_enqueued_seconds)" 0.000
+stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
+
+# Old messages: enqueued more than retry.max_age_s ago when the failure happens.
+printf '%s\n' '{"message_id":"a-1","subject":"Item","body":{"id":"a1","n":1}}' >"$W/a.jsonl"
+send_file aged "$W/a.jsonl"
+sleep 3
+write_config "$W/aged.json" aged "$routes" \
+  '{"errors":{"transient_native":["22012"]},"retry":{"attempts":5,"base_ms":10,"max_ms":20,"max_age_s":2}}'
+start_inboxd "$W/aged.json" aged
+wait_until 60 queue_empty aged || die "not dead-lettered"
+stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
+check "dead-letter reason" "$(dlq_reasons aged)" "a-1 MaxAgeExceeded"
+check "dead-lettered at the first failure, without abandoning" "$(stat aged abandoned)" 0
+check "description names the last error" \
+  "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity aged --dlq | jq -r '.dead_letter_description | test("22012") and test("max_age_s")')" true
+check "no inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" 0

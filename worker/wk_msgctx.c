@@ -1,0 +1,106 @@
+/*
+ * wk_msgctx.c - trace ids and dead-letter context properties (see
+ * wk_msgctx.h). thread: any.
+ */
+#include "wk_msgctx.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "ib_log.h"
+
+/* n lower- or upper-case hex digits at s, not all zero; copied lower-cased into out. */
+static bool hex_id(const char *s, size_t n, char *out)
+{
+    bool nonzero = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!isxdigit((unsigned char)s[i]))
+            return false;
+        nonzero |= s[i] != '0';
+        out[i] = (char)tolower((unsigned char)s[i]);
+    }
+    out[n] = '\0';
+    return nonzero;
+}
+
+/* "vv-<32>-<16>-<2>": the 32-digit trace id. */
+static bool from_traceparent(const char *v, char out[WK_TRACE_ID_MAX])
+{
+    if (strlen(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' ||
+        !isxdigit((unsigned char)v[0]) || !isxdigit((unsigned char)v[1]))
+        return false;
+    if (strncmp(v, "ff", 2) == 0) /* version ff is invalid */
+        return false;
+    return hex_id(v + 3, 32, out);
+}
+
+/* "|<root>.<...>": the root, printable, without '|' and '.'. */
+static bool from_request_id(const char *v, char out[WK_TRACE_ID_MAX])
+{
+    size_t n;
+    if (v[0] != '|')
+        return false;
+    v++;
+    n = strcspn(v, ".");
+    if (n == 0 || n >= WK_TRACE_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!isalnum((unsigned char)v[i]) && v[i] != '-' && v[i] != '_')
+            return false;
+        out[i] = (char)tolower((unsigned char)v[i]);
+    }
+    out[n] = '\0';
+    return true;
+}
+
+bool wk_trace_id(const sb_msg_t *msg, char out[WK_TRACE_ID_MAX])
+{
+    const sb_prop_t *p = sb_msg_prop(msg, "traceparent");
+    out[0] = '\0';
+    if (p && p->type == SB_PROP_STRING && p->str && from_traceparent(p->str, out))
+        return true;
+    p = sb_msg_prop(msg, "Diagnostic-Id");
+    if (p && p->type == SB_PROP_STRING && p->str &&
+        (from_traceparent(p->str, out) || from_request_id(p->str, out)))
+        return true;
+    out[0] = '\0';
+    return false;
+}
+
+const char *wk_traceparent(const sb_msg_t *msg)
+{
+    static const char *const keys[] = {"traceparent", "Diagnostic-Id"};
+    char id[WK_TRACE_ID_MAX];
+    for (size_t i = 0; i < 2; i++) {
+        const sb_prop_t *p = sb_msg_prop(msg, keys[i]);
+        if (p && p->type == SB_PROP_STRING && p->str && from_traceparent(p->str, id))
+            return p->str;
+    }
+    return NULL;
+}
+
+size_t wk_dl_props(const wk_dl_context_t *ctx, sb_prop_t *props, char at[32])
+{
+    size_t n = 0;
+    const ib_error_t *e = ctx->err;
+
+    props[n++] = (sb_prop_t){.key = "inboxd-consumer", .type = SB_PROP_STRING,
+                             .str = (char *)(ctx->consumer ? ctx->consumer : "")};
+    props[n++] = (sb_prop_t){.key = "inboxd-error-class", .type = SB_PROP_STRING,
+                             .str = (char *)ib_class_name(e && e->code != IB_E_OK
+                                                              ? e->cls
+                                                              : IB_CLASS_PERMANENT)};
+    if (e && e->code != IB_E_OK && e->sqlstate[0]) {
+        props[n++] = (sb_prop_t){.key = "inboxd-sqlstate", .type = SB_PROP_STRING,
+                                 .str = (char *)e->sqlstate};
+        props[n++] = (sb_prop_t){.key = "inboxd-native-error", .type = SB_PROP_INT64,
+                                 .i = e->native};
+    }
+    props[n++] = (sb_prop_t){.key = "inboxd-attempts", .type = SB_PROP_INT64, .i = ctx->attempts};
+    if (ctx->route_index >= 0)
+        props[n++] = (sb_prop_t){.key = "inboxd-route", .type = SB_PROP_INT64,
+                                 .i = ctx->route_index};
+    ib_time_rfc3339(at, 32, ctx->failed_at_ms);
+    props[n++] = (sb_prop_t){.key = "inboxd-failed-at", .type = SB_PROP_STRING, .str = at};
+    return n;
+}
