@@ -510,8 +510,9 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
         cfg->retry.max_deliveries >= cfg->servicebus.max_delivery_count && p->errs)
         fprintf(p->errs,
                 "config: warning: retry.max_deliveries: %lld is not below the entity's "
-                "MaxDeliveryCount (servicebus.max_delivery_count %lld): the broker dead-letters "
-                "first, as MaxDeliveryCountExceeded without the last error\n",
+                "MaxDeliveryCount (servicebus.max_delivery_count %lld): the broker may dead-letter "
+                "first (a lost lock or a restart on the last delivery), as "
+                "MaxDeliveryCountExceeded without the last error\n",
                 cfg->retry.max_deliveries, cfg->servicebus.max_delivery_count);
     check_native_list(cfg->errors.transient_native, "errors.transient_native", p);
     check_native_list(cfg->errors.permanent_native, "errors.permanent_native", p);
