@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# relay_rate - the outbox relay's publishing rate in the same run as the
+# inbox rate it serves, on one PostgreSQL server and one sbemu.
+#
+#   tests/bench/outbox/relay_rate.sh [N] [CONCURRENCY]      (defaults 5000, 8)
+#
+# Phase 1: inboxd applies N messages with a one-insert route (no emit).
+# Phase 2: inboxd applies N fresh messages with the same route plus one
+# emit per message (relay in the same process, target queue with duplicate
+# detection). Prints messages/s for both, rows published/s (from start until
+# the broker holds all N), and the ratio relay / inbox.
+# Phase 3: N rows inserted by one application transaction, published by
+# inboxd --relay-only alone: the relay's own ceiling. Not a test.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+N=${1:-5000}
+C=${2:-8}
+build=${BUILD:-$root/build}
+W=$(mktemp -d /tmp/inboxd-relay-bench.XXXXXX); chmod 755 "$W"
+pids=()
+cleanup() {
+  for p in "${pids[@]+"${pids[@]}"}"; do kill -9 "$p" 2>/dev/null || true; done
+  "$root/tests/lib/pg.sh" stop "$W/pg" >/dev/null 2>&1 || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+port=$("$root/tests/lib/pg.sh" start "$W/pg")
+psql() { command psql -h 127.0.0.1 -p "$port" -U postgres -X -q "$@"; }
+psql -c "CREATE DATABASE bench" >/dev/null
+echo '{"queues":[{"name":"q1"},{"name":"q2"},{"name":"out","duplicate_detection_window_s":600}]}' >"$W/topo.json"
+"$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" >"$W/sbemu.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
+SB_CS="Endpoint=sb://127.0.0.1:$emu_port/;SharedAccessKeyName=bench;SharedAccessKey=bench;UseDevelopmentEmulator=true"
+DB_CS="Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=$port;Database=bench;Uid=postgres;Pwd=x"
+stat() { jq -r --arg e "$1" --arg f "$2" '.entities[$e][$f] // 0' "$W/stats.json" 2>/dev/null || echo 0; }
+
+# run PHASE QUEUE EMIT_JSON: prints "start inbox_done relay_done" (seconds).
+run() {
+  local q=$2 emit=$3
+  psql -d bench -c "CREATE TABLE items_$1 (id text PRIMARY KEY, n bigint NOT NULL)" >/dev/null
+  awk -v n="$N" -v p="$1" 'BEGIN { pad = sprintf("%0960d", 0)
+    for (i = 1; i <= n; i++) printf "{\"message_id\":\"%s-%d\",\"body\":{\"id\":\"%s-%d\",\"n\":%d,\"pad\":\"%s\"}}\n", p, i, p, i, i, pad }' >"$W/$1.jsonl"
+  "$build/inboxctl" send --connection-string "$SB_CS" --entity "$q" --file "$W/$1.jsonl" 2>/dev/null
+  jq -n --arg sb "$SB_CS" --arg db "$DB_CS" --arg q "$q" --arg sql "INSERT INTO items_$1 (id, n) VALUES (?, ?)" \
+    --argjson emit "$emit" --argjson c "$C" '{consumer: $q,
+     servicebus: {connection_string: $sb, entity: $q, prefetch: ($c * 4), max_concurrent_calls: $c},
+     db: {connection_string: $db, dialect: "postgresql"},
+     routes: [{match: "*", sql: $sql, params: ["$.id", "$.n"], idempotency_key: "item:{$.id}"}
+              + (if $emit then {emit: $emit} else {} end)],
+     outbox: {batch: 100}, http: {listen: ""}, log: {level: "warn"}}' >"$W/$1.json"
+  "$build/inboxd" --config "$W/$1.json" >"$W/$1.log" 2>&1 &
+  local ipid=$! t0 ti="" tr=""
+  pids+=($ipid)
+  t0=$(date +%s.%N)
+  while :; do
+    [ -z "$ti" ] && [ "$(stat "$q" completed)" -ge "$N" ] && ti=$(date +%s.%N)
+    if [ -n "$ti" ]; then
+      if [ "$emit" = null ] || [ "$(stat out sent)" -ge "$N" ]; then tr=$(date +%s.%N); break; fi
+    fi
+    kill -0 $ipid 2>/dev/null || { echo "bench: inboxd died" >&2; tail "$W/$1.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  kill -TERM $ipid; wait $ipid || true
+  echo "$t0 $ti $tr"
+}
+read -r a0 ai _ < <(run p1 q1 null)
+read -r b0 bi br < <(run p2 q2 '[{"entity": "out", "message_id": "out:{$.id}", "body": "$.id", "properties": {"n": "$.n"}}]')
+published=$(psql -d bench -tAc "SELECT count(*) FROM inboxd_outbox WHERE status = 'published'")
+[ "$published" = "$N" ] || { echo "bench: $published of $N outbox rows published"; exit 1; }
+# Phase 3: the relay alone on a backlog of N application rows.
+psql -d bench -c "INSERT INTO inboxd_outbox (entity, message_id, body) SELECT 'out', 'app-' || i, '{}' FROM generate_series(1, $N) i" >/dev/null
+"$build/inboxd" --relay-only --config "$W/p2.json" >"$W/relay.log" 2>&1 &
+rpid=$!
+pids+=($rpid)
+c0=$(date +%s.%N)
+while [ "$(stat out sent)" -lt $((2 * N)) ]; do
+  kill -0 $rpid 2>/dev/null || { echo "bench: relay died" >&2; exit 1; }
+  sleep 0.1
+done
+c1=$(date +%s.%N)
+kill -TERM $rpid; wait $rpid || true
+awk -v n="$N" -v c0="$c0" -v c1="$c1" 'BEGIN { printf "relay alone (--relay-only, a backlog of %d rows): %.0f rows/s\n", n, n / (c1 - c0) }'
+awk -v n="$N" -v c="$C" -v a0="$a0" -v ai="$ai" -v b0="$b0" -v bi="$bi" -v br="$br" 'BEGIN {
+  printf "messages: %d (1 KiB JSON), concurrency %d, PostgreSQL, relay batch 100\n", n, c
+  printf "inbox without emit:          %.0f msg/s\n", n / (ai - a0)
+  printf "inbox with one emit/message: %.0f msg/s\n", n / (bi - b0)
+  printf "relay (same run):            %.0f rows/s published (all %d in the queue after %.1f s)\n", n / (br - b0), n, br - b0
+  printf "ratio relay / inbox-with-emit: %.2f\n", (n / (br - b0)) / (n / (bi - b0))
+}'
