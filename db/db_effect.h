@@ -29,7 +29,7 @@ typedef enum {
     DB_CLAIM_NEW = 0,    /* a fresh row, claimed by us: call */
     DB_CLAIM_TAKEN_OVER, /* an expired claim, now ours: the earlier call may have acted */
     DB_CLAIM_RETRY,      /* an operator asked for another call: call */
-    DB_CLAIM_DONE,       /* processed, failed or uncertain already: complete, no call */
+    DB_CLAIM_DONE,       /* processed, failed or uncertain: no call (uncertain: dead-letter) */
     DB_CLAIM_BUSY,       /* another worker holds a live lease: do not call */
     DB_CLAIM_CONFLICT,   /* the key holds another body hash: dead-letter */
     DB_CLAIM_FAILED,     /* err filled (transient or permanent) */

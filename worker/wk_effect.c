@@ -425,6 +425,17 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                         dbclaim->message_id);
         goto out;
     case DB_CLAIM_DONE:
+        if (strcmp(r.row.status, "uncertain") == 0) {
+            /* Recorded uncertain, but the dead-letter was lost (a crash or a lost lock between
+             * the commit and the settlement): dead-letter again, never call again. */
+            ib_error_set(&d->err, IB_E_TIMEOUT, IB_CLASS_AMBIGUOUS,
+                         "the inbox row is uncertain from an earlier delivery");
+            set_dead_letter(d, WK_OUT_UNCERTAIN, "OutcomeUncertain",
+                            "recorded uncertain by an earlier delivery: resolve with inboxctl "
+                            "inbox resolve --message-id %s",
+                            r.row.message_id);
+            goto out;
+        }
         ib_strlcpy(d->remote_id, r.row.remote_id, sizeof d->remote_id);
         ib_error_clear(&d->err);
         d->outcome = WK_OUT_DUPLICATE;
