@@ -399,8 +399,7 @@ static void body_json(json_t *j, const sb_msg_t *m)
 {
     static const char hx[] = "0123456789abcdef";
     char *hex;
-    if (ib_utf8_valid((const char *)m->body, m->body_len) &&
-        !memchr(m->body, '\0', m->body_len)) {
+    if (ib_utf8_valid((const char *)m->body, m->body_len) && !memchr(m->body, '\0', m->body_len)) {
         json_object_set_new(j, "body", json_stringn((const char *)m->body, m->body_len));
         return;
     }
@@ -568,15 +567,94 @@ static int cmd_replay(const opts_t *o, const char *ca_file)
     return wk_replay_run(&ro);
 }
 
+/* The options of send, peek and dlq from argv[first]: 0, or the exit status of a usage error. */
+static int parse_args(opts_t *o, int argc, char **argv, int first)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name, field)                                                                           \
+    if (strcmp(a, name) == 0) {                                                                    \
+        if (!v)                                                                                    \
+            return usage(name " needs a value");                                                   \
+        o->field = v;                                                                              \
+        i++;                                                                                       \
+        continue;                                                                                  \
+    }
+        if (o->replay) {
+            int r = replay_arg(o, a, v);
+            if (r < 0)
+                return 2;
+            if (r > 0) {
+                i += r - 1;
+                continue;
+            }
+        }
+        OPT("--connection-string", cs)
+        OPT("--entity", entity)
+        OPT("--config", config)
+        OPT("--message-id", message_id)
+        OPT("--subject", subject)
+        OPT("--session-id", session_id)
+        OPT("--correlation-id", correlation_id)
+        OPT("--content-type", content_type)
+        OPT("--body", body)
+        OPT("--body-file", body_file)
+        OPT("--file", file)
+#undef OPT
+        if (strcmp(a, "--dlq") == 0) {
+            o->dlq = true;
+        } else if ((strcmp(a, "--prop") == 0 || strcmp(a, "--prop-int") == 0) && v) {
+            if (!add_prop(o, v, strcmp(a, "--prop-int") == 0))
+                return usage("--prop takes KEY=VALUE (--prop-int KEY=INTEGER)");
+            i++;
+        } else if (strcmp(a, "--max") == 0 && v) {
+            o->max = atoi(v);
+            if (o->max <= 0)
+                return usage("--max takes a positive number");
+            o->max_set = true;
+            i++;
+        } else {
+            char why[300];
+            snprintf(why, sizeof(why), "unknown or incomplete argument '%s'", a);
+            return usage(why);
+        }
+    }
+    return 0;
+}
+
+/* Connects and runs send, peek or dlq; the exit status. */
+static int run_broker_cmd(const char *cmd, opts_t *o)
+{
+    wk_config_t cfg;
+    bool have_cfg = false;
+    ib_error_t err;
+    int rc = resolve(o, &cfg, &have_cfg);
+    if (rc == 0) {
+        sb_sender_options_t so = {.connection_string = o->cs};
+        if (have_cfg && cfg.servicebus.ca_file[0])
+            so.ca_file = cfg.servicebus.ca_file;
+        sb_sender_t *s = sb_sender_open(&so, &err);
+        if (!s) {
+            fprintf(stderr, "inboxctl: cannot connect: %s\n", err.text);
+            rc = 1;
+        } else {
+            rc = o->replay                  ? cmd_replay(o, so.ca_file)
+                 : strcmp(cmd, "send") == 0 ? cmd_send(&s, &so, o)
+                                            : cmd_peek(s, o);
+            sb_sender_close(s);
+        }
+    }
+    if (have_cfg)
+        wk_config_free(&cfg);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
-    wk_config_t cfg;
-    bool have_cfg = false;
     const char *cmd;
     int rc, first = 2;
-    sb_sender_t *s;
-    ib_error_t err;
 
     memset(&o, 0, sizeof(o));
     o.max = 1000000;
@@ -602,80 +680,14 @@ int main(int argc, char **argv)
         }
         return usage("unknown command");
     }
-    for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, field)                                                                           \
-    if (strcmp(a, name) == 0) {                                                                    \
-        if (!v)                                                                                    \
-            return usage(name " needs a value");                                                   \
-        o.field = v;                                                                               \
-        i++;                                                                                       \
-        continue;                                                                                  \
-    }
-        if (o.replay) {
-            int r = replay_arg(&o, a, v);
-            if (r < 0)
-                return 2;
-            if (r > 0) {
-                i += r - 1;
-                continue;
-            }
-        }
-        OPT("--connection-string", cs)
-        OPT("--entity", entity)
-        OPT("--config", config)
-        OPT("--message-id", message_id)
-        OPT("--subject", subject)
-        OPT("--session-id", session_id)
-        OPT("--correlation-id", correlation_id)
-        OPT("--content-type", content_type)
-        OPT("--body", body)
-        OPT("--body-file", body_file)
-        OPT("--file", file)
-#undef OPT
-        if (strcmp(a, "--dlq") == 0) {
-            o.dlq = true;
-        } else if ((strcmp(a, "--prop") == 0 || strcmp(a, "--prop-int") == 0) && v) {
-            if (!add_prop(&o, v, strcmp(a, "--prop-int") == 0))
-                return usage("--prop takes KEY=VALUE (--prop-int KEY=INTEGER)");
-            i++;
-        } else if (strcmp(a, "--max") == 0 && v) {
-            o.max = atoi(v);
-            if (o.max <= 0)
-                return usage("--max takes a positive number");
-            o.max_set = true;
-            i++;
-        } else {
-            char why[300];
-            snprintf(why, sizeof(why), "unknown or incomplete argument '%s'", a);
-            return usage(why);
-        }
-    }
-    if (strcmp(cmd, "send") == 0 && !!o.body + !!o.body_file + !!o.file != 1)
-        return usage("send takes exactly one of --body, --body-file, --file");
-
-    rc = resolve(&o, &cfg, &have_cfg);
-    if (rc == 0) {
-        sb_sender_options_t so = {.connection_string = o.cs};
-        if (have_cfg && cfg.servicebus.ca_file[0])
-            so.ca_file = cfg.servicebus.ca_file;
-        s = sb_sender_open(&so, &err);
-        if (!s) {
-            fprintf(stderr, "inboxctl: cannot connect: %s\n", err.text);
-            rc = 1;
-        } else {
-            rc = o.replay                   ? cmd_replay(&o, so.ca_file)
-                 : strcmp(cmd, "send") == 0 ? cmd_send(&s, &so, &o)
-                                            : cmd_peek(s, &o);
-            sb_sender_close(s);
-        }
-    }
+    rc = parse_args(&o, argc, argv, first);
+    if (rc == 0 && strcmp(cmd, "send") == 0 && !!o.body + !!o.body_file + !!o.file != 1)
+        rc = usage("send takes exactly one of --body, --body-file, --file");
+    if (rc == 0)
+        rc = run_broker_cmd(cmd, &o);
     for (size_t i = 0; i < o.nprops; i++) {
         free(o.props[i].key);
         free(o.props[i].str);
     }
-    if (have_cfg)
-        wk_config_free(&cfg);
     return rc;
 }

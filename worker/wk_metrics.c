@@ -35,8 +35,7 @@ const size_t wk_metrics_switch_bucket_count =
 #define NSWITCH (sizeof wk_metrics_switch_buckets / sizeof wk_metrics_switch_buckets[0])
 
 /* From a message that waited a moment to one that waited out a long outage. */
-const double wk_metrics_age_buckets[] = {0.1, 0.5, 1,   5,    10,    30,
-                                         60,  300, 900, 3600, 21600, 86400};
+const double wk_metrics_age_buckets[] = {0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400};
 const size_t wk_metrics_age_bucket_count =
     sizeof wk_metrics_age_buckets / sizeof wk_metrics_age_buckets[0];
 #define NAGE (sizeof wk_metrics_age_buckets / sizeof wk_metrics_age_buckets[0])
@@ -118,10 +117,9 @@ static void observe(wk_counter_t *buckets, const double *bounds, size_t nb, wk_c
     bump(&buckets[b]);
     /* 30 days in microseconds caps one sample so the sum cannot wrap. */
     double us = seconds * 1e6;
-    atomic_fetch_add_explicit(sum_us,
-                              us > 2592000e6 ? (uint_least64_t)2592000e6
-                                             : (uint_least64_t)(us + 0.5),
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(
+        sum_us, us > 2592000e6 ? (uint_least64_t)2592000e6 : (uint_least64_t)(us + 0.5),
+        memory_order_relaxed);
 }
 
 wk_metrics_t *wk_metrics_new(const char *version)
@@ -546,6 +544,96 @@ static void render_outbox(wk_metrics_t *m, wk_buf_t *b)
     }
 }
 
+/* Settled messages: outcomes, duplicates, retries, dead letters. */
+static void render_outcomes(wk_buf_t *b, wk_metrics_t *m)
+{
+    header(b, "inboxd_messages_total", "counter", "Messages settled, by outcome.");
+    for (int o = 0; o < WK_OUT__COUNT; o++)
+        buf_printf(b, "inboxd_messages_total{result=\"%s\"} %llu\n",
+                   wk_outcome_name((wk_outcome_t)o), (unsigned long long)load(&m->messages[o]));
+
+    header(b, "inboxd_duplicates_total", "counter",
+           "Messages completed without a second effect: by=inbox (the inbox row existed) or "
+           "by=business_key (a route's own unique key, on_unique_violation duplicate).");
+    for (int k = 0; k < WK_DUP__COUNT; k++)
+        buf_printf(b, "inboxd_duplicates_total{by=\"%s\"} %llu\n", k ? "business_key" : "inbox",
+                   (unsigned long long)load(&m->duplicates[k]));
+
+    header(b, "inboxd_retries_total", "counter", "In-process retries, by error class.");
+    for (int c = 0; c < NCLASSES; c++)
+        if (c == IB_CLASS_TRANSIENT || c == IB_CLASS_AMBIGUOUS || load(&m->retries[c]))
+            buf_printf(b, "inboxd_retries_total{class=\"%s\"} %llu\n", ib_class_name((ib_class_t)c),
+                       (unsigned long long)load(&m->retries[c]));
+
+    header(b, "inboxd_dead_letters_total", "counter",
+           "Messages dead-lettered by inboxd, by reason and error class.");
+    int n = atomic_load_explicit(&m->nreasons, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        buf_printf(b, "inboxd_dead_letters_total{reason=\"");
+        buf_label_value(b, m->reasons[i].name);
+        buf_printf(b, "\",class=\"%s\"} %llu\n", ib_class_name(m->reasons[i].cls),
+                   (unsigned long long)load(&m->reasons[i].n));
+    }
+    if (load(&m->reasons_other) || n == WK_METRICS_MAX_REASONS)
+        buf_printf(b, "inboxd_dead_letters_total{reason=\"other\",class=\"other\"} %llu\n",
+                   (unsigned long long)load(&m->reasons_other));
+}
+
+/* Locks, the breaker and what is in flight now. */
+static void render_state(wk_buf_t *b, wk_metrics_t *m)
+{
+    header(b, "inboxd_lock_renewals_total", "counter",
+           "Message and session lock renewals, by result.");
+    for (int r = 0; r < WK_RENEW__COUNT; r++)
+        buf_printf(b, "inboxd_lock_renewals_total{result=\"%s\"} %llu\n", renew_names[r],
+                   (unsigned long long)load(&m->lock_renewals[r]));
+
+    header(b, "inboxd_lock_lost_total", "counter",
+           "Messages whose lock was lost before settlement.");
+    buf_printf(b, "inboxd_lock_lost_total %llu\n", (unsigned long long)load(&m->lock_lost));
+
+    header(b, "inboxd_circuit_open", "gauge",
+           "1 while the circuit breaker holds receiving: the database's setup fails every "
+           "message (errors.circuit_breaker).");
+    buf_printf(b, "inboxd_circuit_open %d\n",
+               atomic_load_explicit(&m->circuit_open, memory_order_relaxed));
+
+    header(b, "inboxd_in_flight", "gauge", "Messages received and not yet settled.");
+    long long inflight = atomic_load_explicit(&m->in_flight, memory_order_relaxed);
+    buf_printf(b, "inboxd_in_flight %lld\n", inflight < 0 ? 0 : inflight);
+
+    header(b, "inboxd_oldest_in_flight_seconds", "gauge",
+           "Age of the oldest message received and not yet settled (0 when none).");
+    long long since = atomic_load_explicit(&m->oldest_since_ms, memory_order_relaxed);
+    long long age_ms = since > 0 ? ib_mono_ms() - since : 0;
+    buf_printf(b, "inboxd_oldest_in_flight_seconds %.3f\n", age_ms > 0 ? age_ms / 1000.0 : 0.0);
+
+    header(b, "inboxd_oldest_unsettled_enqueued_seconds", "gauge",
+           "Time since the oldest message in flight was enqueued (0 when none).");
+    long long enq = atomic_load_explicit(&m->oldest_enqueued_ms, memory_order_relaxed);
+    long long enq_age = enq > 0 ? ib_now_ms() - enq : 0;
+    buf_printf(b, "inboxd_oldest_unsettled_enqueued_seconds %.3f\n",
+               enq_age > 0 ? enq_age / 1000.0 : 0.0);
+}
+
+/* Session slots: held now, given back, switch time. */
+static void render_sessions(wk_buf_t *b, wk_metrics_t *m)
+{
+    header(b, "inboxd_sessions_active", "gauge", "Sessions held now (session entities).");
+    long long active = atomic_load_explicit(&m->sessions_active, memory_order_relaxed);
+    buf_printf(b, "inboxd_sessions_active %lld\n", active < 0 ? 0 : active);
+
+    header(b, "inboxd_session_switches_total", "counter",
+           "Sessions given back (done, idle or at shutdown), each freeing a slot for the next.");
+    buf_printf(b, "inboxd_session_switches_total %llu\n",
+               (unsigned long long)load(&m->session_switches));
+
+    render_histogram(b, "inboxd_session_switch_seconds",
+                     "Time from a session's last message settled to its slot holding the next "
+                     "session (0 when the next was accepted before).",
+                     m->switch_buckets, wk_metrics_switch_buckets, NSWITCH, &m->switch_sum_us);
+}
+
 char *wk_metrics_render(wk_metrics_t *m, size_t *len)
 {
     wk_buf_t b = {malloc(4096), 0, 4096, false};
@@ -553,70 +641,8 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
         return NULL;
     b.p[0] = '\0';
 
-    header(&b, "inboxd_messages_total", "counter", "Messages settled, by outcome.");
-    for (int o = 0; o < WK_OUT__COUNT; o++)
-        buf_printf(&b, "inboxd_messages_total{result=\"%s\"} %llu\n",
-                   wk_outcome_name((wk_outcome_t)o), (unsigned long long)load(&m->messages[o]));
-
-    header(&b, "inboxd_duplicates_total", "counter",
-           "Messages completed without a second effect: by=inbox (the inbox row existed) or "
-           "by=business_key (a route's own unique key, on_unique_violation duplicate).");
-    for (int k = 0; k < WK_DUP__COUNT; k++)
-        buf_printf(&b, "inboxd_duplicates_total{by=\"%s\"} %llu\n", k ? "business_key" : "inbox",
-                   (unsigned long long)load(&m->duplicates[k]));
-
-    header(&b, "inboxd_retries_total", "counter", "In-process retries, by error class.");
-    for (int c = 0; c < NCLASSES; c++)
-        if (c == IB_CLASS_TRANSIENT || c == IB_CLASS_AMBIGUOUS || load(&m->retries[c]))
-            buf_printf(&b, "inboxd_retries_total{class=\"%s\"} %llu\n",
-                       ib_class_name((ib_class_t)c), (unsigned long long)load(&m->retries[c]));
-
-    header(&b, "inboxd_dead_letters_total", "counter",
-           "Messages dead-lettered by inboxd, by reason and error class.");
-    int n = atomic_load_explicit(&m->nreasons, memory_order_acquire);
-    for (int i = 0; i < n; i++) {
-        buf_printf(&b, "inboxd_dead_letters_total{reason=\"");
-        buf_label_value(&b, m->reasons[i].name);
-        buf_printf(&b, "\",class=\"%s\"} %llu\n", ib_class_name(m->reasons[i].cls),
-                   (unsigned long long)load(&m->reasons[i].n));
-    }
-    if (load(&m->reasons_other) || n == WK_METRICS_MAX_REASONS)
-        buf_printf(&b, "inboxd_dead_letters_total{reason=\"other\",class=\"other\"} %llu\n",
-                   (unsigned long long)load(&m->reasons_other));
-
-    header(&b, "inboxd_lock_renewals_total", "counter",
-           "Message and session lock renewals, by result.");
-    for (int r = 0; r < WK_RENEW__COUNT; r++)
-        buf_printf(&b, "inboxd_lock_renewals_total{result=\"%s\"} %llu\n", renew_names[r],
-                   (unsigned long long)load(&m->lock_renewals[r]));
-
-    header(&b, "inboxd_lock_lost_total", "counter",
-           "Messages whose lock was lost before settlement.");
-    buf_printf(&b, "inboxd_lock_lost_total %llu\n", (unsigned long long)load(&m->lock_lost));
-
-    header(&b, "inboxd_circuit_open", "gauge",
-           "1 while the circuit breaker holds receiving: the database's setup fails every "
-           "message (errors.circuit_breaker).");
-    buf_printf(&b, "inboxd_circuit_open %d\n",
-               atomic_load_explicit(&m->circuit_open, memory_order_relaxed));
-
-    header(&b, "inboxd_in_flight", "gauge", "Messages received and not yet settled.");
-    long long inflight = atomic_load_explicit(&m->in_flight, memory_order_relaxed);
-    buf_printf(&b, "inboxd_in_flight %lld\n", inflight < 0 ? 0 : inflight);
-
-    header(&b, "inboxd_oldest_in_flight_seconds", "gauge",
-           "Age of the oldest message received and not yet settled (0 when none).");
-    long long since = atomic_load_explicit(&m->oldest_since_ms, memory_order_relaxed);
-    long long age_ms = since > 0 ? ib_mono_ms() - since : 0;
-    buf_printf(&b, "inboxd_oldest_in_flight_seconds %.3f\n", age_ms > 0 ? age_ms / 1000.0 : 0.0);
-
-    header(&b, "inboxd_oldest_unsettled_enqueued_seconds", "gauge",
-           "Time since the oldest message in flight was enqueued (0 when none).");
-    long long enq = atomic_load_explicit(&m->oldest_enqueued_ms, memory_order_relaxed);
-    long long enq_age = enq > 0 ? ib_now_ms() - enq : 0;
-    buf_printf(&b, "inboxd_oldest_unsettled_enqueued_seconds %.3f\n",
-               enq_age > 0 ? enq_age / 1000.0 : 0.0);
-
+    render_outcomes(&b, m);
+    render_state(&b, m);
     render_histogram(&b, "inboxd_handler_duration_seconds",
                      "Time from taking a message to the end of its inbox transaction.",
                      m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS,
@@ -629,19 +655,7 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
     header(&b, "inboxd_reconnects_total", "counter", "AMQP connections re-established.");
     buf_printf(&b, "inboxd_reconnects_total %llu\n", (unsigned long long)load(&m->reconnects));
 
-    header(&b, "inboxd_sessions_active", "gauge", "Sessions held now (session entities).");
-    long long active = atomic_load_explicit(&m->sessions_active, memory_order_relaxed);
-    buf_printf(&b, "inboxd_sessions_active %lld\n", active < 0 ? 0 : active);
-
-    header(&b, "inboxd_session_switches_total", "counter",
-           "Sessions given back (done, idle or at shutdown), each freeing a slot for the next.");
-    buf_printf(&b, "inboxd_session_switches_total %llu\n",
-               (unsigned long long)load(&m->session_switches));
-
-    render_histogram(&b, "inboxd_session_switch_seconds",
-                     "Time from a session's last message settled to its slot holding the next "
-                     "session (0 when the next was accepted before).",
-                     m->switch_buckets, wk_metrics_switch_buckets, NSWITCH, &m->switch_sum_us);
+    render_sessions(&b, m);
 
     header(&b, "inboxd_batch_fallbacks_total", "counter",
            "Batches rolled back after a failure and applied one message per transaction.");
