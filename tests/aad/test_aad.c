@@ -18,15 +18,15 @@
 
 #include "ib_log.h"
 #include "ib_test.h"
+#include "ib_test_proc.h"
 #include "sb_aad.h"
 
 typedef struct {
-    pid_t pid;
-    int stdin_fd;
+    ib_test_proc_t proc;
     char authority[64];
 } server_t;
 
-static server_t plain = {0, -1, ""}, secure = {0, -1, ""};
+static server_t plain = {{0, -1}, ""}, secure = {{0, -1}, ""};
 static const char *authority = plain.authority;
 static char token_file[256];
 static char tmpdir[] = "/tmp/inboxd-aad-XXXXXX";
@@ -44,35 +44,11 @@ static void sleep_ms(long ms)
 /* Starts token_server.js (with --tls CERT KEY when cert is not NULL). */
 static int start_server(server_t *s, const char *cert, const char *key)
 {
-    const char *script = getenv("INBOXD_AAD_TOKEN_SERVER");
-    int in[2], out[2];
-    if (!script || pipe(in) != 0 || pipe(out) != 0)
-        return -1;
-    s->pid = fork();
-    if (s->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        if (cert)
-            execlp("node", "node", script, "--tls", cert, key, (char *)NULL);
-        else
-            execlp("node", "node", script, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    s->stdin_fd = in[1];
-    char line[32] = "";
-    FILE *f = fdopen(out[0], "r");
-    if (!f || !fgets(line, sizeof line, f)) {
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    fclose(f);
-    int port = atoi(line);
-    if (port <= 0)
+    char *script = getenv("INBOXD_AAD_TOKEN_SERVER");
+    char *tls[] = {"node", script, "--tls", (char *)cert, (char *)key, NULL};
+    char *bare[] = {"node", script, NULL};
+    int port = script ? ib_test_proc_start(&s->proc, cert ? tls : bare) : -1;
+    if (port < 0)
         return -1;
     /* A trailing slash, as AZURE_AUTHORITY_HOST has on AKS. */
     snprintf(s->authority, sizeof s->authority, "%s://127.0.0.1:%d/", cert ? "https" : "http",
@@ -82,14 +58,7 @@ static int start_server(server_t *s, const char *cert, const char *key)
 
 static void stop_server(server_t *s)
 {
-    if (s->stdin_fd >= 0)
-        close(s->stdin_fd); /* the server exits when its stdin closes */
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        waitpid(s->pid, NULL, 0);
-    }
-    s->stdin_fd = -1;
-    s->pid = 0;
+    ib_test_proc_stop(&s->proc); /* the server exits when its stdin closes */
 }
 
 static void write_token_file(const char *content)

@@ -17,49 +17,26 @@
 
 #include "fx_client.h"
 #include "ib_test.h"
+#include "ib_test_proc.h"
 
 typedef struct {
-    pid_t pid;
-    int stdin_fd;
+    ib_test_proc_t proc;
     char base[64];
 } server_t;
 
-static server_t plain = {0, -1, ""}, secure = {0, -1, ""};
+static server_t plain = {{0, -1}, ""}, secure = {{0, -1}, ""};
 static fx_client_t *fx;
 static char tmpdir[] = "/tmp/inboxd-fx-XXXXXX";
 static char ca[300], other_ca[300];
 
 static int start_server(server_t *s, const char *mode, const char *cert, const char *key)
 {
-    const char *script = getenv("INBOXD_FAKEHTTP");
-    int in[2], out[2];
-    if (!script || pipe(in) != 0 || pipe(out) != 0)
-        return -1;
-    s->pid = fork();
-    if (s->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        if (cert)
-            execlp("node", "node", script, "--mode", mode, "--tls", cert, key, (char *)NULL);
-        else
-            execlp("node", "node", script, "--mode", mode, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    s->stdin_fd = in[1];
-    char line[32] = "";
-    FILE *f = fdopen(out[0], "r");
-    if (!f || !fgets(line, sizeof line, f)) {
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    fclose(f);
-    int port = atoi(line);
-    if (port <= 0)
+    char *script = getenv("INBOXD_FAKEHTTP");
+    char *tls[] = {"node",  script,       "--mode",    (char *)mode,
+                   "--tls", (char *)cert, (char *)key, NULL};
+    char *bare[] = {"node", script, "--mode", (char *)mode, NULL};
+    int port = script ? ib_test_proc_start(&s->proc, cert ? tls : bare) : -1;
+    if (port < 0)
         return -1;
     snprintf(s->base, sizeof s->base, "%s://127.0.0.1:%d", cert ? "https" : "http", port);
     return 0;
@@ -67,12 +44,7 @@ static int start_server(server_t *s, const char *mode, const char *cert, const c
 
 static void stop_server(server_t *s)
 {
-    if (s->pid <= 0)
-        return;
-    close(s->stdin_fd);
-    kill(s->pid, SIGTERM);
-    waitpid(s->pid, NULL, 0);
-    s->pid = 0;
+    ib_test_proc_stop(&s->proc); /* the server exits when its stdin closes */
 }
 
 static long call(const char *method, const char *url, const char *body, const char *key,
