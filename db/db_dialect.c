@@ -333,17 +333,17 @@ typedef struct setup_rule {
  * 3F000 schema, 42501 insufficient privilege, 25006 read-only transaction,
  * 53100 disk full. */
 static const setup_rule_t postgresql_setup[] = {
-    {"42P01", ANY, NULL}, {"42703", ANY, NULL}, {"42883", ANY, NULL}, {"42704", ANY, NULL},
-    {"3F000", ANY, NULL}, {"42501", ANY, NULL}, {"25006", ANY, NULL}, {"53100", ANY, NULL},
-    {NULL, 0, NULL},
+    {"42P01", ANY, NULL}, {"42703", ANY, NULL}, {"42883", ANY, NULL},
+    {"42704", ANY, NULL}, {"3F000", ANY, NULL}, {"42501", ANY, NULL},
+    {"25006", ANY, NULL}, {"53100", ANY, NULL}, {NULL, 0, NULL},
 };
 /* 208 invalid object name, 207 invalid column, 2812 no such procedure,
  * 4121 no such function, 229/230/262/297/300 permission denied, 3906
  * read-only database, 1105 filegroup full, 9002 log full. */
 static const setup_rule_t mssql_setup[] = {
-    {NULL, 208, NULL},  {NULL, 207, NULL},  {NULL, 2812, NULL}, {NULL, 4121, NULL},
-    {NULL, 229, NULL},  {NULL, 230, NULL},  {NULL, 262, NULL},  {NULL, 297, NULL},
-    {NULL, 300, NULL},  {NULL, 3906, NULL}, {NULL, 1105, NULL}, {NULL, 9002, NULL},
+    {NULL, 208, NULL}, {NULL, 207, NULL},  {NULL, 2812, NULL}, {NULL, 4121, NULL},
+    {NULL, 229, NULL}, {NULL, 230, NULL},  {NULL, 262, NULL},  {NULL, 297, NULL},
+    {NULL, 300, NULL}, {NULL, 3906, NULL}, {NULL, 1105, NULL}, {NULL, 9002, NULL},
     {NULL, 0, NULL},
 };
 /* 1146 no such table, 1054 unknown column, 1305 no such function, 1142/1143
@@ -356,14 +356,18 @@ static const setup_rule_t mariadb_setup[] = {
 };
 /* 3 PERM, 8 READONLY, 13 FULL, 23 AUTH; 1 ERROR only for a missing object. */
 static const setup_rule_t sqlite_setup[] = {
-    {NULL, 3, NULL},  {NULL, 8, NULL},  {NULL, 13, NULL}, {NULL, 23, NULL},
-    {NULL, 1, "no such table"}, {NULL, 1, "no such column"}, {NULL, 1, "no such function"},
+    {NULL, 3, NULL},
+    {NULL, 8, NULL},
+    {NULL, 13, NULL},
+    {NULL, 23, NULL},
+    {NULL, 1, "no such table"},
+    {NULL, 1, "no such column"},
+    {NULL, 1, "no such function"},
     {NULL, 0, NULL},
 };
 #undef ANY
 
-bool db_dialect_is_setup_error(db_dialect_t d, const char *sqlstate, long native,
-                               const char *text)
+bool db_dialect_is_setup_error(db_dialect_t d, const char *sqlstate, long native, const char *text)
 {
     const setup_rule_t *r;
     switch (d) {
@@ -837,34 +841,35 @@ ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t s
     }
 }
 
-ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first)
+ib_err_t db_sql_delete_bounded(db_dialect_t d, const char *table, const char *status,
+                               const char *time_column, char *buf, size_t size, bool *limit_first)
 {
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
-    *limit_first = false;
+    *limit_first = d == DB_DIALECT_MSSQL;
     switch (d) {
     case DB_DIALECT_MSSQL:
-        *limit_first = true;
-        return render(buf, size,
-                      "DELETE TOP (?) FROM %s WHERE status = 'processed' AND processed_at < ?",
-                      table);
+        return render(buf, size, "DELETE TOP (?) FROM %s WHERE status = '%s' AND %s < ?", table,
+                      status, time_column);
     case DB_DIALECT_POSTGRESQL:
         return render(buf, size,
                       "DELETE FROM %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM %s WHERE "
-                      "status = 'processed' AND processed_at < ? LIMIT ?))",
-                      table, table);
+                      "status = '%s' AND %s < ? LIMIT ?))",
+                      table, table, status, time_column);
     case DB_DIALECT_SQLITE:
         return render(buf, size,
                       "DELETE FROM %s WHERE rowid IN (SELECT rowid FROM %s WHERE "
-                      "status = 'processed' AND processed_at < ? LIMIT ?)",
-                      table, table);
-    case DB_DIALECT_MARIADB:
-        return render(buf, size,
-                      "DELETE FROM %s WHERE status = 'processed' AND processed_at < ? LIMIT ?",
-                      table);
+                      "status = '%s' AND %s < ? LIMIT ?)",
+                      table, table, status, time_column);
     default:
-        return IB_E_INVAL;
+        return render(buf, size, "DELETE FROM %s WHERE status = '%s' AND %s < ? LIMIT ?", table,
+                      status, time_column);
     }
+}
+
+ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first)
+{
+    return db_sql_delete_bounded(d, table, "processed", "processed_at", buf, size, limit_first);
 }
 
 ib_err_t db_sql_try_lock(db_dialect_t d, const char *purpose, const char *table, char *buf,

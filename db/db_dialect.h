@@ -113,8 +113,7 @@ bool db_unique_violation(db_dialect_t d, const ib_error_t *err, char *name, size
  * Per dialect, as data (db_dialect.c); text is the driver's message, needed
  * only where the dialect has no distinct code (SQLite's "no such table").
  */
-bool db_dialect_is_setup_error(db_dialect_t d, const char *sqlstate, long native,
-                               const char *text);
+bool db_dialect_is_setup_error(db_dialect_t d, const char *sqlstate, long native, const char *text);
 /* True when the error means the connection is gone and must be reopened. */
 bool db_dialect_is_conn_lost(db_dialect_t d, const char *sqlstate, long native);
 /*
@@ -178,6 +177,13 @@ ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t s
  * size first).
  */
 ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first);
+/*
+ * The same bounded batch for any table with a status and a timestamp column
+ * (the outbox's cleanup): rows with that status older than the cutoff.
+ * status and time_column are inboxd's own constants, never user input.
+ */
+ib_err_t db_sql_delete_bounded(db_dialect_t d, const char *table, const char *status,
+                               const char *time_column, char *buf, size_t size, bool *limit_first);
 /*
  * The single-sweeper lock: a statement taking it without waiting and
  * returning one row with 1 (taken) or 0 (held elsewhere), and the statement

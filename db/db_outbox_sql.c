@@ -51,8 +51,14 @@ static const obtypes_t *obtypes(db_dialect_t d)
                                  "timestamp(3)",
                                  "integer",
                                  "varchar(16)"};
-    static const obtypes_t lite = {"INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT", "TEXT", "TEXT",
-                                   "TEXT", "TEXT", "INTEGER", "TEXT"};
+    static const obtypes_t lite = {"INTEGER PRIMARY KEY AUTOINCREMENT",
+                                   "TEXT",
+                                   "TEXT",
+                                   "TEXT",
+                                   "TEXT",
+                                   "TEXT",
+                                   "INTEGER",
+                                   "TEXT"};
     static const obtypes_t maria = {"bigint NOT NULL AUTO_INCREMENT PRIMARY KEY",
                                     "varchar(128)",
                                     "varchar(260)",
@@ -198,11 +204,11 @@ ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size
 }
 
 #define OB_COLS                                                                                    \
-    "id, entity, message_id, session_id, subject, correlation_id, content_type, properties, "     \
+    "id, entity, message_id, session_id, subject, correlation_id, content_type, properties, "      \
     "body, attempts"
 
-ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_t size,
-                             char *lock, size_t lock_size)
+ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_t size, char *lock,
+                             size_t lock_size)
 {
     if (!usable(d, table))
         return IB_E_INVAL;
@@ -237,8 +243,8 @@ ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, char *buf
 {
     if (!usable(d, table))
         return IB_E_INVAL;
-    return render(buf, size,
-                  "SELECT MIN(id) FROM %s WHERE status = 'pending' AND session_id = ?", table);
+    return render(buf, size, "SELECT MIN(id) FROM %s WHERE status = 'pending' AND session_id = ?",
+                  table);
 }
 
 ib_err_t db_outbox_sql_published(db_dialect_t d, const char *table, char *buf, size_t size)
@@ -256,9 +262,8 @@ ib_err_t db_outbox_sql_attempt(db_dialect_t d, const char *table, bool failed, c
 {
     if (!usable(d, table))
         return IB_E_INVAL;
-    return render(buf, size,
-                  "UPDATE %s SET %sattempts = attempts + 1, last_error = ? WHERE id = ?", table,
-                  failed ? "status = 'failed', " : "");
+    return render(buf, size, "UPDATE %s SET %sattempts = attempts + 1, last_error = ? WHERE id = ?",
+                  table, failed ? "status = 'failed', " : "");
 }
 
 ib_err_t db_outbox_sql_cleanup(db_dialect_t d, const char *table, char *buf, size_t size,
@@ -266,28 +271,7 @@ ib_err_t db_outbox_sql_cleanup(db_dialect_t d, const char *table, char *buf, siz
 {
     if (!usable(d, table))
         return IB_E_INVAL;
-    *limit_first = false;
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        *limit_first = true;
-        return render(buf, size,
-                      "DELETE TOP (?) FROM %s WHERE status = 'published' AND published_at < ?",
-                      table);
-    case DB_DIALECT_POSTGRESQL:
-        return render(buf, size,
-                      "DELETE FROM %s WHERE id = ANY (ARRAY(SELECT id FROM %s WHERE status = "
-                      "'published' AND published_at < ? LIMIT ?))",
-                      table, table);
-    case DB_DIALECT_SQLITE:
-        return render(buf, size,
-                      "DELETE FROM %s WHERE id IN (SELECT id FROM %s WHERE status = 'published' "
-                      "AND published_at < ? LIMIT ?)",
-                      table, table);
-    default:
-        return render(buf, size,
-                      "DELETE FROM %s WHERE status = 'published' AND published_at < ? LIMIT ?",
-                      table);
-    }
+    return db_sql_delete_bounded(d, table, "published", "published_at", buf, size, limit_first);
 }
 
 ib_err_t db_outbox_sql_cleanup_lock(db_dialect_t d, const char *table, char *buf, size_t size)
