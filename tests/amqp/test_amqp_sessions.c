@@ -169,7 +169,6 @@ static void test_sessions_given_back_at_once(void)
     sbt_rx_t rx;
     sb_options_t opt;
     sb_callbacks_t cb;
-    ib_error_t err;
     sb_client_t *c;
     sb_stats_t st;
     long long end;
@@ -186,9 +185,7 @@ static void test_sessions_given_back_at_once(void)
     opt.session_idle_timeout_s = 60;
     sbt_callbacks(&rx, &cb);
     cb.on_session_switch = on_switch;
-    c = sb_client_new(&opt, &cb, &err);
-    SBT_CHECK(c);
-    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    c = sbt_client_start(&opt, &cb);
     for (int i = 0; i < 6; i++) {
         char want[16];
         sb_msg_t *msg = sbt_take(&rx, 10000);
@@ -234,7 +231,6 @@ static void test_session_abandon_keeps_order(void)
     sbt_rx_t rx;
     sb_options_t opt;
     sb_callbacks_t cb;
-    ib_error_t err;
     sb_client_t *c;
     sb_msg_t *msg;
     const char *want[4] = {"x-0", "x-0", "x-1", "x-2"};
@@ -247,9 +243,7 @@ static void test_session_abandon_keeps_order(void)
     opt.max_concurrent_sessions = 1;
     opt.session_prefetch = 4;
     sbt_callbacks(&rx, &cb);
-    c = sb_client_new(&opt, &cb, &err);
-    SBT_CHECK(c);
-    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    c = sbt_client_start(&opt, &cb);
     for (int i = 0; i < 4; i++) {
         msg = sbt_take(&rx, 10000);
         SBT_CHECK(msg && strcmp(msg->message_id, want[i]) == 0);
@@ -286,7 +280,6 @@ static void test_session_drain_unanswered(void)
     sbt_rx_t rx;
     sb_options_t opt;
     sb_callbacks_t cb;
-    ib_error_t err;
     sb_client_t *c;
     sb_msg_t *msg;
     sb_stats_t st;
@@ -301,9 +294,7 @@ static void test_session_drain_unanswered(void)
     opt.session_prefetch = 4;
     opt.session_idle_timeout_s = 2;
     sbt_callbacks(&rx, &cb);
-    c = sb_client_new(&opt, &cb, &err);
-    SBT_CHECK(c);
-    SBT_CHECK(sb_client_start(c) == IB_E_OK);
+    c = sbt_client_start(&opt, &cb);
     msg = sbt_take(&rx, 10000);
     SBT_CHECK(msg && strcmp(msg->message_id, "u-0") == 0);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
