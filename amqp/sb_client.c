@@ -20,6 +20,11 @@ static void c_on_up(void *owner)
     sb_client_t *c = owner;
     if (c->stopping)
         return;
+    sb_out_up(&c->out);
+    if (c->send_only) {
+        sb_client_set_ready(c, 1, NULL);
+        return;
+    }
     if (c->sessions) {
         sb_session_fill(c);
         return;
@@ -45,6 +50,7 @@ static void c_on_down(void *owner, const ib_error_t *why)
     sb_client_t *c = owner;
     for (sb_rcv_t *r = c->rcvs; r; r = r->next)
         sb_rcv_lost(r, why, false);
+    sb_out_down(&c->out, why);
     sb_client_set_ready(c, 0, why);
     c->stats.connected = 0;
     if (c->stopping) {
@@ -62,7 +68,9 @@ static void c_on_down(void *owner, const ib_error_t *why)
 
 static void c_on_link_event(void *owner, pn_event_t *e, pn_link_t *link)
 {
-    sb_rcv_event(owner, e, link);
+    sb_client_t *c = owner;
+    if (!sb_out_event(&c->out, e, link))
+        sb_rcv_event(c, e, link);
 }
 
 /*
@@ -119,6 +127,8 @@ static void apply_flags(sb_client_t *c)
         c->stopping = true;
         c->stop_deadline = ib_mono_ms() + 3000;
         sb_settle_shutdown(c);
+        sb_out_close(&c->out);
+        sb_client_take_sends(c); /* ends them: stopping */
         for (sb_rcv_t *r = c->rcvs; r; r = r->next)
             if (r->link)
                 sb_rcv_close(r);
@@ -134,6 +144,7 @@ static void c_on_wake(void *owner)
     sb_client_t *c = owner;
     apply_flags(c);
     sb_settle_drain_queue(c);
+    sb_client_take_sends(c);
 }
 
 static void c_on_tick(void *owner)
@@ -142,6 +153,8 @@ static void c_on_tick(void *owner)
     long long now = ib_mono_ms();
     apply_flags(c);
     sb_settle_drain_queue(c);
+    sb_client_take_sends(c);
+    sb_out_tick(&c->out);
     if (c->stopping) {
         if (now >= c->stop_deadline)
             c->done = true;
@@ -200,7 +213,9 @@ void sb_client_set_ready(sb_client_t *c, int ready, const ib_error_t *why)
     if (ready)
         c->attempt = 0;
     IB_LOG(ready || c->stopping ? IB_LOG_INFO : IB_LOG_WARN, "ready",
-           IB_MSG(ready ? "receiving" : "not receiving"), IB_S("entity", c->entity),
+           IB_MSG(c->send_only ? (ready ? "connected (sending only)" : "not connected")
+                               : (ready ? "receiving" : "not receiving")),
+           IB_S("entity", c->entity),
            IB_S("error", why ? why->text : NULL),
            IB_S("condition", why && why->condition[0] ? why->condition : NULL));
     if (c->cb.on_state)
@@ -221,11 +236,29 @@ static void *client_thread(void *arg)
     }
     /* Anything left (a stop that could not close in time) is reported and freed. */
     sb_settle_shutdown(c);
+    sb_out_close(&c->out);
+    sb_client_take_sends(c);
     sb_client_publish_stats(c);
     return NULL;
 }
 
 /* ---- public API ---- */
+
+/* The rest of sb_client_new for a client that only sends: no entity, no receivers. */
+static sb_client_t *finish_send_only(sb_client_t *c, const sb_options_t *opt, ib_error_t *err)
+{
+    c->ca_file = dup_or_null(opt->ca_file);
+    c->reconnect_max_ms = opt->reconnect_max_ms ? opt->reconnect_max_ms : 30000;
+    c->reconnect_min_ms = opt->reconnect_min_ms ? opt->reconnect_min_ms : 100;
+    if (c->reconnect_min_ms > c->reconnect_max_ms)
+        c->reconnect_min_ms = c->reconnect_max_ms;
+    if (opt->ca_file && !c->ca_file) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        sb_client_free(c);
+        return NULL;
+    }
+    return c;
+}
 
 sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib_error_t *err)
 {
@@ -234,7 +267,7 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
                              c_on_interrupt, NULL};
     const char *entity;
 
-    if (!opt || !cb || !cb->on_message || !cb->on_settled) {
+    if (!opt || !cb || (!opt->send_only && (!cb->on_message || !cb->on_settled))) {
         ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                      "servicebus: options and the on_message/on_settled callbacks are required");
         return NULL;
@@ -246,13 +279,19 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     }
     hooks.owner = c;
     pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->sent_cv, NULL);
     c->cb = *cb;
+    c->send_only = opt->send_only;
     if (sb_core_init(&c->core, opt->connection_string, opt->ca_file, opt->token_get, opt->token_ctx,
                      opt->op_timeout_ms, &hooks, err) != IB_E_OK) {
         pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->sent_cv);
         free(c);
         return NULL;
     }
+    sb_out_init(&c->out, &c->core);
+    if (c->send_only)
+        return finish_send_only(c, opt, err);
     entity = opt->entity && *opt->entity ? opt->entity : c->core.cs.entity_path;
     if (!entity) {
         ib_error_set(
@@ -421,13 +460,89 @@ void sb_client_free(sb_client_t *c)
         free(r->session_id);
         free(r);
     }
+    sb_out_fini(&c->out);
     sb_core_fini(&c->core);
     sb_session_fifo_free(c);
     free(c->entity);
     free(c->audience);
     free(c->ca_file);
     pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->sent_cv);
     free(c);
+}
+
+/* ---- sending ---- */
+
+/* thread: proactor. The send is the caller's again: wake it. */
+static void send_back(sb_out_req_t *req, void *ctx)
+{
+    sb_client_t *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    req->back = true;
+    pthread_cond_broadcast(&c->sent_cv);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void sb_client_take_sends(sb_client_t *c)
+{
+    sb_out_req_t *req;
+    ib_error_t why;
+    ib_error_set(&why, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "the client is stopping");
+    pthread_mutex_lock(&c->lock);
+    req = c->oq_head;
+    c->oq_head = c->oq_tail = NULL;
+    pthread_mutex_unlock(&c->lock);
+    while (req) {
+        sb_out_req_t *next = req->next;
+        req->next = NULL;
+        if (c->stopping)
+            sb_out_refuse(req, &why);
+        else
+            sb_out_submit(&c->out, req);
+        req = next;
+    }
+    if (c->stopping)
+        sb_out_down(&c->out, &why); /* its links are closed already: ends every send */
+}
+
+ib_err_t sb_client_send_each(sb_client_t *c, const char *entity, const sb_out_msg_t *msgs,
+                             size_t n, unsigned timeout_ms, ib_error_t *each)
+{
+    ib_error_t err;
+    sb_out_req_t *req;
+    ib_err_t rc;
+    ib_error_clear(&err);
+    req = sb_out_req_new(entity, msgs, n, timeout_ms, &err);
+    if (req) {
+        req->done_cb = send_back;
+        req->ctx = c;
+        pthread_mutex_lock(&c->lock);
+        if (c->stop_requested || !c->started) {
+            ib_error_set(&err, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "the client is not running");
+        } else {
+            if (c->oq_tail)
+                c->oq_tail->next = req;
+            else
+                c->oq_head = req;
+            c->oq_tail = req;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    if (!req || err.code == IB_E_SHUTDOWN) {
+        for (size_t k = 0; k < n; k++)
+            each[k] = err;
+        sb_out_req_free(req);
+        return err.code;
+    }
+    sb_core_wake(&c->core);
+    pthread_mutex_lock(&c->lock);
+    while (!req->back)
+        pthread_cond_wait(&c->sent_cv, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    rc = sb_out_req_result(req, &err);
+    memcpy(each, req->each, n * sizeof(*each));
+    sb_out_req_free(req);
+    return rc;
 }
 
 void sb_client_stats(sb_client_t *c, sb_stats_t *out)

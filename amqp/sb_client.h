@@ -72,6 +72,13 @@
  * at once; a commit that still lands is caught by the inbox). After
  * sb_client_stop() begins, sb_client_settle() is ignored and must not be
  * given a message whose on_settled has run.
+ *
+ * Sending: sb_client_send_each puts messages on sender links that the
+ * proactor thread owns, on the client's own connection (one per entity,
+ * authorized and attached on first use and after a loss), and blocks the
+ * calling thread - never the proactor - until the broker has answered each.
+ * A client made with send_only has no receive links at all (inboxd
+ * --relay-only): it is ready once connected.
  */
 #ifndef SB_CLIENT_H
 #define SB_CLIENT_H
@@ -80,6 +87,7 @@
 
 #include "ib_err.h"
 #include "sb_msg.h"
+#include "sb_out.h"
 #include "sb_token.h"
 
 typedef struct sb_client sb_client_t;
@@ -88,6 +96,7 @@ typedef struct sb_options {
     const char *connection_string; /* required */
     const char *entity;            /* "queue", "topic/Subscriptions/sub", "queue/$DeadLetterQueue";
                                       NULL: the connection string's EntityPath */
+    bool send_only;                /* no receiving; entity and on_message/on_settled unused */
     bool sessions;                 /* accept next-available sessions */
     unsigned prefetch;             /* buffered beyond those in flight */
     unsigned max_concurrent_calls; /* handed to the worker at once; 0 = 1 */
@@ -204,6 +213,21 @@ void sb_client_stop_receiving(sb_client_t *c);
 void sb_client_stop(sb_client_t *c);
 /* Stops if needed and frees. thread: any but a callback. */
 void sb_client_free(sb_client_t *c);
+/*
+ * Sends n messages to entity (a queue or topic) on the proactor's sender
+ * link for it and waits until every one has the broker's answer, the link
+ * or the connection is lost, or timeout_ms (0: 30000) passes. each[i] (n
+ * entries) is cleared when the broker accepted message i, else holds its
+ * failure, classified (sb_condition.h): IB_E_BROKER with the condition,
+ * IB_E_NOTFOUND / IB_E_AUTH (permanent), IB_E_TIMEOUT, IB_E_DETACHED,
+ * IB_E_CLOSED (transient: the message may or may not have reached the
+ * broker), IB_E_SHUTDOWN once the client stops. Returns the first failure,
+ * IB_E_OK when all were accepted. Messages of one call travel pipelined, in
+ * order; concurrent calls to one entity queue behind each other. msgs are
+ * encoded before the call queues them. thread: any but a callback.
+ */
+ib_err_t sb_client_send_each(sb_client_t *c, const char *entity, const sb_out_msg_t *msgs,
+                             size_t n, unsigned timeout_ms, ib_error_t *each);
 /* A snapshot of the counters. thread: any. */
 void sb_client_stats(sb_client_t *c, sb_stats_t *out);
 

@@ -5,7 +5,6 @@
  */
 #include "sb_send.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,28 +15,14 @@
 #include "ib_log.h"
 #include "sb_condition.h"
 #include "sb_core.h"
-
-typedef struct out_link {
-    sb_link_tag_t tag;
-    char *entity;
-    pn_link_t *link;
-    bool authorized, open, failed;
-    ib_error_t err;
-    struct out_link *next;
-} out_link_t;
-
-typedef struct outcome {
-    bool done;
-    uint64_t state;
-    ib_error_t err;
-} outcome_t;
+#include "sb_outlink.h"
 
 struct sb_sender {
     sb_core_t core;
+    sb_out_t out; /* the sender links */
     unsigned timeout_ms;
     bool down;
     ib_error_t down_err;
-    out_link_t *links;
 };
 
 /*
@@ -58,90 +43,30 @@ static bool run_until(sb_sender_t *s, const bool *flag, long long deadline)
     return *flag;
 }
 
-/*
- * thread: caller. Handles one batch of events (at most one tick, 100 ms, of
- * waiting). kick: work was done outside a batch, wake the connection so it
- * is written out.
- */
-static void run_once(sb_sender_t *s, bool kick)
-{
-    pn_event_batch_t *b;
-    pn_event_t *e;
-    if (kick)
-        sb_core_wake(&s->core);
-    b = pn_proactor_wait(s->core.proactor);
-    while ((e = pn_event_batch_next(b)) != NULL)
-        sb_core_handle(&s->core, e);
-    pn_proactor_done(s->core.proactor, b);
-}
-
 static void on_down(void *owner, const ib_error_t *why)
 {
     sb_sender_t *s = owner;
     s->down = true;
     s->down_err = *why;
-    for (out_link_t *ol = s->links; ol; ol = ol->next) {
-        ol->link = NULL;
-        ol->open = ol->authorized = false;
-    }
+    sb_out_down(&s->out, why);
 }
 
 static void on_link_event(void *owner, pn_event_t *e, pn_link_t *link)
 {
-    sb_link_tag_t *tag = pn_link_get_context(link);
-    out_link_t *ol;
-    (void)owner;
-    if (!tag || tag->kind != SB_KIND_SENDER)
-        return;
-    ol = (out_link_t *)tag;
-    switch (pn_event_type(e)) {
-    case PN_LINK_REMOTE_OPEN:
-        ol->open = pn_link_remote_target(link) != NULL;
-        break;
-    case PN_LINK_REMOTE_CLOSE:
-    case PN_LINK_REMOTE_DETACH:
-        ib_error_set(&ol->err, IB_E_DETACHED, IB_CLASS_TRANSIENT, "sender link to %s closed",
-                     ol->entity);
-        sb_log_condition("send", "the broker closed a sender link", pn_link_remote_condition(link),
-                         &ol->err);
-        if (strcmp(ol->err.condition, "amqp:not-found") == 0)
-            ol->err.code = IB_E_NOTFOUND, ol->err.cls = IB_CLASS_PERMANENT;
-        ol->failed = true;
-        ol->open = false;
-        pn_link_set_context(link, NULL);
-        pn_link_close(link);
-        ol->link = NULL;
-        break;
-    case PN_DELIVERY: {
-        pn_delivery_t *d = pn_event_delivery(e);
-        outcome_t *oc = pn_delivery_get_context(d);
-        if (oc && (pn_delivery_remote_state(d) || pn_delivery_settled(d))) {
-            oc->done = true;
-            oc->state = pn_delivery_remote_state(d);
-            if (oc->state != PN_ACCEPTED) {
-                pn_condition_t *c = pn_disposition_condition(pn_delivery_remote(d));
-                ib_error_set(&oc->err, IB_E_BROKER, IB_CLASS_TRANSIENT,
-                             "the broker did not accept the message (%s)",
-                             pn_disposition_type_name(oc->state));
-                if (c && pn_condition_is_set(c)) {
-                    sb_log_condition("send", "message refused", c, &oc->err);
-                    oc->err.code = IB_E_BROKER;
-                }
-            }
-            pn_delivery_set_context(d, NULL);
-            pn_delivery_settle(d);
-        }
-        break;
-    }
-    default:
-        break;
-    }
+    sb_sender_t *s = owner;
+    sb_out_event(&s->out, e, link);
+}
+
+static void on_tick(void *owner)
+{
+    sb_sender_t *s = owner;
+    sb_out_tick(&s->out);
 }
 
 sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err)
 {
     sb_sender_t *s = calloc(1, sizeof(*s));
-    sb_core_hooks_t hooks = {NULL, on_down, on_link_event, NULL, NULL, NULL, NULL};
+    sb_core_hooks_t hooks = {NULL, on_down, on_link_event, NULL, on_tick, NULL, NULL};
     if (!s) {
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         return NULL;
@@ -153,6 +78,7 @@ sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err)
         free(s);
         return NULL;
     }
+    sb_out_init(&s->out, &s->core);
     sb_core_connect(&s->core);
     if (!run_until(s, &s->core.up, ib_mono_ms() + s->timeout_ms)) {
         if (s->down)
@@ -166,17 +92,6 @@ sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err)
     return s;
 }
 
-static void on_authorized(void *ctx, const ib_error_t *err)
-{
-    out_link_t *ol = ctx;
-    if (err->code == IB_E_OK) {
-        ol->authorized = true;
-    } else {
-        ol->failed = true;
-        ol->err = *err;
-    }
-}
-
 static ib_err_t check_alive(sb_sender_t *s, ib_error_t *err)
 {
     if (s->down) {
@@ -186,254 +101,29 @@ static ib_err_t check_alive(sb_sender_t *s, ib_error_t *err)
     return IB_E_OK;
 }
 
-static out_link_t *attach(sb_sender_t *s, const char *entity, long long deadline, ib_error_t *err)
-{
-    out_link_t *ol;
-    char name[128], *aud;
-    pn_session_t *ssn;
-
-    for (ol = s->links; ol; ol = ol->next)
-        if (strcmp(ol->entity, entity) == 0)
-            break;
-    if (ol && ol->open && ol->link)
-        return ol;
-    if (!ol) {
-        ol = calloc(1, sizeof(*ol));
-        if (!ol || !(ol->entity = strdup(entity))) {
-            free(ol);
-            ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-            return NULL;
-        }
-        ol->tag.kind = SB_KIND_SENDER;
-        ol->next = s->links;
-        s->links = ol;
-    }
-    ol->failed = ol->authorized = false;
-    aud = sb_core_audience(&s->core, entity);
-    if (!aud) {
-        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-        return NULL;
-    }
-    sb_cbs_authorize(&s->core, aud, on_authorized, ol);
-    free(aud);
-    for (bool kick = true; !ol->authorized && !ol->failed && !s->down && ib_mono_ms() < deadline;
-         kick = false)
-        run_once(s, kick);
-    if (check_alive(s, err) != IB_E_OK)
-        return NULL;
-    if (ol->failed) {
-        *err = ol->err;
-        return NULL;
-    }
-    if (!ol->authorized) {
-        ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT, "put-token for %s timed out", entity);
-        return NULL;
-    }
-    ssn = pn_session(s->core.conn);
-    pn_session_open(ssn);
-    sb_core_name(&s->core, "send", name, sizeof(name));
-    ol->link = pn_sender(ssn, name);
-    pn_terminus_set_address(pn_link_target(ol->link), entity);
-    pn_terminus_set_address(pn_link_source(ol->link), name);
-    pn_link_set_context(ol->link, ol);
-    pn_link_open(ol->link);
-    for (bool kick = true; !ol->open && !ol->failed && !s->down && ib_mono_ms() < deadline;
-         kick = false)
-        run_once(s, kick);
-    if (check_alive(s, err) != IB_E_OK)
-        return NULL;
-    if (ol->failed) {
-        *err = ol->err;
-        return NULL;
-    }
-    if (!ol->open) {
-        ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT, "attach to %s timed out", entity);
-        return NULL;
-    }
-    return ol;
-}
-
-static bool unhex(const char *h, unsigned char *out, size_t max, size_t *n)
-{
-    size_t len = strlen(h);
-    if (len % 2 || len / 2 > max)
-        return false;
-    for (size_t k = 0; k < len / 2; k++) {
-        unsigned v;
-        if (!isxdigit((unsigned char)h[2 * k]) || !isxdigit((unsigned char)h[2 * k + 1]) ||
-            sscanf(h + 2 * k, "%2x", &v) != 1)
-            return false;
-        out[k] = (unsigned char)v;
-    }
-    *n = len / 2;
-    return true;
-}
-
-void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scratch)
-{
-    size_t n;
-    m->message_id = rendered;
-    m->message_id_len = 0;
-    m->message_id_type = SB_ID_STRING;
-    if (!rendered)
-        return;
-    if (strncmp(rendered, "string:", 7) == 0) {
-        m->message_id = rendered + 7;
-    } else if (strncmp(rendered, "ulong:", 6) == 0 && rendered[6] &&
-               strspn(rendered + 6, "0123456789") == strlen(rendered + 6)) {
-        m->message_id = rendered + 6;
-        m->message_id_type = SB_ID_ULONG;
-    } else if (strncmp(rendered, "uuid:", 5) == 0 && sb_guid_parse(rendered + 5, scratch)) {
-        m->message_id = (const char *)scratch;
-        m->message_id_len = 16;
-        m->message_id_type = SB_ID_UUID;
-    } else if (strncmp(rendered, "binary:", 7) == 0 &&
-               unhex(rendered + 7, scratch, SB_ID_SCRATCH, &n) && n > 0) {
-        m->message_id = (const char *)scratch;
-        m->message_id_len = n;
-        m->message_id_type = SB_ID_BINARY;
-    }
-}
-
-static pn_message_t *build(const sb_out_msg_t *om)
-{
-    pn_message_t *m = pn_message();
-    pn_data_t *ap;
-    if (om->message_id) {
-        pn_atom_t id;
-        size_t n = om->message_id_len ? om->message_id_len : strlen(om->message_id);
-        if (om->message_id_type == SB_ID_ULONG) {
-            id.type = PN_ULONG;
-            id.u.as_ulong = strtoull(om->message_id, NULL, 10);
-        } else if (om->message_id_type == SB_ID_UUID) {
-            id.type = PN_UUID;
-            memcpy(id.u.as_uuid.bytes, om->message_id, 16);
-        } else {
-            id.type = om->message_id_type == SB_ID_BINARY ? PN_BINARY : PN_STRING;
-            id.u.as_bytes = pn_bytes(n, om->message_id);
-        }
-        pn_message_set_id(m, id);
-    }
-    if (om->correlation_id) {
-        pn_atom_t id;
-        id.type = PN_STRING;
-        id.u.as_bytes = pn_bytes(strlen(om->correlation_id), om->correlation_id);
-        pn_message_set_correlation_id(m, id);
-    }
-    if (om->subject)
-        pn_message_set_subject(m, om->subject);
-    if (om->content_type)
-        pn_message_set_content_type(m, om->content_type);
-    if (om->session_id)
-        pn_message_set_group_id(m, om->session_id);
-    if (om->ttl_ms > 0)
-        pn_message_set_ttl(m, (pn_millis_t)om->ttl_ms);
-    pn_message_set_durable(m, true);
-    if (om->nprops) {
-        ap = pn_message_properties(m);
-        pn_data_put_map(ap);
-        pn_data_enter(ap);
-        sb_props_put(ap, om->props, om->nprops, false);
-        pn_data_exit(ap);
-    }
-    pn_message_set_inferred(m, true); /* a binary body goes out as one data section */
-    pn_data_put_binary(pn_message_body(m), pn_bytes(om->body_len, om->body ? om->body : ""));
-    return m;
-}
-
-/* Each message's own result from its outcome slot; err is the call's failure. */
-static void fill_each(const outcome_t *oc, size_t n, const ib_error_t *err, ib_error_t *each)
-{
-    for (size_t k = 0; k < n; k++) {
-        if (oc[k].done && oc[k].state == PN_ACCEPTED) {
-            ib_error_clear(&each[k]);
-            continue;
-        }
-        each[k] = oc[k].done ? oc[k].err : *err;
-        if (each[k].code == IB_E_OK)
-            each[k].code = IB_E_BROKER;
-        sb_send_error_classify(&each[k]);
-    }
-}
-
 /* sb_sender_send, and with each != NULL every message's own result. */
 static ib_err_t send_batch(sb_sender_t *s, const char *entity, const sb_out_msg_t *msgs, size_t n,
                            ib_error_t *err, ib_error_t *each)
 {
-    long long deadline = ib_mono_ms() + s->timeout_ms;
-    out_link_t *ol;
-    outcome_t *oc;
-    size_t sent = 0;
-    ib_err_t rc = IB_E_OK;
-    bool all = false;
+    sb_out_req_t *req;
+    ib_err_t rc;
 
-    ib_error_clear(err);
-    if (check_alive(s, err) != IB_E_OK || !(ol = attach(s, entity, deadline, err)))
-        goto unsent;
-    oc = calloc(n ? n : 1, sizeof(*oc));
-    if (!oc) {
-        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-        goto unsent;
+    if (check_alive(s, err) != IB_E_OK ||
+        !(req = sb_out_req_new(entity, msgs, n, s->timeout_ms, err))) {
+        sb_send_error_classify(err);
+        for (size_t k = 0; each && k < n; k++)
+            each[k] = *err;
+        return err->code ? err->code : IB_E_CLOSED;
     }
-    while (!all && !s->down && !ol->failed && ib_mono_ms() < deadline) {
-        size_t before = sent;
-        while (sent < n && ol->link && pn_link_credit(ol->link) > 0) {
-            char tag[24];
-            pn_message_t *m = build(&msgs[sent]);
-            pn_delivery_t *d;
-            int tl = snprintf(tag, sizeof(tag), "%zu", sent);
-            d = pn_delivery(ol->link, pn_dtag(tag, (size_t)tl));
-            pn_delivery_set_context(d, &oc[sent]);
-            if (pn_message_send(m, ol->link, NULL) < 0) {
-                oc[sent].done = true;
-                oc[sent].state = PN_REJECTED;
-                ib_error_set(&oc[sent].err, IB_E_INVAL, IB_CLASS_PERMANENT,
-                             "message %zu does not encode", sent);
-                pn_delivery_set_context(d, NULL);
-                pn_delivery_abort(d);
-            }
-            pn_message_free(m);
-            sent++;
-        }
-        all = sent == n;
-        for (size_t k = 0; all && k < n; k++)
-            all = oc[k].done;
-        if (!all)
-            run_once(s, sent != before);
-    }
-    if (!all) {
-        if (check_alive(s, err) == IB_E_OK) {
-            if (ol->failed)
-                *err = ol->err;
-            else
-                ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
-                             "%zu of %zu messages to %s not confirmed in %u ms", n - sent, n,
-                             entity, s->timeout_ms);
-        }
-        rc = err->code ? err->code : IB_E_TIMEOUT;
-        /* Deliveries still pending may complete later; forget their outcome slots. */
-        if (ol->link)
-            for (pn_delivery_t *d = pn_unsettled_head(ol->link); d; d = pn_unsettled_next(d))
-                pn_delivery_set_context(d, NULL);
-    } else {
-        for (size_t k = 0; k < n; k++)
-            if (oc[k].state != PN_ACCEPTED) {
-                *err = oc[k].err;
-                rc = err->code ? err->code : IB_E_BROKER;
-                break;
-            }
-    }
-    if (rc != IB_E_OK)
-        sb_send_error_classify(err); /* transient or permanent by the broker's condition */
+    sb_out_submit(&s->out, req);
+    /* The tick ends the send at its deadline; the margin covers a stalled loop. */
+    if (!run_until(s, &req->done, req->deadline + 1000))
+        sb_out_cancel(&s->out, req);
+    rc = sb_out_req_result(req, err);
     if (each)
-        fill_each(oc, n, err, each);
-    free(oc);
+        memcpy(each, req->each, n * sizeof(*each));
+    sb_out_req_free(req);
     return rc;
-unsent:
-    sb_send_error_classify(err);
-    for (size_t k = 0; each && k < n; k++)
-        each[k] = *err;
-    return err->code ? err->code : IB_E_CLOSED;
 }
 
 ib_err_t sb_sender_send(sb_sender_t *s, const char *entity, const sb_out_msg_t *msgs, size_t n,
@@ -572,18 +262,11 @@ void sb_sender_close(sb_sender_t *s)
         return;
     if (s->core.conn && !s->down) {
         bool never = false;
-        for (out_link_t *ol = s->links; ol; ol = ol->next)
-            if (ol->link)
-                pn_link_close(ol->link);
+        sb_out_close(&s->out);
         sb_core_close(&s->core);
         run_until(s, &never, ib_mono_ms() + 2000);
     }
+    sb_out_fini(&s->out);
     sb_core_fini(&s->core);
-    while (s->links) {
-        out_link_t *ol = s->links;
-        s->links = ol->next;
-        free(ol->entity);
-        free(ol);
-    }
     free(s);
 }

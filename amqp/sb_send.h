@@ -1,8 +1,10 @@
 /*
- * sb_send.h - a small blocking sender and peeker (inboxctl, tests, later the
- * outbox). Each sb_sender_t owns one connection and its own proactor, driven
+ * sb_send.h - a small blocking sender and peeker (inboxctl, dlq replay,
+ * tests). Each sb_sender_t owns one connection and its own proactor, driven
  * by the calling thread inside each call; it has no thread of its own. One
- * sb_sender_t must not be used by two threads at once.
+ * sb_sender_t must not be used by two threads at once. A long-running
+ * process that already has a client sends on the client's connection
+ * instead (sb_client_send_each).
  */
 #ifndef SB_SEND_H
 #define SB_SEND_H
@@ -12,36 +14,10 @@
 
 #include "ib_err.h"
 #include "sb_msg.h"
+#include "sb_out.h"
 #include "sb_token.h"
 
 typedef struct sb_sender sb_sender_t;
-
-/* The AMQP type a message-id is sent as. */
-typedef enum {
-    SB_ID_STRING = 0, /* message_id_len bytes (0: strlen) as a string */
-    SB_ID_BINARY,     /* message_id_len bytes as binary */
-    SB_ID_ULONG,      /* message_id is decimal text, sent as ulong */
-    SB_ID_UUID,       /* message_id holds the 16 canonical bytes of a uuid */
-} sb_id_type_t;
-
-/* Room sb_out_msg_set_id needs for a decoded binary or uuid id. */
-#define SB_ID_SCRATCH 130
-
-typedef struct sb_out_msg {
-    const char *message_id;     /* message-id; NULL: none */
-    size_t message_id_len;      /* bytes of message_id (may hold a NUL); 0: strlen */
-    sb_id_type_t message_id_type;
-    const char *correlation_id; /* NULL: none */
-    const char *subject;
-    const char *content_type;
-    const char *session_id; /* properties.group-id */
-    const sb_prop_t *props; /* application properties: type SB_PROP_STRING, INT64,
-                               DOUBLE, BOOL or NULL */
-    size_t nprops;
-    const void *body; /* one data section (may be empty) */
-    size_t body_len;
-    long long ttl_ms; /* header ttl; 0: none */
-} sb_out_msg_t;
 
 typedef struct sb_sender_options {
     const char *connection_string; /* required */
@@ -50,16 +26,6 @@ typedef struct sb_sender_options {
     void *token_ctx;
     unsigned timeout_ms; /* per call; 0 = 30000 */
 } sb_sender_options_t;
-
-/*
- * Sets m's message-id from the text sb_msg_decode rendered it to (sb_msg.h):
- * "ulong:N", "uuid:G", "binary:HEX" and "string:S" go back to their AMQP
- * type, anything else is a string. So a message sent again with the id it
- * was received with (dlq replay) renders to the same inbox key. scratch
- * (SB_ID_SCRATCH bytes) holds decoded bytes and must outlive the send.
- * thread: any.
- */
-void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scratch);
 
 /* Connects and authorizes; NULL with err filled. thread: the caller's. */
 sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err);

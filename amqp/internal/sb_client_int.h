@@ -10,6 +10,7 @@
 
 #include "sb_client.h"
 #include "sb_core.h"
+#include "sb_outlink.h"
 
 /*
  * Where a message is and who holds it. sb_msg_set_state is the one place a
@@ -100,6 +101,7 @@ struct sb_client {
     sb_callbacks_t cb;
     char *entity, *ca_file, *audience;
     bool sessions;
+    bool send_only; /* no receive links: sb_client_send_each only */
     unsigned prefetch, mcc, max_sessions, renew_max_s, idle_s, reconnect_max_ms, reconnect_min_ms;
     unsigned session_wait_ms, renew_margin_ms, session_prefetch, settle_timeout_ms;
     sb_ms_fifo_t sw_done;  /* sessions given back, not yet replaced: when */
@@ -113,10 +115,13 @@ struct sb_client {
     bool stop_receiving;         /* under lock */
     bool pause;                  /* under lock: sb_client_pause */
     bool stop_requested;         /* under lock */
+    sb_out_req_t *oq_head, *oq_tail; /* under lock: sends for the proactor (sb_client_send_each) */
+    pthread_cond_t sent_cv;      /* with lock: a send came back to its caller */
     sb_stats_t stats_pub;        /* under lock: the copy sb_client_stats reads */
 
     /* thread: proactor */
     sb_stats_t stats; /* counted here, copied to stats_pub after each event batch */
+    sb_out_t out;     /* the sender links (sb_client_send_each) */
     sb_rcv_t *rcvs;
     sb_msg_t *held;
     sb_msg_t *buf_head, *buf_tail;
@@ -131,6 +136,8 @@ struct sb_client {
 
 /* sb_client.c */
 void sb_client_publish_stats(sb_client_t *c);
+/* Hands the sends queued by sb_client_send_each to the sender links; at stop, ends them. */
+void sb_client_take_sends(sb_client_t *c);
 void sb_client_set_ready(sb_client_t *c, int ready, const ib_error_t *why);
 
 /* sb_receiver.c */

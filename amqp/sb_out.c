@@ -1,0 +1,120 @@
+/*
+ * sb_out.c - an outgoing message's id and its encoding (sb_out.h). Called by
+ * whichever thread prepares a send: the relay, inboxctl, tests.
+ */
+#include "sb_out.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <proton/message.h>
+
+#include "sb_core.h"
+
+static bool unhex(const char *h, unsigned char *out, size_t max, size_t *n)
+{
+    size_t len = strlen(h);
+    if (len % 2 || len / 2 > max)
+        return false;
+    for (size_t k = 0; k < len / 2; k++) {
+        unsigned v;
+        if (!isxdigit((unsigned char)h[2 * k]) || !isxdigit((unsigned char)h[2 * k + 1]) ||
+            sscanf(h + 2 * k, "%2x", &v) != 1)
+            return false;
+        out[k] = (unsigned char)v;
+    }
+    *n = len / 2;
+    return true;
+}
+
+void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scratch)
+{
+    size_t n;
+    m->message_id = rendered;
+    m->message_id_len = 0;
+    m->message_id_type = SB_ID_STRING;
+    if (!rendered)
+        return;
+    if (strncmp(rendered, "string:", 7) == 0) {
+        m->message_id = rendered + 7;
+    } else if (strncmp(rendered, "ulong:", 6) == 0 && rendered[6] &&
+               strspn(rendered + 6, "0123456789") == strlen(rendered + 6)) {
+        m->message_id = rendered + 6;
+        m->message_id_type = SB_ID_ULONG;
+    } else if (strncmp(rendered, "uuid:", 5) == 0 && sb_guid_parse(rendered + 5, scratch)) {
+        m->message_id = (const char *)scratch;
+        m->message_id_len = 16;
+        m->message_id_type = SB_ID_UUID;
+    } else if (strncmp(rendered, "binary:", 7) == 0 &&
+               unhex(rendered + 7, scratch, SB_ID_SCRATCH, &n) && n > 0) {
+        m->message_id = (const char *)scratch;
+        m->message_id_len = n;
+        m->message_id_type = SB_ID_BINARY;
+    }
+}
+
+static pn_message_t *build(const sb_out_msg_t *om)
+{
+    pn_message_t *m = pn_message();
+    pn_data_t *ap;
+    if (om->message_id) {
+        pn_atom_t id;
+        size_t n = om->message_id_len ? om->message_id_len : strlen(om->message_id);
+        if (om->message_id_type == SB_ID_ULONG) {
+            id.type = PN_ULONG;
+            id.u.as_ulong = strtoull(om->message_id, NULL, 10);
+        } else if (om->message_id_type == SB_ID_UUID) {
+            id.type = PN_UUID;
+            memcpy(id.u.as_uuid.bytes, om->message_id, 16);
+        } else {
+            id.type = om->message_id_type == SB_ID_BINARY ? PN_BINARY : PN_STRING;
+            id.u.as_bytes = pn_bytes(n, om->message_id);
+        }
+        pn_message_set_id(m, id);
+    }
+    if (om->correlation_id) {
+        pn_atom_t id;
+        id.type = PN_STRING;
+        id.u.as_bytes = pn_bytes(strlen(om->correlation_id), om->correlation_id);
+        pn_message_set_correlation_id(m, id);
+    }
+    if (om->subject)
+        pn_message_set_subject(m, om->subject);
+    if (om->content_type)
+        pn_message_set_content_type(m, om->content_type);
+    if (om->session_id)
+        pn_message_set_group_id(m, om->session_id);
+    if (om->ttl_ms > 0)
+        pn_message_set_ttl(m, (pn_millis_t)om->ttl_ms);
+    pn_message_set_durable(m, true);
+    if (om->nprops) {
+        ap = pn_message_properties(m);
+        pn_data_put_map(ap);
+        pn_data_enter(ap);
+        sb_props_put(ap, om->props, om->nprops, false);
+        pn_data_exit(ap);
+    }
+    pn_message_set_inferred(m, true); /* a binary body goes out as one data section */
+    pn_data_put_binary(pn_message_body(m), pn_bytes(om->body_len, om->body ? om->body : ""));
+    return m;
+}
+
+ib_err_t sb_out_encode(const sb_out_msg_t *m, char **buf, size_t *len, ib_error_t *err)
+{
+    pn_message_t *pm = build(m);
+    pn_rwbytes_t rw = {0, NULL};
+    ssize_t n = pm ? pn_message_encode2(pm, &rw) : -1;
+    pn_message_free(pm);
+    if (n < 0) {
+        free(rw.start);
+        *buf = NULL;
+        *len = 0;
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "the message does not encode (%s)",
+                            m->message_id && !m->message_id_len ? m->message_id : "binary id");
+    }
+    *buf = rw.start;
+    *len = (size_t)n;
+    return IB_E_OK;
+}

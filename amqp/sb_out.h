@@ -1,0 +1,60 @@
+/*
+ * sb_out.h - an outgoing message (sb_out_msg_t) and its AMQP encoding,
+ * shared by the blocking sender (sb_send.h) and the client's sender links
+ * (sb_client_send_each).
+ *
+ * thread: any. Pure functions over the caller's memory.
+ */
+#ifndef SB_OUT_H
+#define SB_OUT_H
+
+#include <stddef.h>
+
+#include "ib_err.h"
+#include "sb_msg.h"
+
+/* The AMQP type a message-id is sent as. */
+typedef enum {
+    SB_ID_STRING = 0, /* message_id_len bytes (0: strlen) as a string */
+    SB_ID_BINARY,     /* message_id_len bytes as binary */
+    SB_ID_ULONG,      /* message_id is decimal text, sent as ulong */
+    SB_ID_UUID,       /* message_id holds the 16 canonical bytes of a uuid */
+} sb_id_type_t;
+
+/* Room sb_out_msg_set_id needs for a decoded binary or uuid id. */
+#define SB_ID_SCRATCH 130
+
+typedef struct sb_out_msg {
+    const char *message_id;     /* message-id; NULL: none */
+    size_t message_id_len;      /* bytes of message_id (may hold a NUL); 0: strlen */
+    sb_id_type_t message_id_type;
+    const char *correlation_id; /* NULL: none */
+    const char *subject;
+    const char *content_type;
+    const char *session_id; /* properties.group-id */
+    const sb_prop_t *props; /* application properties: type SB_PROP_STRING, INT64,
+                               DOUBLE, BOOL or NULL */
+    size_t nprops;
+    const void *body; /* one data section (may be empty) */
+    size_t body_len;
+    long long ttl_ms; /* header ttl; 0: none */
+} sb_out_msg_t;
+
+/*
+ * Sets m's message-id from the text sb_msg_decode rendered it to (sb_msg.h):
+ * "ulong:N", "uuid:G", "binary:HEX" and "string:S" go back to their AMQP
+ * type, anything else is a string. So a message sent again with the id it
+ * was received with (dlq replay) renders to the same inbox key. scratch
+ * (SB_ID_SCRATCH bytes) holds decoded bytes and must outlive the send.
+ * thread: any.
+ */
+void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scratch);
+
+/*
+ * Encodes m as one AMQP message (header durable, properties, application
+ * properties, one data section) into a malloc'd buffer: *buf, *len. Fails
+ * (IB_E_INVAL, permanent) when Proton cannot encode it. thread: any.
+ */
+ib_err_t sb_out_encode(const sb_out_msg_t *m, char **buf, size_t *len, ib_error_t *err);
+
+#endif
