@@ -434,7 +434,16 @@ void sb_client_stop_receiving(sb_client_t *c)
 
 void sb_client_stop(sb_client_t *c)
 {
-    if (!c->started || c->joined)
+    if (!c->started) {
+        /* No proactor ever ran: end the sends queued for it here. */
+        pthread_mutex_lock(&c->lock);
+        c->stop_requested = true;
+        pthread_mutex_unlock(&c->lock);
+        c->stopping = true;
+        sb_client_take_sends(c);
+        return;
+    }
+    if (c->joined)
         return;
     pthread_mutex_lock(&c->lock);
     c->stop_requested = true;
@@ -517,8 +526,8 @@ ib_err_t sb_client_send_each(sb_client_t *c, const char *entity, const sb_out_ms
         req->done_cb = send_back;
         req->ctx = c;
         pthread_mutex_lock(&c->lock);
-        if (c->stop_requested || !c->started) {
-            ib_error_set(&err, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "the client is not running");
+        if (c->stop_requested) {
+            ib_error_set(&err, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "the client is stopping");
         } else {
             if (c->oq_tail)
                 c->oq_tail->next = req;

@@ -77,6 +77,7 @@
  * proactor thread owns, on the client's own connection (one per entity,
  * authorized and attached on first use and after a loss), and blocks the
  * calling thread - never the proactor - until the broker has answered each.
+ * Sends may be queued before sb_client_start; they wait for the thread.
  * A client made with send_only has no receive links at all (inboxd
  * --relay-only): it is ready once connected.
  */

@@ -565,7 +565,7 @@ static int tick(daemon_t *dm)
     /* Live while the proactor keeps turning (it wakes every 100 ms); relay only: while this loop does. */
     if (!dm->client || (dm->client_seen.loop_mono_ms && now - dm->client_seen.loop_mono_ms < 5000))
         wk_http_heartbeat(dm->http);
-    if (now >= dm->next_stats && dm->client) {
+    if (now >= dm->next_stats && dm->client && !dm->relay_only) {
         log_stats(dm);
         dm->next_stats = now + STATS_INTERVAL_MS;
     }
@@ -732,6 +732,11 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         so.token_ctx = dm->aad;
     }
     sb_callbacks_t cb = {on_message, on_settled, on_lock_lost, on_state, on_session_switch, dm};
+    if (dm->relay_only) {
+        /* Only the relay's sender links; readiness does not wait for the broker. */
+        so.send_only = true;
+        cb = (sb_callbacks_t){.ctx = dm};
+    }
     dm->client = sb_client_new(&so, &cb, err);
     if (!dm->client) {
         IB_LOG(IB_LOG_ERROR, "start", IB_MSG(err->text));
@@ -740,19 +745,30 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
     return IB_E_OK;
 }
 
-/* The relay (when this process relays), then the db workers, the client, the sweeper. */
+static ib_err_t start_client(daemon_t *dm, ib_error_t *err)
+{
+    if (sb_client_start(dm->client) != IB_E_OK) {
+        IB_LOG(IB_LOG_ERROR, "start", IB_MSG("cannot start the AMQP client"));
+        return ib_error_set(err, IB_E_IO, IB_CLASS_TRANSIENT, "cannot start the AMQP client");
+    }
+    return IB_E_OK;
+}
+
+/*
+ * The relay (when this process relays; it sends on the client, whose sends
+ * wait for its start), then the db workers, the client, the sweeper.
+ */
 static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
 {
     int n = (int)dm->cfg->db.pool_size;
     if (dm->outbox.relay) {
-        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->dbopt, dm->aad ? sb_aad_token_get : NULL,
-                                          dm->aad, dm->metrics, err);
+        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->dbopt, dm->client, dm->metrics, err);
         if (!dm->relay)
             return err->code;
         dm->pipe.relay = dm->relay;
     }
     if (dm->relay_only)
-        return IB_E_OK;
+        return start_client(dm, err);
     dm->workers = calloc((size_t)n, sizeof(*dm->workers));
     for (dm->nworkers = 0; dm->workers && dm->nworkers < n; dm->nworkers++) {
         worker_t *w = &dm->workers[dm->nworkers];
@@ -764,10 +780,8 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
         IB_LOG(IB_LOG_ERROR, "start", IB_MSG("cannot start the db worker threads"));
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "cannot start the db workers");
     }
-    if (sb_client_start(dm->client) != IB_E_OK) {
-        IB_LOG(IB_LOG_ERROR, "start", IB_MSG("cannot start the AMQP client"));
-        return ib_error_set(err, IB_E_IO, IB_CLASS_TRANSIENT, "cannot start the AMQP client");
-    }
+    if (start_client(dm, err) != IB_E_OK)
+        return err->code;
     dm->sweeper = wk_sweeper_start(&dm->dbopt, (long)dm->cfg->db.inbox_retention_days);
     return IB_E_OK;
 }
@@ -781,7 +795,7 @@ static ib_err_t daemon_start(daemon_t *dm, ib_error_t *err)
     if ((rc = compile_routes(dm, err)) != IB_E_OK || (rc = start_http(dm, err)) != IB_E_OK ||
         (rc = set_db_options(dm, err)) != IB_E_OK || (rc = prepare_db(dm, err)) != IB_E_OK ||
         (rc = start_aad(dm, err)) != IB_E_OK ||
-        (!dm->relay_only && (rc = new_client(dm, err)) != IB_E_OK) ||
+        (rc = new_client(dm, err)) != IB_E_OK ||
         (rc = start_threads(dm, err)) != IB_E_OK)
         return rc;
     if (dm->relay_only) {
@@ -855,7 +869,8 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
 {
     atomic_store(&dm->stopping, true);
     wk_sweeper_stop(dm->sweeper);
-    if (dm->client) {
+    wk_relay_halt(dm->relay); /* its last round's sends still get their answers */
+    if (dm->client && !dm->relay_only) {
         sb_client_stop(dm->client);
         log_stats(dm);
         IB_LOG(IB_LOG_INFO, "shutdown", IB_MSG("stopped"), IB_I("exit_status", rc));

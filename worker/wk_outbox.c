@@ -49,14 +49,10 @@ ib_err_t wk_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *e
 }
 
 wk_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *dbopt,
-                                  sb_token_get_fn token_get, void *token_ctx,
-                                  wk_metrics_t *metrics, ib_error_t *err)
+                                  sb_client_t *client, wk_metrics_t *metrics, ib_error_t *err)
 {
     wk_relay_options_t ro = {
-        .sb_connection_string = cfg->servicebus.connection_string,
-        .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,
-        .token_get = token_get,
-        .token_ctx = token_ctx,
+        .client = client,
         .db = *dbopt,
         .table = cfg->outbox.table,
         .poll_ms = cfg->outbox.poll_ms,

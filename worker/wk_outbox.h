@@ -36,11 +36,11 @@ int wk_outbox_plan(const wk_config_t *cfg, const wk_routes_t *routes, bool relay
 ib_err_t wk_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *err);
 
 /*
- * Starts the relay on its own connection (dbopt is copied) and registers it
- * as the source of the inboxd_outbox_* metrics. token_get/ctx: NULL for SAS.
+ * Starts the relay on its own database connection (dbopt is copied),
+ * sending on client's sender links, and registers it as the source of the
+ * inboxd_outbox_* metrics.
  */
 wk_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *dbopt,
-                                  sb_token_get_fn token_get, void *token_ctx,
-                                  wk_metrics_t *metrics, ib_error_t *err);
+                                  sb_client_t *client, wk_metrics_t *metrics, ib_error_t *err);
 
 #endif

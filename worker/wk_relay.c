@@ -1,5 +1,6 @@
 /*
- * wk_relay.c - the outbox relay thread: claim, send, mark, commit; backoff
+ * wk_relay.c - the outbox relay thread: claim, send (on the client's
+ * sender link, sb_client_send_each), mark, commit; backoff
  * on transient failures; bounded cleanup turns; counters for /metrics.
  * See wk_relay.h. Every function runs on the relay thread unless its
  * comment says otherwise.
@@ -18,7 +19,7 @@
 #include "ib_log.h"
 #include "sb_condition.h"
 #include "sb_msg.h"
-#include "sb_send.h"
+#include "sb_client.h"
 #include "wk_pipeline.h"
 
 #define BACKOFF_BASE_MS 200
@@ -28,24 +29,21 @@
 #define CLEANUP_FIRST_MS 5000
 #define CLEANUP_BATCH 1000
 #define CLEANUP_BATCHES_PER_TURN 20
-#define SENDER_IDLE_MS 20000 /* below half of a 60 s idle-time-out */
 #define GROUP_MAX 64 /* messages in flight at once on the sender link */
 
 struct wk_relay {
     wk_relay_options_t opt;
-    char *sb_cs, *ca_file, *table;
+    char *table;
     pthread_t tid;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop, woken;
+    bool stop, woken, joined;
     wk_metrics_outbox_t stats; /* guarded by mu */
     /* relay thread only */
     db_conn_t *dbc;
-    sb_sender_t *sender;
     int failures; /* consecutive transient failures: the backoff step */
     unsigned seed;
     long long next_stats_ms, next_cleanup_ms;
-    long long last_send_ms; /* when the sender last turned (ib_mono_ms) */
 };
 
 /* ---- application properties ------------------------------------------------ */
@@ -287,37 +285,11 @@ static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, i
         map[nok++] = k;
     }
     if (nok)
-        sb_sender_send_each(r->sender, rows[0].entity, ok_msgs, nok, ok_res);
-    r->last_send_ms = ib_mono_ms();
+        sb_client_send_each(r->opt.client, rows[0].entity, ok_msgs, nok, SEND_TIMEOUT_MS, ok_res);
     for (size_t j = 0; j < nok; j++)
         res[map[j]] = ok_res[j];
     for (size_t k = 0; k < len; k++)
         wk_relay_props_free(props[k], holders[k]);
-}
-
-static bool ensure_sender(wk_relay_t *r, ib_error_t *err)
-{
-    sb_sender_options_t so;
-    /*
-     * The sender's proactor turns only inside a send, so an idle connection
-     * sends no heartbeats and the broker may have dropped it: after a quiet
-     * spell start afresh rather than fail the next row on a dead connection.
-     */
-    if (r->sender && ib_mono_ms() - r->last_send_ms > SENDER_IDLE_MS) {
-        sb_sender_close(r->sender);
-        r->sender = NULL;
-    }
-    if (r->sender)
-        return true;
-    memset(&so, 0, sizeof(so));
-    so.connection_string = r->sb_cs;
-    so.ca_file = r->ca_file;
-    so.token_get = r->opt.token_get;
-    so.token_ctx = r->opt.token_ctx;
-    so.timeout_ms = SEND_TIMEOUT_MS;
-    r->sender = sb_sender_open(&so, err);
-    r->last_send_ms = ib_mono_ms();
-    return r->sender != NULL;
 }
 
 /*
@@ -340,13 +312,6 @@ static int round_once(wk_relay_t *r)
     }
     if (n == 0)
         return 0;
-    if (!ensure_sender(r, &err)) {
-        IB_LOG(IB_LOG_WARN, "outbox_connect", IB_MSG("the relay cannot reach the broker"),
-               IB_S("error", err.text), IB_S("condition", err.condition));
-        db_end(r->dbc, false, &err); /* the rows stay pending, untouched */
-        db_outbox_rows_free(rows, n);
-        return -1;
-    }
     for (size_t i = 0; i < n && !transient;) {
         ib_error_t res[GROUP_MAX];
         size_t len = group_len(rows, i, n);
@@ -389,13 +354,7 @@ static int round_once(wk_relay_t *r)
     pthread_mutex_lock(&r->mu);
     r->stats.published_total += published;
     pthread_mutex_unlock(&r->mu);
-    if (transient) {
-        /* A fresh connection next time: the old one may be the problem. */
-        sb_sender_close(r->sender);
-        r->sender = NULL;
-        return -1;
-    }
-    return (int)handled;
+    return transient ? -1 : (int)handled;
 }
 
 static void cleanup_turn(wk_relay_t *r)
@@ -444,10 +403,7 @@ static void relay_free(wk_relay_t *r)
 {
     if (!r)
         return;
-    sb_sender_close(r->sender);
     db_conn_free(r->dbc);
-    free(r->sb_cs);
-    free(r->ca_file);
     free(r->table);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -465,8 +421,6 @@ wk_relay_t *wk_relay_start(const wk_relay_options_t *opt, ib_error_t *err)
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->opt = *opt;
-    r->sb_cs = strdup(opt->sb_connection_string ? opt->sb_connection_string : "");
-    r->ca_file = opt->ca_file ? strdup(opt->ca_file) : NULL;
     r->table = strdup(opt->table ? opt->table : DB_OUTBOX_DEFAULT_TABLE);
     r->seed = (unsigned)ib_mono_ms();
     if (r->opt.batch <= 0)
@@ -475,7 +429,7 @@ wk_relay_t *wk_relay_start(const wk_relay_options_t *opt, ib_error_t *err)
         r->opt.poll_ms = 1000;
     if (r->opt.backoff_max_ms < BACKOFF_BASE_MS)
         r->opt.backoff_max_ms = BACKOFF_BASE_MS;
-    if (!r->sb_cs || !r->table || (opt->ca_file && !r->ca_file)) {
+    if (!r->table) {
         relay_free(r);
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         return NULL;
@@ -496,14 +450,23 @@ wk_relay_t *wk_relay_start(const wk_relay_options_t *opt, ib_error_t *err)
 }
 
 /* thread: main */
-void wk_relay_stop(wk_relay_t *r)
+void wk_relay_halt(wk_relay_t *r)
 {
-    if (!r)
+    if (!r || r->joined)
         return;
     pthread_mutex_lock(&r->mu);
     r->stop = true;
     pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->tid, NULL);
+    r->joined = true;
+}
+
+/* thread: main */
+void wk_relay_stop(wk_relay_t *r)
+{
+    if (!r)
+        return;
+    wk_relay_halt(r);
     relay_free(r);
 }

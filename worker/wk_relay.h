@@ -4,10 +4,12 @@
  * the broker's condition.
  *
  * It joins db/ (db_outbox.h: the claim / mark transaction) and amqp/
- * (sb_send.h: a sender whose proactor the relay thread drives, waiting for
- * the broker's accept of every message). One round: claim up to `batch`
- * rows in id order (rows held by another replica are skipped), send them
- * one by one, mark each, commit. A transient send failure (connection,
+ * (sb_client_send_each: the messages go out on a sender link that the
+ * client's proactor thread owns, on the process's one AMQP connection; the
+ * relay thread only waits for the broker's accept of every message). One
+ * round: claim up to `batch` rows in id order (rows held by another replica
+ * are skipped), send them pipelined (at most one row per session id in
+ * flight, so a session's rows leave in order), mark each, commit. A transient send failure (connection,
  * busy, timeout) ends the round with that row and every later one still
  * pending, and the next round waits a backoff; a permanent one (entity not
  * found, unauthorized, too large) marks the row failed and the round goes
@@ -26,16 +28,13 @@
 
 #include "db_inbox.h"
 #include "ib_err.h"
-#include "sb_token.h"
+#include "sb_client.h"
 #include "wk_metrics.h"
 
 typedef struct wk_relay wk_relay_t;
 
 typedef struct wk_relay_options {
-    const char *sb_connection_string; /* copied */
-    const char *ca_file;              /* NULL: the system store; copied */
-    sb_token_get_fn token_get;        /* NULL: SAS from the connection string */
-    void *token_ctx;                  /* must outlive the relay */
+    sb_client_t *client;              /* sends on it; must outlive the relay */
     db_options_t db;                  /* the relay's own connection (copied by db_conn_new) */
     const char *table;                /* outbox.table; copied */
     long long poll_ms;                /* idle wait between rounds */
@@ -54,7 +53,13 @@ wk_relay_t *wk_relay_start(const wk_relay_options_t *opt, ib_error_t *err);
 void wk_relay_wake(wk_relay_t *r);
 /* A copy of the counters for /metrics (a wk_metrics_outbox_fn; ctx is the relay). thread: any. */
 void wk_relay_stats(void *relay, wk_metrics_outbox_t *out);
-/* Stops after the current round (its transaction commits or rolls back), joins, frees. */
+/*
+ * Stops after the current round (its transaction commits or rolls back) and
+ * joins; the counters stay readable. Call it before stopping the client, so
+ * a round's sends get their answers. thread: main.
+ */
+void wk_relay_halt(wk_relay_t *r);
+/* Halts if needed and frees. thread: main. */
 void wk_relay_stop(wk_relay_t *r);
 
 /*
