@@ -23,6 +23,7 @@
 #include "db_effect.h"
 #include "fx_client.h"
 #include "ib_log.h"
+#include "wk_relay.h"
 
 #define SNIPPET_MAX 200
 
@@ -190,8 +191,11 @@ static void applied(run_t *r, const fx_response_t *resp)
     }
     db_effect_result_t res = {"processed", r->d->remote_id, resp->status, NULL, NULL};
     db_outcome_t o = finish(r, &res, fb.stmts, fb.nstmts);
+    bool emitted = fb.nemits > 0;
     wk_binding_free(&fb);
     if (o == DB_APPLIED) {
+        if (emitted)
+            wk_relay_wake(r->p->relay); /* committed emits: publish now, not at the next poll */
         ib_error_clear(&r->d->err);
         r->d->outcome = WK_OUT_APPLIED;
         r->d->disposition = SB_COMPLETE;
