@@ -150,8 +150,8 @@ static ib_err_t claim_chunk(batch_t *b, ib_error_t *err)
                        binds + k * DB_CLAIM_NPARAMS);
     b->next = 0;
     b->unmatched = 0;
-    rc =
-        db_run(dbc, dbc->sql_claim, binds, rows * DB_CLAIM_NPARAMS, claimed_row, b, &inserted, err);
+    rc = db_run_kept(dbc, dbc->sql_claim, binds, rows * DB_CLAIM_NPARAMS, claimed_row, b,
+                     &inserted, err);
     free(binds);
     if (rc != IB_E_OK) {
         if (err->cls == IB_CLASS_DUPLICATE)

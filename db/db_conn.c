@@ -132,6 +132,7 @@ ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const cha
 
 static void disconnect(db_conn_t *dbc)
 {
+    db_stmt_forget_all(dbc);
     if (dbc->dbc) {
         if (dbc->connected) {
             SQLEndTran(SQL_HANDLE_DBC, dbc->dbc, SQL_ROLLBACK);
@@ -577,8 +578,8 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
     return IB_E_OK;
 }
 
-/* A statement handle in the current transaction (which it opens). */
-static ib_err_t stmt_open(db_conn_t *dbc, SQLHSTMT *st, ib_error_t *err)
+/* Opens the transaction for a statement (reopening a lost connection only between transactions). */
+static ib_err_t txn_begin(db_conn_t *dbc, ib_error_t *err)
 {
     ib_err_t res;
 
@@ -592,18 +593,119 @@ static ib_err_t stmt_open(db_conn_t *dbc, SQLHSTMT *st, ib_error_t *err)
     if ((res = db_conn_ensure(dbc, err)) != IB_E_OK)
         return res;
     dbc->in_txn = true;
-    if (!ok(SQLAllocHandle(SQL_HANDLE_STMT, dbc->dbc, st)))
-        return db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "statement allocation", err);
     return IB_E_OK;
 }
 
-ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
-                db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err)
+/* A statement handle in the current transaction (which it opens). */
+static ib_err_t stmt_open(db_conn_t *dbc, SQLHSTMT *st, ib_error_t *err)
+{
+    ib_err_t res;
+
+    if ((res = txn_begin(dbc, err)) != IB_E_OK)
+        return res;
+    if (!ok(SQLAllocHandle(SQL_HANDLE_STMT, dbc->dbc, st)))
+        return db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "statement allocation", err);
+    if (dbc->stmt_timeout_s > 0)
+        SQLSetStmtAttr(*st, SQL_ATTR_QUERY_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->stmt_timeout_s, 0);
+    return IB_E_OK;
+}
+
+bool db_text_is_long(const db_conn_t *dbc, const char *text)
+{
+    size_t len = strlen(text);
+    return (dbc->wide_text ? db_utf8_to_utf16(text, len, NULL) : len) > SHORT_TEXT_MAX;
+}
+
+/* Per-execution buffers of db_run: on the stack for up to SCRATCH_N parameters. */
+#define SCRATCH_N 16
+typedef struct scratch {
+    SQLLEN *ind;
+    SQL_TIMESTAMP_STRUCT *ts;
+    SQLWCHAR **wide;
+    unsigned char *sig;
+    SQLLEN ind_s[SCRATCH_N];
+    SQL_TIMESTAMP_STRUCT ts_s[SCRATCH_N];
+    SQLWCHAR *wide_s[SCRATCH_N];
+    unsigned char sig_s[SCRATCH_N];
+} scratch_t;
+
+static bool scratch_init(scratch_t *sc, size_t n)
+{
+    memset(sc, 0, sizeof(*sc));
+    if (n <= SCRATCH_N) {
+        sc->ind = sc->ind_s;
+        sc->ts = sc->ts_s;
+        sc->wide = sc->wide_s;
+        sc->sig = sc->sig_s;
+        return true;
+    }
+    sc->ind = calloc(n, sizeof(*sc->ind));
+    sc->ts = calloc(n, sizeof(*sc->ts));
+    sc->wide = calloc(n, sizeof(*sc->wide));
+    sc->sig = calloc(n, 1);
+    return sc->ind && sc->ts && sc->wide && sc->sig;
+}
+
+static void scratch_free(scratch_t *sc, size_t n)
+{
+    for (size_t i = 0; sc->wide && i < n; i++)
+        free(sc->wide[i]);
+    if (sc->ind == sc->ind_s)
+        return;
+    free(sc->ind);
+    free(sc->ts);
+    free(sc->wide);
+    free(sc->sig);
+}
+
+/* The statement for sql: kept prepared (keep) or a new handle for SQLExecDirect. */
+static ib_err_t stmt_for(db_conn_t *dbc, const char *sql, bool keep, const db_bind_t *binds,
+                         size_t nbinds, unsigned char *sig, SQLHSTMT *st, ib_error_t *err)
+{
+    ib_err_t res;
+
+    if (!keep)
+        return stmt_open(dbc, st, err);
+    if ((res = txn_begin(dbc, err)) != IB_E_OK)
+        return res;
+    for (size_t i = 0; i < nbinds; i++)
+        sig[i] = binds[i].kind == DB_BIND_TS ? 'T' : db_stmt_sig_param(dbc, &binds[i].p);
+    return db_stmt_take(dbc, sql, sig, nbinds, st, err);
+}
+
+/* Passes each row of st's first result with columns to row_cb. */
+static ib_err_t fetch_rows(db_conn_t *dbc, SQLHSTMT st, db_row_cb row_cb, void *arg,
+                           ib_error_t *err)
+{
+    SQLSMALLINT ncols = 0;
+    SQLRETURN rc;
+
+    /* Skip leading results without columns (SQL Server batches). */
+    while (ok(SQLNumResultCols(st, &ncols)) && ncols == 0) {
+        rc = SQLMoreResults(st);
+        if (rc == SQL_NO_DATA)
+            break;
+        if (!ok(rc))
+            return db_diag_error(dbc, SQL_HANDLE_STMT, st, "next result", err);
+    }
+    while (ncols > 0) {
+        rc = SQLFetch(st);
+        if (rc == SQL_NO_DATA)
+            break;
+        if (!ok(rc))
+            return db_diag_error(dbc, SQL_HANDLE_STMT, st, "fetch", err);
+        if (!row_cb(st, arg))
+            break;
+    }
+    return IB_E_OK;
+}
+
+static ib_err_t run_stmt(db_conn_t *dbc, const char *sql, bool keep, const db_bind_t *binds,
+                         size_t nbinds, db_row_cb row_cb, void *arg, long long *rows,
+                         ib_error_t *err)
 {
     SQLHSTMT st = SQL_NULL_HSTMT;
-    SQLLEN *ind = NULL;
-    SQL_TIMESTAMP_STRUCT *ts = NULL;
-    SQLWCHAR **wide = NULL;
+    scratch_t sc;
     SQLRETURN rc;
     ib_err_t res = IB_E_OK;
 
@@ -611,24 +713,17 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
         *rows = 0;
     if (nbinds > 32767)
         return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "too many parameters");
-    if ((res = stmt_open(dbc, &st, err)) != IB_E_OK)
-        return res;
-    if (nbinds) {
-        ind = calloc(nbinds, sizeof(*ind));
-        ts = calloc(nbinds, sizeof(*ts));
-        wide = calloc(nbinds, sizeof(*wide));
-        if (!ind || !ts || !wide) {
-            res = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-            goto out;
-        }
+    if (!scratch_init(&sc, nbinds)) {
+        res = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        goto out;
     }
-    if (dbc->stmt_timeout_s > 0)
-        SQLSetStmtAttr(st, SQL_ATTR_QUERY_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->stmt_timeout_s, 0);
+    if ((res = stmt_for(dbc, sql, keep, binds, nbinds, sc.sig, &st, err)) != IB_E_OK)
+        goto out;
     for (size_t i = 0; i < nbinds; i++)
-        if ((res = bind_one(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &ind[i], &ts[i], &wide[i],
-                            err)) != IB_E_OK)
+        if ((res = bind_one(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &sc.ind[i], &sc.ts[i],
+                            &sc.wide[i], err)) != IB_E_OK)
             goto out;
-    rc = SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
+    rc = keep ? SQLExecute(st) : SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
     if (!ok(rc) && rc != SQL_NO_DATA) {
         res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "execute", err);
         goto out;
@@ -638,30 +733,8 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
         if (ok(SQLRowCount(st, &n)) && n > 0)
             *rows = n;
     }
-    if (row_cb) {
-        SQLSMALLINT ncols = 0;
-        /* Skip leading results without columns (SQL Server batches). */
-        while (ok(SQLNumResultCols(st, &ncols)) && ncols == 0) {
-            rc = SQLMoreResults(st);
-            if (rc == SQL_NO_DATA)
-                break;
-            if (!ok(rc)) {
-                res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "next result", err);
-                goto out;
-            }
-        }
-        while (ncols > 0) {
-            rc = SQLFetch(st);
-            if (rc == SQL_NO_DATA)
-                break;
-            if (!ok(rc)) {
-                res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "fetch", err);
-                goto out;
-            }
-            if (!row_cb(st, arg))
-                break;
-        }
-    }
+    if (row_cb && (res = fetch_rows(dbc, st, row_cb, arg, err)) != IB_E_OK)
+        goto out;
     /*
      * SQL Server reports an error raised later in a batch (the THROW after
      * sp_getapplock) only when its result is reached: drain every result.
@@ -673,14 +746,24 @@ ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t 
         }
     }
 out:
-    if (st != SQL_NULL_HSTMT)
+    if (st != SQL_NULL_HSTMT && keep)
+        db_stmt_give(dbc, st, res == IB_E_OK);
+    else if (st != SQL_NULL_HSTMT)
         SQLFreeHandle(SQL_HANDLE_STMT, st);
-    for (size_t i = 0; wide && i < nbinds; i++)
-        free(wide[i]);
-    free(wide);
-    free(ind);
-    free(ts);
+    scratch_free(&sc, nbinds);
     return res;
+}
+
+ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
+                db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err)
+{
+    return run_stmt(dbc, sql, false, binds, nbinds, row_cb, arg, rows, err);
+}
+
+ib_err_t db_run_kept(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
+                     db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err)
+{
+    return run_stmt(dbc, sql, db_stmt_keepable(dbc, sql), binds, nbinds, row_cb, arg, rows, err);
 }
 
 /* ---- public helpers ------------------------------------------------------ */
@@ -794,27 +877,45 @@ typedef struct column {
     SQLLEN *ind;
 } column_t;
 
-/* Fills and binds column k of the array (thread: the owner of dbc). */
-static ib_err_t bind_column(db_conn_t *dbc, SQLHSTMT st, size_t k, const db_param_t *const *sets,
-                            size_t nsets, column_t *col, ib_error_t *err)
+/* The type and width (bytes or UTF-16 units, without the terminator) of column k. */
+static void column_shape(const db_conn_t *dbc, size_t k, const db_param_t *const *sets,
+                         size_t nsets, db_param_type_t *type, size_t *width)
 {
-    db_param_type_t type = DB_PARAM_NULL;
-    size_t width = 1; /* bytes (or UTF-16 units) per element, without the terminator */
-    SQLRETURN rc;
-
+    *type = DB_PARAM_NULL;
+    *width = 1;
     for (size_t i = 0; i < nsets; i++) {
         const db_param_t *p = &sets[i][k];
         if (p->type == DB_PARAM_TEXT && !p->text)
             continue;
         if (p->type != DB_PARAM_NULL)
-            type = p->type;
+            *type = p->type;
         if (p->type == DB_PARAM_TEXT) {
             size_t len = strlen(p->text);
             size_t w = dbc->wide_text ? db_utf8_to_utf16(p->text, len, NULL) : len;
-            if (w > width)
-                width = w;
+            if (w > *width)
+                *width = w;
         }
     }
+}
+
+/* The signature code of an array column (db_stmt_take): how bind_column binds it. */
+static unsigned char column_sig(db_param_type_t type, size_t width)
+{
+    return type == DB_PARAM_INT     ? 'I'
+           : type == DB_PARAM_FLOAT ? 'F'
+           : width > SHORT_TEXT_MAX ? 'L'
+                                    : 'V';
+}
+
+/* Fills and binds column k of the array (thread: the owner of dbc). */
+static ib_err_t bind_column(db_conn_t *dbc, SQLHSTMT st, size_t k, const db_param_t *const *sets,
+                            size_t nsets, column_t *col, ib_error_t *err)
+{
+    db_param_type_t type;
+    size_t width;
+    SQLRETURN rc;
+
+    column_shape(dbc, k, sets, nsets, &type, &width);
     size_t esize = type == DB_PARAM_INT     ? sizeof(SQLBIGINT)
                    : type == DB_PARAM_FLOAT ? sizeof(double)
                    : dbc->wide_text         ? (width + 1) * sizeof(SQLWCHAR)
@@ -875,16 +976,49 @@ static ib_err_t run_each(db_conn_t *dbc, const char *sql, const db_param_t *cons
     for (size_t i = 0; i < nsets && rc == IB_E_OK; i++) {
         for (size_t k = 0; k < nparams; k++)
             b[k] = DB_B(sets[i][k]);
-        rc = db_run(dbc, sql, b, nparams, NULL, NULL, NULL, err);
+        rc = db_run_kept(dbc, sql, b, nparams, NULL, NULL, NULL, err);
     }
     if (b != one)
         free(b);
     return rc;
 }
 
+/*
+ * The statement of a parameter array: kept prepared (keep; its signature
+ * starts with 'A', so it never serves a single execution) or a new handle.
+ */
+static ib_err_t array_stmt(db_conn_t *dbc, const char *sql, bool keep,
+                           const db_param_t *const *sets, size_t nsets, size_t nparams,
+                           SQLHSTMT *st, ib_error_t *err)
+{
+    unsigned char one[65];
+    unsigned char *sig;
+    ib_err_t res;
+
+    if (!keep)
+        return stmt_open(dbc, st, err);
+    if ((res = txn_begin(dbc, err)) != IB_E_OK)
+        return res;
+    sig = nparams < sizeof(one) ? one : malloc(nparams + 1);
+    if (!sig)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    sig[0] = 'A';
+    for (size_t k = 0; k < nparams; k++) {
+        db_param_type_t type;
+        size_t width;
+        column_shape(dbc, k, sets, nsets, &type, &width);
+        sig[k + 1] = column_sig(type, width);
+    }
+    res = db_stmt_take(dbc, sql, sig, nparams + 1, st, err);
+    if (sig != one)
+        free(sig);
+    return res;
+}
+
 ib_err_t db_run_array(db_conn_t *dbc, const char *sql, const db_param_t *const *sets, size_t nsets,
                       size_t nparams, ib_error_t *err)
 {
+    bool keep = db_stmt_keepable(dbc, sql);
     SQLHSTMT st = SQL_NULL_HSTMT;
     column_t *cols = NULL;
     SQLUSMALLINT *status = NULL;
@@ -898,16 +1032,14 @@ ib_err_t db_run_array(db_conn_t *dbc, const char *sql, const db_param_t *const *
         return run_each(dbc, sql, sets, nsets, nparams, err);
     if (nparams > 32767)
         return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "too many parameters");
-    if ((res = stmt_open(dbc, &st, err)) != IB_E_OK)
-        return res;
     cols = calloc(nparams, sizeof(*cols));
     status = calloc(nsets, sizeof(*status));
     if (!cols || !status) {
         res = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         goto out;
     }
-    if (dbc->stmt_timeout_s > 0)
-        SQLSetStmtAttr(st, SQL_ATTR_QUERY_TIMEOUT, (SQLPOINTER)(SQLULEN)dbc->stmt_timeout_s, 0);
+    if ((res = array_stmt(dbc, sql, keep, sets, nsets, nparams, &st, err)) != IB_E_OK)
+        goto out;
     if (!ok(SQLSetStmtAttr(st, SQL_ATTR_PARAM_BIND_TYPE, (SQLPOINTER)SQL_PARAM_BIND_BY_COLUMN,
                            0)) ||
         !ok(SQLSetStmtAttr(st, SQL_ATTR_PARAMSET_SIZE, (SQLPOINTER)(SQLULEN)nsets, 0)) ||
@@ -919,7 +1051,7 @@ ib_err_t db_run_array(db_conn_t *dbc, const char *sql, const db_param_t *const *
     for (size_t k = 0; k < nparams; k++)
         if ((res = bind_column(dbc, st, k, sets, nsets, &cols[k], err)) != IB_E_OK)
             goto out;
-    rc = SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
+    rc = keep ? SQLExecute(st) : SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
     if (!ok(rc) && rc != SQL_NO_DATA) {
         res = db_diag_error(dbc, SQL_HANDLE_STMT, st, "execute", err);
         goto out;
@@ -942,7 +1074,9 @@ ib_err_t db_run_array(db_conn_t *dbc, const char *sql, const db_param_t *const *
                            "the driver processed %lu of %zu parameter sets",
                            (unsigned long)processed, nsets);
 out:
-    if (st != SQL_NULL_HSTMT)
+    if (st != SQL_NULL_HSTMT && keep)
+        db_stmt_give(dbc, st, res == IB_E_OK);
+    else if (st != SQL_NULL_HSTMT)
         SQLFreeHandle(SQL_HANDLE_STMT, st);
     for (size_t k = 0; cols && k < nparams; k++) {
         free(cols[k].buf);

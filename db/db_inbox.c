@@ -110,7 +110,7 @@ static ib_err_t insert_row(db_conn_t *dbc, const db_claim_t *c, const char *stat
     db_bind_t b[DB_CLAIM_NPARAMS];
 
     db_claim_binds(c, status, error_class, detail, b);
-    return db_run(dbc, dbc->sql_insert, b, DB_CLAIM_NPARAMS, NULL, NULL, NULL, err);
+    return db_run_kept(dbc, dbc->sql_insert, b, DB_CLAIM_NPARAMS, NULL, NULL, NULL, err);
 }
 
 /*
@@ -160,7 +160,7 @@ ib_err_t db_existing_lookup(db_conn_t *dbc, const db_claim_t *c, int *same, int 
     existing_t ex = {c->body_sha256, 0, 0, 0};
     db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
                       DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
-    ib_err_t rc = db_run(dbc, dbc->sql_existing, b, 3, existing_row, &ex, NULL, err);
+    ib_err_t rc = db_run_kept(dbc, dbc->sql_existing, b, 3, existing_row, &ex, NULL, err);
 
     if (rc != IB_E_OK) {
         if (err->cls == IB_CLASS_DUPLICATE)
@@ -312,7 +312,7 @@ static ib_err_t run_stmts(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
             for (size_t k = 0; k < stmts[i].nparams; k++)
                 b[k] = DB_B(stmts[i].params[k]);
         }
-        rc = db_run(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
+        rc = db_run_kept(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
         free(b);
         if (rc != IB_E_OK) {
             if (err->cls == IB_CLASS_DUPLICATE)

@@ -12,6 +12,8 @@
 
 #define DB_SQL_MAX 4096
 
+typedef struct db_kept db_kept_t; /* a statement kept prepared (db_stmt.c) */
+
 struct db_conn {
     SQLHENV env;
     SQLHDBC dbc;
@@ -36,6 +38,9 @@ struct db_conn {
     char sql_existing[DB_SQL_MAX];
     char *sql_claim; /* the batch claim for sql_claim_rows rows; owned */
     size_t sql_claim_rows;
+    db_kept_t *kept; /* statements kept prepared (db_stmt.c); owned */
+    size_t nkept;
+    unsigned long kept_clock;
 };
 
 /* A bound parameter, including the internal timestamp type. */
@@ -62,6 +67,32 @@ ib_err_t db_conn_ensure(db_conn_t *dbc, ib_error_t *err);
 typedef bool (*db_row_cb)(SQLHSTMT st, void *arg);
 ib_err_t db_run(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
                 db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err);
+/*
+ * db_run for a statement that runs often (the inbox's own, a route's): it is
+ * kept prepared on the connection where db_stmt_keepable says so.
+ */
+ib_err_t db_run_kept(db_conn_t *dbc, const char *sql, const db_bind_t *binds, size_t nbinds,
+                     db_row_cb row_cb, void *arg, long long *rows, ib_error_t *err);
+
+/* ---- statements kept prepared (db_stmt.c; thread: the owner of dbc) ---- */
+
+/* True when sql may be kept prepared on dbc (its dialect, a single statement). */
+bool db_stmt_keepable(const db_conn_t *dbc, const char *sql);
+/* The signature code of one parameter: the ODBC types it is bound with. */
+unsigned char db_stmt_sig_param(const db_conn_t *dbc, const db_param_t *p);
+/*
+ * A statement handle prepared with sql for parameters of signature sig
+ * (nsig codes): a kept one when there is one, otherwise a new one (kept
+ * when a slot is free). Give it back with db_stmt_give.
+ */
+ib_err_t db_stmt_take(db_conn_t *dbc, const char *sql, const unsigned char *sig, size_t nsig,
+                      SQLHSTMT *st, ib_error_t *err);
+/* Gives st back: closed for the next execution when reuse, otherwise freed. */
+void db_stmt_give(db_conn_t *dbc, SQLHSTMT st, bool reuse);
+/* Frees every kept statement (before the connection closes). */
+void db_stmt_forget_all(db_conn_t *dbc);
+/* True when text is bound as a long type (SQL Server varchar(max)). */
+bool db_text_is_long(const db_conn_t *dbc, const char *text);
 
 /*
  * Runs sql once per parameter set: sets[i] points to the nparams

@@ -20,7 +20,8 @@
 #               session queue (env; default 100 x 200)
 #   sqlite      inboxd batch mode on a SQLite file
 # Prints rates, the ratios, inboxd's CPU ms per 1,000 messages and its peak
-# RSS. Not a test: nothing here asserts a speed. SKIP_PEER=1 skips the peer.
+# RSS. Not a test: nothing here asserts a speed. SKIP_PEER=1 skips the peer;
+# PHASES="pm pgbench batch" (env) runs only the phases named (default: all).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 here=$root/tests/bench/throughput
@@ -31,6 +32,9 @@ CALLS=${CALLS:-$((C * 32))} # messages in flight in batch mode
 SESSIONS=${SESSIONS:-100}
 PER_SESSION=${PER_SESSION:-200}
 build=${BUILD:-$root/build}
+PHASES=${PHASES:-pm pgbench batch peer sessions sqlite}
+[ "${SKIP_PEER:-0}" = 1 ] && PHASES=${PHASES//peer/}
+want() { [[ " $PHASES " == *" $1 "* ]]; }
 for b in inboxd inboxctl sbemu; do
   [ -x "$build/$b" ] || { echo "bench: $build/$b missing; build first (cmake -S . -B build && cmake --build build)"; exit 2; }
 done
@@ -38,7 +42,7 @@ command -v pgbench >/dev/null || { echo "bench: pgbench missing (apt-get install
 command -v jq >/dev/null || { echo "bench: jq missing"; exit 2; }
 
 # The peer's npm packages: scripts/test installs only tests/*/, so install here.
-if [ "${SKIP_PEER:-0}" != 1 ] && { [ ! -f "$here/peer/node_modules/.package-lock.json" ] ||
+if want peer && { [ ! -f "$here/peer/node_modules/.package-lock.json" ] ||
      [ "$here/peer/package-lock.json" -nt "$here/peer/node_modules/.package-lock.json" ]; }; then
   echo "bench: npm ci in tests/bench/throughput/peer" >&2
   (cd "$here/peer" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
@@ -132,17 +136,24 @@ check_rows() {
 pg_db='{"connection_string": "'"$PG_CS"'", "dialect": "postgresql", "pool_size": '$C', "batch_max": 1}'
 batch_db='{"connection_string": "'"$PG_CS"'", "dialect": "postgresql", "pool_size": '$C${BATCH:+', "batch_max": '$BATCH}'}'
 
-# 1. inboxd creates the inbox table once; pgbench then writes the same table.
-echo "bench: per-message" >&2
-preload pm "$N"
-reset_db
-read -r pm_rate pm_cpu pm_rss < <(run_inboxd pm pm "$N" "$C" "$pg_db" "")
-check_rows "$N"
-echo "bench:   $pm_rate msg/s, $pm_cpu CPU ms/1000, $pm_rss MiB" >&2
+pgb=0 pm_rate=0 pm_cpu=0 pm_rss=0 b_rate=0 b_cpu=0 b_rss=0
+s_rate=0 s_cpu=0 s_rss=0 l_rate=0 l_cpu=0 l_rss=0
+# inboxd creates the inbox table; pgbench writes the same table, so without
+# the per-message phase the table comes from the dialect's schema script.
+want pm || sed 's/\binbox\b/inboxd_inbox/g' "$root/db/schema/postgresql.sql" | psql -d bench >/dev/null
+if want pm; then
+  echo "bench: per-message" >&2
+  preload pm "$N"
+  reset_db
+  read -r pm_rate pm_cpu pm_rss < <(run_inboxd pm pm "$N" "$C" "$pg_db" "")
+  check_rows "$N"
+  echo "bench:   $pm_rate msg/s, $pm_cpu CPU ms/1000, $pm_rss MiB" >&2
+fi
 
-echo "bench: pgbench" >&2
-reset_db
-cat >"$W/txn.sql" <<'SQL'
+if want pgbench; then
+  echo "bench: pgbench" >&2
+  reset_db
+  cat >"$W/txn.sql" <<'SQL'
 \set r random(1, 1000000000000)
 BEGIN;
 INSERT INTO inboxd_inbox (consumer, message_id, idempotency_key, body_sha256, status, entity, sequence_number, delivery_count, enqueued_at, received_at, processed_at)
@@ -150,19 +161,22 @@ INSERT INTO inboxd_inbox (consumer, message_id, idempotency_key, body_sha256, st
 INSERT INTO items (id, n, message_id) VALUES ('p-' || CAST(:client_id AS text) || '-' || CAST(:r AS text), CAST(:r AS bigint), 'p-' || CAST(:r AS text));
 END;
 SQL
-pgb=$(command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c "$C" -j "$C" \
-  -t $((N / C)) -f "$W/txn.sql" bench 2>&1 | awk '/^tps/ { print $3; exit }')
-echo "bench:   $pgb tx/s" >&2
+  pgb=$(command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c "$C" -j "$C" \
+    -t $((N / C)) -f "$W/txn.sql" bench 2>&1 | awk '/^tps/ { print $3; exit }')
+  echo "bench:   $pgb tx/s" >&2
+fi
 
-echo "bench: batch" >&2
-preload batch "$N"
-reset_db
-read -r b_rate b_cpu b_rss < <(run_inboxd batch batch "$N" "$CALLS" "$batch_db" "")
-check_rows "$N"
-echo "bench:   $b_rate msg/s, $b_cpu CPU ms/1000, $b_rss MiB" >&2
+if want batch; then
+  echo "bench: batch" >&2
+  preload batch "$N"
+  reset_db
+  read -r b_rate b_cpu b_rss < <(run_inboxd batch batch "$N" "$CALLS" "$batch_db" "")
+  check_rows "$N"
+  echo "bench:   $b_rate msg/s, $b_cpu CPU ms/1000, $b_rss MiB" >&2
+fi
 
 peer_rate=0
-if [ "${SKIP_PEER:-0}" != 1 ]; then
+if want peer; then
   echo "bench: sdk peer" >&2
   preload peer "$N"
   reset_db
@@ -172,32 +186,37 @@ if [ "${SKIP_PEER:-0}" != 1 ]; then
   echo "bench:   $peer_rate msg/s" >&2
 fi
 
-echo "bench: sessions" >&2
-SN=$((SESSIONS * PER_SESSION))
-preload sess "$SN" "$SESSIONS"
-reset_db
-read -r s_rate s_cpu s_rss < <(run_inboxd sess sess "$SN" "$CALLS" "$batch_db" \
-  ', "sessions": true, "max_concurrent_sessions": 32')
-check_rows "$SN"
-echo "bench:   $s_rate msg/s, $s_cpu CPU ms/1000, $s_rss MiB" >&2
+if want sessions; then
+  echo "bench: sessions" >&2
+  SN=$((SESSIONS * PER_SESSION))
+  preload sess "$SN" "$SESSIONS"
+  reset_db
+  read -r s_rate s_cpu s_rss < <(run_inboxd sess sess "$SN" "$CALLS" "$batch_db" \
+    ', "sessions": true, "max_concurrent_sessions": 32')
+  check_rows "$SN"
+  echo "bench:   $s_rate msg/s, $s_cpu CPU ms/1000, $s_rss MiB" >&2
+fi
 
-echo "bench: sqlite" >&2
-preload lite "$N"
-sqlite_db='{"connection_string": "Driver={SQLite3};Database='"$W"'/lite.db;Timeout=10000", "dialect": "sqlite"'${BATCH:+', "batch_max": '$BATCH}'}'
-sqlite3 "$W/lite.db" "CREATE TABLE items (id text PRIMARY KEY, n integer NOT NULL, message_id text NOT NULL);" >/dev/null
-read -r l_rate l_cpu l_rss < <(run_inboxd lite lite "$N" "$CALLS" "$sqlite_db" "")
-[ "$(sqlite3 "$W/lite.db" 'SELECT count(*) FROM items')" = "$N" ] || { echo "bench: sqlite rows" >&2; exit 1; }
+if want sqlite; then
+  echo "bench: sqlite" >&2
+  preload lite "$N"
+  sqlite_db='{"connection_string": "Driver={SQLite3};Database='"$W"'/lite.db;Timeout=10000", "dialect": "sqlite"'${BATCH:+', "batch_max": '$BATCH}'}'
+  sqlite3 "$W/lite.db" "CREATE TABLE items (id text PRIMARY KEY, n integer NOT NULL, message_id text NOT NULL);" >/dev/null
+  read -r l_rate l_cpu l_rss < <(run_inboxd lite lite "$N" "$CALLS" "$sqlite_db" "")
+  [ "$(sqlite3 "$W/lite.db" 'SELECT count(*) FROM items')" = "$N" ] || { echo "bench: sqlite rows" >&2; exit 1; }
+fi
 
 awk -v n="$N" -v c="$C" -v pgb="$pgb" -v pm="$pm_rate" -v pmc="$pm_cpu" -v pmr="$pm_rss" \
     -v b="$b_rate" -v bc="$b_cpu" -v br="$b_rss" -v peer="$peer_rate" -v batch="${BATCH:-default}" \
     -v s="$s_rate" -v sc="$s_cpu" -v sr="$s_rss" -v sn="$SESSIONS x $PER_SESSION" \
-    -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" 'BEGIN {
+    -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
+BEGIN {
   printf "messages %d (1 KiB JSON), concurrency %d, PostgreSQL fsync on, batch_max %s\n", n, c, batch
   printf "%-26s %10s %10s %10s %14s %10s\n", "", "msg/s", "/pgbench", "/sdk peer", "CPU ms/1000", "peak RSS"
   printf "%-26s %10.0f %10s %10s %14s %10s\n", "pgbench (same txn)", pgb, "1.00", "", "", ""
-  printf "%-26s %10.0f %10.2f %10s %14.1f %7.1f MiB\n", "inboxd per-message", pm, pm / pgb, (peer > 0 ? sprintf("%.2f", pm / peer) : "-"), pmc, pmr
-  printf "%-26s %10.0f %10.2f %10s %14.1f %7.1f MiB\n", "inboxd batch", b, b / pgb, (peer > 0 ? sprintf("%.2f", b / peer) : "-"), bc, br
-  if (peer > 0) printf "%-26s %10.0f %10.2f %10s\n", "sdk peer (node, pg pool)", peer, peer / pgb, "1.00"
+  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd per-message", pm, ratio(pm, pgb), ratio(pm, peer), pmc, pmr
+  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd batch", b, ratio(b, pgb), ratio(b, peer), bc, br
+  if (peer > 0) printf "%-26s %10.0f %10s %10s\n", "sdk peer (node, pg pool)", peer, ratio(peer, pgb), "1.00"
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sessions " sn, s, "", "", sc, sr
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sqlite batch", l, "", "", lc, lr
 }'
