@@ -158,7 +158,12 @@ void db_stmt_give(db_conn_t *dbc, SQLHSTMT st, bool reuse)
     for (size_t i = 0; i < dbc->nkept && !k; i++)
         if (dbc->kept[i].st == st)
             k = &dbc->kept[i];
-    if (k && reuse && ok(SQLFreeStmt(st, SQL_CLOSE)) && ok(SQLFreeStmt(st, SQL_RESET_PARAMS))) {
+    /*
+     * The bindings stay: the next execution of this text binds every
+     * parameter again, and psqlODBC grows its binding table one parameter
+     * at a time after a reset (a claim has up to 960).
+     */
+    if (k && reuse && ok(SQLFreeStmt(st, SQL_CLOSE))) {
         k->busy = false;
         return;
     }

@@ -77,6 +77,7 @@ struct daemon {
     size_t queued;
     job_t *oldest, *newest; /* in-flight list */
     size_t in_flight;
+    long long oldest_enqueued_ms; /* as last published (publish_in_flight, the tick) */
     bool stop_workers;
     size_t busy_workers;
 
@@ -126,16 +127,37 @@ static job_t *inflight_find(daemon_t *dm, const sb_msg_t *msg)
     return NULL;
 }
 
-static void publish_in_flight(daemon_t *dm)
+/* Rescans the in-flight list for the oldest enqueued time (under dm->mu; from the tick). */
+static void publish_oldest_enqueued(daemon_t *dm)
 {
     long long enq = 0;
     /* The first received is not always the first enqueued (redeliveries, sessions). */
     for (job_t *j = dm->oldest; j; j = j->next)
         if (j->msg->enqueued_ms > 0 && (enq == 0 || j->msg->enqueued_ms < enq))
             enq = j->msg->enqueued_ms;
+    dm->oldest_enqueued_ms = enq;
+    wk_metrics_oldest_enqueued_set(dm->metrics, enq);
+}
+
+/*
+ * Under dm->mu, after added joined (or a job left, added NULL). The oldest
+ * enqueued time is lowered here at once and zeroed when nothing is left;
+ * when it rises (its job left) the tick's rescan catches up within TICK_MS:
+ * a rescan per message would cost O(in flight) each time.
+ */
+static void publish_in_flight(daemon_t *dm, const job_t *added)
+{
+    long long enq = added ? added->msg->enqueued_ms : 0;
+
     wk_metrics_in_flight_set(dm->metrics, (long long)dm->in_flight);
     wk_metrics_oldest_in_flight_set(dm->metrics, dm->oldest ? dm->oldest->received_mono : 0);
-    wk_metrics_oldest_enqueued_set(dm->metrics, enq);
+    if (!dm->oldest) {
+        dm->oldest_enqueued_ms = 0;
+        wk_metrics_oldest_enqueued_set(dm->metrics, 0);
+    } else if (enq > 0 && (dm->oldest_enqueued_ms == 0 || enq < dm->oldest_enqueued_ms)) {
+        dm->oldest_enqueued_ms = enq;
+        wk_metrics_oldest_enqueued_set(dm->metrics, enq);
+    }
 }
 
 /* ---- client callbacks (thread: proactor) ------------------------------ */
@@ -156,7 +178,7 @@ static void on_message(sb_msg_t *msg, void *ctx)
     atomic_init(&j->lock_lost, false);
     pthread_mutex_lock(&dm->mu);
     inflight_add(dm, j);
-    publish_in_flight(dm);
+    publish_in_flight(dm, j);
     if (dm->qtail)
         dm->qtail->qnext = j;
     else
@@ -174,7 +196,7 @@ static job_t *inflight_take(daemon_t *dm, const sb_msg_t *msg)
     job_t *j = inflight_find(dm, msg);
     if (j) {
         inflight_remove(dm, j);
-        publish_in_flight(dm);
+        publish_in_flight(dm, NULL);
     }
     pthread_mutex_unlock(&dm->mu);
     return j;
@@ -560,6 +582,9 @@ static int tick(daemon_t *dm)
     long long now = ib_mono_ms();
 
     apply_breaker(dm);
+    pthread_mutex_lock(&dm->mu);
+    publish_oldest_enqueued(dm);
+    pthread_mutex_unlock(&dm->mu);
     if (dm->client)
         sync_client_metrics(dm);
     /* Live while the proactor keeps turning (it wakes every 100 ms); relay only: while this loop does. */
