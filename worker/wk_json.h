@@ -1,5 +1,6 @@
 /*
- * wk_json.h - describing a JSON parse failure without quoting the input.
+ * wk_json.h - describing a JSON parse failure without quoting the input;
+ * reading a value of a message body without building a tree.
  *
  * jansson's error text quotes the token it stopped at ("'}' expected near
  * 'xyz'"), which would copy a fragment of a message body (or of a secret in
@@ -12,6 +13,7 @@
 #define WK_JSON_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -19,5 +21,61 @@
  * Returns buf.
  */
 const char *wk_json_error_describe(const json_error_t *jerr, char *buf, size_t size);
+
+/*
+ * The fast path for "$.path" sources. jansson builds a tree of the whole
+ * body to read two fields of it; this checks the text in one pass, without
+ * allocating, and then finds a field by skipping what lies before it.
+ *
+ * wk_json_checked is true only for a text that jansson's json_loadb with
+ * JSON_DECODE_ANY | JSON_REJECT_DUPLICATES accepts. It answers false for
+ * every invalid text and also for some valid ones it does not try to
+ * prove (escaped object keys, objects of more than WK_JSON_KEYS_MAX
+ * members, nesting deeper than WK_JSON_DEPTH_MAX, very long numbers): the
+ * caller then asks jansson, which decides and names the error.
+ */
+#define WK_JSON_KEYS_MAX 64
+#define WK_JSON_DEPTH_MAX 64
+bool wk_json_checked(const char *text, size_t len);
+
+/* One step of a path: an object member (name) or an array element (index). */
+typedef struct wk_json_step {
+    char *name; /* NULL for an index */
+    size_t index;
+} wk_json_step_t;
+
+typedef enum {
+    WK_JV_STRING,
+    WK_JV_INTEGER,
+    WK_JV_REAL,
+    WK_JV_TRUE,
+    WK_JV_FALSE,
+    WK_JV_NULL,
+    WK_JV_OBJECT,
+    WK_JV_ARRAY,
+} wk_json_kind_t;
+
+/* A value inside the text: a string's span is between its quotes, still escaped. */
+typedef struct wk_json_span {
+    wk_json_kind_t kind;
+    const char *at;
+    size_t len;
+    bool escaped; /* a string holding a backslash */
+} wk_json_span_t;
+
+/*
+ * Finds the value at steps in a text wk_json_checked accepted. False when
+ * a step is missing (a member not there, an index past the end, a step
+ * into a value of another kind), as jansson's json_object_get and
+ * json_array_get would find nothing.
+ */
+bool wk_json_find(const char *text, size_t len, const wk_json_step_t *steps, size_t nsteps,
+                  wk_json_span_t *out);
+
+/*
+ * The text of a WK_JV_STRING span, unescaped, as a new NUL-terminated
+ * string (the caller frees it); NULL when out of memory.
+ */
+char *wk_json_string(const wk_json_span_t *v);
 
 #endif

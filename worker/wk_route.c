@@ -712,6 +712,56 @@ static db_param_t from_json(wk_binding_t *b, const json_t *v)
     }
 }
 
+/*
+ * A $.path source read by wk_json_find when the body passed wk_json_checked
+ * (no tree is built). True when decided here (*out or err set); false
+ * leaves it to jansson: a body the check did not accept (jansson names the
+ * error), or an object or array value (bound as jansson prints it).
+ */
+static bool body_field_fast(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_param_t *out,
+                            ib_err_t *rc, ib_error_t *err)
+{
+    const char *text = (const char *)msg->body;
+    wk_json_span_t v;
+
+    if (b->body_checked == 0)
+        b->body_checked = wk_json_checked(text, msg->body_len) ? 1 : -1;
+    if (b->body_checked < 0 || b->body_json)
+        return false;
+    *rc = IB_E_OK;
+    if (!wk_json_find(text, msg->body_len, s->steps, s->nsteps, &v)) {
+        *rc = ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                           "field %s is missing from the body", s->text);
+        return true;
+    }
+    switch (v.kind) {
+    case WK_JV_STRING: {
+        char *t = wk_json_string(&v);
+        if (!t)
+            *rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        *out = DB_TEXT(wk_binding_keep(b, t));
+        return true;
+    }
+    case WK_JV_INTEGER:
+    case WK_JV_REAL: {
+        char num[64]; /* wk_json_checked takes numbers shorter than this */
+        memcpy(num, v.at, v.len);
+        num[v.len] = '\0';
+        *out = v.kind == WK_JV_INTEGER ? DB_INT(strtoll(num, NULL, 10)) : DB_FLOAT(strtod(num, NULL));
+        return true;
+    }
+    case WK_JV_TRUE:
+    case WK_JV_FALSE:
+        *out = DB_INT(v.kind == WK_JV_TRUE);
+        return true;
+    case WK_JV_NULL:
+        *out = DB_NULL();
+        return true;
+    default:
+        return false;
+    }
+}
+
 static db_param_t opt_text(wk_binding_t *b, const char *s)
 {
     return s ? DB_TEXT(s) : DB_NULL();
@@ -835,7 +885,10 @@ ib_err_t wk_src_eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_pa
     }
     case SRC_JSON: {
         const json_t *v;
-        ib_err_t rc = body_json(b, msg, err);
+        ib_err_t rc;
+        if (body_field_fast(b, s, msg, out, &rc, err))
+            return rc;
+        rc = body_json(b, msg, err);
         if (rc != IB_E_OK)
             return rc;
         v = walk(b->body_json, s);

@@ -105,6 +105,7 @@ typedef struct wk_binding {
     char **strings;
     size_t nstrings, cap_strings;
     json_t *body_json;
+    int body_checked; /* 0 not yet; 1 wk_json_checked accepted the body; -1 it did not */
     const fx_response_t *response; /* the call's answer (finishing statements of HTTP routes) */
     json_t *response_json;
 } wk_binding_t;

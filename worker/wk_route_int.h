@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "wk_config.h"
+#include "wk_json.h"
 #include "wk_route.h"
 
 typedef enum {
@@ -35,10 +36,7 @@ typedef enum {
     SRC_RESPONSE_JSON,   /* response:$.path */
 } src_kind_t;
 
-typedef struct step {
-    char *name; /* object member, or NULL for an index */
-    size_t index;
-} step_t;
+typedef wk_json_step_t step_t; /* an object member (name), or an array index (name NULL) */
 
 typedef struct src {
     src_kind_t kind;
