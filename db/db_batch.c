@@ -120,17 +120,53 @@ static bool claimed_row(SQLHSTMT st, void *arg)
     return true;
 }
 
+/*
+ * The parameters of the claim of the chunk's items into binds (room for
+ * DB_CLAIM_NPARAMS each); returns their number, 0 with err set when the
+ * dialect shares columns the items do not share (they then go alone).
+ */
+static size_t claim_binds(batch_t *b, db_bind_t *binds, ib_error_t *err)
+{
+    /* Of db_claim_binds' DB_CLAIM_NPARAMS: the shared columns, then a row's. */
+    static const size_t shared[DB_CLAIM_SHARED] = {0, 4, 5, 10, 11};
+    static const size_t row[DB_CLAIM_ROW_PARAMS] = {1, 2, 3, 6, 7, 8, 9};
+    db_bind_t one[DB_CLAIM_NPARAMS];
+    const db_claim_t *first = b->items[b->chunk[0]].claim;
+    size_t n = 0;
+
+    if (!db_sql_claim_shared(b->dbc->dialect)) {
+        for (size_t k = 0; k < b->nchunk; k++)
+            db_claim_binds(b->items[b->chunk[k]].claim, "processed", NULL, NULL,
+                           binds + k * DB_CLAIM_NPARAMS);
+        return b->nchunk * DB_CLAIM_NPARAMS;
+    }
+    for (size_t k = 0; k < b->nchunk; k++) {
+        const db_claim_t *c = b->items[b->chunk[k]].claim;
+        if (!same_text(c->consumer, first->consumer) || !same_text(c->entity, first->entity)) {
+            ib_error_set(err, IB_E_INVAL, IB_CLASS_TRANSIENT,
+                         "inbox claim: a batch of several consumers or entities");
+            return 0;
+        }
+        db_claim_binds(c, "processed", NULL, NULL, one);
+        for (size_t q = 0; k == 0 && q < DB_CLAIM_SHARED; q++)
+            binds[n++] = one[shared[q]];
+        for (size_t q = 0; q < DB_CLAIM_ROW_PARAMS; q++)
+            binds[n++] = one[row[q]];
+    }
+    return n;
+}
+
 /* Runs one claim statement for the b->nchunk items in b->chunk. */
 static ib_err_t claim_chunk(batch_t *b, ib_error_t *err)
 {
     db_conn_t *dbc = b->dbc;
-    size_t rows = b->nchunk, matched = 0;
+    size_t rows = b->nchunk, matched = 0, nbinds;
     long long inserted = 0;
     db_bind_t *binds;
     ib_err_t rc;
 
     if (dbc->sql_claim_rows != rows) {
-        size_t size = 1024 + rows * 96;
+        size_t size = 1024 + rows * 128;
         char *sql = malloc(size);
         if (!sql)
             return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
@@ -145,13 +181,11 @@ static ib_err_t claim_chunk(batch_t *b, ib_error_t *err)
     binds = calloc(rows * DB_CLAIM_NPARAMS, sizeof(*binds));
     if (!binds)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    for (size_t k = 0; k < rows; k++)
-        db_claim_binds(b->items[b->chunk[k]].claim, "processed", NULL, NULL,
-                       binds + k * DB_CLAIM_NPARAMS);
+    nbinds = claim_binds(b, binds, err);
     b->next = 0;
     b->unmatched = 0;
-    rc = db_run_kept(dbc, dbc->sql_claim, binds, rows * DB_CLAIM_NPARAMS, claimed_row, b,
-                     &inserted, err);
+    rc = nbinds ? db_run_kept(dbc, dbc->sql_claim, binds, nbinds, claimed_row, b, &inserted, err)
+                : err->code;
     free(binds);
     if (rc != IB_E_OK) {
         if (err->cls == IB_CLASS_DUPLICATE)

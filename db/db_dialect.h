@@ -233,12 +233,14 @@ ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t si
 const char *db_sql_commit(db_dialect_t d);
 /*
  * The claim of a batch: one statement inserting rows inbox rows (each row's
- * parameters as for db_sql_insert, row after row) that skips every row
- * whose key (message id or idempotency key) is already taken, and returns
- * one row (consumer, message_id) per row it inserted. A row it skips is a
- * duplicate or a conflict, decided afterwards by the body hash.
+ * parameters as for db_sql_insert, row after row; see db_sql_claim_shared
+ * for PostgreSQL) that skips every row whose key (message id or
+ * idempotency key) is already taken, and returns one row (consumer,
+ * message_id) per row it inserted. A row it skips is a duplicate or a
+ * conflict, decided afterwards by the body hash.
  *
- *   PostgreSQL  INSERT ... VALUES (...), ... ON CONFLICT DO NOTHING RETURNING
+ *   PostgreSQL  INSERT ... SELECT FROM (VALUES (...), ...) ON CONFLICT DO
+ *               NOTHING RETURNING
  *   SQLite      the same (3.35 or later for RETURNING; DO NOTHING skips only
  *               uniqueness, where INSERT OR IGNORE would also skip NOT NULL
  *               and CHECK failures)
@@ -254,6 +256,18 @@ const char *db_sql_commit(db_dialect_t d);
 ib_err_t db_sql_claim(db_dialect_t d, const char *table, size_t rows, char *buf, size_t size);
 /* The most rows one claim statement carries (parameter limits); 0 = no claim statement. */
 size_t db_sql_claim_rows_max(db_dialect_t d);
+/*
+ * True when d's claim takes the columns every row of a batch shares
+ * (consumer, status, entity, error_class, error_detail: DB_CLAIM_SHARED of
+ * them, in that order) once, before the rows, and then
+ * DB_CLAIM_ROW_PARAMS per row (message_id, idempotency_key, body_sha256,
+ * sequence_number, delivery_count, enqueued_at, received_at). Fewer
+ * parameters are fewer to convert and send: the claim was the largest
+ * cost of a batch in psqlODBC.
+ */
+#define DB_CLAIM_SHARED 5
+#define DB_CLAIM_ROW_PARAMS 7
+bool db_sql_claim_shared(db_dialect_t d);
 /* Savepoint syntax for batching several messages in one transaction. */
 ib_err_t db_sql_savepoint(db_dialect_t d, const char *name, char *buf, size_t size);
 ib_err_t db_sql_rollback_to(db_dialect_t d, const char *name, char *buf, size_t size);

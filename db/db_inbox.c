@@ -4,6 +4,7 @@
  */
 #include "db_conn_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +33,24 @@ const char *db_outcome_name(db_outcome_t o)
     }
 }
 
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+/* Fetched once: EVP_sha256() makes every digest look the algorithm up again. */
+static void sha256_fetch(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 void db_sha256_hex(const void *data, size_t len, char hex[65])
 {
     static const char digits[] = "0123456789abcdef";
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
 
-    if (!EVP_Digest(data ? data : "", data ? len : 0, md, &mdlen, EVP_sha256(), NULL) ||
+    pthread_once(&sha256_once, sha256_fetch);
+    if (!EVP_Digest(data ? data : "", data ? len : 0, md, &mdlen,
+                    sha256_md ? sha256_md : EVP_sha256(), NULL) ||
         mdlen != 32) {
         /* Only an allocation failure inside OpenSSL gets here. */
         memset(hex, '0', 64);

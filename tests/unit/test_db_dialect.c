@@ -623,10 +623,17 @@ static void test_claim_text(void)
                            buf, sizeof(buf)),
               IB_E_INVAL);
 
+    /* PostgreSQL: the columns a batch shares once, then 7 a row. */
+    ASSERT_EQ(db_sql_claim_shared(DB_DIALECT_POSTGRESQL), 1);
     ASSERT_EQ(db_sql_claim(DB_DIALECT_POSTGRESQL, "inbox", 2, buf, sizeof(buf)), IB_E_OK);
-    ASSERT_EQ(count_char(buf, '?'), 24);
+    ASSERT_EQ(count_char(buf, '?'), DB_CLAIM_SHARED + 2 * DB_CLAIM_ROW_PARAMS);
     ASSERT_CONTAINS(buf, "ON CONFLICT DO NOTHING RETURNING consumer, message_id");
     ASSERT_EQ(strncmp(buf, "INSERT INTO inbox (", 19), 0);
+    ASSERT_CONTAINS(buf, " SELECT ?, v.message_id, ");
+    ASSERT_EQ(db_sql_claim(DB_DIALECT_POSTGRESQL, "inbox", db_sql_claim_rows_max(DB_DIALECT_POSTGRESQL),
+                           buf, sizeof(buf)),
+              IB_E_OK);
+    ASSERT_EQ(count_char(buf, '?') < 1000, 1); /* psqlODBC's limit (db_sql_claim_rows_max) */
 
     ASSERT_EQ(db_sql_claim(DB_DIALECT_SQLITE, "inbox", 2, buf, sizeof(buf)), IB_E_OK);
     ASSERT_EQ(count_char(buf, '?'), 24);
