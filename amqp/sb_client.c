@@ -112,8 +112,9 @@ static void apply_flags(sb_client_t *c)
         apply_pause(c, pause);
     if ((stop_rcv || stop) && !c->receiving_stopped) {
         c->receiving_stopped = true;
-        IB_LOG(IB_LOG_INFO, "drain", IB_MSG("receiving stopped"), IB_I("in_flight", c->n_inflight),
-               IB_I("buffered", c->n_buffered));
+        if (!c->send_only)
+            IB_LOG(IB_LOG_INFO, "drain", IB_MSG("receiving stopped"),
+                   IB_I("in_flight", c->n_inflight), IB_I("buffered", c->n_buffered));
         sb_rcv_release_buffered(c);
         for (sb_rcv_t *r = c->rcvs; r; r = r->next)
             if (r->state == RCV_OPEN && r->link) {
