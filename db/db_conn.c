@@ -4,6 +4,7 @@
  */
 #include "db_conn_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,9 @@
 #define DEFAULT_LOGIN_TIMEOUT_S 15
 /* Text longer than this is bound as a long type (SQL Server varchar(max)). */
 #define SHORT_TEXT_MAX 4000
+
+/* Held around SQLDriverConnect: see connect_with. */
+static pthread_mutex_t connect_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static bool ok(SQLRETURN rc)
 {
@@ -254,8 +258,16 @@ static ib_err_t connect_with(db_conn_t *dbc, const char *connstr, ib_error_t *er
         disconnect(dbc);
         return err->code;
     }
+    /*
+     * One connect at a time in the process: psqlODBC calls setlocale()
+     * while it connects, which frees the locale name another thread's
+     * connect may be reading (a use-after-free seen under AddressSanitizer
+     * when two db workers connected at once).
+     */
+    pthread_mutex_lock(&connect_mu);
     rc = SQLDriverConnect(dbc->dbc, NULL, (SQLCHAR *)connstr, SQL_NTS, out, sizeof(out), &outlen,
                           SQL_DRIVER_NOPROMPT);
+    pthread_mutex_unlock(&connect_mu);
     db_token_release(dbc);
     memset(out, 0, sizeof(out)); /* the completed string may hold the password */
     if (!ok(rc)) {
