@@ -180,11 +180,21 @@ stat() {
   jq -r --arg e "$1" --arg f "$2" '.entities[$e][$f] // 0' "$STATS" 2>/dev/null || echo 0
 }
 
+# sanitizer_check: ends the scenario at once when a process it started
+# reported a sanitizer error (its log says where), rather than waiting out
+# a condition that process will never bring about.
+sanitizer_check() {
+  local f
+  f=$(grep -l -E "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$W"/*.log 2>/dev/null | head -n 1)
+  [ -z "$f" ] || die "sanitizer error in $(basename "$f"): $(grep -m 1 -E "ERROR: |runtime error:" "$f")"
+}
+
 # wait_until SECONDS COMMAND...: polls until COMMAND succeeds.
 wait_until() {
-  local limit=$(( $(date +%s) + $(secs "$1") )); shift
+  local limit=$(( $(date +%s) + $(secs "$1") )) n=0; shift
   while ! "$@"; do
     [ "$(date +%s)" -ge "$limit" ] && return 1
+    n=$((n + 1)); [ $((n % 5)) -ne 0 ] || sanitizer_check
     sleep 0.2
   done
 }
