@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,12 +139,32 @@ static bool utf8_char(scan_t *sc)
     return true;
 }
 
+/*
+ * True when none of the 8 bytes at p ends or complicates a string: no
+ * control character, no byte of 0x80 or above, no quote, no backslash
+ * (the "has a byte less than" and "has a zero byte" word tests).
+ */
+static bool plain8(const unsigned char *p)
+{
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    uint64_t v, q, b;
+
+    memcpy(&v, p, sizeof(v));
+    q = v ^ (ones * '"');
+    b = v ^ (ones * '\\');
+    return ((v | ((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) == 0;
+}
+
 /* A string at sc->p (on its opening quote); *escaped when it holds a backslash. */
 static bool scan_string(scan_t *sc, bool *escaped)
 {
     *escaped = false;
     sc->p++;
     while (sc->p < sc->end) {
+        while (sc->end - sc->p >= 8 && plain8(sc->p))
+            sc->p += 8;
+        if (sc->p >= sc->end)
+            break;
         unsigned char c = *sc->p;
         if (c == '"') {
             sc->p++;
