@@ -446,7 +446,7 @@ void emu_broker_tick(emu_broker_t *b)
         }
     }
     if (b->stats_file && now >= b->next_stats_ms) {
-        b->next_stats_ms = now + 1000;
+        b->next_stats_ms = now + (b->stats_every_ms > 0 ? b->stats_every_ms : 1000);
         if (emu_stats_write(b->ns, b->stats_file) != 0)
             IB_LOG(IB_LOG_WARN, "stats", IB_MSG("cannot write stats file"),
                    IB_S("path", b->stats_file));

@@ -89,6 +89,7 @@ typedef struct emu_broker {
     const char *key_name, *key; /* NULL: accept any token */
     const char *jwt_issuer, *jwt_secret;
     const char *stats_file;
+    int64_t stats_every_ms; /* how often stats_file is rewritten (default 1000) */
     pn_ssl_domain_t *tls; /* NULL: plain TCP only */
     emu_conn_t *conns;
     emu_conn_t *current; /* connection of the event being handled */

@@ -56,6 +56,7 @@ static void usage(FILE *fp)
             "  --jwt-issuer ISS         accept put-token type jwt (HS256) from this issuer\n"
             "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
             "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
+            "  --stats-every-ms T       rewrite them every T ms instead (10 to 60000)\n"
             "  --tls-cert PEM --tls-key PEM  also accept TLS (AMQPS) on the same port\n"
             "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
             "  --fault-drop-after N     close each connection after N deliveries on it\n"
@@ -113,6 +114,15 @@ int main(int argc, char **argv)
             b.jwt_secret = v;
         else if (strcmp(a, "--stats-file") == 0)
             b.stats_file = v;
+        else if (strcmp(a, "--stats-every-ms") == 0) {
+            char *end;
+            long ms = strtol(v, &end, 10);
+            if (*end || ms < 10 || ms > 60000) {
+                fprintf(stderr, "sbemu: bad --stats-every-ms '%s' (10 to 60000)\n", v);
+                return 2;
+            }
+            b.stats_every_ms = ms;
+        }
         else if (strcmp(a, "--tls-cert") == 0)
             tls_cert = v;
         else if (strcmp(a, "--tls-key") == 0)
