@@ -92,6 +92,16 @@ static void fail_unanswered(sb_out_req_t *req, const ib_error_t *why)
     }
 }
 
+/* The send is the submitter's again (it is on no link's queue). */
+static void hand_back(sb_out_req_t *req)
+{
+    req->next = NULL;
+    req->link = NULL;
+    req->done = true;
+    if (req->done_cb)
+        req->done_cb(req, req->ctx);
+}
+
 /* Takes req off its link's queue and hands it back to the submitter. */
 static void finish(sb_out_link_t *ol, sb_out_req_t *req)
 {
@@ -105,11 +115,7 @@ static void finish(sb_out_link_t *ol, sb_out_req_t *req)
         if (ol->tail == req)
             ol->tail = prev;
     }
-    req->next = NULL;
-    req->link = NULL;
-    req->done = true;
-    if (req->done_cb)
-        req->done_cb(req, req->ctx);
+    hand_back(req);
 }
 
 /* Deliveries of req (every send: NULL) still unanswered no longer report to it. */
@@ -229,11 +235,7 @@ static void pump(sb_out_link_t *ol)
 void sb_out_refuse(sb_out_req_t *req, const ib_error_t *why)
 {
     fail_unanswered(req, why);
-    req->next = NULL;
-    req->link = NULL;
-    req->done = true;
-    if (req->done_cb)
-        req->done_cb(req, req->ctx);
+    hand_back(req);
 }
 
 void sb_out_submit(sb_out_t *o, sb_out_req_t *req)

@@ -258,12 +258,35 @@ static bool scan_number(scan_t *sc)
 
 static bool scan_value(scan_t *sc);
 
+/*
+ * A value of an object or array, then what follows it: 0 when close ends
+ * the container (consumed), 1 after a ',' (another member follows), -1 when
+ * the text is not JSON.
+ */
+static int scan_member(scan_t *sc, unsigned char close)
+{
+    if (!scan_value(sc))
+        return -1;
+    skip_ws(sc);
+    if (sc->p >= sc->end)
+        return -1;
+    if (*sc->p == close) {
+        sc->p++;
+        return 0;
+    }
+    if (*sc->p++ != ',')
+        return -1;
+    skip_ws(sc);
+    return 1;
+}
+
 /* Members of an object at sc->p ('{'): keys unescaped and distinct, as JSON_REJECT_DUPLICATES wants. */
 static bool scan_object(scan_t *sc)
 {
     const unsigned char *key[WK_JSON_KEYS_MAX];
     size_t klen[WK_JSON_KEYS_MAX], n = 0;
     bool escaped;
+    int next;
 
     sc->p++;
     skip_ws(sc);
@@ -286,23 +309,15 @@ static bool scan_object(scan_t *sc)
         if (sc->p >= sc->end || *sc->p++ != ':')
             return false;
         skip_ws(sc);
-        if (!scan_value(sc))
-            return false;
-        skip_ws(sc);
-        if (sc->p >= sc->end)
-            return false;
-        if (*sc->p == '}') {
-            sc->p++;
-            return true;
-        }
-        if (*sc->p++ != ',')
-            return false;
-        skip_ws(sc);
+        next = scan_member(sc, '}');
+        if (next <= 0)
+            return next == 0;
     }
 }
 
 static bool scan_array(scan_t *sc)
 {
+    int next;
     sc->p++;
     skip_ws(sc);
     if (sc->p < sc->end && *sc->p == ']') {
@@ -310,18 +325,9 @@ static bool scan_array(scan_t *sc)
         return true;
     }
     for (;;) {
-        if (!scan_value(sc))
-            return false;
-        skip_ws(sc);
-        if (sc->p >= sc->end)
-            return false;
-        if (*sc->p == ']') {
-            sc->p++;
-            return true;
-        }
-        if (*sc->p++ != ',')
-            return false;
-        skip_ws(sc);
+        next = scan_member(sc, ']');
+        if (next <= 0)
+            return next == 0;
     }
 }
 
