@@ -315,6 +315,7 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     c->sessions = opt->sessions;
     c->prefetch = opt->prefetch;
     c->mcc = opt->max_concurrent_calls ? opt->max_concurrent_calls : 1;
+    c->max_held_bytes = opt->max_held_bytes;
     c->max_sessions = opt->max_concurrent_sessions ? opt->max_concurrent_sessions : 1;
     c->renew_max_s = opt->max_auto_lock_renewal_s;
     c->idle_s = opt->session_idle_timeout_s ? opt->session_idle_timeout_s : 60;

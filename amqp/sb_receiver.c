@@ -79,6 +79,30 @@ void sb_rcv_start(sb_rcv_t *r)
     sb_cbs_authorize(&r->c->core, r->c->audience, rcv_authorized, r);
 }
 
+/*
+ * Caps new credit so that the bytes held, plus the credit outstanding at the
+ * size of the largest recent message, stay within max_held_bytes. Until a
+ * message's size is known one credit at a time; with nothing held and no
+ * credit out one message is always allowed, however large. Credit counts
+ * messages, not bytes: a message larger than the estimate overshoots once.
+ */
+static int within_byte_budget(const sb_client_t *c, int want, int credit)
+{
+    unsigned long long room, fits;
+    if (!c->max_held_bytes || want <= 0)
+        return want;
+    if (!c->largest_bytes)
+        return credit == 0 ? 1 : 0;
+    if (c->held_bytes == 0 && credit == 0 && c->largest_bytes >= c->max_held_bytes)
+        return 1;
+    room = c->held_bytes < c->max_held_bytes ? c->max_held_bytes - c->held_bytes : 0;
+    fits = room / c->largest_bytes;
+    if (fits <= (unsigned long long)credit)
+        return 0;
+    fits -= (unsigned long long)credit;
+    return fits < (unsigned long long)want ? (int)fits : want;
+}
+
 void sb_rcv_grant(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
@@ -100,6 +124,7 @@ void sb_rcv_grant(sb_rcv_t *r)
         int settling = (int)c->n_settling > slack ? (int)c->n_settling - slack : 0;
         want = window - (int)(c->n_inflight + c->n_buffered) - settling - credit;
     }
+    want = within_byte_budget(c, want, credit);
     if (want > 0)
         pn_link_flow(r->link, want);
 }
@@ -192,6 +217,11 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
         st->lock_dur = 1000;
     st->renew_until = now + (long long)c->renew_max_s * 1000;
     st->state = SB_MS_NEW;
+    st->bytes = (size_t)got;
+    /* The estimate follows the largest recent size, decaying by 1/64 a message. */
+    c->largest_bytes -= c->largest_bytes / 64;
+    if ((size_t)got > c->largest_bytes)
+        c->largest_bytes = (size_t)got;
     pn_delivery_set_context(dlv, msg);
     st->next = c->held;
     if (c->held)

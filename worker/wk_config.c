@@ -37,8 +37,13 @@ const wk_setting_t wk_settings[] = {
      OFF(servicebus.sessions)},
     {"servicebus.prefetch", WK_CT_INT, "20", 0, 10000, NULL, 0,
      "Messages buffered beyond those in flight.", OFF(servicebus.prefetch)},
-    {"servicebus.max_concurrent_calls", WK_CT_INT, "8", 1, 1024, NULL, 0,
-     "Messages processed at once.", OFF(servicebus.max_concurrent_calls)},
+    {"servicebus.max_concurrent_calls", WK_CT_INT, "256", 1, 1024, NULL, 0,
+     "Messages in flight at once (locks held and renewed), shared by the db workers, whose "
+     "batches form from them.", OFF(servicebus.max_concurrent_calls)},
+    {"servicebus.max_held_mb", WK_CT_INT, "64", 0, 65536, NULL, 0,
+     "Bytes of received messages (buffered and in flight) held at most, in MiB: credit is "
+     "withheld while they are spent; one message is always allowed (0 = no byte bound).",
+     OFF(servicebus.max_held_mb)},
     {"servicebus.max_concurrent_sessions", WK_CT_INT, "32", 1, 1024, NULL, 0,
      "Sessions processed at once when sessions is true (one message at a time each).",
      OFF(servicebus.max_concurrent_sessions)},
@@ -72,8 +77,9 @@ const wk_setting_t wk_settings[] = {
      "How to log in: password (credentials in the connection string) or workload_identity (an "
      "Azure AD token for Azure SQL; needs Microsoft's ODBC Driver 18 for SQL Server).",
      OFF(db.auth)},
-    {"db.pool_size", WK_CT_INT, "0", 0, 256, NULL, 0,
-     "Database worker threads, one connection each (0 = max_concurrent_calls).", OFF(db.pool_size)},
+    {"db.pool_size", WK_CT_INT, "8", 0, 256, NULL, 0,
+     "Database worker threads, one connection each (0 = max_concurrent_calls, at most 8).",
+     OFF(db.pool_size)},
     {"db.batch_max", WK_CT_INT, "32", 1, 1000, NULL, 0,
      "Most messages a db worker applies in one transaction: those already waiting, at most "
      "one per session (1 = one transaction per message). Outcomes and guarantees are the same.",
@@ -517,7 +523,16 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
     check_native_list(cfg->errors.transient_native, "errors.transient_native", p);
     check_native_list(cfg->errors.permanent_native, "errors.permanent_native", p);
     if (cfg->db.pool_size == 0)
-        cfg->db.pool_size = cfg->servicebus.max_concurrent_calls;
+        cfg->db.pool_size = cfg->servicebus.max_concurrent_calls < 8
+                                ? cfg->servicebus.max_concurrent_calls
+                                : 8;
+    if (cfg->db.batch_max > 1 && !cfg->servicebus.sessions &&
+        cfg->servicebus.max_concurrent_calls <= cfg->db.pool_size && p->errs)
+        fprintf(p->errs,
+                "config: warning: db.batch_max: batches cannot form: servicebus.max_concurrent_calls "
+                "(%lld) is not above db.pool_size (%lld), so each db worker gets one message at a "
+                "time; raise max_concurrent_calls (default 256) for batch speed\n",
+                cfg->servicebus.max_concurrent_calls, cfg->db.pool_size);
     {
         ib_error_t err;
         if (wk_http_listen_check(cfg->http.listen, &err) != IB_E_OK)

@@ -28,6 +28,7 @@ typedef struct wk_config {
         bool sessions;
         long long prefetch;
         long long max_concurrent_calls;
+        long long max_held_mb; /* byte budget of received messages, MiB; 0 = none */
         long long max_concurrent_sessions;
         long long max_auto_lock_renewal_s;
         long long session_idle_timeout_s;
@@ -41,7 +42,7 @@ typedef struct wk_config {
         char *connection_string;
         char *dialect;
         char *auth;          /* "password" or "workload_identity" */
-        long long pool_size;       /* 0 = servicebus.max_concurrent_calls */
+        long long pool_size;       /* 0 = servicebus.max_concurrent_calls, at most 8 */
         long long batch_max;       /* messages per transaction, at most */
         long long batch_linger_ms; /* wait for more before a short batch (0 = never) */
         char *inbox_table;

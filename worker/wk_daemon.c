@@ -348,6 +348,21 @@ static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
 }
 
 /*
+ * How many queued jobs this worker may take: a batch only takes jobs that
+ * would otherwise wait, so while other workers are idle each of them is left
+ * one job before this batch grows (never slower than one transaction per
+ * message). Workers busy with a batch count as not idle. mu held.
+ */
+static size_t batch_share(const daemon_t *dm, size_t max)
+{
+    size_t others = (size_t)dm->nworkers > dm->busy_workers + 1
+                        ? (size_t)dm->nworkers - dm->busy_workers - 1
+                        : 0;
+    size_t share = dm->queued > others ? dm->queued - others : 1;
+    return share < max ? share : max;
+}
+
+/*
  * Waits for work and takes a batch of ready jobs (db.batch_max; 1 = one
  * job). A lone job is taken at once unless db.batch_linger_ms asks to wait
  * that long for company. Returns 0 when the workers stop.
@@ -374,9 +389,11 @@ static size_t pop_jobs(daemon_t *dm, job_t **batch, size_t max)
                pthread_cond_timedwait(&dm->cv, &dm->mu, &until) == 0)
             ;
     }
-    n = take_jobs(dm, batch, max);
+    n = take_jobs(dm, batch, batch_share(dm, max));
     if (n)
         dm->busy_workers++;
+    if (dm->qhead)
+        pthread_cond_signal(&dm->cv); /* what is left goes to an idle worker */
     pthread_mutex_unlock(&dm->mu);
     return n;
 }
@@ -744,6 +761,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .sessions = cfg->servicebus.sessions,
         .prefetch = (unsigned)cfg->servicebus.prefetch,
         .max_concurrent_calls = (unsigned)cfg->servicebus.max_concurrent_calls,
+        .max_held_bytes = (unsigned long long)cfg->servicebus.max_held_mb << 20,
         .max_concurrent_sessions = (unsigned)cfg->servicebus.max_concurrent_sessions,
         .max_auto_lock_renewal_s = (unsigned)cfg->servicebus.max_auto_lock_renewal_s,
         .session_idle_timeout_s = (unsigned)cfg->servicebus.session_idle_timeout_s,

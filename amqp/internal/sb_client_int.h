@@ -31,6 +31,9 @@ typedef struct sb_renew_batch sb_renew_batch_t;
 
 struct sb_msg_state {
     sb_msg_state_t state;
+    size_t bytes;              /* encoded size as received */
+    bool bytes_counted;        /* bytes are in c->held_bytes (from the first state change
+                                  until DONE) */
     sb_client_t *client;
     sb_rcv_t *rcv;             /* the link that delivered it; NULL once that link is gone */
     pn_delivery_t *dlv;        /* NULL once the link is gone */
@@ -126,6 +129,9 @@ struct sb_client {
     sb_msg_t *held;
     sb_msg_t *buf_head, *buf_tail;
     unsigned n_buffered, n_inflight, n_settling;
+    unsigned long long held_bytes;    /* sum of st->bytes of messages past NEW, not DONE */
+    unsigned long long max_held_bytes; /* 0 = no bound */
+    size_t largest_bytes;             /* the largest message received: credit's unit */
     bool receiving_stopped; /* the proactor has applied stop_receiving */
     bool paused;            /* the proactor has applied pause */
     bool stopping, done, ready;

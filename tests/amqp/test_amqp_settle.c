@@ -13,7 +13,8 @@
 
 static const char *topology =
     "{\"queues\":[{\"name\":\"orders\",\"lock_duration_s\":5,\"max_delivery_count\":5},"
-    "{\"name\":\"bulk\",\"lock_duration_s\":30,\"max_delivery_count\":5}]}";
+    "{\"name\":\"bulk\",\"lock_duration_s\":30,\"max_delivery_count\":5},"
+    "{\"name\":\"big\",\"lock_duration_s\":30,\"max_delivery_count\":5}]}";
 
 static sb_client_t *start(sbt_emu_t *emu, const char *entity, unsigned prefetch, unsigned mcc,
                           sbt_rx_t *rx)
@@ -178,6 +179,70 @@ static void test_credit(sbt_emu_t *emu)
     fprintf(stderr, "ok   credit\n");
 }
 
+/* Sends n messages of size bytes each to entity. */
+static void send_big(sbt_emu_t *emu, const char *entity, int n, size_t size)
+{
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, (unsigned)sbt_ms(10000)};
+    ib_error_t err;
+    sb_sender_t *s = sb_sender_open(&so, &err);
+    char *body = malloc(size);
+    SBT_CHECK(s && body);
+    memset(body, 'x', size);
+    for (int i = 0; i < n; i++) {
+        char id[32];
+        sb_out_msg_t m = {0};
+        snprintf(id, sizeof(id), "big-%d", i);
+        m.message_id = id;
+        m.body = body;
+        m.body_len = size;
+        SBT_CHECK_EQ(sb_sender_send(s, entity, &m, 1, &err), IB_E_OK);
+    }
+    sb_sender_close(s);
+    free(body);
+}
+
+/* A byte budget of 512 KiB with messages of 100 KiB: a window of 40 by count
+ * (prefetch 20 + 20 calls) holds at most five at once, and every message
+ * still arrives once the worker settles what it holds. */
+static void test_credit_bytes(sbt_emu_t *emu)
+{
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    sb_client_t *c;
+    int done = 0;
+
+    send_big(emu, "big", 20, 100 * 1024);
+    sbt_rx_init(&rx);
+    sbt_options(emu, "big", &opt);
+    opt.prefetch = 20;
+    opt.max_concurrent_calls = 20;
+    opt.max_held_bytes = 512 * 1024;
+    sbt_callbacks(&rx, &cb);
+    c = sbt_client_start(&opt, &cb);
+    SBT_CHECK(sbt_wait_ready(&rx, 10000));
+    usleep((useconds_t)sbt_ms(1500) * 1000);
+    {
+        long long locked = sbt_stat(emu, "big", "locked");
+        fprintf(stderr, "     locked with a 512 KiB budget: %lld of 20\n", locked);
+        SBT_CHECK(locked >= 1 && locked <= 5);
+    }
+    while (done < 20) {
+        sb_msg_t *msg = sbt_take(&rx, 5000);
+        SBT_CHECK(msg);
+        SBT_CHECK_EQ(msg->body_len, (size_t)100 * 1024);
+        sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
+        done++;
+    }
+    SBT_CHECK(sbt_wait_settled(&rx, 20, 10000));
+    SBT_CHECK_EQ(sbt_wait_stat(emu, "big", "completed", 20, 3000), 20);
+    SBT_CHECK_EQ(sbt_stat(emu, "big", "active"), 0);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    fprintf(stderr, "ok   credit by bytes\n");
+}
+
 int main(void)
 {
     sbt_emu_t emu;
@@ -185,6 +250,7 @@ int main(void)
     sbt_emu_start(&emu, topology, NULL);
     test_outcomes(&emu);
     test_credit(&emu);
+    test_credit_bytes(&emu);
     sbt_emu_stop(&emu);
     return 0;
 }

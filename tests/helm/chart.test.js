@@ -459,12 +459,11 @@ test('values.yaml config defaults are inboxd\'s own defaults', () => {
   /*
    * The chart restates inboxd's defaults so they are visible in values.yaml;
    * they must not drift from the binary's. consumer defaults to the release
-   * name in the chart, and print-config shows pool_size resolved (0 means
-   * max_concurrent_calls).
+   * name in the chart.
    */
   const yaml = render(bin, []).values.config;
   const defaults = printedDefaults();
-  const skip = new Set(['consumer', 'db.pool_size']);
+  const skip = new Set(['consumer']);
   const diff = [];
   const walk = (v, d, prefix) => {
     for (const [k, x] of Object.entries(v)) {

@@ -57,7 +57,10 @@ static void test_defaults_parse(void)
     ASSERT_CONTAINS(errs, "config: servicebus.connection_string: missing required");
     ASSERT_CONTAINS(errs, "config: db.connection_string: missing required");
     ASSERT_EQ(cfg.servicebus.prefetch, 20);
-    ASSERT_EQ(cfg.db.pool_size, cfg.servicebus.max_concurrent_calls);
+    /* Defaults under which batches form: more in flight than db workers. */
+    ASSERT_EQ(cfg.servicebus.max_concurrent_calls, 256);
+    ASSERT_EQ(cfg.db.pool_size, 8);
+    ASSERT_EQ(cfg.servicebus.max_held_mb, 64);
     ASSERT_STREQ(cfg.db.inbox_table, "inboxd_inbox");
     ASSERT_TRUE(cfg.db.migrate);
     ASSERT_TRUE(json_is_array(cfg.routes));
