@@ -101,9 +101,11 @@ typedef struct sb_options {
     bool sessions;                 /* accept next-available sessions */
     unsigned prefetch;             /* buffered beyond those in flight */
     unsigned max_concurrent_calls; /* handed to the worker at once; 0 = 1 */
-    unsigned long long max_held_bytes; /* encoded bytes of received messages held (buffered,
-                                          in flight, settling) before credit is withheld;
-                                          one message is always allowed; 0 = no bound */
+    unsigned long long max_held_bytes; /* memory of received messages held (buffered, in
+                                          flight, settling; each counts twice its encoded
+                                          size: Proton's delivery buffer and the decoded
+                                          message) before credit is withheld; one message
+                                          is always allowed; 0 = no bound */
     unsigned max_concurrent_sessions; /* 0 = 1 */
     unsigned max_auto_lock_renewal_s; /* 0 = no renewal */
     unsigned session_idle_timeout_s;  /* 0 = 60 */

@@ -217,11 +217,13 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
         st->lock_dur = 1000;
     st->renew_until = now + (long long)c->renew_max_s * 1000;
     st->state = SB_MS_NEW;
-    st->bytes = (size_t)got;
+    /* Held twice until settled: Proton keeps the delivery's buffer (its
+     * capacity does not shrink once read), and the decoded message. */
+    st->bytes = 2 * (size_t)got;
     /* The estimate follows the largest recent size, decaying by 1/64 a message. */
     c->largest_bytes -= c->largest_bytes / 64;
-    if ((size_t)got > c->largest_bytes)
-        c->largest_bytes = (size_t)got;
+    if (st->bytes > c->largest_bytes)
+        c->largest_bytes = st->bytes;
     pn_delivery_set_context(dlv, msg);
     st->next = c->held;
     if (c->held)

@@ -201,7 +201,8 @@ static void send_big(sbt_emu_t *emu, const char *entity, int n, size_t size)
     free(body);
 }
 
-/* A byte budget of 512 KiB with messages of 100 KiB: a window of 40 by count
+/* A byte budget of 1 MiB with messages of 100 KiB (each counted twice: the
+ * delivery's bytes and the decoded message): a window of 40 by count
  * (prefetch 20 + 20 calls) holds at most five at once, and every message
  * still arrives once the worker settles what it holds. */
 static void test_credit_bytes(sbt_emu_t *emu)
@@ -217,14 +218,14 @@ static void test_credit_bytes(sbt_emu_t *emu)
     sbt_options(emu, "big", &opt);
     opt.prefetch = 20;
     opt.max_concurrent_calls = 20;
-    opt.max_held_bytes = 512 * 1024;
+    opt.max_held_bytes = 1024 * 1024;
     sbt_callbacks(&rx, &cb);
     c = sbt_client_start(&opt, &cb);
     SBT_CHECK(sbt_wait_ready(&rx, 10000));
     usleep((useconds_t)sbt_ms(1500) * 1000);
     {
         long long locked = sbt_stat(emu, "big", "locked");
-        fprintf(stderr, "     locked with a 512 KiB budget: %lld of 20\n", locked);
+        fprintf(stderr, "     locked with a 1 MiB budget: %lld of 20\n", locked);
         SBT_CHECK(locked >= 1 && locked <= 5);
     }
     while (done < 20) {

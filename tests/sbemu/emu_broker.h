@@ -90,6 +90,7 @@ typedef struct emu_broker {
     const char *jwt_issuer, *jwt_secret;
     const char *stats_file;
     int64_t stats_every_ms; /* how often stats_file is rewritten (default 1000) */
+    size_t max_message_bytes; /* largest message accepted; 0 = 262144 (the Standard tier) */
     pn_ssl_domain_t *tls; /* NULL: plain TCP only */
     emu_conn_t *conns;
     emu_conn_t *current; /* connection of the event being handled */

@@ -11,7 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EMU_MAX_MESSAGE 262144
+#define EMU_MAX_MESSAGE 262144 /* the Standard tier's; --max-message-bytes up to Premium's */
+
+static size_t max_message(const emu_broker_t *b)
+{
+    return b->max_message_bytes ? b->max_message_bytes : EMU_MAX_MESSAGE;
+}
 #define EMU_SESSION_FILTER "com.microsoft:session-filter"
 
 static void consumers_add(emu_entity_t *ent, emu_link_t *l)
@@ -169,7 +174,7 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
         pn_terminus_copy(pn_link_target(pl), pn_link_remote_target(pl));
         pn_link_set_snd_settle_mode(pl, pn_link_remote_snd_settle_mode(pl));
         pn_link_set_rcv_settle_mode(pl, PN_RCV_FIRST);
-        pn_link_set_max_message_size(pl, EMU_MAX_MESSAGE);
+        pn_link_set_max_message_size(pl, max_message(b));
         pn_link_open(pl);
         pn_link_flow(pl, 1000);
         return;
@@ -535,7 +540,7 @@ void emu_link_on_incoming(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
     size_t pending;
     bool too_big = false;
     while ((pending = pn_delivery_pending(d)) > 0) {
-        if (l->rx.len + pending > (size_t)EMU_MAX_MESSAGE * 4) {
+        if (l->rx.len + pending > max_message(b) * 4) {
             too_big = true;
             char sink[4096];
             while (pn_link_recv(pl, sink, sizeof sink) > 0) {
@@ -557,9 +562,11 @@ void emu_link_on_incoming(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
         return;
     }
     int64_t now = emu_now_ms();
-    if (too_big || l->rx.len > EMU_MAX_MESSAGE) {
-        reject(d, "amqp:link:message-size-exceeded",
-               "The message is larger than the 262144 bytes sbemu allows.");
+    if (too_big || l->rx.len > max_message(b)) {
+        char why[96];
+        snprintf(why, sizeof(why), "The message is larger than the %zu bytes sbemu allows.",
+                 max_message(b));
+        reject(d, "amqp:link:message-size-exceeded", why);
     } else if (l->kind == EMU_LINK_SEND_IN) {
         emu_send_t rc = emu_entity_send(l->ent, l->rx.data, l->rx.len, now);
         if (rc == EMU_SEND_OK) {

@@ -57,6 +57,8 @@ static void usage(FILE *fp)
             "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
             "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
             "  --stats-every-ms T       rewrite them every T ms instead (10 to 60000)\n"
+            "  --max-message-bytes N    largest message accepted (default 262144, the Standard\n"
+            "                           tier; Premium allows up to 104857600)\n"
             "  --tls-cert PEM --tls-key PEM  also accept TLS (AMQPS) on the same port\n"
             "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
             "  --fault-drop-after N     close each connection after N deliveries on it\n"
@@ -122,6 +124,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             b.stats_every_ms = ms;
+        }
+        else if (strcmp(a, "--max-message-bytes") == 0) {
+            char *end;
+            long long n = strtoll(v, &end, 10);
+            if (*end || n < 1024 || n > 104857600LL) {
+                fprintf(stderr, "sbemu: bad --max-message-bytes '%s' (1024 to 104857600)\n", v);
+                return 2;
+            }
+            b.max_message_bytes = (size_t)n;
         }
         else if (strcmp(a, "--tls-cert") == 0)
             tls_cert = v;

@@ -19,6 +19,15 @@
 #   sessions    inboxd batch mode, SESSIONS x PER_SESSION messages on a
 #               session queue (env; default 100 x 200)
 #   sqlite      inboxd batch mode on a SQLite file
+#   defaults    inboxd with nothing set but the connection strings and the
+#               route: the speed a user gets without tuning
+#   large       inboxd at its defaults on LARGE_N messages of LARGE_KIB KiB
+#               (env; default 200 x 1024): peak RSS against the byte budget
+#   latency     inboxd at its defaults, one message every 100 ms for 20 s:
+#               enqueued -> committed p50 / p99 (the inbox row's enqueued_at
+#               and processed_at)
+#   slow        four messages whose SQL sleeps 3 s, four db workers, batches
+#               on, against one transaction per message: the time of each
 # Prints rates, the ratios, inboxd's CPU ms per 1,000 messages and its peak
 # RSS. A rate is timed from the first completed message to the last (inboxd:
 # the broker's stats file, rewritten every 50 ms; the peer: its own), as
@@ -34,7 +43,9 @@ CALLS=${CALLS:-$((C * 32))} # messages in flight in batch mode
 SESSIONS=${SESSIONS:-100}
 PER_SESSION=${PER_SESSION:-200}
 build=${BUILD:-$root/build}
-PHASES=${PHASES:-pm pgbench batch peer sessions sqlite}
+PHASES=${PHASES:-pm pgbench batch defaults peer sessions sqlite large latency slow}
+LARGE_N=${LARGE_N:-200}
+LARGE_KIB=${LARGE_KIB:-1024}
 [ "${SKIP_PEER:-0}" = 1 ] && PHASES=${PHASES//peer/}
 want() { [[ " $PHASES " == *" $1 "* ]]; }
 for b in inboxd inboxctl sbemu; do
@@ -69,11 +80,16 @@ cat >"$W/topo.json" <<'JSON'
            {"name":"batch","lock_duration_s":60,"max_delivery_count":10},
            {"name":"peer","lock_duration_s":60,"max_delivery_count":10},
            {"name":"sess","lock_duration_s":60,"max_delivery_count":10,"requires_session":true},
-           {"name":"lite","lock_duration_s":60,"max_delivery_count":10}]}
+           {"name":"lite","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"dflt","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"large","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"lat","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"slow1","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"slowb","lock_duration_s":60,"max_delivery_count":10}]}
 JSON
 # Completion is timed by the stats file: rewritten every 50 ms, not every second.
 "$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" \
-  --stats-every-ms 50 >"$W/sbemu.log" 2>&1 &
+  --stats-every-ms 50 --max-message-bytes 104857600 >"$W/sbemu.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
 SB_CS="Endpoint=sb://127.0.0.1:$emu_port/;SharedAccessKeyName=bench;SharedAccessKey=bench;UseDevelopmentEmulator=true"
@@ -110,10 +126,11 @@ exec {tick_fd}<> <(:) # read -t on it is a sleep without a process
 # (C database connections; CALLS messages in flight, as many again prefetched)
 run_inboxd() {
   local name=$1 q=$2 count=$3 calls=$4 db=$5 sbx=$6 ipid start="" end peak=0 done0 first k v
-  local prefetch=$calls
+  local tuning=', "prefetch": '$calls', "max_concurrent_calls": '$calls
+  [ "$calls" = default ] && tuning=""
   cat >"$W/$name.json" <<JSON
-{"consumer": "$name", "servicebus": {"connection_string": "$SB_CS", "entity": "$q",
-  "prefetch": $prefetch, "max_concurrent_calls": $calls $sbx},
+{"consumer": "$name", "servicebus": {"connection_string": "$SB_CS", "entity": "$q"
+  $tuning $sbx},
  "db": $db,
  "routes": [{"match": "*", "sql": "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)",
              "params": ["\$.id", "\$.n", "message_id"], "idempotency_key": "item:{\$.id}"}],
@@ -227,10 +244,92 @@ if want sqlite; then
   [ "$(sqlite3 "$W/lite.db" 'SELECT count(*) FROM items')" = "$N" ] || { echo "bench: sqlite rows" >&2; exit 1; }
 fi
 
+d_rate=0 d_cpu=0 d_rss=0
+if want defaults; then
+  echo "bench: defaults" >&2
+  preload dflt "$N"
+  reset_db
+  read -r d_rate d_cpu d_rss < <(run_inboxd dflt dflt "$N" default \
+    '{"connection_string": "'"$PG_CS"'", "dialect": "postgresql"}' "")
+  check_rows "$N"
+  echo "bench:   $d_rate msg/s, $d_cpu CPU ms/1000, $d_rss MiB" >&2
+fi
+
+g_rate=0 g_cpu=0 g_rss=0
+if want large; then
+  echo "bench: large ($LARGE_N x $LARGE_KIB KiB at the defaults)" >&2
+  awk -v n="$LARGE_N" -v k="$LARGE_KIB" 'BEGIN { pad = "0"
+    while (length(pad) < k * 1024 - 64) pad = pad pad
+    pad = substr(pad, 1, k * 1024 - 64)
+    for (i = 1; i <= n; i++)
+      printf "{\"message_id\":\"large-%d\",\"subject\":\"Item\",\"body\":{\"id\":\"large-%d\",\"n\":%d,\"pad\":\"%s\"}}\n", i, i, i, pad }' >"$W/msgs.jsonl"
+  "$build/inboxctl" send --connection-string "$SB_CS" --entity large --file "$W/msgs.jsonl" 2>/dev/null
+  reset_db
+  read -r g_rate g_cpu g_rss < <(run_inboxd large large "$LARGE_N" default \
+    '{"connection_string": "'"$PG_CS"'", "dialect": "postgresql"}' "")
+  check_rows "$LARGE_N"
+  echo "bench:   $g_rate msg/s, peak RSS $g_rss MiB" >&2
+fi
+
+lat_p50="-" lat_p99="-"
+if want latency; then
+  echo "bench: latency (one message every 100 ms for 20 s, defaults)" >&2
+  reset_db
+  cat >"$W/lat.json" <<JSON
+{"consumer": "lat", "servicebus": {"connection_string": "$SB_CS", "entity": "lat"},
+ "db": {"connection_string": "$PG_CS", "dialect": "postgresql"},
+ "routes": [{"match": "*", "sql": "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)",
+             "params": ["\$.id", "\$.n", "message_id"], "idempotency_key": "item:{\$.id}"}],
+ "http": {"listen": ""}, "log": {"level": "warn"}}
+JSON
+  "$build/inboxd" --config "$W/lat.json" >"$W/lat.log" 2>&1 &
+  lpid=$!; pids+=($lpid)
+  sleep 1
+  for i in $(seq 1 200); do
+    echo "{\"message_id\":\"lat-$i\",\"subject\":\"Item\",\"body\":{\"id\":\"lat-$i\",\"n\":$i}}" >"$W/one.jsonl"
+    "$build/inboxctl" send --connection-string "$SB_CS" --entity lat --file "$W/one.jsonl" 2>/dev/null &
+    read -r -t 0.1 -u "$tick_fd" _ || true
+  done
+  wait_rows() { for _ in $(seq 1 100); do [ "$(psql -d bench -tAc "SELECT count(*) FROM items")" = "$1" ] && return 0; sleep 0.1; done; return 1; }
+  wait_rows 200 || { echo "bench: latency phase did not apply 200 messages" >&2; exit 1; }
+  kill -TERM $lpid; wait $lpid || true
+  read -r lat_p50 lat_p99 < <(psql -d bench -tAc "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1) FROM (SELECT extract(epoch FROM processed_at - enqueued_at) * 1000 AS ms FROM inboxd_inbox WHERE consumer = 'lat') t" | tr '|' ' ')
+  echo "bench:   enqueued -> committed p50 $lat_p50 ms, p99 $lat_p99 ms" >&2
+fi
+
+slow1=0 slowb=0
+if want slow; then
+  echo "bench: slow handler (4 x 3 s)" >&2
+  for mode in slow1 slowb; do
+    reset_db
+    for i in 1 2 3 4; do echo "{\"message_id\":\"$mode-$i\",\"subject\":\"Item\",\"body\":{\"id\":\"$mode-$i\",\"n\":$i}}"; done >"$W/msgs.jsonl"
+    "$build/inboxctl" send --connection-string "$SB_CS" --entity $mode --file "$W/msgs.jsonl" 2>/dev/null
+    bm=32; [ $mode = slow1 ] && bm=1
+    cat >"$W/$mode.json" <<JSON
+{"consumer": "$mode", "servicebus": {"connection_string": "$SB_CS", "entity": "$mode", "max_concurrent_calls": 4},
+ "db": {"connection_string": "$PG_CS", "dialect": "postgresql", "pool_size": 4, "batch_max": $bm},
+ "routes": [{"match": "*", "sql": ["SELECT pg_sleep(3)", "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)"],
+             "params": [[], ["\$.id", "\$.n", "message_id"]]}],
+ "http": {"listen": ""}, "log": {"level": "warn"}}
+JSON
+    t0=$(date +%s.%N)
+    "$build/inboxd" --config "$W/$mode.json" >"$W/$mode.log" 2>&1 &
+    spid=$!; pids+=($spid)
+    for _ in $(seq 1 600); do [ "$(psql -d bench -tAc "SELECT count(*) FROM items")" = 4 ] && break; sleep 0.05; done
+    t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    kill -TERM $spid; wait $spid || true
+    check_rows 4
+    eval "$mode=$t"
+  done
+  echo "bench:   one per transaction $slow1 s, batches $slowb s" >&2
+fi
+
 awk -v n="$N" -v c="$C" -v pgb="$pgb" -v pm="$pm_rate" -v pmc="$pm_cpu" -v pmr="$pm_rss" \
     -v b="$b_rate" -v bc="$b_cpu" -v br="$b_rss" -v peer="$peer_rate" -v batch="${BATCH:-default}" \
     -v s="$s_rate" -v sc="$s_cpu" -v sr="$s_rss" -v sn="$SESSIONS x $PER_SESSION" \
-    -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
+    -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" -v d="$d_rate" -v dc="$d_cpu" -v dr="$d_rss" \
+    -v g="$g_rate" -v gr="$g_rss" -v gn="$LARGE_N x $LARGE_KIB KiB" -v p50="$lat_p50" -v p99="$lat_p99" \
+    -v s1="$slow1" -v sb="$slowb" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
 BEGIN {
   printf "messages %d (1 KiB JSON), concurrency %d, PostgreSQL fsync on, batch_max %s\n", n, c, batch
   printf "%-26s %10s %10s %10s %14s %10s\n", "", "msg/s", "/pgbench", "/sdk peer", "CPU ms/1000", "peak RSS"
@@ -240,4 +339,8 @@ BEGIN {
   if (peer > 0) printf "%-26s %10.0f %10s %10s\n", "sdk peer (node, pg pool)", peer, ratio(peer, pgb), "1.00"
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sessions " sn, s, "", "", sc, sr
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sqlite batch", l, "", "", lc, lr
+  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd at its defaults", d, ratio(d, pgb), ratio(d, peer), dc, dr
+  printf "%-26s %10.0f %10s %10s %14s %7.1f MiB\n", "defaults, " gn, g, "", "", "", gr
+  printf "low load (10 msg/s, defaults): enqueued -> committed p50 %s ms, p99 %s ms\n", p50, p99
+  if (s1 > 0) printf "slow handler 4 x 3 s: one per transaction %.2f s, batches %.2f s (%s x)\n", s1, sb, ratio(sb, s1)
 }'
