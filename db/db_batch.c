@@ -54,54 +54,14 @@ static bool same_key(const db_claim_t *a, const db_claim_t *b)
             strcmp(a->idempotency_key, b->idempotency_key) == 0);
 }
 
-/* Reads column col of the current row as UTF-8 (SQL Server's nvarchar comes as UTF-16). */
-static bool column_text(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *out, size_t size)
-{
-    SQLLEN ind = 0;
-    SQLRETURN rc;
-
-    if (!dbc->wide_text) {
-        rc = SQLGetData(st, col, SQL_C_CHAR, out, (SQLLEN)size, &ind);
-        return (rc == SQL_SUCCESS) && ind != SQL_NULL_DATA;
-    }
-    SQLWCHAR w[512];
-    rc = SQLGetData(st, col, SQL_C_WCHAR, w, sizeof(w), &ind);
-    if (rc != SQL_SUCCESS || ind == SQL_NULL_DATA)
-        return false;
-    /* Keys are at most 400 characters: the units are converted back one by one. */
-    size_t nw = (size_t)ind / sizeof(SQLWCHAR), o = 0;
-    for (size_t i = 0; i < nw; i++) {
-        unsigned long cp = w[i];
-        if (cp >= 0xD800 && cp < 0xDC00 && i + 1 < nw) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (w[i + 1] - 0xDC00);
-            i++;
-        }
-        char u[4];
-        size_t k = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-        if (k == 1)
-            u[0] = (char)cp;
-        else {
-            for (size_t j = k - 1; j > 0; j--, cp >>= 6)
-                u[j] = (char)(0x80 | (cp & 0x3F));
-            u[0] = (char)((k == 2 ? 0xC0 : k == 3 ? 0xE0 : 0xF0) | cp);
-        }
-        if (o + k >= size)
-            return false;
-        memcpy(out + o, u, k);
-        o += k;
-    }
-    out[o] = '\0';
-    return true;
-}
-
 /* A row returned by the claim: the item whose (consumer, message_id) it is is claimed. */
 static bool claimed_row(SQLHSTMT st, void *arg)
 {
     batch_t *b = arg;
     char consumer[1024], message_id[1024];
 
-    if (!column_text(b->dbc, st, 1, consumer, sizeof(consumer)) ||
-        !column_text(b->dbc, st, 2, message_id, sizeof(message_id))) {
+    if (!db_get_text_buf(b->dbc, st, 1, consumer, sizeof(consumer)) ||
+        !db_get_text_buf(b->dbc, st, 2, message_id, sizeof(message_id)) || !*message_id) {
         b->unmatched++;
         return true;
     }
@@ -209,24 +169,51 @@ static ib_err_t claim_chunk(batch_t *b, ib_error_t *err)
     return IB_E_OK;
 }
 
-/* Claims every ITEM_CLAIM item, at most db_sql_claim_rows_max rows per statement. */
+/* An item to claim and its key, sorted by key_order. */
+typedef struct keyed {
+    const db_claim_t *c;
+    size_t i;
+} keyed_t;
+
+static int key_order(const void *pa, const void *pb)
+{
+    const keyed_t *a = pa, *b = pb;
+    int r = strcmp(a->c->consumer, b->c->consumer);
+    if (r == 0)
+        r = strcmp(a->c->message_id, b->c->message_id);
+    return r ? r : a->i < b->i ? -1 : a->i > b->i;
+}
+
+/*
+ * Claims every ITEM_CLAIM item, at most db_sql_claim_rows_max rows per
+ * statement, in key order (consumer, message_id, byte for byte as the
+ * binary key collation orders them): two replicas claiming overlapping
+ * batches then lock the keys they share in one order, and one waits for
+ * the other instead of deadlocking. Routes still run in arrival order.
+ */
 static ib_err_t claim_all(batch_t *b, ib_error_t *err)
 {
-    size_t max = db_sql_claim_rows_max(b->dbc->dialect);
+    size_t max = db_sql_claim_rows_max(b->dbc->dialect), n = 0;
+    keyed_t *order = calloc(b->n ? b->n : 1, sizeof(*order));
 
+    if (!order)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < b->n; i++)
+        if (b->st[i] == ITEM_CLAIM)
+            order[n++] = (keyed_t){b->items[i].claim, i};
+    qsort(order, n, sizeof(*order), key_order);
     b->nchunk = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        if (b->st[i] != ITEM_CLAIM)
-            continue;
-        b->chunk[b->nchunk++] = i;
-        if (b->nchunk == max) {
-            if (claim_chunk(b, err) != IB_E_OK)
+    for (size_t k = 0; k < n; k++) {
+        b->chunk[b->nchunk++] = order[k].i;
+        if (b->nchunk == max || k + 1 == n) {
+            if (claim_chunk(b, err) != IB_E_OK) {
+                free(order);
                 return err->code;
+            }
             b->nchunk = 0;
         }
     }
-    if (b->nchunk && claim_chunk(b, err) != IB_E_OK)
-        return err->code;
+    free(order);
     return IB_E_OK;
 }
 

@@ -15,7 +15,12 @@
 
 #define DEFAULT_TABLE "inbox"
 #define DEFAULT_LOGIN_TIMEOUT_S 15
-/* Text longer than this is bound as a long type (SQL Server varchar(max)). */
+/*
+ * Text longer than this (in UTF-16 units for SQL Server) is bound as a long
+ * type (nvarchar(max)); shorter text is declared with this fixed size, so
+ * SQL Server sees one parameter declaration (nvarchar(4000)) whatever the
+ * value's length, and reuses one plan.
+ */
 #define SHORT_TEXT_MAX 4000
 
 /* Held around SQLDriverConnect: see connect_with. */
@@ -145,6 +150,7 @@ static void disconnect(db_conn_t *dbc)
         SQLFreeHandle(SQL_HANDLE_DBC, dbc->dbc);
         dbc->dbc = NULL;
     }
+    db_token_release(dbc); /* after the handle that may still read it */
     if (dbc->env) {
         SQLFreeHandle(SQL_HANDLE_ENV, dbc->env);
         dbc->env = NULL;
@@ -153,7 +159,9 @@ static void disconnect(db_conn_t *dbc)
     dbc->in_txn = false;
 }
 
-/* Runs the dialect's per-session statement (SET XACT_ABORT ON) on a new connection. */
+static ib_err_t end_tran(db_conn_t *dbc, bool commit, ib_error_t *err);
+
+/* Runs the dialect's per-session statement (SET XACT_ABORT ON ...) on a new connection. */
 static ib_err_t session_setup(db_conn_t *dbc, ib_error_t *err)
 {
     const char *sql = db_sql_session_setup(dbc->dialect);
@@ -161,7 +169,7 @@ static ib_err_t session_setup(db_conn_t *dbc, ib_error_t *err)
     if (!*sql)
         return IB_E_OK;
     if (db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err) != IB_E_OK ||
-        db_end(dbc, true, err) != IB_E_OK) {
+        end_tran(dbc, true, err) != IB_E_OK) {
         ib_error_prefix(err, "session setup (%s)", sql);
         disconnect(dbc);
         return err->code;
@@ -268,7 +276,6 @@ static ib_err_t connect_with(db_conn_t *dbc, const char *connstr, ib_error_t *er
     rc = SQLDriverConnect(dbc->dbc, NULL, (SQLCHAR *)connstr, SQL_NTS, out, sizeof(out), &outlen,
                           SQL_DRIVER_NOPROMPT);
     pthread_mutex_unlock(&connect_mu);
-    db_token_release(dbc);
     memset(out, 0, sizeof(out)); /* the completed string may hold the password */
     if (!ok(rc)) {
         db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "connect", err);
@@ -310,6 +317,12 @@ static ib_err_t connect_with(db_conn_t *dbc, const char *connstr, ib_error_t *er
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
     }
     dbc->wide_text = dbc->dialect == DB_DIALECT_MSSQL;
+    {
+        SQLCHAR drv[64] = "";
+        SQLSMALLINT l = 0;
+        dbc->freetds = ok(SQLGetInfo(dbc->dbc, SQL_DRIVER_NAME, drv, sizeof(drv), &l)) &&
+                       strcasestr((char *)drv, "tdsodbc") != NULL;
+    }
     /*
      * A driver that answers SQL_PARAM_ARRAY_ROW_COUNTS takes parameter
      * arrays; sqlite3odbc answers too, and runs them in the process.
@@ -508,6 +521,45 @@ size_t db_utf8_to_utf16(const char *s, size_t len, SQLWCHAR *out)
     return n;
 }
 
+/*
+ * A timestamp parameter's declared precision. SQL Server's drivers declare
+ * column size 23 with 3 digits as datetime, which rounds to 1/300 s and
+ * compares with datetime2 columns through a conversion: SQL Server gets
+ * datetime2(7) (size 27, 7 digits), which holds every millisecond exactly.
+ */
+static SQLULEN ts_size(const db_conn_t *dbc)
+{
+    return dbc->dialect == DB_DIALECT_MSSQL ? 27 : 23;
+}
+
+static SQLSMALLINT ts_digits(const db_conn_t *dbc)
+{
+    return dbc->dialect == DB_DIALECT_MSSQL ? 7 : 3;
+}
+
+/*
+ * The SQL type and column size of wide text of wl UTF-16 units: the fixed
+ * SHORT_TEXT_MAX up to it, nvarchar(max) past it. Microsoft's driver
+ * declares SQL_WLONGVARCHAR as ntext (which OPENJSON, JSON_VALUE, LEN and
+ * comparisons reject) and SQL_WVARCHAR with size 0 as nvarchar(max);
+ * FreeTDS (TDS 7.2 or later) declares SQL_WLONGVARCHAR as nvarchar(max),
+ * and clamps SQL_WVARCHAR to 8,000 bytes whatever the size (its
+ * tds_fix_column_size and tds_generic_put): each driver gets its own.
+ */
+static void wide_shape(const db_conn_t *dbc, size_t wl, SQLSMALLINT *type, SQLULEN *size)
+{
+    if (wl <= SHORT_TEXT_MAX) {
+        *type = SQL_WVARCHAR;
+        *size = SHORT_TEXT_MAX;
+    } else if (dbc->freetds) {
+        *type = SQL_WLONGVARCHAR;
+        *size = wl;
+    } else {
+        *type = SQL_WVARCHAR;
+        *size = 0;
+    }
+}
+
 static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db_bind_t *b,
                          SQLLEN *ind, SQL_TIMESTAMP_STRUCT *ts, SQLWCHAR **wide, ib_error_t *err)
 {
@@ -517,7 +569,7 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
         if (b->ts_ms <= 0) {
             *ind = SQL_NULL_DATA;
             rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_TYPE_TIMESTAMP,
-                                  SQL_TYPE_TIMESTAMP, 23, 3, ts, 0, ind);
+                                  SQL_TYPE_TIMESTAMP, ts_size(dbc), ts_digits(dbc), ts, 0, ind);
         } else {
             time_t secs = (time_t)(b->ts_ms / 1000);
             struct tm tm;
@@ -531,7 +583,8 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
             ts->fraction = (SQLUINTEGER)(b->ts_ms % 1000) * 1000000u;
             *ind = sizeof(*ts);
             rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_TYPE_TIMESTAMP,
-                                  SQL_TYPE_TIMESTAMP, 23, 3, ts, sizeof(*ts), ind);
+                                  SQL_TYPE_TIMESTAMP, ts_size(dbc), ts_digits(dbc), ts,
+                                  sizeof(*ts), ind);
         }
     } else {
         const db_param_t *p = &b->p;
@@ -551,9 +604,18 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
                 db_utf8_to_utf16(p->text, len, *wide);
                 (*wide)[wl] = 0;
                 *ind = (SQLLEN)(wl * sizeof(SQLWCHAR));
-                rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_WCHAR,
-                                      wl > SHORT_TEXT_MAX ? SQL_WLONGVARCHAR : SQL_WVARCHAR,
-                                      wl ? wl : 1, 0, *wide, (SQLLEN)(wl * sizeof(SQLWCHAR)), ind);
+                SQLSMALLINT wt;
+                SQLULEN wsize;
+                wide_shape(dbc, wl, &wt, &wsize);
+                rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_WCHAR, wt, wsize, 0, *wide,
+                                      (SQLLEN)(wl * sizeof(SQLWCHAR)), ind);
+                break;
+            }
+            if (dbc->wide_text) {
+                /* NULL text: declared like any short text of the column. */
+                *ind = SQL_NULL_DATA;
+                rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_WCHAR, SQL_WVARCHAR,
+                                      SHORT_TEXT_MAX, 0, NULL, 0, ind);
                 break;
             }
             if (!p->text) {
@@ -814,34 +876,51 @@ ib_err_t db_exec(db_conn_t *dbc, const char *sql, const db_param_t *params, size
 }
 
 /*
- * A COMMIT sent as a statement, bounded by the statement timeout. When it
- * times out or the connection drops, nobody knows whether it committed:
- * the connection is dropped (the server rolls back what did not commit)
- * and the failure is transient, because the retry meets the inbox row if
- * the commit did land.
+ * SQL Server: how many transactions are open, asked before the commit. The
+ * drivers run manual-commit mode their own way - FreeTDS (TDS 7.2 or later)
+ * with transaction-manager requests, a new transaction begun by the
+ * connect and by every SQLEndTran, so exactly one is open at any time;
+ * Microsoft's driver with IMPLICIT_TRANSACTIONS ON, so one is open once a
+ * statement touched a table, none before. Anything else means a statement
+ * of a route began (BEGIN TRAN: 2) or ended (COMMIT, ROLLBACK: 0) one
+ * behind the driver's back, and the commit would not commit what it
+ * claims: it is refused and rolled back.
  */
-static ib_err_t commit_stmt(db_conn_t *dbc, const char *sql, ib_error_t *err)
+static ib_err_t trancount_check(db_conn_t *dbc, ib_error_t *err)
 {
-    ib_error_t e;
+    long long n = -1;
 
-    if (db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, &e) == IB_E_OK) {
-        dbc->in_txn = false;
+    if (dbc->dialect != DB_DIALECT_MSSQL)
         return IB_E_OK;
-    }
-    dbc->in_txn = false;
-    if (e.code == IB_E_DB_CONN || strncmp(e.sqlstate, "HYT", 3) == 0) {
-        dbc->broken = true;
-        ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
-                     "commit: outcome unknown, connection dropped: %s", e.text);
-    } else {
-        *err = e;
-        if (err->cls == IB_CLASS_DUPLICATE)
-            err->cls = IB_CLASS_PERMANENT;
+    if (db_run(dbc, "SELECT @@TRANCOUNT", NULL, 0, db_row_first_int, &n, NULL, err) != IB_E_OK)
+        return err->code;
+    if (n == 1 || (n == 0 && !dbc->freetds))
+        return IB_E_OK;
+    return ib_error_set(err, IB_E_DB, IB_CLASS_PERMANENT,
+                        "commit refused: %lld transactions open, expected 1 (a statement began "
+                        "or ended a transaction of its own: BEGIN, COMMIT or ROLLBACK TRANSACTION "
+                        "are not allowed in a route)",
+                        n);
+}
+
+/*
+ * SQLEndTran on the connection. SQL Server's drivers give it no timeout:
+ * a COMMIT is as long as the server takes (Microsoft's guidance is that
+ * ODBC applications commit through SQLEndTran, never by T-SQL, in
+ * manual-commit mode; FreeTDS tracks the transaction it began itself).
+ */
+static ib_err_t end_tran(db_conn_t *dbc, bool commit, ib_error_t *err)
+{
+    if (ok(SQLEndTran(SQL_HANDLE_DBC, dbc->dbc, commit ? SQL_COMMIT : SQL_ROLLBACK)))
+        return IB_E_OK;
+    ib_err_t rc = db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, commit ? "commit" : "rollback", err);
+    if (err && err->cls == IB_CLASS_DUPLICATE)
+        err->cls = IB_CLASS_PERMANENT;
+    if (commit)
         db_rollback_quiet(dbc);
-    }
-    ib_strlcpy(err->sqlstate, e.sqlstate, sizeof(err->sqlstate));
-    err->native = e.native;
-    return err->code;
+    else
+        dbc->broken = true;
+    return rc;
 }
 
 ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
@@ -852,25 +931,20 @@ ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
     if (!err)
         err = &local;
     ib_error_clear(err);
-    dbc->in_txn = false;
-    if (!dbc->connected || dbc->broken)
+    if (!dbc->connected || dbc->broken) {
+        dbc->in_txn = false;
         return commit && was_open ? ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
                                                  "commit: the connection was lost")
                                   : IB_E_OK;
-    if (commit && *db_sql_commit(dbc->dialect))
-        return commit_stmt(dbc, db_sql_commit(dbc->dialect), err);
-    if (!ok(SQLEndTran(SQL_HANDLE_DBC, dbc->dbc, commit ? SQL_COMMIT : SQL_ROLLBACK))) {
-        ib_err_t rc =
-            db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, commit ? "commit" : "rollback", err);
-        if (err && err->cls == IB_CLASS_DUPLICATE)
-            err->cls = IB_CLASS_PERMANENT;
-        if (commit)
-            db_rollback_quiet(dbc);
-        else
-            dbc->broken = true;
-        return rc;
     }
-    return IB_E_OK;
+    if (commit && was_open && trancount_check(dbc, err) != IB_E_OK) {
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        db_rollback_quiet(dbc);
+        return err->code;
+    }
+    dbc->in_txn = false;
+    return end_tran(dbc, commit, err);
 }
 
 /* ---- parameter arrays ---------------------------------------------------- */
@@ -962,10 +1036,13 @@ static ib_err_t bind_column(db_conn_t *dbc, SQLHSTMT st, size_t k, const db_para
     else if (type == DB_PARAM_FLOAT)
         rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_DOUBLE, SQL_DOUBLE, 15, 0, col->buf,
                               (SQLLEN)esize, col->ind);
-    else if (dbc->wide_text)
-        rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_WCHAR,
-                              width > SHORT_TEXT_MAX ? SQL_WLONGVARCHAR : SQL_WVARCHAR, width, 0,
-                              col->buf, (SQLLEN)esize, col->ind);
+    else if (dbc->wide_text) {
+        SQLSMALLINT wt;
+        SQLULEN wsize;
+        wide_shape(dbc, width, &wt, &wsize);
+        rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_WCHAR, wt, wsize, 0, col->buf,
+                              (SQLLEN)esize, col->ind);
+    }
     else
         rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_CHAR,
                               width > SHORT_TEXT_MAX ? SQL_LONGVARCHAR : SQL_VARCHAR, width, 0,
@@ -1097,4 +1174,137 @@ out:
     free(cols);
     free(status);
     return res;
+}
+
+/* ---- text columns -------------------------------------------------------- */
+
+/* Appends the UTF-8 form of code point cp to out (at least 4 bytes free). */
+static size_t utf8_put(unsigned long cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    size_t k = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    for (size_t j = k - 1; j > 0; j--, cp >>= 6)
+        out[j] = (char)(0x80 | (cp & 0x3F));
+    out[0] = (char)((k == 2 ? 0xC0 : k == 3 ? 0xE0 : 0xF0) | cp);
+    return k;
+}
+
+size_t db_utf16_to_utf8(const SQLWCHAR *w, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned long cp = w[i];
+        if (cp >= 0xD800 && cp < 0xDC00 && i + 1 < n && w[i + 1] >= 0xDC00 && w[i + 1] < 0xE000) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (unsigned long)(w[i + 1] - 0xDC00);
+            i++;
+        } else if (cp >= 0xD800 && cp < 0xE000) {
+            cp = 0xFFFD; /* a lone surrogate */
+        }
+        o += utf8_put(cp, out + o);
+    }
+    out[o] = '\0';
+    return o;
+}
+
+/*
+ * Reads column col in parts of unit bytes each (ctype SQL_C_CHAR or
+ * SQL_C_WCHAR) into a malloc'd buffer ending in a terminator of unit
+ * bytes; *bytes gets the length read. *isnull for SQL NULL.
+ */
+static bool get_parts(SQLHSTMT st, SQLUSMALLINT col, SQLSMALLINT ctype, size_t unit, char **out,
+                      size_t *bytes, bool *isnull)
+{
+    size_t cap = 512, used = 0;
+    char *buf = malloc(cap);
+
+    *out = NULL;
+    *isnull = false;
+    if (!buf)
+        return false;
+    for (;;) {
+        SQLLEN ind = 0;
+        SQLRETURN rc = SQLGetData(st, col, ctype, buf + used, (SQLLEN)(cap - used), &ind);
+        if (rc == SQL_NO_DATA)
+            break;
+        if (!ok(rc) || ind == SQL_NULL_DATA) {
+            free(buf);
+            *isnull = ok(rc);
+            return ok(rc);
+        }
+        if (rc == SQL_SUCCESS || (ind != SQL_NO_TOTAL && (size_t)ind < cap - used)) {
+            used += (size_t)ind;
+            break;
+        }
+        /* Truncated: this part filled the buffer but its terminator. */
+        used = cap - unit;
+        size_t want = cap * 2;
+        if (ind != SQL_NO_TOTAL && (size_t)ind + used + unit > want)
+            want = (size_t)ind + used + unit;
+        char *nb = realloc(buf, want);
+        if (!nb) {
+            free(buf);
+            return false;
+        }
+        buf = nb;
+        cap = want;
+    }
+    memset(buf + used, 0, unit);
+    *out = buf;
+    *bytes = used;
+    return true;
+}
+
+bool db_get_text(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char **out, size_t *len)
+{
+    char *raw;
+    size_t bytes = 0;
+    bool isnull;
+
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if (!dbc->wide_text) {
+        if (!get_parts(st, col, SQL_C_CHAR, 1, &raw, &bytes, &isnull))
+            return false;
+        *out = raw;
+        if (len && raw)
+            *len = bytes;
+        return true;
+    }
+    if (!get_parts(st, col, SQL_C_WCHAR, sizeof(SQLWCHAR), &raw, &bytes, &isnull))
+        return false;
+    if (isnull)
+        return true;
+    size_t n = bytes / sizeof(SQLWCHAR);
+    char *u = malloc(n * 3 + 1); /* a unit is at most 3 bytes, a pair 4 */
+    if (!u) {
+        free(raw);
+        return false;
+    }
+    size_t ul = db_utf16_to_utf8((const SQLWCHAR *)(void *)raw, n, u);
+    free(raw);
+    *out = u;
+    if (len)
+        *len = ul;
+    return true;
+}
+
+bool db_get_text_buf(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *buf, size_t size)
+{
+    char *t = NULL;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    if (!db_get_text(dbc, st, col, &t, &len))
+        return false;
+    if (!t)
+        return true;
+    bool fits = len < size;
+    if (fits)
+        memcpy(buf, t, len + 1);
+    free(t);
+    return fits;
 }

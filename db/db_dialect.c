@@ -505,21 +505,25 @@ const char *db_sql_now(db_dialect_t d)
  */
 typedef struct coltypes {
     const char *text200, *text128, *text400, *text260, *text2000, *i64, *i32, *ts, *pk_clause;
+    const char *key_collate; /* after consumer, message_id, idempotency_key */
 } coltypes_t;
 
 static const coltypes_t *types_of(db_dialect_t d)
 {
     static const coltypes_t mssql = {"nvarchar(200)", "nvarchar(128)",  "nvarchar(400)",
                                      "nvarchar(260)", "nvarchar(2000)", "bigint",
-                                     "int",           "datetime2(3)",   "PRIMARY KEY CLUSTERED"};
+                                     "int",           "datetime2(3)",   "PRIMARY KEY CLUSTERED",
+                                     DB_MSSQL_KEY_COLLATE};
     static const coltypes_t pg = {"varchar(200)", "varchar(128)",  "varchar(400)",
                                   "varchar(260)", "varchar(2000)", "bigint",
-                                  "integer",      "timestamp(3)",  "PRIMARY KEY"};
+                                  "integer",      "timestamp(3)",  "PRIMARY KEY",
+                                  ""};
     static const coltypes_t lite = {"TEXT",    "TEXT",    "TEXT", "TEXT",       "TEXT",
-                                    "INTEGER", "INTEGER", "TEXT", "PRIMARY KEY"};
+                                    "INTEGER", "INTEGER", "TEXT", "PRIMARY KEY", ""};
     static const coltypes_t maria = {"varchar(200)", "varchar(128)",  "varchar(400)",
                                      "varchar(260)", "varchar(2000)", "bigint",
-                                     "int",          "datetime(3)",   "PRIMARY KEY"};
+                                     "int",          "datetime(3)",   "PRIMARY KEY",
+                                     ""};
     switch (d) {
     case DB_DIALECT_MSSQL:
         return &mssql;
@@ -539,9 +543,9 @@ static int columns(char *buf, size_t size, db_dialect_t d, const char *table)
     return snprintf(
         buf, size,
         "(\n"
-        "    consumer        %s NOT NULL,\n"
-        "    message_id      %s NOT NULL,\n"
-        "    idempotency_key %s%s,\n"
+        "    consumer        %s%s NOT NULL,\n"
+        "    message_id      %s%s NOT NULL,\n"
+        "    idempotency_key %s%s%s,\n"
         "    body_sha256     %s NOT NULL,\n"
         "    status          %s NOT NULL,\n"
         "    entity          %s%s,\n"
@@ -554,7 +558,8 @@ static int columns(char *buf, size_t size, db_dialect_t d, const char *table)
         "    error_detail    %s%s,\n"
         "    CONSTRAINT %s%s%s %s (consumer, message_id)\n"
         ")",
-        t->text200, t->text128, t->text400, nul, d == DB_DIALECT_SQLITE ? "TEXT" : "char(64)",
+        t->text200, t->key_collate, t->text128, t->key_collate, t->text400, t->key_collate, nul,
+        d == DB_DIALECT_SQLITE ? "TEXT" : "char(64)",
         d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", t->text260, nul, t->i64, nul, t->i32, nul,
         t->ts, nul, t->ts, t->ts, d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", nul, t->text2000,
         nul, d == DB_DIALECT_MSSQL ? "PK_" : "", base_name(table),
@@ -606,7 +611,8 @@ ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size, c
         DDL_NEXT();
         DDL_PUT("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'%s') "
                 "AND name = N'IX_%s_processed')\n"
-                "CREATE NONCLUSTERED INDEX IX_%s_processed ON %s (processed_at)",
+                "CREATE NONCLUSTERED INDEX IX_%s_processed ON %s (processed_at)\n"
+                "    WHERE status = 'processed'",
                 table, b, b, table);
         DDL_END();
         break;
@@ -672,9 +678,10 @@ static long lock_key(const char *what, const char *table)
 
 /*
  * The migration lock is owned by the session, not the transaction: with
- * SQL_AUTOCOMMIT_OFF the SQL Server drivers run the session with
+ * SQL_AUTOCOMMIT_OFF Microsoft's driver runs the session with
  * IMPLICIT_TRANSACTIONS ON, where EXEC does not open a transaction, so a
- * transaction-owned sp_getapplock sent first would fail (-999). Each lock
+ * transaction-owned sp_getapplock sent first would fail (-999) there
+ * (FreeTDS opens the transaction itself, by a transaction-manager request). Each lock
  * statement returns one row: 1 when the lock was taken.
  */
 ib_err_t db_sql_migrate_lock(db_dialect_t d, const char *table, char *buf, size_t size)
@@ -726,8 +733,11 @@ const char *db_sql_session_setup(db_dialect_t d)
      * XACT_ABORT ON: any run-time error rolls the whole transaction back
      * at once, so no statement can leave a doomed or half-done transaction
      * open behind a caught error (Microsoft's ODBC drivers leave it OFF).
+     * NOCOUNT OFF: a server or login whose user options include NOCOUNT
+     * would make every row count -1 (SQLRowCount), and a claim or a mark
+     * that counts its rows would look lost.
      */
-    return d == DB_DIALECT_MSSQL ? "SET XACT_ABORT ON" : "";
+    return d == DB_DIALECT_MSSQL ? "SET XACT_ABORT ON; SET NOCOUNT OFF" : "";
 }
 
 ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t size)
@@ -735,22 +745,15 @@ ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t si
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
     /*
-     * Under IMPLICIT_TRANSACTIONS a SELECT from a table opens the
-     * transaction, SAVE TRANSACTION does not (error 628), and BEGIN
-     * TRANSACTION would open two nested ones.
+     * Under Microsoft's driver (IMPLICIT_TRANSACTIONS) a SELECT from a
+     * table opens the transaction, SAVE TRANSACTION does not (error 628),
+     * and BEGIN TRANSACTION would open two nested ones. Under FreeTDS the
+     * transaction is already open (its transaction-manager request) and
+     * this reads nothing.
      */
     if (d == DB_DIALECT_MSSQL)
         return render(buf, size, "SELECT TOP (0) 1 FROM %s", table);
     return render(buf, size, "%s", "");
-}
-
-const char *db_sql_commit(db_dialect_t d)
-{
-    /*
-     * SQLEndTran has no timeout with SQL Server's drivers; a COMMIT sent as
-     * a statement is bounded by SQL_ATTR_QUERY_TIMEOUT like any other.
-     */
-    return d == DB_DIALECT_MSSQL ? "IF @@TRANCOUNT > 0 COMMIT TRANSACTION" : "";
 }
 
 ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size)
@@ -865,6 +868,16 @@ ib_err_t db_sql_delete_bounded(db_dialect_t d, const char *table, const char *st
         return render(buf, size, "DELETE FROM %s WHERE status = '%s' AND %s < ? LIMIT ?", table,
                       status, time_column);
     }
+}
+
+size_t db_sql_delete_rows_max(db_dialect_t d)
+{
+    /*
+     * SQL Server tries to escalate a statement's row locks to a table lock
+     * at 5,000 locks on one table, which would block every inbox insert
+     * until the DELETE commits: stay below it.
+     */
+    return d == DB_DIALECT_MSSQL ? 4000 : 100000;
 }
 
 ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first)
@@ -1054,9 +1067,11 @@ ib_err_t db_sql_claim(db_dialect_t d, const char *table, size_t rows, char *buf,
     if (fits && mssql)
         fits = append(buf, size, &used,
                       ") AS v (" CLAIM_VCOLS ") WHERE NOT EXISTS (SELECT 1 FROM %s AS x WITH "
-                      "(UPDLOCK, HOLDLOCK) WHERE x.consumer = v.consumer AND (x.message_id = "
-                      "v.message_id OR x.idempotency_key = v.idempotency_key))",
-                      table);
+                      "(UPDLOCK, HOLDLOCK) WHERE x.consumer = v.consumer AND x.message_id = "
+                      "v.message_id) AND NOT EXISTS (SELECT 1 FROM %s AS y WITH (UPDLOCK, "
+                      "HOLDLOCK) WHERE y.consumer = v.consumer AND y.idempotency_key = "
+                      "v.idempotency_key)",
+                      table, table);
     else if (fits && d == DB_DIALECT_SQLITE)
         fits = append(buf, size, &used,
                       ") INSERT INTO %s (" INBOX_COLS ") SELECT " CLAIM_SELECT

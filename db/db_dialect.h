@@ -178,6 +178,18 @@ ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t s
  */
 ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first);
 /*
+ * The most rows one bounded delete (sweep, outbox cleanup) takes: on SQL
+ * Server below the 5,000 locks at which it escalates to a table lock.
+ */
+size_t db_sql_delete_rows_max(db_dialect_t d);
+/*
+ * The collation of SQL Server's key columns (consumer, message_id,
+ * idempotency_key): binary, so that keys compare as on PostgreSQL and
+ * SQLite and as the batch compares them (byte for byte), not as the
+ * database's default collation does (usually case-insensitive).
+ */
+#define DB_MSSQL_KEY_COLLATE " COLLATE Latin1_General_100_BIN2"
+/*
  * The same bounded batch for any table with a status and a timestamp column
  * (the outbox's cleanup): rows with that status older than the cutoff.
  * status and time_column are inboxd's own constants, never user input.
@@ -215,7 +227,8 @@ ib_err_t db_sql_migrate_unlock(db_dialect_t d, const char *table, char *buf, siz
 /*
  * A statement run once on every new connection, "" when none: SQL Server
  * gets SET XACT_ABORT ON, so a run-time error always rolls back the whole
- * transaction and no doomed transaction outlives the error.
+ * transaction and no doomed transaction outlives the error, and SET NOCOUNT
+ * OFF, so row counts are reported whatever the server's user options.
  */
 const char *db_sql_session_setup(db_dialect_t d);
 /*
@@ -225,12 +238,6 @@ const char *db_sql_session_setup(db_dialect_t d);
  * IMPLICIT_TRANSACTIONS it does not open one.
  */
 ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t size);
-/*
- * The COMMIT as a statement, so that SQL_ATTR_QUERY_TIMEOUT bounds it;
- * "" where SQLEndTran is used (SQL Server's drivers give SQLEndTran no
- * timeout at all).
- */
-const char *db_sql_commit(db_dialect_t d);
 /*
  * The claim of a batch: one statement inserting rows inbox rows (each row's
  * parameters as for db_sql_insert, row after row; see db_sql_claim_shared

@@ -327,13 +327,10 @@ static void new_token(char out[33])
     out[32] = '\0';
 }
 
-static void get_text(SQLHSTMT st, SQLUSMALLINT col, char *buf, size_t size)
+/* Column col as UTF-8 ("" for NULL or what does not fit): db_get_text_buf. */
+static void get_text(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *buf, size_t size)
 {
-    SQLLEN ind = 0;
-    buf[0] = '\0';
-    SQLRETURN rc = SQLGetData(st, col, SQL_C_CHAR, buf, (SQLLEN)size, &ind);
-    if (!(rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO) || ind == SQL_NULL_DATA)
-        buf[0] = '\0';
+    db_get_text_buf(dbc, st, col, buf, size);
 }
 
 static long long get_int(SQLHSTMT st, SQLUSMALLINT col)
@@ -345,8 +342,9 @@ static long long get_int(SQLHSTMT st, SQLUSMALLINT col)
 }
 
 typedef struct found {
+    const db_conn_t *dbc;
     bool any;
-    char message_id[129], hash[80], status[17], remote_id[401];
+    char message_id[513], hash[80], status[17], remote_id[1601];
     bool expired;
     long long attempts;
 } found_t;
@@ -355,11 +353,11 @@ static bool found_row(SQLHSTMT st, void *arg)
 {
     found_t *f = arg;
     f->any = true;
-    get_text(st, 1, f->message_id, sizeof f->message_id);
-    get_text(st, 2, f->hash, sizeof f->hash);
-    get_text(st, 3, f->status, sizeof f->status);
+    get_text(f->dbc, st, 1, f->message_id, sizeof f->message_id);
+    get_text(f->dbc, st, 2, f->hash, sizeof f->hash);
+    get_text(f->dbc, st, 3, f->status, sizeof f->status);
     f->expired = get_int(st, 4) != 0;
-    get_text(st, 5, f->remote_id, sizeof f->remote_id);
+    get_text(f->dbc, st, 5, f->remote_id, sizeof f->remote_id);
     f->attempts = get_int(st, 6);
     return false; /* (message_id, key) pairs belong to one row per consumer */
 }
@@ -437,7 +435,7 @@ static db_claim_outcome_t existing(db_conn_t *dbc, const db_claim_t *c, long lea
                                    db_claim_row_t *row, ib_error_t *err)
 {
     char sql[DB_SQL_MAX];
-    found_t f = {0};
+    found_t f = {.dbc = dbc};
     effect_sql(dbc->dialect, dbc->table, DB_ESQL_LOOKUP, lease_s, sql, sizeof sql);
     db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
                       DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
@@ -612,6 +610,7 @@ typedef struct lister {
     db_effect_list_cb cb;
     void *arg;
     long limit, count;
+    const db_conn_t *dbc;
 } lister_t;
 
 static bool list_row(SQLHSTMT st, void *arg)
@@ -619,7 +618,7 @@ static bool list_row(SQLHSTMT st, void *arg)
     lister_t *l = arg;
     char c[13][2001];
     for (SQLUSMALLINT i = 0; i < 13; i++)
-        get_text(st, i + 1, c[i], sizeof c[i]);
+        get_text(l->dbc, st, i + 1, c[i], sizeof c[i]);
     db_effect_listed_t r = {c[0],       c[1],  c[2][0] ? c[2] : NULL,
                             c[3],       c[4],  c[5],
                             c[6],       c[9],  c[10],
@@ -635,7 +634,7 @@ long db_effect_list(db_conn_t *dbc, const char *status, const char *consumer, lo
                     db_effect_list_cb cb, void *arg, ib_error_t *err)
 {
     char sql[DB_SQL_MAX];
-    lister_t l = {cb, arg, limit, 0};
+    lister_t l = {cb, arg, limit, 0, dbc};
     ib_error_clear(err);
     if (dbc->in_txn)
         db_rollback_quiet(dbc);

@@ -141,18 +141,16 @@ typedef struct existing {
     int rows;
     int same;
     int other;
+    const db_conn_t *dbc;
 } existing_t;
 
 static bool existing_row(SQLHSTMT st, void *arg)
 {
     existing_t *ex = arg;
     char hash[80] = "";
-    SQLLEN ind = 0;
 
     ex->rows++;
-    SQLRETURN rc = SQLGetData(st, 1, SQL_C_CHAR, hash, sizeof(hash), &ind);
-    if ((rc == SQL_SUCCESS || rc == SQL_SUCCESS_WITH_INFO) && ind != SQL_NULL_DATA &&
-        strncmp(hash, ex->want_hash, 64) == 0)
+    if (db_get_text_buf(ex->dbc, st, 1, hash, sizeof(hash)) && strncmp(hash, ex->want_hash, 64) == 0)
         ex->same++;
     else
         ex->other++;
@@ -169,7 +167,7 @@ void db_conflict_error(const db_claim_t *c, ib_error_t *err)
 ib_err_t db_existing_lookup(db_conn_t *dbc, const db_claim_t *c, int *same, int *other,
                             ib_error_t *err)
 {
-    existing_t ex = {c->body_sha256, 0, 0, 0};
+    existing_t ex = {c->body_sha256, 0, 0, 0, dbc};
     db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
                       DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
     ib_err_t rc = db_run_kept(dbc, dbc->sql_existing, b, 3, existing_row, &ex, NULL, err);

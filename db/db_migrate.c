@@ -183,6 +183,8 @@ long long db_inbox_sweep(db_conn_t *dbc, long days, long batch, ib_error_t *err)
         batch = SWEEP_BATCH_DEFAULT;
     if (batch > SWEEP_BATCH_MAX)
         batch = SWEEP_BATCH_MAX;
+    if ((size_t)batch > db_sql_delete_rows_max(dbc->dialect))
+        batch = (long)db_sql_delete_rows_max(dbc->dialect);
     if (db_sql_sweep(dbc->dialect, dbc->table, sql, sizeof(sql), &limit_first) != IB_E_OK ||
         db_sql_sweep_lock(dbc->dialect, dbc->table, lock, sizeof(lock)) != IB_E_OK ||
         db_sql_sweep_unlock(dbc->dialect, dbc->table, unlock, sizeof(unlock)) != IB_E_OK) {

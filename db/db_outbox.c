@@ -26,58 +26,6 @@ static ib_err_t bad_table(ib_error_t *err)
     return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "outbox.table: invalid name");
 }
 
-/*
- * Reads column col as text of any length into a malloc'd string (*out NULL
- * for SQL NULL); *len gets its length. false when out of memory or the
- * driver failed.
- */
-static bool get_text(SQLHSTMT st, SQLUSMALLINT col, char **out, size_t *len)
-{
-    size_t cap = 256, used = 0;
-    char *buf = malloc(cap);
-
-    *out = NULL;
-    if (len)
-        *len = 0;
-    if (!buf)
-        return false;
-    for (;;) {
-        SQLLEN ind = 0;
-        SQLRETURN rc = SQLGetData(st, col, SQL_C_CHAR, buf + used, (SQLLEN)(cap - used), &ind);
-        if (rc == SQL_NO_DATA)
-            break;
-        if (!ok(rc)) {
-            free(buf);
-            return false;
-        }
-        if (ind == SQL_NULL_DATA) {
-            free(buf);
-            return true;
-        }
-        if (rc == SQL_SUCCESS || (ind != SQL_NO_TOTAL && (size_t)ind < cap - used)) {
-            used += (size_t)ind;
-            break;
-        }
-        /* Truncated: this part filled the buffer but its terminator. */
-        used = cap - 1;
-        size_t want = cap * 2;
-        if (ind != SQL_NO_TOTAL && (size_t)ind + used + 1 > want)
-            want = (size_t)ind + used + 1;
-        char *nb = realloc(buf, want);
-        if (!nb) {
-            free(buf);
-            return false;
-        }
-        buf = nb;
-        cap = want;
-    }
-    buf[used] = '\0';
-    *out = buf;
-    if (len)
-        *len = used;
-    return true;
-}
-
 static long long get_int(SQLHSTMT st, SQLUSMALLINT col)
 {
     SQLBIGINT v = 0;
@@ -119,27 +67,28 @@ typedef struct rowset {
     size_t n, cap;
     bool failed;
     bool list; /* the operator columns, not the relay's */
+    const db_conn_t *dbc;
 } rowset_t;
 
-static bool read_claim_row(SQLHSTMT st, db_outbox_row_t *r)
+static bool read_claim_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
 {
     r->id = get_int(st, 1);
     r->attempts = get_int(st, 10);
-    return get_text(st, 2, &r->entity, NULL) && get_text(st, 3, &r->message_id, NULL) &&
-           get_text(st, 4, &r->session_id, NULL) && get_text(st, 5, &r->subject, NULL) &&
-           get_text(st, 6, &r->correlation_id, NULL) &&
-           get_text(st, 7, &r->content_type, NULL) && get_text(st, 8, &r->properties, NULL) &&
-           get_text(st, 9, &r->body, &r->body_len);
+    return db_get_text(dbc, st, 2, &r->entity, NULL) && db_get_text(dbc, st, 3, &r->message_id, NULL) &&
+           db_get_text(dbc, st, 4, &r->session_id, NULL) && db_get_text(dbc, st, 5, &r->subject, NULL) &&
+           db_get_text(dbc, st, 6, &r->correlation_id, NULL) &&
+           db_get_text(dbc, st, 7, &r->content_type, NULL) && db_get_text(dbc, st, 8, &r->properties, NULL) &&
+           db_get_text(dbc, st, 9, &r->body, &r->body_len);
 }
 
-static bool read_list_row(SQLHSTMT st, db_outbox_row_t *r)
+static bool read_list_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
 {
     r->id = get_int(st, 1);
     r->attempts = get_int(st, 6);
-    return get_text(st, 2, &r->entity, NULL) && get_text(st, 3, &r->message_id, NULL) &&
-           get_text(st, 4, &r->session_id, NULL) && get_text(st, 5, &r->status, NULL) &&
-           get_text(st, 7, &r->last_error, NULL) && get_text(st, 8, &r->created_at, NULL) &&
-           get_text(st, 9, &r->published_at, NULL);
+    return db_get_text(dbc, st, 2, &r->entity, NULL) && db_get_text(dbc, st, 3, &r->message_id, NULL) &&
+           db_get_text(dbc, st, 4, &r->session_id, NULL) && db_get_text(dbc, st, 5, &r->status, NULL) &&
+           db_get_text(dbc, st, 7, &r->last_error, NULL) && db_get_text(dbc, st, 8, &r->created_at, NULL) &&
+           db_get_text(dbc, st, 9, &r->published_at, NULL);
 }
 
 static bool collect_row(SQLHSTMT st, void *arg)
@@ -158,7 +107,7 @@ static bool collect_row(SQLHSTMT st, void *arg)
     }
     r = &rs->v[rs->n];
     memset(r, 0, sizeof(*r));
-    if (!(rs->list ? read_list_row(st, r) : read_claim_row(st, r))) {
+    if (!(rs->list ? read_list_row(rs->dbc, st, r) : read_claim_row(rs->dbc, st, r))) {
         row_clear(r);
         rs->failed = true;
         return false;
@@ -285,7 +234,7 @@ ib_err_t db_outbox_claim(db_conn_t *dbc, const char *table, int max, db_outbox_r
                          size_t *n, ib_error_t *err)
 {
     char sql[DB_SQL_MAX], lock[DB_SQL_MAX];
-    rowset_t rs = {0};
+    rowset_t rs = {.dbc = dbc};
     db_bind_t b;
 
     *rows = NULL;
@@ -410,6 +359,8 @@ long long db_outbox_cleanup(db_conn_t *dbc, const char *table, long long retenti
 
     ib_error_clear(err);
     batch = batch <= 0 ? CLEANUP_BATCH_DEFAULT : batch > CLEANUP_BATCH_MAX ? CLEANUP_BATCH_MAX : batch;
+    if ((size_t)batch > db_sql_delete_rows_max(dbc->dialect))
+        batch = (long)db_sql_delete_rows_max(dbc->dialect);
     if (db_outbox_sql_cleanup(dbc->dialect, table, sql, sizeof(sql), &limit_first) != IB_E_OK) {
         bad_table(err);
         return -1;
@@ -472,7 +423,7 @@ ib_err_t db_outbox_list(db_conn_t *dbc, const char *table, const char *status, i
 {
     char sql[DB_SQL_MAX];
     bool limit_first = false;
-    rowset_t rs = {0};
+    rowset_t rs = {.dbc = dbc};
     db_bind_t b[2];
     size_t nb = 0;
 

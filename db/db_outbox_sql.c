@@ -243,6 +243,17 @@ ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, char *buf
 {
     if (!usable(d, table))
         return IB_E_INVAL;
+    /*
+     * Under read-committed snapshot (Azure SQL's default) a plain read sees
+     * the last committed version and skips a row inserted by a transaction
+     * still open: a session's lower id would be missed and a later one sent
+     * first. READCOMMITTEDLOCK reads with shared locks, so it waits for it.
+     */
+    if (d == DB_DIALECT_MSSQL)
+        return render(buf, size,
+                      "SELECT MIN(id) FROM %s WITH (READCOMMITTEDLOCK) WHERE status = 'pending' "
+                      "AND session_id = ?",
+                      table);
     return render(buf, size, "SELECT MIN(id) FROM %s WHERE status = 'pending' AND session_id = ?",
                   table);
 }

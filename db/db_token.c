@@ -100,7 +100,11 @@ ib_err_t db_token_apply(db_conn_t *dbc, ib_error_t *err)
     if (!dbc->token_buf)
         return ib_error_set(err, IB_E_AUTH, IB_CLASS_TRANSIENT,
                             "db.auth: empty or oversized token");
-    /* The buffer stays alive until the connect returns (db_token_release). */
+    /*
+     * The buffer stays alive as long as the connection handle (released by
+     * disconnect): Microsoft's driver may log in again with it when it
+     * restores a broken idle connection (connection resiliency).
+     */
     rc = SQLSetConnectAttr(dbc->dbc, DB_SQL_COPT_SS_ACCESS_TOKEN, dbc->token_buf, SQL_IS_POINTER);
     if (rc != SQL_SUCCESS && rc != SQL_SUCCESS_WITH_INFO) {
         db_diag_error(dbc, SQL_HANDLE_DBC, dbc->dbc, "access token", err);

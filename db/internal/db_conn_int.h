@@ -22,6 +22,7 @@ struct db_conn {
     bool in_txn;       /* a statement ran since the last commit or rollback */
     bool wide_text;    /* bind text as UTF-16 (SQL Server's nvarchar) */
     bool param_arrays; /* the driver executes parameter arrays (SQL_ATTR_PARAMSET_SIZE) */
+    bool freetds;      /* the driver is FreeTDS (libtdsodbc): see db_conn.c's wide_shape */
     long reconnects;
     db_dialect_t want;    /* as configured */
     db_dialect_t dialect; /* resolved */
@@ -32,7 +33,7 @@ struct db_conn {
     db_codes_t transient, permanent;
     db_token_fn token_fn; /* db.auth workload_identity; NULL: the connection string logs in */
     void *token_arg;
-    unsigned char *token_buf; /* ACCESSTOKEN while a connect is under way */
+    unsigned char *token_buf; /* ACCESSTOKEN, alive as long as the connection handle */
     size_t token_len;
     char sql_insert[DB_SQL_MAX];
     char sql_existing[DB_SQL_MAX];
@@ -128,6 +129,11 @@ void db_conflict_error(const db_claim_t *c, ib_error_t *err);
  * when not NULL; returns the number of units either way.
  */
 size_t db_utf8_to_utf16(const char *s, size_t len, SQLWCHAR *out);
+/*
+ * n UTF-16 units to UTF-8 in out (at least 3 * n + 1 bytes), terminated; a
+ * lone surrogate becomes U+FFFD. Returns the bytes written.
+ */
+size_t db_utf16_to_utf8(const SQLWCHAR *w, size_t n, char *out);
 
 /* A db_row_cb storing column 1 of the first row as an integer in *(long long *)arg. */
 bool db_row_first_int(SQLHSTMT st, void *arg);
@@ -151,10 +157,26 @@ void db_rollback_quiet(db_conn_t *dbc);
  * With a token function: fetches the current token, builds the ACCESSTOKEN
  * and sets it on the unconnected handle (db_token.c). IB_E_CONFIG when the
  * driver refuses the attribute. The buffer lives until db_token_release,
- * called once the connect returned.
+ * called when the connection handle is freed.
  */
 ib_err_t db_token_apply(db_conn_t *dbc, ib_error_t *err);
 void db_token_release(db_conn_t *dbc);
+
+/*
+ * Reads column col of the current row as UTF-8 text of any length into a
+ * malloc'd string (*out NULL for SQL NULL; *len its length when len is not
+ * NULL). SQL Server's text is read wide (SQL_C_WCHAR) and converted here:
+ * read narrow, a driver converts it to the process's C locale charset
+ * (FreeTDS: ISO-8859-1, "?" for the rest). false when out of memory or the
+ * driver failed. thread: the owner of dbc.
+ */
+bool db_get_text(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char **out, size_t *len);
+/*
+ * The same into buf (size bytes); "" for NULL. false when the driver failed
+ * or the text does not fit (buf then holds "").
+ */
+bool db_get_text_buf(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *buf,
+                     size_t size);
 
 /* Fills err from the diagnostics of handle and classifies them. */
 ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const char *what,

@@ -14,7 +14,16 @@
 -- rows in id order (one session's rows in order), marks them published or
 -- failed (last_error holds the broker's condition), and deletes published
 -- rows after outbox.retention_s. Timestamps are UTC.
--- Batches are separated by GO (sqlcmd / SSMS).
+-- The table has filtered indexes: every session that inserts into it needs
+-- QUOTED_IDENTIFIER ON (and the other ANSI settings ODBC, JDBC and .NET
+-- clients set), or the INSERT fails with error 1934. A stored procedure
+-- keeps the QUOTED_IDENTIFIER it was created with: create procedures that
+-- insert here with it ON (classic sqlcmd and some tools default to OFF).
+-- Batches are separated by GO (sqlcmd / SSMS); this script sets
+-- QUOTED_IDENTIFIER ON first.
+
+SET QUOTED_IDENTIFIER ON
+GO
 
 IF OBJECT_ID(N'dbo.inboxd_outbox', N'U') IS NULL
 CREATE TABLE dbo.inboxd_outbox (
