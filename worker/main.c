@@ -73,6 +73,7 @@ int main(int argc, char **argv)
         int route_problems = wk_routes_compile(cfg.routes, &routes, stderr);
         problems += route_problems;
         problems += wk_routes_check_limits(&routes, cfg.servicebus.max_auto_lock_renewal_s, stderr);
+        wk_routes_warn(&routes, stderr);
         if (!route_problems)
             problems += wk_outbox_plan(&cfg, &routes, relay_only, &plan, stderr);
         wk_routes_free(&routes);

@@ -37,17 +37,6 @@ struct wk_emits {
     size_t n;
 };
 
-/*
- * A source changes between two copies of one message (a resend has another
- * sequence number, a redelivery another delivery count): an id built from
- * it would differ between copies, and duplicate detection downstream would
- * see two messages.
- */
-static bool src_varies(src_kind_t k)
-{
-    return k == SRC_SEQUENCE_NUMBER || k == SRC_DELIVERY_COUNT || k == SRC_ENQUEUED_AT;
-}
-
 static void emit_free(emit_spec_t *e)
 {
     free(e->entity);
@@ -106,7 +95,7 @@ static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
     for (size_t k = 0; k < t->tpl.n; k++) {
         if (t->tpl.v[k].lit)
             continue;
-        if (src_varies(t->tpl.v[k].src.kind)) {
+        if (wk_src_varies(t->tpl.v[k].src.kind)) {
             wk_problem(p, field,
                        "{%s} differs between copies of one message (a resend or redelivery), "
                        "so the id would too and duplicates would get through; build it from "

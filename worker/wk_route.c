@@ -349,13 +349,61 @@ void wk_tpl_free(template_t *tpl)
     memset(tpl, 0, sizeof(*tpl));
 }
 
+/*
+ * A resend has another sequence number and enqueue time, a redelivery
+ * another delivery count: what is built from these differs between copies.
+ */
+bool wk_src_varies(src_kind_t k)
+{
+    return k == SRC_SEQUENCE_NUMBER || k == SRC_DELIVERY_COUNT || k == SRC_ENQUEUED_AT;
+}
+
+/*
+ * The key must name the operation: two deliveries (a redelivery, a resend)
+ * of one message must render the same key, or both apply; and a key of
+ * constants alone would make every message after the first a duplicate.
+ */
+static void check_key_stable(const template_t *key, wk_problems_t *p)
+{
+    bool sourced = false;
+    for (size_t k = 0; k < key->n; k++) {
+        if (key->v[k].lit)
+            continue;
+        if (wk_src_varies(key->v[k].src.kind)) {
+            wk_problem(p, "idempotency_key",
+                       "{%s} differs between copies of one message (a redelivery or a resend), "
+                       "so each copy would get its own key and every copy would apply; build it "
+                       "from message_id, the body or properties",
+                       key->v[k].src.text);
+            return;
+        }
+        sourced = true;
+    }
+    if (!sourced && key->n)
+        wk_problem(p, "idempotency_key",
+                   "is a constant: every message would share one key, so all but the first "
+                   "would be taken for duplicates; include a source such as {$.orderId}");
+}
+
 static void compile_key(wk_route_t *r, const json_t *key, wk_problems_t *p)
 {
+    const char *text;
     if (!json_is_string(key) || !*json_string_value(key)) {
         wk_problem(p, "idempotency_key", "must be a non-empty string");
         return;
     }
-    wk_tpl_compile(json_string_value(key), "idempotency_key", 0, &r->key, &r->needs_json, p);
+    text = json_string_value(key);
+    if (strstr(text, "{lock_token}")) { /* no source: named here rather than "unknown" */
+        wk_problem(p, "idempotency_key",
+                   "{lock_token} is new on every delivery, so each copy of a message would get "
+                   "its own key and every copy would apply; build it from message_id, the body "
+                   "or properties");
+        return;
+    }
+    int before = p->n;
+    wk_tpl_compile(text, "idempotency_key", 0, &r->key, &r->needs_json, p);
+    if (p->n == before) /* a template that did not compile is reported once */
+        check_key_stable(&r->key, p);
 }
 
 static void compile_match(wk_route_t *r, const json_t *m, wk_problems_t *p)
@@ -1112,6 +1160,24 @@ const char *wk_route_bind_reason(ib_err_t rc)
            : rc == IB_E_MISSING_FIELD ? "MissingField"
            : rc == IB_E_INVAL         ? "InvalidIdempotencyKey"
                                       : "BindError";
+}
+
+int wk_routes_warn(const wk_routes_t *routes, FILE *errs)
+{
+    int n = 0;
+    for (size_t i = 0; i < routes->n; i++) {
+        if (!routes->v[i].http || routes->v[i].key.n)
+            continue;
+        n++;
+        if (errs)
+            fprintf(errs,
+                    "config: warning: routes[%zu].idempotency_key: not set, so this HTTP route "
+                    "keys its call on the message id: a producer that re-sends the operation "
+                    "under a new message id makes a second call; set a key built from the "
+                    "operation (e.g. \"charge:{$.orderId}\")\n",
+                    i);
+    }
+    return n;
 }
 
 int wk_routes_check_limits(const wk_routes_t *routes, long long renewal_s, FILE *errs)

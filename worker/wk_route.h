@@ -191,5 +191,11 @@ void wk_route_scrub(const wk_route_t *r, char *text);
  * wk_routes_compile's; returns their number.
  */
 int wk_routes_check_limits(const wk_routes_t *routes, long long renewal_s, FILE *errs);
+/*
+ * Prints a warning (not a problem) for each route that works but is
+ * fragile: an HTTP route without idempotency_key keys on the message id.
+ * Returns the number of warnings.
+ */
+int wk_routes_warn(const wk_routes_t *routes, FILE *errs);
 
 #endif

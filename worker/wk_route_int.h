@@ -70,6 +70,8 @@ bool wk_src_compile_text(const char *t, unsigned allow, src_t *out);
 /* A parameter: source text, {"const": "text"}, or a JSON literal. */
 bool wk_src_compile_param(const json_t *v, unsigned allow, src_t *out);
 void wk_src_free(src_t *s);
+/* A source that differs between copies of one message (sequence number, delivery count, enqueue time). */
+bool wk_src_varies(src_kind_t k);
 /* The value of s for msg (and b->response for response sources). */
 ib_err_t wk_src_eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_param_t *out,
                      ib_error_t *err);

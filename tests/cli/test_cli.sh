@@ -112,4 +112,21 @@ http_cfg "$tmp/http.json" '{"url": "https://pay.example/x", "retries": 3}'
 check "an unknown http field exits 2" test $? = 2
 check "and is named" grep -q '^config: routes\[0\].http.retries: unknown key' "$tmp/err"
 
+# Keys that cannot drift: a key from a source that differs between copies of
+# one message, the lock token, or constants alone is refused (exit 2, key
+# named); an HTTP route without a key is accepted with a warning.
+for key in 'k:{$.id}:{delivery_count}' 'k:{sequence_number}' 'k:{enqueued_at}' 'k:{lock_token}' 'fixed'; do
+  jq --arg k "$key" '.routes = [{match: "*", sql: "select 1", idempotency_key: $k}]' "$tmp/good.json" >"$tmp/key.json"
+  "$inboxd" --check-config --config "$tmp/key.json" >/dev/null 2>"$tmp/err"
+  check "idempotency_key '$key' exits 2" test $? = 2
+  check "idempotency_key '$key' is named" grep -q '^config: routes\[0\].idempotency_key: ' "$tmp/err"
+done
+jq '.routes = [{match: "*", sql: "select 1", idempotency_key: "k:{message_id}:{$.id}"}]' "$tmp/good.json" >"$tmp/key.json"
+"$inboxd" --check-config --config "$tmp/key.json" >/dev/null 2>"$tmp/err"
+check "a key from the message id and the body checks out" test $? = 0
+jq '.routes = [{match: "*", http: {url: "https://pay.example/x"}}]' "$tmp/good.json" >"$tmp/key.json"
+"$inboxd" --check-config --config "$tmp/key.json" >/dev/null 2>"$tmp/err"
+check "an HTTP route without a key still checks out" test $? = 0
+check "and warns that it keys on the message id" grep -q '^config: warning: routes\[0\].idempotency_key: not set, so this HTTP route keys its call on the message id' "$tmp/err"
+
 exit $fail

@@ -213,12 +213,66 @@ static void test_unique_violation_option(void)
     wk_routes_free(&rs);
 }
 
+/* Keys that cannot drift: a source that differs between copies, the lock token, constants. */
+static void test_key_stable(void)
+{
+    wk_routes_t rs;
+    int n;
+    char *e = compile_errors(
+        "[{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":\"k:{$.id}:{delivery_count}\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":\"k:{sequence_number}\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":\"{enqueued_at}\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":\"k:{lock_token}\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":\"always-the-same\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":\"{{x}}\"},"
+        "{\"match\":\"*\",\"sql\":\"select 1\",\"idempotency_key\":\"k:{message_id}:{prop:t}\"}]",
+        &n, &rs);
+    ASSERT_CONTAINS(e, "config: routes[0].idempotency_key: {delivery_count} differs between copies");
+    ASSERT_CONTAINS(e, "config: routes[1].idempotency_key: {sequence_number} differs between copies");
+    ASSERT_CONTAINS(e, "config: routes[2].idempotency_key: {enqueued_at} differs between copies");
+    ASSERT_CONTAINS(e, "config: routes[3].idempotency_key: {lock_token} is new on every delivery");
+    ASSERT_CONTAINS(e, "config: routes[4].idempotency_key: is a constant");
+    ASSERT_CONTAINS(e, "config: routes[5].idempotency_key: is a constant");
+    ASSERT_NOT_CONTAINS(e, "routes[6]");
+    ASSERT_EQ(n, 6);
+    free(e);
+    wk_routes_free(&rs);
+}
+
+/* An HTTP route without a key is valid but warned about: it keys on the message id. */
+static void test_http_without_key_warns(void)
+{
+    wk_routes_t rs;
+    int n;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp;
+    char *e = compile_errors("[{\"match\":\"*\",\"http\":{\"url\":\"http://x/a\"}},"
+                             "{\"match\":\"*\",\"idempotency_key\":\"k:{$.id}\","
+                             "\"http\":{\"url\":\"http://x/b\"}},"
+                             "{\"match\":\"*\",\"sql\":\"select 1\"}]",
+                             &n, &rs);
+    ASSERT_EQ(n, 0);
+    fp = open_memstream(&buf, &len);
+    ASSERT_EQ(wk_routes_warn(&rs, fp), 1);
+    fclose(fp);
+    ASSERT_CONTAINS(buf, "config: warning: routes[0].idempotency_key: not set, so this HTTP route "
+                         "keys its call on the message id");
+    ASSERT_NOT_CONTAINS(buf, "routes[1]");
+    ASSERT_NOT_CONTAINS(buf, "routes[2]");
+    free(buf);
+    free(e);
+    wk_routes_free(&rs);
+}
+
 int main(void)
 {
     RUN(test_compile_errors);
     RUN(test_match_first_wins);
     RUN(test_bind_sources);
     RUN(test_key_limits);
+    RUN(test_key_stable);
+    RUN(test_http_without_key_warns);
     RUN(test_unique_violation_option);
     return ib_test_done();
 }
