@@ -425,7 +425,7 @@ static db_claim_outcome_t insert_claim(db_conn_t *dbc, const db_claim_t *c, long
     if (db_end(dbc, true, err) != IB_E_OK)
         return claim_failed(dbc, err, "claim commit");
     ib_strlcpy(row->message_id, c->message_id, sizeof row->message_id);
-    ib_strlcpy(row->status, "claimed", sizeof row->status);
+    row->status = DB_ROW_CLAIMED;
     row->attempts = 1;
     return DB_CLAIM_NEW;
 }
@@ -453,12 +453,12 @@ static db_claim_outcome_t existing(db_conn_t *dbc, const db_claim_t *c, long lea
         return DB_CLAIM_CONFLICT;
     }
     ib_strlcpy(row->message_id, f.message_id, sizeof row->message_id);
-    ib_strlcpy(row->status, f.status, sizeof row->status);
+    row->status = db_row_status_parse(f.status);
     ib_strlcpy(row->remote_id, f.remote_id, sizeof row->remote_id);
     row->attempts = f.attempts;
-    if (strcmp(f.status, "retry") == 0)
+    if (row->status == DB_ROW_RETRY)
         return take(dbc, c, DB_ESQL_TAKE_RETRY, lease_s, row, DB_CLAIM_RETRY, err);
-    if (strcmp(f.status, "claimed") != 0)
+    if (row->status != DB_ROW_CLAIMED)
         return DB_CLAIM_DONE;
     if (!f.expired)
         return DB_CLAIM_BUSY;
@@ -574,7 +574,7 @@ db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_cla
                 detail[--end] = '\0';
     }
     effect_sql(dbc->dialect, dbc->table, DB_ESQL_FINISH, 1, sql, sizeof sql);
-    db_bind_t b[8] = {DB_B(DB_TEXT(res->status)),
+    db_bind_t b[8] = {DB_B(DB_TEXT(db_row_status_name(res->status))),
                       DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id) : DB_NULL()),
                       DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL()),
                       DB_B(res->error_class ? DB_TEXT(res->error_class) : DB_NULL()),

@@ -42,7 +42,7 @@ const char *db_claim_outcome_name(db_claim_outcome_t o);
 typedef struct db_claim_row {
     char message_id[129]; /* the row's (another copy's, when it came by the key) */
     char token[33];       /* our claim token while we own the row */
-    char status[17];      /* the status found (DB_CLAIM_DONE) */
+    db_row_status_t status; /* the status found (DB_CLAIM_DONE) */
     char remote_id[401];  /* the remote id recorded, "" when none */
     long long attempts;   /* claims of this row so far, ours included */
 } db_claim_row_t;
@@ -72,7 +72,7 @@ ib_err_t db_effect_renew(db_conn_t *dbc, const char *consumer, const db_claim_ro
 
 /* The outcome written by db_effect_finish. */
 typedef struct db_effect_result {
-    const char *status;       /* "processed", "failed" or "uncertain" */
+    db_row_status_t status;   /* DB_ROW_PROCESSED, DB_ROW_FAILED or DB_ROW_UNCERTAIN */
     const char *remote_id;    /* may be NULL */
     long remote_status;       /* HTTP status; 0 = none (NULL) */
     const char *error_class;  /* may be NULL */

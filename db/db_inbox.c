@@ -33,6 +33,22 @@ const char *db_outcome_name(db_outcome_t o)
     }
 }
 
+static const char *const row_status_names[] = {"processed", "failed", "uncertain", "claimed",
+                                               "retry"};
+
+const char *db_row_status_name(db_row_status_t s)
+{
+    return (unsigned)s < DB_ROW_UNKNOWN ? row_status_names[s] : "unknown";
+}
+
+db_row_status_t db_row_status_parse(const char *text)
+{
+    for (unsigned i = 0; text && i < DB_ROW_UNKNOWN; i++)
+        if (strcmp(text, row_status_names[i]) == 0)
+            return (db_row_status_t)i;
+    return DB_ROW_UNKNOWN;
+}
+
 static EVP_MD *sha256_md;
 static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
 
@@ -386,7 +402,8 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
 {
     ib_error_t local;
     char cut[DETAIL_MAX + 1];
-    const char *status = cls == IB_CLASS_AMBIGUOUS ? "uncertain" : "failed";
+    const char *status =
+        db_row_status_name(cls == IB_CLASS_AMBIGUOUS ? DB_ROW_UNCERTAIN : DB_ROW_FAILED);
 
     if (!err)
         err = &local;

@@ -98,6 +98,26 @@ typedef enum {
 /* "applied", "duplicate", "conflict", "failed". */
 const char *db_outcome_name(db_outcome_t o);
 
+/*
+ * The inbox row's status: the states db/ hands the worker (db_effect.h
+ * draws how they move). A `processed` row is what the outcome `applied`
+ * leaves (also a duplicate found later); `uncertain` records the error
+ * class `ambiguous` (it may have acted).
+ */
+typedef enum {
+    DB_ROW_PROCESSED = 0, /* "processed" */
+    DB_ROW_FAILED,        /* "failed": a permanent failure recorded */
+    DB_ROW_UNCERTAIN,     /* "uncertain": may have acted, cannot tell */
+    DB_ROW_CLAIMED,       /* "claimed": an HTTP route's call under a lease */
+    DB_ROW_RETRY,         /* "retry": an operator asked for another call */
+    DB_ROW_UNKNOWN,       /* a status this version does not know */
+} db_row_status_t;
+
+/* The column's text ("processed", ...); "unknown" for DB_ROW_UNKNOWN. */
+const char *db_row_status_name(db_row_status_t s);
+/* The state of the column's text; DB_ROW_UNKNOWN for any other. */
+db_row_status_t db_row_status_parse(const char *text);
+
 /* The identity and bookkeeping of one message. All pointers are borrowed. */
 typedef struct db_claim {
     const char *consumer;        /* required, <= 200 bytes */

@@ -261,8 +261,7 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
     else
         wk_metrics_message(dm->metrics, o);
     if (res->code == IB_E_OK && d->disposition == SB_DEADLETTER)
-        wk_metrics_dead_letter(dm->metrics, d->reason,
-                               d->err.code ? d->err.cls : IB_CLASS_PERMANENT);
+        wk_metrics_dead_letter(dm->metrics, d->reason, d->reason_class);
     /* Completed or dead-lettered: the message has left the entity. */
     if (res->code == IB_E_OK && msg->enqueued_ms > 0 &&
         (disp == SB_COMPLETE || disp == SB_DEADLETTER))
@@ -439,10 +438,8 @@ static void process_jobs(daemon_t *dm, db_conn_t *dbc, job_t *const *batch, size
     if (!dbc) {
         /* Draining, or every lock is gone, and no database: give the
          * messages back untouched. */
-        for (size_t i = 0; i < n; i++) {
-            batch[i]->d.outcome = WK_OUT_RELEASED;
-            batch[i]->d.disposition = SB_RELEASE;
-        }
+        for (size_t i = 0; i < n; i++)
+            wk_decide(&batch[i]->d, WK_OUT_RELEASED);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -517,8 +514,7 @@ static void release_queued(daemon_t *dm)
     pthread_mutex_unlock(&dm->mu);
     while (list) {
         job_t *next = list->qnext;
-        list->d.outcome = WK_OUT_RELEASED;
-        list->d.disposition = SB_RELEASE;
+        wk_decide(&list->d, WK_OUT_RELEASED);
         sb_client_settle(dm->client, list->msg, SB_RELEASE, NULL, NULL);
         list = next;
     }

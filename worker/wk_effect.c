@@ -15,7 +15,6 @@
 #include "wk_effect.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include "db_effect.h"
 #include "fx_client.h"
 #include "ib_log.h"
+#include "wk_decide.h"
 #include "wk_relay.h"
 
 #define SNIPPET_MAX 200
@@ -73,25 +73,9 @@ typedef struct run {
     unsigned seed;
 } run_t;
 
-static void set_dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt,
-                            ...) __attribute__((format(printf, 4, 5)));
-
-static void set_dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt,
-                            ...)
-{
-    va_list ap;
-    d->outcome = o;
-    d->disposition = SB_DEADLETTER;
-    ib_strlcpy(d->reason, reason, sizeof(d->reason));
-    va_start(ap, fmt);
-    vsnprintf(d->description, sizeof(d->description), fmt, ap);
-    va_end(ap);
-}
-
 static void set_abandon(wk_decision_t *d)
 {
-    d->outcome = WK_OUT_ABANDONED;
-    d->disposition = SB_ABANDON;
+    wk_decide(d, WK_OUT_ABANDONED);
 }
 
 /*
@@ -149,12 +133,13 @@ static void finish_failed(run_t *r)
         set_abandon(r->d);
         return;
     }
-    set_dead_letter(r->d, WK_OUT_DEAD_LETTERED, "HandlerError", "%s", r->d->err.text);
+    wk_decide_dead_letter(r->d, WK_DL_HANDLER_ERROR, "%s", r->d->err.text);
 }
 
 static void record_uncertain(run_t *r, const char *why)
 {
-    db_effect_result_t res = {"uncertain", NULL, r->d->http_status, "ambiguous", why};
+    db_effect_result_t res = {DB_ROW_UNCERTAIN, NULL, r->d->http_status,
+                              ib_class_name(IB_CLASS_AMBIGUOUS), why};
     if (finish(r, &res, NULL, 0) != DB_APPLIED) {
         finish_failed(r);
         return;
@@ -162,9 +147,10 @@ static void record_uncertain(run_t *r, const char *why)
     if (r->p->metrics)
         wk_metrics_uncertain(r->p->metrics);
     ib_error_set(&r->d->err, IB_E_TIMEOUT, IB_CLASS_AMBIGUOUS, "%s", why);
-    set_dead_letter(r->d, WK_OUT_UNCERTAIN, "OutcomeUncertain",
-                    "%s; recorded uncertain: resolve with inboxctl inbox resolve --message-id %s",
-                    why, r->row.message_id);
+    wk_decide_dead_letter(r->d, WK_DL_UNCERTAIN,
+                          "%s; recorded uncertain: resolve with inboxctl inbox resolve "
+                          "--message-id %s",
+                          why, r->row.message_id);
 }
 
 /* 2xx: the row becomes processed with the remote id, the route's SQL runs. */
@@ -176,20 +162,21 @@ static void applied(run_t *r, const fx_response_t *resp)
     if (wk_route_bind_finish(r->route, r->msg, resp, &fb, &e) != IB_E_OK) {
         /* The effect happened; the SQL cannot say it. Record that much. */
         wk_binding_free(&fb);
-        db_effect_result_t res = {"failed", r->d->remote_id, resp->status, "permanent", e.text};
+        db_effect_result_t res = {DB_ROW_FAILED, r->d->remote_id, resp->status,
+                                  ib_class_name(IB_CLASS_PERMANENT), e.text};
         r->d->err = e;
         if (finish(r, &res, NULL, 0) != DB_APPLIED) {
             finish_failed(r);
             return;
         }
         r->d->err = e;
-        set_dead_letter(r->d, WK_OUT_DEAD_LETTERED, "MissingField",
-                        "the call succeeded (HTTP %ld, remote id '%s') but the finishing SQL "
-                        "could not be bound: %s",
-                        resp->status, r->d->remote_id, e.text);
+        wk_decide_dead_letter(r->d, wk_route_bind_reason(e.code),
+                              "the call succeeded (HTTP %ld, remote id '%s') but the finishing "
+                              "SQL could not be bound: %s",
+                              resp->status, r->d->remote_id, e.text);
         return;
     }
-    db_effect_result_t res = {"processed", r->d->remote_id, resp->status, NULL, NULL};
+    db_effect_result_t res = {DB_ROW_PROCESSED, r->d->remote_id, resp->status, NULL, NULL};
     db_outcome_t o = finish(r, &res, fb.stmts, fb.nstmts);
     bool emitted = fb.nemits > 0;
     wk_binding_free(&fb);
@@ -197,15 +184,14 @@ static void applied(run_t *r, const fx_response_t *resp)
         if (emitted)
             wk_relay_wake(r->p->relay); /* committed emits: publish now, not at the next poll */
         ib_error_clear(&r->d->err);
-        r->d->outcome = WK_OUT_APPLIED;
-        r->d->disposition = SB_COMPLETE;
+        wk_decide(r->d, WK_OUT_APPLIED);
         return;
     }
     if (r->d->err.cls == IB_CLASS_PERMANENT && r->d->err.code != IB_E_LOCK_LOST) {
         /* The route's own SQL failed: say so on the row, with the remote id. */
         ib_error_t sqlerr = r->d->err;
-        db_effect_result_t bad = {"failed", r->d->remote_id, resp->status, "permanent",
-                                  sqlerr.text};
+        db_effect_result_t bad = {DB_ROW_FAILED, r->d->remote_id, resp->status,
+                                  ib_class_name(IB_CLASS_PERMANENT), sqlerr.text};
         if (finish(r, &bad, NULL, 0) == DB_APPLIED)
             r->d->err = sqlerr;
     }
@@ -218,14 +204,15 @@ static void rejected(run_t *r, const fx_response_t *resp)
     char snip[SNIPPET_MAX + 1], detail[512];
     snippet(r, resp, snip, sizeof snip);
     snprintf(detail, sizeof detail, "HTTP %ld: %s", resp->status, snip);
-    db_effect_result_t res = {"failed", NULL, resp->status, "permanent", detail};
+    db_effect_result_t res = {DB_ROW_FAILED, NULL, resp->status,
+                              ib_class_name(IB_CLASS_PERMANENT), detail};
     if (finish(r, &res, NULL, 0) != DB_APPLIED) {
         finish_failed(r);
         return;
     }
     ib_error_set(&r->d->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld", resp->status);
-    set_dead_letter(r->d, WK_OUT_DEAD_LETTERED, "HttpRejected", "HTTP %ld from %s %s: %s",
-                    resp->status, wk_http_method(r->h), r->call.url_redacted, snip);
+    wk_decide_dead_letter(r->d, WK_DL_HTTP_REJECTED, "HTTP %ld from %s %s: %s", resp->status,
+                          wk_http_method(r->h), r->call.url_redacted, snip);
 }
 
 static void count_call(run_t *r, const fx_response_t *resp)
@@ -388,7 +375,7 @@ static bool claim(run_t *r, db_claim_outcome_t *out)
             return false;
         r->d->attempts++;
         if (r->d->err.cls != IB_CLASS_TRANSIENT) {
-            set_dead_letter(r->d, WK_OUT_DEAD_LETTERED, "HandlerError", "%s", r->d->err.text);
+            wk_decide_dead_letter(r->d, WK_DL_HANDLER_ERROR, "%s", r->d->err.text);
             return true;
         }
         if (!wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, 0))
@@ -422,28 +409,27 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
         goto out;
     switch (o) {
     case DB_CLAIM_CONFLICT:
-        set_dead_letter(d, WK_OUT_CONFLICT, "IdempotencyKeyConflict",
-                        "idempotency key '%s' (or message-id '%s') was already used with a "
-                        "different body",
-                        dbclaim->idempotency_key ? dbclaim->idempotency_key : "",
-                        dbclaim->message_id);
+        wk_decide_dead_letter(d, WK_DL_KEY_CONFLICT,
+                              "idempotency key '%s' (or message-id '%s') was already used with a "
+                              "different body",
+                              dbclaim->idempotency_key ? dbclaim->idempotency_key : "",
+                              dbclaim->message_id);
         goto out;
     case DB_CLAIM_DONE:
-        if (strcmp(r.row.status, "uncertain") == 0) {
+        if (r.row.status == DB_ROW_UNCERTAIN) {
             /* Recorded uncertain, but the dead-letter was lost (a crash or a lost lock between
              * the commit and the settlement): dead-letter again, never call again. */
             ib_error_set(&d->err, IB_E_TIMEOUT, IB_CLASS_AMBIGUOUS,
                          "the inbox row is uncertain from an earlier delivery");
-            set_dead_letter(d, WK_OUT_UNCERTAIN, "OutcomeUncertain",
-                            "recorded uncertain by an earlier delivery: resolve with inboxctl "
-                            "inbox resolve --message-id %s",
-                            r.row.message_id);
+            wk_decide_dead_letter(d, WK_DL_UNCERTAIN,
+                                  "recorded uncertain by an earlier delivery: resolve with "
+                                  "inboxctl inbox resolve --message-id %s",
+                                  r.row.message_id);
             goto out;
         }
         ib_strlcpy(d->remote_id, r.row.remote_id, sizeof d->remote_id);
         ib_error_clear(&d->err);
-        d->outcome = WK_OUT_DUPLICATE;
-        d->disposition = SB_COMPLETE;
+        wk_decide(d, WK_OUT_DUPLICATE);
         goto out;
     case DB_CLAIM_BUSY: {
         /* Another worker is calling: its outcome is what a redelivery finds. */
@@ -476,8 +462,7 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
         if (d->err.cls == IB_CLASS_TRANSIENT)
             set_abandon(d);
         else
-            set_dead_letter(d, WK_OUT_DEAD_LETTERED, wk_route_bind_reason(d->err.code), "%s",
-                            d->err.text);
+            wk_decide_dead_letter(d, wk_route_bind_reason(d->err.code), "%s", d->err.text);
         goto out;
     }
     call_loop(&r, fx);

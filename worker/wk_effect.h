@@ -1,7 +1,8 @@
 /*
  * wk_effect.h - HTTP routes: one message through claim, call and finish
- * (wk_effect.c). The pipeline hands a message here when its route has an
- * "http" section; such a message is always processed alone (never in a
+ * (wk_effect.c). The pipeline hands a message here (wk_pipeline.c,
+ * hand_off_http) when its route has an "http" section, after routing and
+ * binding it; such a message is always processed alone (never in a
  * batch), because its claim and its finish are transactions of their own.
  */
 #ifndef WK_EFFECT_H
@@ -11,7 +12,7 @@
 
 #include "db_inbox.h"
 #include "sb_msg.h"
-#include "wk_pipeline.h"
+#include "wk_decide.h"
 #include "wk_route.h"
 
 /*

@@ -1,5 +1,6 @@
 /*
- * wk_outcome.c - the words of wk_outcome.h. thread: any.
+ * wk_outcome.c - the words of wk_outcome.h: outcomes and dead-letter
+ * reasons. thread: any.
  */
 #include "wk_outcome.h"
 
@@ -11,4 +12,29 @@ const char *wk_outcome_name(wk_outcome_t o)
 #undef WK_OUTCOME_WORD
     };
     return (unsigned)o < WK_OUT__COUNT ? names[o] : "unknown";
+}
+
+static const struct {
+    const char *word;
+    wk_outcome_t outcome;
+    ib_class_t cls;
+} reasons[WK_DL__COUNT] = {
+#define WK_DL_ROW(name, word, outcome, cls, doc) {word, WK_OUT_##outcome, cls},
+    WK_DL_REASONS(WK_DL_ROW)
+#undef WK_DL_ROW
+};
+
+const char *wk_dl_reason_name(wk_dl_reason_t r)
+{
+    return (unsigned)r < WK_DL__COUNT ? reasons[r].word : "unknown";
+}
+
+wk_outcome_t wk_dl_reason_outcome(wk_dl_reason_t r)
+{
+    return (unsigned)r < WK_DL__COUNT ? reasons[r].outcome : WK_OUT_DEAD_LETTERED;
+}
+
+ib_class_t wk_dl_reason_class(wk_dl_reason_t r)
+{
+    return (unsigned)r < WK_DL__COUNT ? reasons[r].cls : IB_CLASS_PERMANENT;
 }

@@ -11,6 +11,8 @@
 #ifndef WK_OUTCOME_H
 #define WK_OUTCOME_H
 
+#include "ib_err.h"
+
 /* X(NAME, "word", settlement, meaning) */
 #define WK_OUTCOMES(X)                                                                             \
     X(APPLIED, "applied", "complete", "the inbox transaction committed")                           \
@@ -35,6 +37,55 @@
       "the broker never answered the settlement (the link is recycled); it may have applied "      \
       "it, and a redelivery meets the inbox")
 
+/*
+ * The dead-letter reasons inboxd writes: the one list of reason words. The
+ * word is the broker's DeadLetterReason, msg_done's "reason", the reason
+ * label of inboxd_dead_letters_total and a row of the README's dead-letter
+ * reason table (a unit test compares that table with this list); the
+ * outcome is msg_done's "result"; the class is the class label of
+ * inboxd_dead_letters_total and the error class of the message. A route's
+ * `action: "deadletter"` uses the route's own `reason` instead (outcome
+ * dead_lettered, class permanent). Every dead letter goes through
+ * wk_decide_dead_letter (wk_decide.h), which takes its word from here.
+ *
+ * `ambiguous` is an error class (may have acted, cannot tell); `uncertain`
+ * is the inbox row state that records it and the outcome word; the reason
+ * is OutcomeUncertain whichever path met it (an HTTP call, a commit whose
+ * answer was lost).
+ */
+/* X(NAME, "Reason", OUTCOME, class, meaning) */
+#define WK_DL_REASONS(X)                                                                           \
+    X(KEY_CONFLICT, "IdempotencyKeyConflict", CONFLICT, IB_CLASS_PERMANENT,                        \
+      "the idempotency key (or message-id) was applied with another body")                        \
+    X(MALFORMED, "MalformedMessage", DEAD_LETTERED, IB_CLASS_PERMANENT,                            \
+      "the AMQP message could not be decoded")                                                     \
+    X(BAD_MESSAGE_ID, "InvalidMessageId", DEAD_LETTERED, IB_CLASS_PERMANENT,                       \
+      "no message-id, one over 128 characters, holding a NUL byte or not UTF-8")                   \
+    X(NO_ROUTE, "NoRoute", DEAD_LETTERED, IB_CLASS_PERMANENT, "no route matches")                  \
+    X(INVALID_JSON, "InvalidJson", DEAD_LETTERED, IB_CLASS_PERMANENT,                              \
+      "the body is not JSON where a route's path needs it")                                        \
+    X(MISSING_FIELD, "MissingField", DEAD_LETTERED, IB_CLASS_PERMANENT,                            \
+      "a path the route needs is absent (for an HTTP route's finishing SQL: in the answer; the "   \
+      "row is `failed` with the remote status)")                                                   \
+    X(BAD_KEY, "InvalidIdempotencyKey", DEAD_LETTERED, IB_CLASS_PERMANENT,                         \
+      "the route's idempotency key (or a value templated from the message) is too long "       \
+      "or unusable")                                                                           \
+    X(BIND_ERROR, "BindError", DEAD_LETTERED, IB_CLASS_PERMANENT,                                  \
+      "a route's value could not be bound")                                                        \
+    X(HANDLER_ERROR, "HandlerError", DEAD_LETTERED, IB_CLASS_PERMANENT,                            \
+      "a permanent database error (description: SQLSTATE, native code, driver message)")           \
+    X(HTTP_REJECTED, "HttpRejected", DEAD_LETTERED, IB_CLASS_PERMANENT,                            \
+      "an HTTP destination refused the call (4xx or 3xx); the row is `failed` with the status")    \
+    X(UNCERTAIN, "OutcomeUncertain", UNCERTAIN, IB_CLASS_AMBIGUOUS,                                \
+      "the effect may have happened and cannot be asked (an HTTP call, or a commit whose answer "   \
+      "was lost); the row is `uncertain`: `inboxctl inbox resolve`")                               \
+    X(RETRY_BUDGET, "RetryBudgetExhausted", DEAD_LETTERED, IB_CLASS_TRANSIENT,                     \
+      "transient failures outlasted delivery `retry.max_deliveries` (description: the last "       \
+      "error)")                                                                                    \
+    X(MAX_AGE, "MaxAgeExceeded", DEAD_LETTERED, IB_CLASS_TRANSIENT,                                \
+      "a transient failure of a message older than `retry.max_age_s` (description: the last "      \
+      "error)")
+
 typedef enum {
 #define WK_OUTCOME_ENUM(name, word, settle, doc) WK_OUT_##name,
     WK_OUTCOMES(WK_OUTCOME_ENUM)
@@ -44,5 +95,19 @@ typedef enum {
 
 /* The outcome's word ("applied", ...); "unknown" for an out-of-range value. */
 const char *wk_outcome_name(wk_outcome_t o);
+
+typedef enum {
+#define WK_DL_ENUM(name, word, outcome, cls, doc) WK_DL_##name,
+    WK_DL_REASONS(WK_DL_ENUM)
+#undef WK_DL_ENUM
+        WK_DL__COUNT
+} wk_dl_reason_t;
+
+/* The reason's word ("HandlerError", ...); "unknown" for an out-of-range value. */
+const char *wk_dl_reason_name(wk_dl_reason_t r);
+/* The outcome a dead letter for r reports (WK_OUT_DEAD_LETTERED when out of range). */
+wk_outcome_t wk_dl_reason_outcome(wk_dl_reason_t r);
+/* The error class r stands for (IB_CLASS_PERMANENT when out of range). */
+ib_class_t wk_dl_reason_class(wk_dl_reason_t r);
 
 #endif

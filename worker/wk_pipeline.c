@@ -1,14 +1,21 @@
+/*
+ * wk_pipeline.c - one message (or a batch) through its route and the inbox
+ * transaction, with in-process retries; a message whose route calls out
+ * over HTTP is handed to wk_effect_process (hand_off_http). Every decision
+ * is made with wk_decide / wk_decide_dead_letter (wk_decide.h).
+ *
+ * thread: a db worker (the owner of its connection).
+ */
 #include "wk_pipeline.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ib_log.h"
+#include "wk_decide.h"
 #include "wk_effect.h"
-#include "ib_utf8.h"
 #include "wk_relay.h"
 
 long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed)
@@ -21,39 +28,6 @@ long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *se
     return cap > 0 ? (long long)(rand_r(seed) % (unsigned long long)(cap + 1)) : 0;
 }
 
-static void dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void dead_letter(wk_decision_t *d, wk_outcome_t o, const char *reason, const char *fmt, ...)
-{
-    va_list ap;
-    char raw[sizeof(d->description)];
-    d->outcome = o;
-    d->disposition = SB_DEADLETTER;
-    /* Subjects, ids and driver texts may carry invalid UTF-8: the broker and
-     * whoever reads the dead-letter queue get well-formed text. */
-    ib_utf8_sanitize(d->reason, sizeof(d->reason), reason);
-    va_start(ap, fmt);
-    vsnprintf(raw, sizeof(raw), fmt, ap);
-    va_end(ap);
-    ib_utf8_sanitize(d->description, sizeof(d->description), raw);
-}
-
-static void complete(wk_decision_t *d, wk_outcome_t o)
-{
-    d->outcome = o;
-    d->disposition = SB_COMPLETE;
-}
-
-/* The dead-letter description of a database failure: codes and driver text. */
-static void describe_db(const ib_error_t *e, char *buf, size_t size)
-{
-    if (e->sqlstate[0])
-        snprintf(buf, size, "SQLSTATE %s, native %ld: %s", e->sqlstate, e->native, e->text);
-    else
-        snprintf(buf, size, "%s", e->text);
-}
-
 static void sleep_ms(long long ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -63,29 +37,28 @@ static void sleep_ms(long long ms)
 
 /* A permanent failure: recorded and completed when the route says so. */
 static void permanent(wk_pipeline_t *p, db_conn_t *dbc, const wk_route_t *route,
-                      const db_claim_t *claim, const char *reason, wk_decision_t *d)
+                      const db_claim_t *claim, wk_dl_reason_t reason, wk_decision_t *d)
 {
     char desc[sizeof(d->description)];
-    describe_db(&d->err, desc, sizeof(desc));
+    wk_decide_describe_db(&d->err, desc, sizeof(desc));
     if (route && wk_route_records_failures(route) && claim) {
         ib_error_t rerr;
         db_outcome_t o = db_inbox_record_failure(dbc, claim, d->err.cls, desc, &rerr);
         if (o == DB_APPLIED || o == DB_DUPLICATE) {
-            complete(d, o == DB_APPLIED ? WK_OUT_RECORDED : WK_OUT_DUPLICATE);
+            wk_decide(d, o == DB_APPLIED ? WK_OUT_RECORDED : WK_OUT_DUPLICATE);
             return;
         }
         if (o == DB_CONFLICT) {
-            dead_letter(d, WK_OUT_CONFLICT, "IdempotencyKeyConflict",
-                        "idempotency key already used by a message with another body");
+            wk_decide_dead_letter(d, WK_DL_KEY_CONFLICT,
+                                  "idempotency key already used by a message with another body");
             return;
         }
         /* The record itself failed: leave the message to come back. */
         d->err = rerr;
-        d->outcome = WK_OUT_ABANDONED;
-        d->disposition = SB_ABANDON;
+        wk_decide(d, WK_OUT_ABANDONED);
         return;
     }
-    dead_letter(d, WK_OUT_DEAD_LETTERED, reason, "%s", desc);
+    wk_decide_dead_letter(d, reason, "%s", desc);
 }
 
 static bool stopping(const wk_pipeline_t *p)
@@ -104,41 +77,40 @@ static const wk_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
 {
     const wk_route_t *route;
     if (atomic_load(lock_lost)) {
-        d->outcome = WK_OUT_RELEASED;
-        d->disposition = SB_RELEASE;
+        wk_decide(d, WK_OUT_RELEASED);
         return NULL;
     }
     if (msg->decode_err.code != IB_E_OK) {
         d->err = msg->decode_err;
-        dead_letter(d, WK_OUT_DEAD_LETTERED, "MalformedMessage", "%s", msg->decode_err.text);
+        wk_decide_dead_letter(d, WK_DL_MALFORMED, "%s", msg->decode_err.text);
         return NULL;
     }
     if (msg->message_id_problem) {
         ib_error_set(&d->err, IB_E_INVAL, IB_CLASS_PERMANENT, "%s", msg->message_id_problem);
-        dead_letter(d, WK_OUT_DEAD_LETTERED, "InvalidMessageId", "%s", msg->message_id_problem);
+        wk_decide_dead_letter(d, WK_DL_BAD_MESSAGE_ID, "%s", msg->message_id_problem);
         return NULL;
     }
     if (!msg->message_id || !*msg->message_id || strlen(msg->message_id) > 128) {
         ib_error_set(&d->err, IB_E_INVAL, IB_CLASS_PERMANENT, "message-id missing or too long");
-        dead_letter(d, WK_OUT_DEAD_LETTERED, "InvalidMessageId",
-                    "the inbox needs a message-id of 1 to 128 characters");
+        wk_decide_dead_letter(d, WK_DL_BAD_MESSAGE_ID,
+                              "the inbox needs a message-id of 1 to 128 characters");
         return NULL;
     }
     route = wk_routes_match(p->routes, msg);
     if (!route) {
         ib_error_set(&d->err, IB_E_NO_ROUTE, IB_CLASS_PERMANENT, "no route matches");
-        dead_letter(d, WK_OUT_DEAD_LETTERED, "NoRoute", "no route matches subject '%s'",
-                    msg->subject ? msg->subject : "");
+        wk_decide_dead_letter(d, WK_DL_NO_ROUTE, "no route matches subject '%s'",
+                              msg->subject ? msg->subject : "");
         return NULL;
     }
     d->route_index = (long)wk_route_index(route);
     if (wk_route_action(route) == WK_ACT_COMPLETE) {
-        complete(d, WK_OUT_SKIPPED);
+        wk_decide(d, WK_OUT_SKIPPED);
         return NULL;
     }
     if (wk_route_action(route) == WK_ACT_DEADLETTER) {
-        dead_letter(d, WK_OUT_DEAD_LETTERED, wk_route_reason(route), "routes[%zu] dead-letters it",
-                    wk_route_index(route));
+        wk_decide_route_dead_letter(d, wk_route_reason(route), "routes[%zu] dead-letters it",
+                                    wk_route_index(route));
         return NULL;
     }
     return route;
@@ -156,12 +128,18 @@ typedef struct item {
     char sha[65];
 } item_t;
 
+/* Where prepare() sends a message. */
+typedef enum {
+    PREP_DECIDED, /* d is filled: nothing more to run */
+    PREP_INBOX,   /* bound for the inbox transaction (a batch, or alone) */
+    PREP_HTTP,    /* bound, its route calls out over HTTP: hand_off_http */
+} prep_t;
+
 /*
- * Before the database: decides what can be decided without it (d filled,
- * returns false), or routes, hashes and binds the message for the inbox
- * transaction (returns true).
+ * Before the database: decides what can be decided without it, or routes,
+ * hashes and binds the message and says where it goes next.
  */
-static bool prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
+static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
 {
     const wk_config_t *cfg = p->cfg;
     const sb_msg_t *msg = it->msg;
@@ -172,7 +150,7 @@ static bool prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
     d->route_index = -1;
     wk_trace_id(msg, d->trace_id);
     if (!(it->route = decide_early(p, msg, it->lock_lost, d)))
-        return false;
+        return PREP_DECIDED;
     db_sha256_hex(msg->body, msg->body_len, it->sha);
     it->claim = (db_claim_t){
         .consumer = cfg->consumer,
@@ -191,28 +169,30 @@ static bool prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
     if (rc != IB_E_OK) {
         wk_binding_free(&it->b);
         if (d->err.cls == IB_CLASS_TRANSIENT) { /* out of memory */
-            d->outcome = WK_OUT_ABANDONED;
-            d->disposition = SB_ABANDON;
-            return false;
+            wk_decide(d, WK_OUT_ABANDONED);
+            return PREP_DECIDED;
         }
         permanent(p, dbc, it->route, &it->claim, wk_route_bind_reason(rc), d);
-        return false;
+        return PREP_DECIDED;
     }
     it->bound = true;
     it->claim.idempotency_key = it->b.idempotency_key;
-    if (wk_route_http(it->route)) {
-        /* Claim, call and finish in transactions of their own: never in a batch. */
-        wk_effect_process(p, dbc, msg, it->route, &it->claim, it->lock_lost, d);
-        return false;
-    }
-    return true;
+    return wk_route_http(it->route) ? PREP_HTTP : PREP_INBOX;
+}
+
+/*
+ * The hand-off of an HTTP route's message: claim, call and finish run in
+ * transactions of their own (wk_effect.c), never in a batch.
+ */
+static void hand_off_http(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
+{
+    wk_effect_process(p, dbc, it->msg, it->route, &it->claim, it->lock_lost, it->d);
 }
 
 /* The message is handed back untouched: released, no delivery counted. */
 static void release(wk_decision_t *d)
 {
-    d->outcome = WK_OUT_RELEASED;
-    d->disposition = SB_RELEASE;
+    wk_decide(d, WK_OUT_RELEASED);
 }
 
 static bool breaker_on(const wk_pipeline_t *p)
@@ -282,8 +262,7 @@ static bool setup_retry(wk_pipeline_t *p, item_t *it, long long wait)
     if (p->metrics)
         wk_metrics_retry(p->metrics, d->err.cls);
     IB_LOG(IB_LOG_WARN, "msg_retry", IB_MSG("the database's setup refused the statement"),
-           IB_S("message_id", it->msg->message_id), IB_S("result", "retried"),
-           IB_S("sqlstate", d->err.sqlstate), IB_S("error", d->err.text),
+           IB_S("message_id", it->msg->message_id), IB_S("sqlstate", d->err.sqlstate), IB_S("error", d->err.text),
            IB_I("attempt", d->attempts), IB_I("backoff_ms", wait),
            IB_S("trace_id", d->trace_id[0] ? d->trace_id : NULL));
     return true;
@@ -302,7 +281,7 @@ static bool business_key_duplicate(db_conn_t *dbc, const wk_route_t *route, wk_d
     if (!db_unique_violation(db_conn_dialect(dbc), &d->err, name, sizeof(name)) ||
         !wk_route_unique_is_duplicate(route, name))
         return false;
-    complete(d, WK_OUT_DUPLICATE);
+    wk_decide(d, WK_OUT_DUPLICATE);
     d->business_key = true;
     ib_strlcpy(d->constraint, name, sizeof(d->constraint));
     ib_error_clear(&d->err);
@@ -321,16 +300,17 @@ static bool decide_db(wk_pipeline_t *p, db_conn_t *dbc, item_t *it, db_outcome_t
     if (o == DB_APPLIED || o == DB_DUPLICATE || o == DB_CONFLICT)
         atomic_store(&p->db_reachable, true);
     if (o == DB_APPLIED || o == DB_DUPLICATE) {
-        complete(d, o == DB_APPLIED ? WK_OUT_APPLIED : WK_OUT_DUPLICATE);
+        wk_decide(d, o == DB_APPLIED ? WK_OUT_APPLIED : WK_OUT_DUPLICATE);
         return true;
     }
     if (o == DB_CONFLICT) {
         ib_error_set(&d->err, IB_E_CONFLICT, IB_CLASS_PERMANENT,
                      "idempotency key reused with another body");
-        dead_letter(d, WK_OUT_CONFLICT, "IdempotencyKeyConflict",
-                    "idempotency key '%s' (or message-id '%s') was already applied with a "
-                    "different body",
-                    claim->idempotency_key ? claim->idempotency_key : "", claim->message_id);
+        wk_decide_dead_letter(d, WK_DL_KEY_CONFLICT,
+                              "idempotency key '%s' (or message-id '%s') was already applied "
+                              "with a different body",
+                              claim->idempotency_key ? claim->idempotency_key : "",
+                              claim->message_id);
         return true;
     }
     if (d->err.code == IB_E_DB_CONN)
@@ -340,17 +320,21 @@ static bool decide_db(wk_pipeline_t *p, db_conn_t *dbc, item_t *it, db_outcome_t
     if (d->err.cls == IB_CLASS_TRANSIENT)
         return false;
     if (d->err.cls == IB_CLASS_AMBIGUOUS) {
-        /* Never blind-retry: record it uncertain and hand it to a human. */
+        /* Never blind-retry: record it uncertain and hand it to a human. The
+         * commit may have applied it, as an HTTP call may have: one reason. */
         char desc[sizeof(d->description)];
         ib_error_t rerr;
-        describe_db(&d->err, desc, sizeof(desc));
+        wk_decide_describe_db(&d->err, desc, sizeof(desc));
         db_inbox_record_failure(dbc, claim, IB_CLASS_AMBIGUOUS, desc, &rerr);
-        dead_letter(d, WK_OUT_DEAD_LETTERED, "AmbiguousOutcome", "%s", desc);
+        wk_decide_dead_letter(d, WK_DL_UNCERTAIN,
+                              "%s; recorded uncertain: resolve with inboxctl inbox resolve "
+                              "--message-id %s",
+                              desc, claim->message_id);
         return true;
     }
     if (business_key_duplicate(dbc, it->route, d))
         return true;
-    permanent(p, dbc, it->route, claim, "HandlerError", d);
+    permanent(p, dbc, it->route, claim, WK_DL_HANDLER_ERROR, d);
     return true;
 }
 
@@ -373,22 +357,22 @@ static bool budget_spent(const wk_pipeline_t *p, const sb_msg_t *msg, bool attem
 {
     const wk_config_t *cfg = p->cfg;
     char last[768];
-    describe_db(&d->err, last, sizeof(last));
+    wk_decide_describe_db(&d->err, last, sizeof(last));
     if (cfg->retry.max_age_s > 0 && msg->enqueued_ms > 0) {
         long long age_s = (ib_now_ms() - msg->enqueued_ms) / 1000;
         if (age_s > cfg->retry.max_age_s) {
-            dead_letter(d, WK_OUT_DEAD_LETTERED, "MaxAgeExceeded",
-                        "enqueued %lld s ago, over retry.max_age_s %lld; last error: %s", age_s,
-                        cfg->retry.max_age_s, last);
+            wk_decide_dead_letter(d, WK_DL_MAX_AGE,
+                                  "enqueued %lld s ago, over retry.max_age_s %lld; last error: %s",
+                                  age_s, cfg->retry.max_age_s, last);
             return true;
         }
     }
     if (attempts_spent && cfg->retry.max_deliveries > 0 &&
         (long long)msg->delivery_count >= cfg->retry.max_deliveries) {
-        dead_letter(d, WK_OUT_DEAD_LETTERED, "RetryBudgetExhausted",
-                    "delivery %u reached retry.max_deliveries %lld, %d attempts in it; last "
-                    "error: %s",
-                    msg->delivery_count, cfg->retry.max_deliveries, d->attempts, last);
+        wk_decide_dead_letter(d, WK_DL_RETRY_BUDGET,
+                              "delivery %u reached retry.max_deliveries %lld, %d attempts in it; "
+                              "last error: %s",
+                              msg->delivery_count, cfg->retry.max_deliveries, d->attempts, last);
         return true;
     }
     return false;
@@ -405,22 +389,21 @@ static bool may_retry(wk_pipeline_t *p, item_t *it, long long wait)
         return false;
     if (d->attempts > cfg->retry.attempts || interrupted ||
         (deadline && ib_mono_ms() + wait > deadline)) {
-        d->outcome = WK_OUT_ABANDONED;
-        d->disposition = SB_ABANDON;
+        wk_decide(d, WK_OUT_ABANDONED);
         return false;
     }
     if (p->metrics)
         wk_metrics_retry(p->metrics, d->err.cls);
     IB_LOG(IB_LOG_INFO, "msg_retry", IB_MSG("transient failure, retrying"),
            IB_S("consumer", cfg->consumer), IB_S("message_id", it->msg->message_id),
-           IB_S("result", "retried"), IB_S("error_class", ib_class_name(d->err.cls)),
+           IB_S("error_class", ib_class_name(d->err.cls)),
            IB_S("sqlstate", d->err.sqlstate), IB_I("native_error", d->err.native),
            IB_S("error", d->err.text), IB_I("attempt", d->attempts), IB_I("backoff_ms", wait),
            IB_S("trace_id", d->trace_id[0] ? d->trace_id : NULL));
     return true;
 }
 
-/* thread: a db worker (see wk_pipeline.h). */
+/* thread: a db worker (see wk_decide.h). */
 bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
                             unsigned *seed, wk_decision_t *d, long long min_wait_ms)
 {
@@ -432,8 +415,7 @@ bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_
         wait = min_wait_ms; /* the destination's Retry-After */
     /* A Retry-After beyond the whole in-process budget: let the broker hold it instead. */
     if (min_wait_ms > cfg->retry.max_ms * cfg->retry.attempts) {
-        d->outcome = WK_OUT_ABANDONED;
-        d->disposition = SB_ABANDON;
+        wk_decide(d, WK_OUT_ABANDONED);
         return false;
     }
     if (!may_retry(p, &it, wait))
@@ -500,16 +482,23 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
         /* Out of memory: every message comes back later. */
         for (size_t i = 0; i < n; i++) {
             memset(m[i].d, 0, sizeof(*m[i].d));
-            m[i].d->outcome = WK_OUT_ABANDONED;
-            m[i].d->disposition = SB_ABANDON;
+            wk_decide(m[i].d, WK_OUT_ABANDONED);
         }
         goto out;
     }
     memset(items, 0, n * sizeof(*items));
     for (size_t i = 0; i < n; i++) {
         items[i] = (item_t){.msg = m[i].msg, .lock_lost = m[i].lock_lost, .d = m[i].d};
-        if (prepare(p, dbc, &items[i]))
+        switch (prepare(p, dbc, &items[i])) {
+        case PREP_INBOX:
             todo[k++] = &items[i];
+            break;
+        case PREP_HTTP:
+            hand_off_http(p, dbc, &items[i]);
+            break;
+        case PREP_DECIDED:
+            break;
+        }
     }
     for (int round = 1; k > 0; round++) {
         size_t again = apply_round(p, dbc, todo, k, bi), kept = 0;

@@ -2,8 +2,10 @@
  * wk_pipeline.h - one message through the inbox: route, bind, the inbox
  * transaction with in-process retries, and the settlement decision.
  *
- * The decision is pure data so that the daemon can settle it and log it,
- * and so that it can be tested without a broker.
+ * The decision (wk_decide.h) is pure data so that the daemon can settle
+ * it and log it, and so that it can be tested without a broker. A message
+ * whose route calls out over HTTP goes to wk_effect_process instead of the
+ * inbox transaction (see wk_pipeline_process_batch).
  */
 #ifndef WK_PIPELINE_H
 #define WK_PIPELINE_H
@@ -12,50 +14,8 @@
 #include <stdbool.h>
 
 #include "db_inbox.h"
-#include "ib_err.h"
 #include "sb_msg.h"
-#include "wk_breaker.h"
-#include "wk_config.h"
-#include "wk_metrics.h"
-#include "wk_msgctx.h"
-#include "wk_outcome.h"
-#include "wk_route.h"
-
-typedef struct wk_decision {
-    wk_outcome_t outcome;
-    sb_disposition_t disposition;
-    char reason[128];       /* dead-letter reason */
-    char description[1024]; /* dead-letter description; no secret, no body */
-    ib_error_t err;         /* the failure behind the outcome, if any */
-    int attempts;           /* inbox transactions (or HTTP calls) tried */
-    long long duration_ms;  /* time spent in the database (and on the call) */
-    long http_status;       /* HTTP routes: the last answer's status, 0 when none */
-    int calls;              /* HTTP routes: requests sent */
-    char remote_id[128];    /* HTTP routes: the destination's id of the effect */
-    long route_index;       /* the route that matched; -1 when none did */
-    bool business_key;      /* a duplicate found by the route's own unique key */
-    char constraint[128];   /* that key's name, as the database gave it */
-    char trace_id[WK_TRACE_ID_MAX]; /* from traceparent / Diagnostic-Id; "" when none */
-} wk_decision_t;
-
-/* What a db worker needs; shared read-only, except the atomics. */
-typedef struct wk_pipeline {
-    const wk_config_t *cfg;
-    const wk_routes_t *routes;
-    wk_metrics_t *metrics;           /* may be NULL */
-    atomic_bool *stopping;           /* stop retrying when set (may be NULL) */
-    atomic_llong *retry_deadline_ms; /* mono ms after which no retry starts (0 = none) */
-    atomic_bool db_reachable;
-    /*
-     * Every inbox attempt's result goes here (database health for /readyz).
-     * With errors.circuit_breaker, a setup error (IB_E_DB_SETUP) is never
-     * the message's fault: it is retried without limit while the lock is
-     * held and the worker is not draining, and while the circuit is open
-     * the message waits for its turn to probe. May be NULL (tests).
-     */
-    wk_breaker_t *breaker;
-    struct wk_relay *relay; /* woken after a commit that emitted (may be NULL) */
-} wk_pipeline_t;
+#include "wk_decide.h"
 
 /*
  * Decides the fate of msg: runs it through its route and the inbox
@@ -91,20 +51,5 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
  * thread: any.
  */
 bool wk_pipeline_alone(const wk_pipeline_t *p, const sb_msg_t *msg);
-
-/*
- * Whether a transient failure (in d->err) may be retried: attempts left,
- * lock held, not draining, the drain deadline not passed. When so, logs
- * msg_retry, sleeps the backoff (at least min_wait_ms, e.g. a Retry-After)
- * and returns true; otherwise sets the abandon decision (or, past
- * retry.max_deliveries / retry.max_age_s, the budget's dead letter) and
- * returns false.
- * thread: a db worker.
- */
-bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
-                            unsigned *seed, wk_decision_t *d, long long min_wait_ms);
-
-/* Backoff before retry attempt n (1-based): uniform in [0, min(max, base * 2^(n-1))]. */
-long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed);
 
 #endif

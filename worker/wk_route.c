@@ -1154,12 +1154,12 @@ const wk_http_spec_t *wk_route_http(const wk_route_t *r)
     return r->http;
 }
 
-const char *wk_route_bind_reason(ib_err_t rc)
+wk_dl_reason_t wk_route_bind_reason(ib_err_t rc)
 {
-    return rc == IB_E_INVALID_JSON    ? "InvalidJson"
-           : rc == IB_E_MISSING_FIELD ? "MissingField"
-           : rc == IB_E_INVAL         ? "InvalidIdempotencyKey"
-                                      : "BindError";
+    return rc == IB_E_INVALID_JSON    ? WK_DL_INVALID_JSON
+           : rc == IB_E_MISSING_FIELD ? WK_DL_MISSING_FIELD
+           : rc == IB_E_INVAL         ? WK_DL_BAD_KEY
+                                      : WK_DL_BIND_ERROR;
 }
 
 int wk_routes_warn(const wk_routes_t *routes, FILE *errs)

@@ -49,6 +49,7 @@
 #include "fx_client.h"
 #include "ib_err.h"
 #include "sb_msg.h"
+#include "wk_outcome.h"
 
 typedef enum { WK_ACT_APPLY, WK_ACT_DEADLETTER, WK_ACT_COMPLETE } wk_action_t;
 
@@ -127,8 +128,8 @@ void wk_binding_free(wk_binding_t *b);
  */
 const db_stmt_t *wk_binding_emits(const wk_binding_t *b, size_t *n);
 
-/* The dead-letter reason of a binding failure ("MissingField", ...). */
-const char *wk_route_bind_reason(ib_err_t rc);
+/* The dead-letter reason of a binding failure (WK_DL_MISSING_FIELD, ...). */
+wk_dl_reason_t wk_route_bind_reason(ib_err_t rc);
 
 /* ---- HTTP routes (wk_route_http.c) ---------------------------------------
  *

@@ -85,7 +85,7 @@ static void test_claim_busy_conflict_finish_done(void)
     ASSERT_EQ(db_effect_renew(A, "c1", &r, 60, &err), IB_E_OK);
     db_param_t p[1] = {DB_TEXT("fx-7")};
     db_stmt_t st = {"INSERT INTO biz (remote) VALUES (?)", p, 1};
-    db_effect_result_t res = {"processed", "fx-7", 201, NULL, NULL};
+    db_effect_result_t res = {DB_ROW_PROCESSED, "fx-7", 201, NULL, NULL};
     ASSERT_EQ(db_effect_finish(A, "c1", &r, &res, &st, 1, &err), DB_APPLIED);
     ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'processed' AND "
                 "remote_id = 'fx-7' AND remote_status = 201 AND lease_until IS NULL",
@@ -93,7 +93,7 @@ static void test_claim_busy_conflict_finish_done(void)
               1);
     ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote = '%s'", "fx-7"), 1);
     ASSERT_EQ(db_effect_claim(B, &copy, 60, &r2, &err), DB_CLAIM_DONE);
-    ASSERT_STREQ(r2.status, "processed");
+    ASSERT_EQ(r2.status, DB_ROW_PROCESSED);
     ASSERT_STREQ(r2.remote_id, "fx-7");
     /* Finishing twice changes nothing. */
     ASSERT_EQ(db_effect_finish(A, "c1", &r, &res, &st, 1, &err), DB_FAILED);
@@ -110,7 +110,7 @@ static void test_finish_is_one_transaction(void)
     db_claim_t c = claim_of("m2", "k2", "{}", h);
     ASSERT_EQ(db_effect_claim(A, &c, 60, &r, &err), DB_CLAIM_NEW);
     db_stmt_t bad = {"INSERT INTO no_such_table VALUES (1)", NULL, 0};
-    db_effect_result_t res = {"processed", "fx-8", 201, NULL, NULL};
+    db_effect_result_t res = {DB_ROW_PROCESSED, "fx-8", 201, NULL, NULL};
     ASSERT_EQ(db_effect_finish(A, "c1", &r, &res, &bad, 1, &err), DB_FAILED);
     ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
     ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'claimed' AND "
@@ -143,7 +143,7 @@ static void test_takeover_after_lease(void)
     ASSERT_EQ(ob, DB_CLAIM_BUSY);
     /* The first owner comes back: it can neither renew nor finish. */
     ASSERT_EQ(db_effect_renew(B, "c1", &old, 60, &err), IB_E_LOCK_LOST);
-    db_effect_result_t res = {"processed", "fx-old", 201, NULL, NULL};
+    db_effect_result_t res = {DB_ROW_PROCESSED, "fx-old", 201, NULL, NULL};
     ASSERT_EQ(db_effect_finish(B, "c1", &old, &res, NULL, 0, &err), DB_FAILED);
     ASSERT_EQ(err.code, IB_E_LOCK_LOST);
     res.remote_id = "fx-new";
@@ -178,14 +178,14 @@ static void test_uncertain_list_resolve(void)
     db_claim_row_t r;
     db_claim_t c4 = claim_of("m4", "k4", "{}", h);
     db_claim_t c5 = claim_of("m5", "k5", "{}", h);
-    db_effect_result_t unc = {"uncertain", NULL, 0, "ambiguous", "timed out after sending"};
+    db_effect_result_t unc = {DB_ROW_UNCERTAIN, NULL, 0, "ambiguous", "timed out after sending"};
     ASSERT_EQ(db_effect_claim(A, &c4, 60, &r, &err), DB_CLAIM_NEW);
     ASSERT_EQ(db_effect_finish(A, "c1", &r, &unc, NULL, 0, &err), DB_APPLIED);
     ASSERT_EQ(db_effect_claim(A, &c5, 60, &r, &err), DB_CLAIM_NEW);
     ASSERT_EQ(db_effect_finish(A, "c1", &r, &unc, NULL, 0, &err), DB_APPLIED);
     /* Uncertain is never called again by itself. */
     ASSERT_EQ(db_effect_claim(B, &c4, 60, &r, &err), DB_CLAIM_DONE);
-    ASSERT_STREQ(r.status, "uncertain");
+    ASSERT_EQ(r.status, DB_ROW_UNCERTAIN);
 
     seen_t s = {0};
     ASSERT_EQ(db_effect_list(A, "uncertain", "c1", 0, collect, &s, &err), 2);
@@ -217,7 +217,7 @@ static void test_uncertain_list_resolve(void)
     ASSERT_EQ(db_effect_claim(A, &c4, 60, &r, &err), DB_CLAIM_RETRY);
     db_claim_row_t r2;
     ASSERT_EQ(db_effect_claim(B, &c4, 60, &r2, &err), DB_CLAIM_BUSY);
-    db_effect_result_t ok = {"processed", "fx-9", 201, NULL, NULL};
+    db_effect_result_t ok = {DB_ROW_PROCESSED, "fx-9", 201, NULL, NULL};
     ASSERT_EQ(db_effect_finish(A, "c1", &r, &ok, NULL, 0, &err), DB_APPLIED);
     memset(&s, 0, sizeof s);
     ASSERT_EQ(db_effect_list(A, "processed", "c1", 0, collect, &s, &err), 5);

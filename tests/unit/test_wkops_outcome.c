@@ -1,7 +1,9 @@
 /*
  * The outcome words: one list (wk_outcome.h) behind msg_done's result, the
  * /metrics result label and the README's outcome table. The README table
- * must list every outcome, in order, with its settlement and meaning.
+ * must list every outcome, in order, with its settlement and meaning. The
+ * dead-letter reasons likewise: one list, and the README's reason table
+ * lists every reason, in order, with its result, error class and meaning.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,17 @@ static const struct {
 } outcomes[] = {
 #define ROW(name, word, settle, doc) {word, settle, doc},
     WK_OUTCOMES(ROW)
+#undef ROW
+};
+
+static const struct {
+    const char *word;
+    wk_outcome_t outcome;
+    ib_class_t cls;
+    const char *doc;
+} reasons[] = {
+#define ROW(name, word, outcome, cls, doc) {word, WK_OUT_##outcome, cls, doc},
+    WK_DL_REASONS(ROW)
 #undef ROW
 };
 
@@ -45,7 +58,30 @@ static void test_metrics_labels(void)
     wk_metrics_free(m);
 }
 
-static void test_readme_table(void)
+static void test_reason_names(void)
+{
+    ASSERT_EQ(sizeof(reasons) / sizeof(reasons[0]), WK_DL__COUNT);
+    for (int r = 0; r < WK_DL__COUNT; r++) {
+        ASSERT_STREQ(wk_dl_reason_name((wk_dl_reason_t)r), reasons[r].word);
+        ASSERT_EQ(wk_dl_reason_outcome((wk_dl_reason_t)r), reasons[r].outcome);
+        ASSERT_EQ(wk_dl_reason_class((wk_dl_reason_t)r), reasons[r].cls);
+        /* A dead letter's outcome settles as a dead letter. */
+        ASSERT_TRUE(reasons[r].outcome == WK_OUT_CONFLICT ||
+                    reasons[r].outcome == WK_OUT_DEAD_LETTERED ||
+                    reasons[r].outcome == WK_OUT_UNCERTAIN);
+    }
+    ASSERT_STREQ(wk_dl_reason_name(WK_DL_UNCERTAIN), "OutcomeUncertain");
+    ASSERT_EQ(wk_dl_reason_class(WK_DL_UNCERTAIN), IB_CLASS_AMBIGUOUS);
+    ASSERT_STREQ(wk_dl_reason_name(WK_DL__COUNT), "unknown");
+}
+
+/*
+ * Rows of the README table between begin and end that start with "| `";
+ * row_of(i, buf) writes the i-th expected row. Fails on the first
+ * difference, printing both.
+ */
+static void check_readme_rows(const char *begin, const char *end, int count,
+                              void (*row_of)(int, char *, size_t))
 {
     char path[4096], line[1024], want[1024];
     int row = 0, in = 0;
@@ -53,20 +89,19 @@ static void test_readme_table(void)
     FILE *f = fopen(path, "r");
     ASSERT_TRUE(f != NULL);
     while (fgets(line, sizeof(line), f)) {
-        if (strstr(line, "<!-- outcomes:begin -->")) {
+        if (strstr(line, begin)) {
             in = 1;
             continue;
         }
-        if (strstr(line, "<!-- outcomes:end -->"))
+        if (in && strstr(line, end))
             break;
         if (!in || strncmp(line, "| `", 3) != 0)
             continue;
-        if (row >= WK_OUT__COUNT) {
+        if (row >= count) {
             fclose(f);
-            ASSERT_TRUE(!"README outcome table has more rows than wk_outcome.h");
+            ASSERT_TRUE(!"README table has more rows than wk_outcome.h");
         }
-        snprintf(want, sizeof(want), "| `%s` | %s | %s |\n", outcomes[row].word,
-                 outcomes[row].settle, outcomes[row].doc);
+        row_of(row, want, sizeof(want));
         if (strcmp(line, want) != 0) {
             fclose(f);
             ASSERT_STREQ(line, want);
@@ -74,7 +109,32 @@ static void test_readme_table(void)
         row++;
     }
     fclose(f);
-    ASSERT_EQ(row, WK_OUT__COUNT);
+    ASSERT_TRUE(in);
+    ASSERT_EQ(row, count);
+}
+
+static void reason_row(int r, char *buf, size_t size)
+{
+    snprintf(buf, size, "| `%s` | `%s` | %s | %s |\n", reasons[r].word,
+             wk_outcome_name(reasons[r].outcome), ib_class_name(reasons[r].cls), reasons[r].doc);
+}
+
+static void test_readme_reasons(void)
+{
+    check_readme_rows("<!-- dead-letter-reasons:begin -->", "<!-- dead-letter-reasons:end -->",
+                      WK_DL__COUNT, reason_row);
+}
+
+static void outcome_row(int o, char *buf, size_t size)
+{
+    snprintf(buf, size, "| `%s` | %s | %s |\n", outcomes[o].word, outcomes[o].settle,
+             outcomes[o].doc);
+}
+
+static void test_readme_table(void)
+{
+    check_readme_rows("<!-- outcomes:begin -->", "<!-- outcomes:end -->", WK_OUT__COUNT,
+                      outcome_row);
 }
 
 int main(void)
@@ -82,5 +142,7 @@ int main(void)
     RUN(test_names);
     RUN(test_metrics_labels);
     RUN(test_readme_table);
+    RUN(test_reason_names);
+    RUN(test_readme_reasons);
     return ib_test_done();
 }

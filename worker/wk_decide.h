@@ -1,0 +1,105 @@
+/*
+ * wk_decide.h - the decision about one message and the one way to make it:
+ * shared by the pipeline (wk_pipeline.c: SQL routes, batches, retries) and
+ * the HTTP effect runner (wk_effect.c), which do not include each other.
+ *
+ * Every decision goes through wk_decide (complete, abandon, release) or
+ * wk_decide_dead_letter (a reason of wk_outcome.h's table, which gives its
+ * outcome and class; the text always sanitised to UTF-8). No path sets an
+ * outcome, a disposition or a reason by hand.
+ *
+ * thread: a db worker (the decision is its own until settle hands it over).
+ */
+#ifndef WK_DECIDE_H
+#define WK_DECIDE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "ib_err.h"
+#include "sb_msg.h"
+#include "wk_breaker.h"
+#include "wk_config.h"
+#include "wk_metrics.h"
+#include "wk_msgctx.h"
+#include "wk_outcome.h"
+#include "wk_route.h"
+
+typedef struct wk_decision {
+    wk_outcome_t outcome;
+    sb_disposition_t disposition;
+    char reason[128];        /* dead-letter reason */
+    char description[1024];  /* dead-letter description; no secret, no body */
+    ib_class_t reason_class; /* the dead-letter reason's class (wk_outcome.h) */
+    ib_error_t err;          /* the failure behind the outcome, if any */
+    int attempts;            /* inbox transactions (or HTTP calls) tried */
+    long long duration_ms;   /* time spent in the database (and on the call) */
+    long http_status;        /* HTTP routes: the last answer's status, 0 when none */
+    int calls;               /* HTTP routes: requests sent */
+    char remote_id[128];     /* HTTP routes: the destination's id of the effect */
+    long route_index;        /* the route that matched; -1 when none did */
+    bool business_key;       /* a duplicate found by the route's own unique key */
+    char constraint[128];    /* that key's name, as the database gave it */
+    char trace_id[WK_TRACE_ID_MAX]; /* from traceparent / Diagnostic-Id; "" when none */
+} wk_decision_t;
+
+/* What a db worker needs; shared read-only, except the atomics. */
+typedef struct wk_pipeline {
+    const wk_config_t *cfg;
+    const wk_routes_t *routes;
+    wk_metrics_t *metrics;           /* may be NULL */
+    atomic_bool *stopping;           /* stop retrying when set (may be NULL) */
+    atomic_llong *retry_deadline_ms; /* mono ms after which no retry starts (0 = none) */
+    atomic_bool db_reachable;
+    /*
+     * Every inbox attempt's result goes here (database health for /readyz).
+     * With errors.circuit_breaker, a setup error (IB_E_DB_SETUP) is never
+     * the message's fault: it is retried without limit while the lock is
+     * held and the worker is not draining, and while the circuit is open
+     * the message waits for its turn to probe. May be NULL (tests).
+     */
+    wk_breaker_t *breaker;
+    struct wk_relay *relay; /* woken after a commit that emitted (may be NULL) */
+} wk_pipeline_t;
+
+/*
+ * Settles d as o, with o's settlement: complete (applied, duplicate,
+ * skipped, recorded), abandon (abandoned) or release (released). A dead
+ * letter is wk_decide_dead_letter's.
+ */
+void wk_decide(wk_decision_t *d, wk_outcome_t o);
+
+/*
+ * Dead-letters d for reason r: r's word, outcome and class from the table;
+ * the description formatted and sanitised to well-formed UTF-8 (subjects,
+ * ids and driver texts may carry invalid bytes). d->err is left as it is.
+ */
+void wk_decide_dead_letter(wk_decision_t *d, wk_dl_reason_t r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The same for a route's `action: "deadletter"`: its own reason word, class permanent. */
+void wk_decide_route_dead_letter(wk_decision_t *d, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The description of a database failure: SQLSTATE, native code, driver text. */
+void wk_decide_describe_db(const ib_error_t *e, char *buf, size_t size);
+
+/*
+ * Whether a transient failure (in d->err) may be retried: attempts left,
+ * lock held, not draining, the drain deadline not passed. When so, logs
+ * msg_retry, sleeps the backoff (at least min_wait_ms, e.g. a Retry-After)
+ * and returns true; otherwise sets the abandon decision (or, past
+ * retry.max_deliveries / retry.max_age_s, the budget's dead letter) and
+ * returns false. Defined in wk_pipeline.c.
+ * thread: a db worker.
+ */
+bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
+                            unsigned *seed, wk_decision_t *d, long long min_wait_ms);
+
+/*
+ * Backoff before retry attempt n (1-based): uniform in [0, min(max, base *
+ * 2^(n-1))]. Defined in wk_pipeline.c.
+ */
+long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed);
+
+#endif
