@@ -177,6 +177,7 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
     }
     it->bound = true;
     it->claim.idempotency_key = it->b.idempotency_key;
+    wk_route_payload_hash(it->route, &it->b, it->sha); /* payload_hash "params" */
     return wk_route_http(it->route) ? PREP_HTTP : PREP_INBOX;
 }
 

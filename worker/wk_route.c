@@ -58,6 +58,7 @@ struct wk_route {
     const char *outbox_sql; /* the outbox insert, owned by wk_routes_t */
     bool unique_duplicate; /* on_unique_violation: "duplicate" */
     json_t *constraints;   /* array of names limiting it; NULL = any unique key */
+    bool hash_params;      /* payload_hash "params": the conflict check hashes the bound values */
 };
 
 /* ---- compile ---------------------------------------------------------- */
@@ -487,13 +488,40 @@ static void compile_unique(wk_route_t *r, const json_t *j, wk_problems_t *p)
     r->constraints = json_incref(names);
 }
 
+/* "payload_hash": "body" (the whole body, the default) | "params" (the bound values). */
+static void compile_payload_hash(wk_route_t *r, const json_t *j, wk_problems_t *p)
+{
+    const char *v = json_is_string(j) ? json_string_value(j) : "";
+    size_t nparams = 0;
+    if (!j || strcmp(v, "body") == 0)
+        return;
+    if (strcmp(v, "params") != 0) {
+        wk_problem(p, "payload_hash", "must be \"body\" or \"params\"");
+        return;
+    }
+    if (r->http) {
+        wk_problem(p, "payload_hash",
+                   "\"params\" is for SQL routes (an HTTP route's parameters are bound after "
+                   "its call, too late for the claim)");
+        return;
+    }
+    for (size_t s = 0; s < r->nstmts; s++)
+        nparams += r->stmts[s].nparams;
+    if (nparams == 0) {
+        wk_problem(p, "payload_hash",
+                   "\"params\" needs params: with none, every payload would hash alike");
+        return;
+    }
+    r->hash_params = true;
+}
+
 static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
 {
     static const char *const known[] = {"match",           "sql",          "params",
                                         "idempotency_key", "on_permanent", "action",
                                         "reason",          "http",         "emit",
                                         "on_unique_violation",             "constraints",
-                                        NULL};
+                                        "payload_hash",    NULL};
     const char *k;
     json_t *v, *action, *onp;
 
@@ -537,6 +565,8 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
             wk_problem(p, "emit", "not allowed with action");
         if (json_object_get(j, "on_unique_violation"))
             wk_problem(p, "on_unique_violation", "not allowed with action");
+        if (json_object_get(j, "payload_hash"))
+            wk_problem(p, "payload_hash", "not allowed with action");
         return;
     }
     r->action = WK_ACT_APPLY;
@@ -571,6 +601,7 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
             wk_problem(p, "on_permanent", "must be \"deadletter\" or \"record\"");
     }
     compile_unique(r, j, p);
+    compile_payload_hash(r, json_object_get(j, "payload_hash"), p);
 }
 
 int wk_routes_compile(const json_t *routes, wk_routes_t *out, FILE *errs)
@@ -1112,6 +1143,46 @@ ib_err_t wk_route_bind_finish(const wk_route_t *r, const sb_msg_t *msg, const fx
     if (rc == IB_E_OK)
         ib_error_clear(err);
     return rc;
+}
+
+/* Appends one value, typed and length-prefixed so that no two lists encode alike. */
+static size_t hash_put(char *buf, const db_param_t *v)
+{
+    switch (v->type) {
+    case DB_PARAM_TEXT: {
+        size_t len = strlen(v->text ? v->text : "");
+        size_t n = (size_t)sprintf(buf, "T%zu:", len);
+        memcpy(buf + n, v->text ? v->text : "", len);
+        return n + len;
+    }
+    case DB_PARAM_INT:
+        return (size_t)sprintf(buf, "I%lld;", v->i);
+    case DB_PARAM_FLOAT:
+        return (size_t)sprintf(buf, "F%.17g;", v->f);
+    default:
+        buf[0] = 'N';
+        return 1;
+    }
+}
+
+void wk_route_payload_hash(const wk_route_t *r, const wk_binding_t *b, char hex[65])
+{
+    size_t n = 0, cap = 0, len = 0;
+    char *buf;
+    if (!r->hash_params)
+        return;
+    for (size_t s = 0; s < r->nstmts; s++)
+        n += r->stmts[s].nparams;
+    for (size_t k = 0; k < n; k++) /* a tag, a number of up to 32 characters and a separator */
+        cap += 40 + (b->params[k].type == DB_PARAM_TEXT && b->params[k].text
+                         ? strlen(b->params[k].text)
+                         : 0);
+    if (!(buf = malloc(cap + 1)))
+        return; /* out of memory: the body's hash stays, the check is only stricter */
+    for (size_t k = 0; k < n; k++)
+        len += hash_put(buf + len, &b->params[k]);
+    db_sha256_hex(buf, len, hex);
+    free(buf);
 }
 
 const db_stmt_t *wk_binding_emits(const wk_binding_t *b, size_t *n)

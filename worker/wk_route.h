@@ -122,6 +122,13 @@ ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *o
                        ib_error_t *err);
 void wk_binding_free(wk_binding_t *b);
 /*
+ * The payload hash of a bound message when the route sets payload_hash
+ * "params": SHA-256 (lowercase hex) over the route's bound parameter values
+ * in order, each typed and length-prefixed. Leaves hex (the body's hash)
+ * as it is otherwise.
+ */
+void wk_route_payload_hash(const wk_route_t *r, const wk_binding_t *b, char hex[65]);
+/*
  * The emits' outbox inserts of a bound message (*n of them, 0 when none):
  * for a transaction other than the route's own (an HTTP route's finishing
  * transaction) that must insert them before its COMMIT.

@@ -265,6 +265,59 @@ static void test_http_without_key_warns(void)
     wk_routes_free(&rs);
 }
 
+/* payload_hash: its values, where it is refused, and what "params" hashes. */
+static void test_payload_hash(void)
+{
+    wk_routes_t rs;
+    wk_binding_t b;
+    ib_error_t err;
+    sb_msg_t m;
+    int n;
+    char h1[65] = "body", h2[65], h3[65];
+    char *e = compile_errors(
+        "[{\"match\":\"*\",\"sql\":\"select 1\",\"payload_hash\":\"params\"},"
+        "{\"match\":\"*\",\"sql\":\"select ?\",\"params\":[\"$.a\"],\"payload_hash\":\"all\"},"
+        "{\"match\":\"*\",\"http\":{\"url\":\"http://x/\"},\"payload_hash\":\"params\"},"
+        "{\"match\":\"*\",\"action\":\"complete\",\"payload_hash\":\"body\"}]",
+        &n, &rs);
+    ASSERT_CONTAINS(e, "config: routes[0].payload_hash: \"params\" needs params");
+    ASSERT_CONTAINS(e, "config: routes[1].payload_hash: must be \"body\" or \"params\"");
+    ASSERT_CONTAINS(e, "config: routes[2].payload_hash: \"params\" is for SQL routes");
+    ASSERT_CONTAINS(e, "config: routes[3].payload_hash: not allowed with action");
+    ASSERT_EQ(n, 4);
+    free(e);
+    wk_routes_free(&rs);
+
+    e = compile_errors("[{\"match\":{\"subject\":\"P\"},\"sql\":\"select ?, ?\","
+                       "\"params\":[\"$.id\",\"$.n\"],\"payload_hash\":\"params\"},"
+                       "{\"match\":\"*\",\"sql\":\"select ?, ?\",\"params\":[\"$.id\",\"$.n\"]}]",
+                       &n, &rs);
+    ASSERT_EQ(n, 0);
+    make_msg(&m, "P", "{\"id\":\"a\",\"n\":5,\"at\":\"10:00\"}");
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    wk_route_payload_hash(wk_routes_match(&rs, &m), &b, h1);
+    wk_binding_free(&b);
+    make_msg(&m, "P", "{\"at\":\"10:05\",\"n\":5,\"id\":\"a\"}"); /* same values, another body */
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    wk_route_payload_hash(wk_routes_match(&rs, &m), &b, h2);
+    wk_binding_free(&b);
+    ASSERT_EQ(strlen(h1), 64);
+    ASSERT_STREQ(h1, h2);
+    make_msg(&m, "P", "{\"id\":\"a\",\"n\":\"5\",\"at\":\"10:00\"}"); /* "5" is not 5 */
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    wk_route_payload_hash(wk_routes_match(&rs, &m), &b, h3);
+    wk_binding_free(&b);
+    ASSERT_TRUE(strcmp(h1, h3) != 0);
+    make_msg(&m, "B", "{\"id\":\"a\",\"n\":5}"); /* a "body" route leaves the body's hash */
+    strcpy(h3, "unchanged");
+    ASSERT_EQ(wk_route_bind(wk_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    wk_route_payload_hash(wk_routes_match(&rs, &m), &b, h3);
+    wk_binding_free(&b);
+    ASSERT_STREQ(h3, "unchanged");
+    free(e);
+    wk_routes_free(&rs);
+}
+
 int main(void)
 {
     RUN(test_compile_errors);
@@ -273,6 +326,7 @@ int main(void)
     RUN(test_key_limits);
     RUN(test_key_stable);
     RUN(test_http_without_key_warns);
+    RUN(test_payload_hash);
     RUN(test_unique_violation_option);
     return ib_test_done();
 }
