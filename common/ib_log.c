@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ib_utf8.h"
+#include "ib_enc.h"
 
 #define LOG_LINE_MAX 16384
 #define LOG_VALUE_MAX 4096
@@ -40,52 +40,26 @@ static void puts_(buf_t *b, const char *s)
     put(b, s, strlen(s));
 }
 
+/* Writes the n bytes at s as a JSON string; past LOG_VALUE_MAX escaped bytes, "...". */
 static void put_escaped(buf_t *b, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t start = b->len;
+    size_t room, used;
 
     put(b, "\"", 1);
-    for (size_t i = 0; i < n && !b->full; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (b->len - start > LOG_VALUE_MAX) {
+    /* Keep room for the closing quote, "}\n" and the terminator. */
+    room = b->cap > b->len + 4 ? b->cap - b->len - 4 : 0;
+    bool line_bound = room <= LOG_VALUE_MAX + 1;
+    if (!line_bound)
+        room = LOG_VALUE_MAX + 1;
+    if (room > 0)
+        b->len += ib_enc_json(b->p + b->len, room, s, n, &used);
+    else
+        used = 0;
+    if (used < n) {
+        if (line_bound)
+            b->full = true;
+        else
             puts_(b, "...");
-            break;
-        }
-        switch (c) {
-        case '"':
-            put(b, "\\\"", 2);
-            break;
-        case '\\':
-            put(b, "\\\\", 2);
-            break;
-        case '\n':
-            put(b, "\\n", 2);
-            break;
-        case '\r':
-            put(b, "\\r", 2);
-            break;
-        case '\t':
-            put(b, "\\t", 2);
-            break;
-        default:
-            if (c < 0x20 || c == 0x7f) {
-                char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-                put(b, u, 6);
-            } else if (c < 0x80) {
-                put(b, (const char *)&c, 1);
-            } else {
-                /* Whole well-formed sequences only; any other byte becomes
-                 * U+FFFD, so every line stays valid UTF-8 and valid JSON. */
-                size_t l = ib_utf8_seq_len((const unsigned char *)s + i, n - i);
-                if (l == 0) {
-                    put(b, "\\ufffd", 6);
-                } else {
-                    put(b, s + i, l);
-                    i += l - 1;
-                }
-            }
-        }
     }
     put(b, "\"", 1);
 }
@@ -113,33 +87,6 @@ static void put_string(buf_t *b, const char *s)
     }
     (void)masked;
     put_escaped(b, tmp, strlen(tmp));
-}
-
-void ib_time_rfc3339(char *buf, size_t size, long long ms)
-{
-    struct tm tm;
-    time_t sec;
-
-    if (ms < 0)
-        ms = ib_now_ms();
-    sec = (time_t)(ms / 1000);
-    gmtime_r(&sec, &tm);
-    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-}
-
-long long ib_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-long long ib_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};

@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "ib_time.h" /* the line timestamps; callers use its clocks through this header */
+
 typedef enum {
     IB_LOG_DEBUG = 0,
     IB_LOG_INFO,
@@ -73,14 +75,5 @@ void ib_log_set_stream(FILE *fp);
 /* Registers a secret to mask in every later line; strings under 4 bytes are ignored. */
 void ib_log_add_secret(const char *secret);
 void ib_log_clear_secrets(void);
-
-/*
- * Formats now as RFC 3339 UTC with milliseconds into buf (at least 25 bytes).
- * ms_since_epoch < 0 means "now".
- */
-void ib_time_rfc3339(char *buf, size_t size, long long ms_since_epoch);
-/* Wall-clock and monotonic milliseconds. */
-long long ib_now_ms(void);
-long long ib_mono_ms(void);
 
 #endif

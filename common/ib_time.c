@@ -1,0 +1,81 @@
+/*
+ * ib_time.c - monotonic and wall clocks, sleep, condition-variable deadlines
+ * (see ib_time.h). thread: any.
+ */
+#include "ib_time.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <time.h>
+
+long long ib_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long ib_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void ib_time_rfc3339(char *buf, size_t size, long long ms)
+{
+    struct tm tm;
+    time_t sec;
+
+    if (ms < 0)
+        ms = ib_now_ms();
+    sec = (time_t)(ms / 1000);
+    gmtime_r(&sec, &tm);
+    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+static struct timespec mono_at(long long ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    return ts;
+}
+
+bool ib_sleep_ms(long long ms, const volatile sig_atomic_t *stop)
+{
+    if (ms <= 0)
+        return !(stop && *stop);
+    /* An absolute monotonic deadline: a resumed sleep never drifts past it. */
+    struct timespec until = mono_at(ib_mono_ms() + ms);
+    for (;;) {
+        if (stop && *stop)
+            return false;
+        int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL);
+        if (rc == 0)
+            return !(stop && *stop);
+        if (rc != EINTR)
+            return true; /* EINVAL cannot happen with a normalised timespec */
+    }
+}
+
+int ib_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    int rc = pthread_condattr_init(&ca);
+    if (rc != 0)
+        return rc;
+    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
+}
+
+int ib_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, long long deadline_ms)
+{
+    if (deadline_ms <= ib_mono_ms())
+        return ETIMEDOUT;
+    struct timespec until = mono_at(deadline_ms);
+    int rc = pthread_cond_timedwait(cv, mu, &until);
+    return rc == ETIMEDOUT ? ETIMEDOUT : 0;
+}
