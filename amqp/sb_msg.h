@@ -77,6 +77,7 @@ typedef struct sb_msg {
                             binary; never NULL when body_len > 0 */
     size_t body_len;
     ib_error_t decode_err; /* code != IB_E_OK: malformed or unsupported, dead-letter it */
+    void *user; /* the application's, from on_message on; the client never reads it */
 
     /* Internal: the client's bookkeeping. thread: proactor only. */
     unsigned char lock_uuid[16]; /* canonical (RFC 4122) bytes of lock_token */

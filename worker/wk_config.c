@@ -1,4 +1,5 @@
 #include "wk_config.h"
+#include "wk_trace.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -159,6 +160,33 @@ const wk_setting_t wk_settings[] = {
      "Address of /healthz, /readyz and /metrics (empty disables).", OFF(http.listen)},
     {"log.level", WK_CT_ENUM, "info", NOLIM, NULL, 0, "debug, info, warn or error.",
      OFF(log.level)},
+    {"otel.endpoint", WK_CT_STR, "", NOLIM, NULL, 0,
+     "OTLP/HTTP base URL of the trace collector; /v1/traces is appended (empty: "
+     "OTEL_EXPORTER_OTLP_ENDPOINT; tracing is off when no endpoint is set).",
+     OFF(otel.endpoint)},
+    {"otel.traces_endpoint", WK_CT_STR, "", NOLIM, NULL, 0,
+     "OTLP/HTTP URL of the traces, used as it is (empty: "
+     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT).",
+     OFF(otel.traces_endpoint)},
+    {"otel.protocol", WK_CT_STR, "", NOLIM, NULL, 0,
+     "http/protobuf or http/json (empty: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).",
+     OFF(otel.protocol)},
+    {"otel.headers", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE,
+     "Headers of each export request, key=value,... (empty: OTEL_EXPORTER_OTLP_HEADERS).",
+     OFF(otel.headers)},
+    {"otel.service_name", WK_CT_STR, "", NOLIM, NULL, 0,
+     "service.name of the spans (empty: OTEL_SERVICE_NAME, else inboxd).",
+     OFF(otel.service_name)},
+    {"otel.resource_attributes", WK_CT_STR, "", NOLIM, NULL, 0,
+     "Resource attributes, key=value,... (empty: OTEL_RESOURCE_ATTRIBUTES).",
+     OFF(otel.resource_attributes)},
+    {"otel.sampler", WK_CT_STR, "", NOLIM, NULL, 0,
+     "always_on, always_off, traceidratio or parentbased_* of those (empty: "
+     "OTEL_TRACES_SAMPLER, else parentbased_always_on).",
+     OFF(otel.sampler)},
+    {"otel.sampler_arg", WK_CT_STR, "", NOLIM, NULL, 0,
+     "The ratio of the traceidratio samplers, 0 to 1 (empty: OTEL_TRACES_SAMPLER_ARG, else 1).",
+     OFF(otel.sampler_arg)},
     {NULL, 0, NULL, NOLIM, NULL, 0, NULL, 0},
 };
 
@@ -538,6 +566,11 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
         ib_error_t err;
         if (wk_http_listen_check(cfg->http.listen, &err) != IB_E_OK)
             wk_problem(p, "http.listen", "%s", err.text);
+    }
+    {
+        ib_error_t err;
+        if (!wk_trace_check(cfg, &err))
+            wk_problem(p, "otel", "%s", err.text);
     }
     for (const char *c = cfg->outbox.table; c && *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {

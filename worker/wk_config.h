@@ -81,6 +81,16 @@ typedef struct wk_config {
     struct {
         char *level;
     } log;
+    struct { /* OpenTelemetry traces; "" = the OTEL_* variable, then the default */
+        char *endpoint;
+        char *traces_endpoint;
+        char *protocol;
+        char *headers;
+        char *service_name;
+        char *resource_attributes;
+        char *sampler;
+        char *sampler_arg;
+    } otel;
 } wk_config_t;
 
 typedef enum { WK_CT_STR, WK_CT_INT, WK_CT_BOOL, WK_CT_ENUM, WK_CT_JSON } wk_config_type_t;

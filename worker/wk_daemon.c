@@ -32,6 +32,7 @@
 #include "wk_pipeline.h"
 #include "wk_route.h"
 #include "wk_sweeper.h"
+#include "wk_trace.h"
 
 #define STATS_INTERVAL_MS 30000
 #define TICK_MS 250
@@ -41,6 +42,7 @@ typedef struct job {
     long long received_mono;
     atomic_bool lock_lost;
     wk_decision_t d;
+    wk_trace_t trace; /* its consumer span (tracing on); msg->user points here */
     struct job *prev, *next; /* in-flight list, arrival order */
     struct job *qnext;       /* job queue */
 } job_t;
@@ -85,6 +87,7 @@ struct daemon {
     atomic_llong retry_deadline_ms;
 
     wk_breaker_t *breaker; /* shared with the pipeline */
+    ot_exporter_t *otel;   /* NULL: tracing off */
 
     /* thread: main */
     bool circuit_open;      /* as last applied to the client, metrics and logs */
@@ -175,6 +178,7 @@ static void on_message(sb_msg_t *msg, void *ctx)
     }
     j->msg = msg;
     j->received_mono = ib_mono_ms();
+    wk_trace_begin(dm->otel, dm->cfg, msg, &j->trace);
     atomic_init(&j->lock_lost, false);
     pthread_mutex_lock(&dm->mu);
     inflight_add(dm, j);
@@ -204,7 +208,8 @@ static job_t *inflight_take(daemon_t *dm, const sb_msg_t *msg)
 
 /* The msg_done line: one per message outcome. */
 static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
-                     const ib_error_t *res, const wk_decision_t *d, wk_outcome_t o)
+                     const ib_error_t *res, const wk_decision_t *d, wk_outcome_t o,
+                     const wk_trace_t *t)
 {
     char enq[32], trace[WK_TRACE_ID_MAX];
     bool lost = o == WK_OUT_LOCK_LOST || o == WK_OUT_SETTLEMENT_UNKNOWN;
@@ -233,7 +238,10 @@ static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
            IB_S("remote_id", d->remote_id[0] ? d->remote_id : NULL),
            IB_S("duplicate_by", dup ? (d->business_key ? "business_key" : "inbox") : NULL),
            IB_S("constraint", d->business_key ? d->constraint : NULL),
-           IB_S("trace_id", wk_trace_id(msg, trace) ? trace : NULL));
+           IB_S("trace_id", t && t->trace_id[0]         ? t->trace_id
+                            : wk_trace_id(msg, trace) ? trace
+                                                      : NULL),
+           IB_S("span_id", t && t->span_id[0] ? t->span_id : NULL));
 }
 
 /* Counts and logs the outcome of one settled message, then frees its job. */
@@ -266,7 +274,9 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
     if (res->code == IB_E_OK && msg->enqueued_ms > 0 &&
         (disp == SB_COMPLETE || disp == SB_DEADLETTER))
         wk_metrics_message_age(dm->metrics, (double)(ib_now_ms() - msg->enqueued_ms) / 1000.0);
-    log_done(dm, msg, disp, res, d, o);
+    if (j)
+        wk_trace_end(&j->trace, msg, disp, o, d);
+    log_done(dm, msg, disp, res, d, o, j ? &j->trace : NULL);
     free(j);
 }
 
@@ -462,6 +472,7 @@ static void settle(daemon_t *dm, job_t *j)
                              ib_now_ms()};
         n = wk_dl_props(&c, props, at);
     }
+    wk_trace_settling(&j->trace);
     sb_client_settle_props(dm->client, j->msg, j->d.disposition,
                            n ? j->d.reason : NULL, n ? j->d.description : NULL, props, n);
 }
@@ -537,6 +548,9 @@ static void sync_client_metrics(daemon_t *dm)
     wk_metrics_sessions_active_set(dm->metrics, now.sessions_held);
     wk_metrics_session_switches_add(dm->metrics,
                                     now.sessions_given_back - prev->sessions_given_back);
+    if (dm->otel)
+        wk_metrics_otel_set(dm->metrics, ot_exporter_exported(dm->otel),
+                            ot_exporter_dropped(dm->otel));
     *prev = now;
 }
 
@@ -621,6 +635,19 @@ static ib_err_t compile_routes(daemon_t *dm, ib_error_t *err)
     if (wk_outbox_plan(dm->cfg, &dm->routes, dm->relay_only, &dm->outbox, stderr) != 0 ||
         !wk_routes_set_outbox(&dm->routes, dm->cfg->outbox.table))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "outbox: invalid");
+    return IB_E_OK;
+}
+
+/* The trace exporter, when otel.* or OTEL_* name a collector. */
+static ib_err_t start_otel(daemon_t *dm, ib_error_t *err)
+{
+    dm->otel = wk_trace_exporter(dm->cfg, err);
+    if (!dm->otel && err->code) {
+        IB_LOG(IB_LOG_ERROR, "otel", IB_MSG(err->text));
+        return err->code;
+    }
+    if (dm->otel)
+        wk_metrics_otel_set(dm->metrics, 0, 0);
     return IB_E_OK;
 }
 
@@ -832,6 +859,7 @@ static ib_err_t daemon_start(daemon_t *dm, ib_error_t *err)
     ib_err_t rc;
 
     if ((rc = compile_routes(dm, err)) != IB_E_OK || (rc = start_http(dm, err)) != IB_E_OK ||
+        (rc = start_otel(dm, err)) != IB_E_OK ||
         (rc = set_db_options(dm, err)) != IB_E_OK || (rc = prepare_db(dm, err)) != IB_E_OK ||
         (rc = start_aad(dm, err)) != IB_E_OK ||
         (rc = new_client(dm, err)) != IB_E_OK ||
@@ -926,6 +954,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
         pthread_join(dm->workers[i].tid, NULL);
     free(dm->workers);
     sb_client_free(dm->client);
+    ot_exporter_free(dm->otel); /* after the client: its callbacks end spans */
     sb_aad_free(dm->aad);
     sb_aad_free(dm->db_aad); /* after the workers and the sweeper, its callers */
     wk_http_stop(dm->http);

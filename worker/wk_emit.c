@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wk_msgctx.h"
 #include "wk_route_int.h"
 
 /* One templated field of an emit ("ship:{$.id}"); set is false when not configured. */
@@ -237,15 +238,21 @@ static char *param_text(const db_param_t *v)
     }
 }
 
-/* The incoming trace context travels on: traceparent and Diagnostic-Id. */
+/*
+ * The trace context travels on: traceparent and Diagnostic-Id name the span
+ * that emitted the message (the consumer span when tracing is on, else the
+ * incoming context), tracestate as it came.
+ */
 static void carry_trace(json_t *props, const sb_msg_t *msg)
 {
-    static const char *const keys[] = {"traceparent", "Diagnostic-Id", "tracestate"};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        const sb_prop_t *pr = sb_msg_prop(msg, keys[i]);
-        if (pr && pr->str && !json_object_get(props, keys[i]))
-            json_object_set_new(props, keys[i], json_string(pr->str));
-    }
+    const char *tp = wk_traceparent(msg);
+    const sb_prop_t *ts = sb_msg_prop(msg, "tracestate");
+    if (tp && !json_object_get(props, "traceparent"))
+        json_object_set_new(props, "traceparent", json_string(tp));
+    if (tp && !json_object_get(props, "Diagnostic-Id"))
+        json_object_set_new(props, "Diagnostic-Id", json_string(tp));
+    if (ts && ts->str && !json_object_get(props, "tracestate"))
+        json_object_set_new(props, "tracestate", json_string(ts->str));
 }
 
 static ib_err_t bind_emit_props(const emit_spec_t *e, const sb_msg_t *msg, wk_binding_t *b,

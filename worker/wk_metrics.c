@@ -91,6 +91,9 @@ struct wk_metrics {
 
     wk_metrics_outbox_fn outbox_fn; /* set before serving; NULL: no outbox */
     void *outbox_ctx;
+
+    _Atomic bool otel_on; /* tracing configured: the inboxd_otel_* series are shown */
+    wk_counter_t otel_exported, otel_dropped;
 };
 
 static const char *const renew_names[WK_RENEW__COUNT] = {"ok", "failed", "lost"};
@@ -634,6 +637,26 @@ static void render_sessions(wk_buf_t *b, wk_metrics_t *m)
                      m->switch_buckets, wk_metrics_switch_buckets, NSWITCH, &m->switch_sum_us);
 }
 
+void wk_metrics_otel_set(wk_metrics_t *m, unsigned long long exported,
+                         unsigned long long dropped)
+{
+    atomic_store(&m->otel_exported, exported);
+    atomic_store(&m->otel_dropped, dropped);
+    atomic_store(&m->otel_on, true);
+}
+
+static void render_otel(wk_buf_t *b, wk_metrics_t *m)
+{
+    header(b, "inboxd_otel_spans_exported_total", "counter",
+           "Spans the trace collector accepted.");
+    buf_printf(b, "inboxd_otel_spans_exported_total %llu\n",
+               (unsigned long long)load(&m->otel_exported));
+    header(b, "inboxd_otel_spans_dropped_total", "counter",
+           "Spans dropped: the export queue was full, or the collector failed or was slow.");
+    buf_printf(b, "inboxd_otel_spans_dropped_total %llu\n",
+               (unsigned long long)load(&m->otel_dropped));
+}
+
 char *wk_metrics_render(wk_metrics_t *m, size_t *len)
 {
     wk_buf_t b = {malloc(4096), 0, 4096, false};
@@ -664,6 +687,8 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
 
     if (m->outbox_fn)
         render_outbox(m, &b);
+    if (atomic_load(&m->otel_on))
+        render_otel(&b, m);
 
     header(&b, "inboxd_build_info", "gauge", "Always 1; the labels describe the build.");
     buf_printf(&b, "inboxd_build_info{version=\"");

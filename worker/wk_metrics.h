@@ -196,6 +196,10 @@ void wk_metrics_read(wk_metrics_t *m, wk_metrics_view_t *v);
  */
 void wk_metrics_reasons_json(wk_metrics_t *m, char *buf, size_t size);
 
+/* Sets the inboxd_otel_spans_* counters (shown from the first call on). thread: any. */
+void wk_metrics_otel_set(wk_metrics_t *m, unsigned long long exported,
+                         unsigned long long dropped);
+
 /* Sets inboxd_sessions_active. thread: any. */
 void wk_metrics_sessions_active_set(wk_metrics_t *m, long long n);
 /* Adds n to inboxd_session_switches_total. thread: any. */

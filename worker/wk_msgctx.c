@@ -3,6 +3,7 @@
  * wk_msgctx.h). thread: any.
  */
 #include "wk_msgctx.h"
+#include "wk_trace.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -71,6 +72,9 @@ const char *wk_traceparent(const sb_msg_t *msg)
 {
     static const char *const keys[] = {"traceparent", "Diagnostic-Id"};
     char id[WK_TRACE_ID_MAX];
+    const wk_trace_t *t = msg->user;
+    if (t && t->traceparent[0]) /* tracing on: the span the message's effects belong to */
+        return t->traceparent;
     for (size_t i = 0; i < 2; i++) {
         const sb_prop_t *p = sb_msg_prop(msg, keys[i]);
         if (p && p->type == SB_PROP_STRING && p->str && from_traceparent(p->str, id))

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ib_log.h"
+#include "wk_msgctx.h"
 #include "wk_route_int.h"
 
 #define URL_MAX 4096
@@ -415,11 +416,9 @@ ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char
                    err);
     if (h->idem_header && (rc = add_header(c, b, h->idem_header, key, err)) != IB_E_OK)
         return rc;
-    const sb_prop_t *tp = sb_msg_prop(msg, "traceparent");
-    if (!tp)
-        tp = sb_msg_prop(msg, "Diagnostic-Id");
-    if (tp && tp->type == SB_PROP_STRING && tp->str && strlen(tp->str) < 128)
-        add_header(c, b, "traceparent", tp->str, err);
+    const char *tp = wk_traceparent(msg);
+    if (tp)
+        add_header(c, b, "traceparent", tp, err);
     ib_error_clear(err);
     return IB_E_OK;
 }

@@ -1,0 +1,514 @@
+/*
+ * ot_export.c - the OTLP/HTTP trace exporter: settings (explicit, else the
+ * standard OTEL_* variables), a bounded queue that any thread adds ended
+ * spans to without blocking, and one thread that posts them in batches with
+ * libcurl. A failed request drops its spans (counted); each kind of failure
+ * is logged once until an export succeeds again. thread: the exporter's own,
+ * plus ot_exporter_queue from any thread.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "ib_log.h"
+#include "ot_int.h"
+
+#define OT_MAX_RES 32
+
+struct ot_exporter {
+    char *url;
+    bool json;
+    struct curl_slist *headers;
+    ot_kv_t res[OT_MAX_RES];
+    size_t nres;
+    ot_sampler_t sampler;
+    double ratio;
+    unsigned queue_max, batch_max, interval_ms, timeout_ms;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC: a batch is full, or stop */
+    ot_span_t *head, *tail;
+    unsigned queued;
+    bool stop;
+    pthread_t thread;
+
+    atomic_ullong exported, dropped;
+    char last_error[256]; /* thread: exporter; "" while exports succeed */
+};
+
+/* ---- settings ------------------------------------------------------------ */
+
+static const char *pick(const char *given, const char *var1, const char *var2)
+{
+    const char *v;
+    if (given && *given)
+        return given;
+    if (var1 && (v = getenv(var1)) && *v)
+        return v;
+    if (var2 && (v = getenv(var2)) && *v)
+        return v;
+    return NULL;
+}
+
+/* Percent-decodes s in place (OTLP header and resource values may be encoded). */
+static void pct_decode(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (r[0] == '%' && isxdigit((unsigned char)r[1]) && isxdigit((unsigned char)r[2])) {
+            char hex[3] = {r[1], r[2], 0};
+            *w++ = (char)strtol(hex, NULL, 16);
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+}
+
+static char *trim(char *s)
+{
+    char *e;
+    while (isspace((unsigned char)*s))
+        s++;
+    e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+/*
+ * Splits "k=v,k2=v2" and calls each(key, value) for each pair. Returns false
+ * naming what is wrong in err (the pair's position, never its value: headers
+ * carry secrets).
+ */
+static bool each_pair(const char *list, const char *what, ib_error_t *err,
+                      bool (*each)(ot_exporter_t *, char *, char *), ot_exporter_t *x)
+{
+    char *copy = strdup(list), *save = NULL;
+    int n = 0;
+    bool ok = copy != NULL;
+    for (char *p = copy ? strtok_r(copy, ",", &save) : NULL; ok && p;
+         p = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(p, '=');
+        n++;
+        if (!eq) {
+            ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                         "%s: entry %d is not key=value", what, n);
+            ok = false;
+            break;
+        }
+        *eq = '\0';
+        char *k = trim(p), *v = trim(eq + 1);
+        pct_decode(k);
+        pct_decode(v);
+        if (!*k || !each(x, k, v)) {
+            ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "%s: entry %d is not usable",
+                         what, n);
+            ok = false;
+        }
+    }
+    free(copy);
+    return ok;
+}
+
+static bool add_header(ot_exporter_t *x, char *k, char *v)
+{
+    char line[1024];
+    struct curl_slist *h;
+    if (snprintf(line, sizeof(line), "%s: %s", k, v) >= (int)sizeof(line))
+        return false;
+    if (!(h = curl_slist_append(x->headers, line)))
+        return false;
+    x->headers = h;
+    return true;
+}
+
+static bool set_res(ot_exporter_t *x, const char *k, const char *v)
+{
+    for (size_t i = 0; i < x->nres; i++)
+        if (strcmp(x->res[i].key, k) == 0) {
+            char *nv = strdup(v);
+            if (!nv)
+                return false;
+            free(x->res[i].value);
+            x->res[i].value = nv;
+            return true;
+        }
+    if (x->nres == OT_MAX_RES)
+        return false;
+    x->res[x->nres].key = strdup(k);
+    x->res[x->nres].value = strdup(v);
+    if (!x->res[x->nres].key || !x->res[x->nres].value)
+        return false;
+    x->nres++;
+    return true;
+}
+
+static bool add_res(ot_exporter_t *x, char *k, char *v)
+{
+    return set_res(x, k, v);
+}
+
+static bool parse_sampler(ot_exporter_t *x, const ot_options_t *o, ib_error_t *err)
+{
+    static const struct {
+        const char *name;
+        ot_sampler_t s;
+    } names[] = {{"always_on", OT_SAMPLE_ALWAYS_ON},
+                 {"always_off", OT_SAMPLE_ALWAYS_OFF},
+                 {"traceidratio", OT_SAMPLE_RATIO},
+                 {"parentbased_always_on", OT_SAMPLE_PARENT_ALWAYS_ON},
+                 {"parentbased_always_off", OT_SAMPLE_PARENT_ALWAYS_OFF},
+                 {"parentbased_traceidratio", OT_SAMPLE_PARENT_RATIO}};
+    const char *s = pick(o->sampler, "OTEL_TRACES_SAMPLER", NULL);
+    const char *arg = pick(o->sampler_arg, "OTEL_TRACES_SAMPLER_ARG", NULL);
+    size_t i;
+    x->sampler = OT_SAMPLE_PARENT_ALWAYS_ON;
+    x->ratio = 1.0;
+    for (i = 0; s && i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(s, names[i].name) == 0)
+            break;
+    if (s && i == sizeof(names) / sizeof(names[0])) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "otel.sampler (OTEL_TRACES_SAMPLER): '%s' is not one of always_on, "
+                     "always_off, traceidratio, parentbased_always_on, "
+                     "parentbased_always_off, parentbased_traceidratio", s);
+        return false;
+    }
+    if (s)
+        x->sampler = names[i].s;
+    if (arg && (x->sampler == OT_SAMPLE_RATIO || x->sampler == OT_SAMPLE_PARENT_RATIO)) {
+        char *end;
+        errno = 0;
+        x->ratio = strtod(arg, &end);
+        if (errno || *end || end == arg || x->ratio < 0.0 || x->ratio > 1.0) {
+            ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                         "otel.sampler_arg (OTEL_TRACES_SAMPLER_ARG): '%s' is not a ratio "
+                         "from 0 to 1", arg);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The URL: the traces endpoint as it is, else the base endpoint + /v1/traces. */
+static bool set_url(ot_exporter_t *x, const ot_options_t *o)
+{
+    const char *t = pick(o->traces_endpoint, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", NULL);
+    const char *b = pick(o->endpoint, "OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    if (t) {
+        x->url = strdup(t);
+    } else if (b) {
+        size_t n = strlen(b);
+        x->url = malloc(n + 12);
+        if (x->url)
+            snprintf(x->url, n + 12, "%.*s/v1/traces", (int)(n && b[n - 1] == '/' ? n - 1 : n),
+                     b);
+    }
+    return x->url != NULL;
+}
+
+static bool configure(ot_exporter_t *x, const ot_options_t *o, ib_error_t *err)
+{
+    const char *proto = pick(o->protocol, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                             "OTEL_EXPORTER_OTLP_PROTOCOL");
+    const char *hdrs = pick(o->headers, "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                            "OTEL_EXPORTER_OTLP_HEADERS");
+    const char *res = pick(o->resource_attributes, "OTEL_RESOURCE_ATTRIBUTES", NULL);
+    const char *svc = pick(o->service_name, "OTEL_SERVICE_NAME", NULL);
+    if (proto && strcmp(proto, "http/protobuf") != 0 && strcmp(proto, "http/json") != 0) {
+        ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "otel.protocol (OTEL_EXPORTER_OTLP_PROTOCOL): '%s' is not http/protobuf "
+                     "or http/json (grpc is not supported)", proto);
+        return false;
+    }
+    x->json = proto && strcmp(proto, "http/json") == 0;
+    x->headers = curl_slist_append(NULL, x->json ? "Content-Type: application/json"
+                                                 : "Content-Type: application/x-protobuf");
+    if (!x->headers || !set_res(x, "service.name", "inboxd") ||
+        !set_res(x, "telemetry.sdk.name", "inboxd") || !set_res(x, "telemetry.sdk.language", "c"))
+        return !ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
+    if (hdrs && !each_pair(hdrs, "otel.headers (OTEL_EXPORTER_OTLP_HEADERS)", err, add_header, x))
+        return false;
+    if (res && !each_pair(res, "otel.resource_attributes (OTEL_RESOURCE_ATTRIBUTES)", err,
+                          add_res, x))
+        return false;
+    if (svc && !set_res(x, "service.name", svc))
+        return !ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
+    return parse_sampler(x, o, err);
+}
+
+/* ---- queue --------------------------------------------------------------- */
+
+void ot_exporter_sampler(const ot_exporter_t *x, ot_sampler_t *s, double *ratio)
+{
+    *s = x->sampler;
+    *ratio = x->ratio;
+}
+
+void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s)
+{
+    bool full, wake;
+    pthread_mutex_lock(&x->mu);
+    full = x->queued >= x->queue_max || x->stop;
+    if (!full) {
+        s->next = NULL;
+        if (x->tail)
+            x->tail->next = s;
+        else
+            x->head = s;
+        x->tail = s;
+        x->queued++;
+    }
+    wake = x->queued == x->batch_max;
+    if (wake)
+        pthread_cond_signal(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    if (full) {
+        atomic_fetch_add(&x->dropped, 1);
+        ot_span_free(s);
+    }
+}
+
+/* Takes up to batch_max spans, waiting at most interval_ms for a full batch. */
+static ot_span_t *take_batch(ot_exporter_t *x, unsigned *n, bool *stop)
+{
+    struct timespec until;
+    ot_span_t *first, *last;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += x->interval_ms / 1000;
+    until.tv_nsec += (long)(x->interval_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&x->mu);
+    while (!x->stop && x->queued < x->batch_max &&
+           pthread_cond_timedwait(&x->cv, &x->mu, &until) == 0)
+        ;
+    *stop = x->stop;
+    first = last = x->head;
+    *n = 0;
+    if (first) {
+        *n = 1;
+        while (*n < x->batch_max && last->next) {
+            last = last->next;
+            (*n)++;
+        }
+        x->head = last->next;
+        if (!x->head)
+            x->tail = NULL;
+        last->next = NULL;
+        x->queued -= *n;
+    }
+    pthread_mutex_unlock(&x->mu);
+    return first;
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+static size_t discard(char *p, size_t size, size_t n, void *ctx)
+{
+    (void)p;
+    (void)ctx;
+    return size * n;
+}
+
+/* Logs a failure once per condition; a success after failures is logged once. */
+static void note(ot_exporter_t *x, const char *problem, unsigned n)
+{
+    if (!problem) {
+        if (x->last_error[0])
+            IB_LOG(IB_LOG_INFO, "otel_export", IB_MSG("exporting spans again"),
+                   IB_S("endpoint", x->url));
+        x->last_error[0] = '\0';
+        return;
+    }
+    if (strcmp(problem, x->last_error) != 0)
+        IB_LOG(IB_LOG_WARN, "otel_export",
+               IB_MSG("spans not exported; dropping them until the collector answers"),
+               IB_S("endpoint", x->url), IB_S("error", problem), IB_I("spans", n));
+    ib_strlcpy(x->last_error, problem, sizeof(x->last_error));
+}
+
+static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
+{
+    ot_buf_t body = {0};
+    char problem[200] = "";
+    long status = 0;
+    bool ok = x->json ? ot_encode_json(x->res, x->nres, spans, &body)
+                      : ot_encode_protobuf(x->res, x->nres, spans, &body);
+    if (!ok) {
+        snprintf(problem, sizeof(problem), "out of memory encoding the request");
+    } else {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const char *)body.p);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body.len);
+        CURLcode rc = curl_easy_perform(h);
+        if (rc != CURLE_OK)
+            snprintf(problem, sizeof(problem), "%s", curl_easy_strerror(rc));
+        else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status), status / 100 != 2)
+            snprintf(problem, sizeof(problem), "the collector answered HTTP %ld", status);
+    }
+    ot_buf_free(&body);
+    if (problem[0])
+        atomic_fetch_add(&x->dropped, n);
+    else
+        atomic_fetch_add(&x->exported, n);
+    note(x, problem[0] ? problem : NULL, n);
+}
+
+static void free_list(ot_span_t *s)
+{
+    while (s) {
+        ot_span_t *next = s->next;
+        ot_span_free(s);
+        s = next;
+    }
+}
+
+/* Posts a batch (h NULL: drops it) and frees it. */
+static void send_batch(ot_exporter_t *x, CURL *h, ot_span_t *batch, unsigned n)
+{
+    if (!batch)
+        return;
+    if (h)
+        post(x, h, batch, n);
+    else
+        atomic_fetch_add(&x->dropped, n);
+    free_list(batch);
+}
+
+static void *export_main(void *arg)
+{
+    ot_exporter_t *x = arg;
+    CURL *h = curl_easy_init();
+    bool stop = false;
+    if (h) {
+        curl_easy_setopt(h, CURLOPT_URL, x->url);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->headers);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)x->timeout_ms);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    }
+    while (!stop) {
+        unsigned n;
+        ot_span_t *batch = take_batch(x, &n, &stop);
+        send_batch(x, h, batch, n);
+    }
+    for (;;) { /* at stop, what is queued goes out while the collector answers */
+        unsigned n;
+        ot_span_t *batch = take_batch(x, &n, &stop);
+        if (!batch)
+            break;
+        send_batch(x, x->last_error[0] ? NULL : h, batch, n);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* ---- life ---------------------------------------------------------------- */
+
+static void release(ot_exporter_t *x)
+{
+    free(x->url);
+    curl_slist_free_all(x->headers);
+    for (size_t i = 0; i < x->nres; i++) {
+        free(x->res[i].key);
+        free(x->res[i].value);
+    }
+    free(x);
+}
+
+static bool start_thread(ot_exporter_t *x)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&x->thread, NULL, export_main, x) == 0)
+        return true;
+    pthread_cond_destroy(&x->cv);
+    pthread_mutex_destroy(&x->mu);
+    return false;
+}
+
+ot_exporter_t *ot_exporter_new(const ot_options_t *opt, ib_error_t *err)
+{
+    ot_options_t none = {0};
+    const ot_options_t *o = opt ? opt : &none;
+    ot_exporter_t *x = calloc(1, sizeof(*x));
+    ib_error_clear(err);
+    if (!x) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
+        return NULL;
+    }
+    if (!set_url(x, o)) { /* no endpoint: tracing is off */
+        release(x);
+        return NULL;
+    }
+    x->queue_max = o->queue_max ? o->queue_max : 2048;
+    x->batch_max = o->batch_max ? o->batch_max : 512;
+    x->interval_ms = o->interval_ms ? o->interval_ms : 1000;
+    x->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
+    atomic_init(&x->exported, 0);
+    atomic_init(&x->dropped, 0);
+    if (!configure(x, o, err) || !start_thread(x)) {
+        if (!err || !err->code)
+            ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: cannot start the exporter");
+        release(x);
+        return NULL;
+    }
+    return x;
+}
+
+bool ot_options_check(const ot_options_t *opt, ib_error_t *err)
+{
+    ot_exporter_t *x = calloc(1, sizeof(*x));
+    bool ok;
+    ib_error_clear(err);
+    if (!x)
+        return !ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
+    ok = !set_url(x, opt) || configure(x, opt, err);
+    release(x);
+    return ok;
+}
+
+void ot_exporter_free(ot_exporter_t *x)
+{
+    if (!x)
+        return;
+    pthread_mutex_lock(&x->mu);
+    x->stop = true;
+    pthread_cond_signal(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    pthread_join(x->thread, NULL);
+    free_list(x->head);
+    pthread_cond_destroy(&x->cv);
+    pthread_mutex_destroy(&x->mu);
+    release(x);
+}
+
+bool ot_exporter_json(const ot_exporter_t *x)
+{
+    return x && x->json;
+}
+
+unsigned long long ot_exporter_exported(const ot_exporter_t *x)
+{
+    return x ? atomic_load(&x->exported) : 0;
+}
+
+unsigned long long ot_exporter_dropped(const ot_exporter_t *x)
+{
+    return x ? atomic_load(&x->dropped) : 0;
+}

@@ -1,0 +1,262 @@
+/*
+ * ot_span.c - W3C trace context (parse, format), span ids, the sampler,
+ * and building a span. thread: any; a span belongs to the thread that
+ * builds it until ot_span_end hands it to the exporter.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "ot_int.h"
+
+long long ot_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void ot_hex(const uint8_t *id, unsigned n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (unsigned i = 0; i < n; i++) {
+        out[2 * i] = digits[id[i] >> 4];
+        out[2 * i + 1] = digits[id[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* Lower-case hex only, as the W3C specification requires. */
+static bool unhex(const char *s, unsigned n, uint8_t *out)
+{
+    for (unsigned i = 0; i < 2 * n; i++) {
+        char c = s[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0)
+            return false;
+        if (i % 2 == 0)
+            out[i / 2] = (uint8_t)(v << 4);
+        else
+            out[i / 2] |= (uint8_t)v;
+    }
+    return true;
+}
+
+static bool all_zero(const uint8_t *id, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (id[i])
+            return false;
+    return true;
+}
+
+bool ot_ctx_parse(const char *tp, ot_ctx_t *out)
+{
+    uint8_t ver;
+    size_t len = tp ? strlen(tp) : 0;
+    memset(out, 0, sizeof(*out));
+    /* version 00 is exactly 55 characters; a later one may go on after a '-' */
+    if (len < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || !unhex(tp, 1, &ver))
+        return false;
+    if (ver == 0xff || (ver == 0 && len != 55) || (len > 55 && tp[55] != '-'))
+        return false;
+    if (!unhex(tp + 3, 16, out->trace_id) || !unhex(tp + 36, 8, out->span_id) ||
+        !unhex(tp + 53, 1, &out->flags) || all_zero(out->trace_id, 16) ||
+        all_zero(out->span_id, 8)) {
+        memset(out, 0, sizeof(*out));
+        return false;
+    }
+    out->valid = true;
+    return true;
+}
+
+void ot_ctx_format(const ot_ctx_t *ctx, char out[OT_TRACEPARENT_LEN])
+{
+    memcpy(out, "00-", 3);
+    ot_hex(ctx->trace_id, 16, out + 3);
+    out[35] = '-';
+    ot_hex(ctx->span_id, 8, out + 36);
+    out[52] = '-';
+    ot_hex(&ctx->flags, 1, out + 53);
+}
+
+/* Random bytes for ids: a per-thread xorshift generator seeded by the kernel. */
+static void random_id(uint8_t *out, size_t n)
+{
+    static _Thread_local uint64_t state;
+    while (!state) {
+        if (getrandom(&state, sizeof(state), 0) != (ssize_t)sizeof(state))
+            state = (uint64_t)ot_now_ns() ^ (uint64_t)(uintptr_t)&state;
+    }
+    for (size_t i = 0; i < n; i += 8) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        uint64_t v = state;
+        for (size_t k = 0; k < 8 && i + k < n; k++)
+            out[i + k] = (uint8_t)(v >> (8 * k));
+    }
+    if (all_zero(out, (unsigned)n))
+        out[0] = 1; /* never the invalid all-zero id */
+}
+
+/* The ratio sampler decides on the trace id's last 56 bits, as OpenTelemetry's. */
+static bool ratio_says(double ratio, const uint8_t trace_id[16])
+{
+    uint64_t r = 0;
+    for (int i = 9; i < 16; i++)
+        r = (r << 8) | trace_id[i];
+    if (ratio >= 1.0)
+        return true;
+    if (ratio <= 0.0)
+        return false;
+    return (double)r < ratio * 72057594037927936.0; /* 2^56 */
+}
+
+bool ot_sample(ot_sampler_t s, double ratio, const ot_ctx_t *parent, const uint8_t trace_id[16])
+{
+    bool has_parent = parent && parent->valid;
+    switch (s) {
+    case OT_SAMPLE_ALWAYS_ON:
+        return true;
+    case OT_SAMPLE_ALWAYS_OFF:
+        return false;
+    case OT_SAMPLE_RATIO:
+        return ratio_says(ratio, trace_id);
+    case OT_SAMPLE_PARENT_ALWAYS_ON:
+        return has_parent ? (parent->flags & 1) != 0 : true;
+    case OT_SAMPLE_PARENT_ALWAYS_OFF:
+        return has_parent ? (parent->flags & 1) != 0 : false;
+    case OT_SAMPLE_PARENT_RATIO:
+        return has_parent ? (parent->flags & 1) != 0 : ratio_says(ratio, trace_id);
+    }
+    return false;
+}
+
+ot_span_t *ot_span_start(ot_exporter_t *x, const char *name, ot_kind_t kind,
+                         const ot_ctx_t *parent, bool remote, long long start_ns)
+{
+    ot_sampler_t sampler;
+    double ratio;
+    ot_span_t *s;
+    if (!x || !(s = calloc(1, sizeof(*s))))
+        return NULL;
+    s->x = x;
+    s->kind = kind;
+    s->name = strdup(name ? name : "");
+    s->start_ns = start_ns ? start_ns : ot_now_ns();
+    if (parent && parent->valid) {
+        memcpy(s->ctx.trace_id, parent->trace_id, 16);
+        memcpy(s->parent, parent->span_id, 8);
+        s->has_parent = true;
+        s->parent_remote = remote;
+    } else {
+        random_id(s->ctx.trace_id, 16);
+    }
+    random_id(s->ctx.span_id, 8);
+    ot_exporter_sampler(x, &sampler, &ratio);
+    s->recording = s->name && ot_sample(sampler, ratio, parent, s->ctx.trace_id);
+    s->ctx.flags = s->recording ? 1 : 0;
+    s->ctx.valid = true;
+    return s;
+}
+
+ot_exporter_t *ot_span_exporter(const ot_span_t *s)
+{
+    return s ? s->x : NULL;
+}
+
+const ot_ctx_t *ot_span_ctx(const ot_span_t *s)
+{
+    return &s->ctx;
+}
+
+static ot_attr_t *new_attr(ot_span_t *s, const char *key, ot_vtype_t type)
+{
+    if (!s || !s->recording)
+        return NULL;
+    if (s->nattrs == OT_MAX_ATTRS) {
+        s->dropped_attrs++;
+        return NULL;
+    }
+    ot_attr_t *a = &s->attrs[s->nattrs++];
+    a->key = key;
+    a->type = type;
+    return a;
+}
+
+void ot_span_str(ot_span_t *s, const char *key, const char *value)
+{
+    ot_attr_t *a;
+    if (!value || !(a = new_attr(s, key, OT_V_STR)))
+        return;
+    if (!(a->s = strdup(value))) {
+        s->nattrs--;
+        s->dropped_attrs++;
+    }
+}
+
+void ot_span_int(ot_span_t *s, const char *key, long long value)
+{
+    ot_attr_t *a = new_attr(s, key, OT_V_INT);
+    if (a)
+        a->i = value;
+}
+
+void ot_span_bool(ot_span_t *s, const char *key, bool value)
+{
+    ot_attr_t *a = new_attr(s, key, OT_V_BOOL);
+    if (a)
+        a->i = value;
+}
+
+void ot_span_link(ot_span_t *s, const ot_ctx_t *ctx)
+{
+    if (!s || !s->recording || !ctx || !ctx->valid)
+        return;
+    if (s->nlinks == s->caplinks) {
+        unsigned cap = s->caplinks ? 2 * s->caplinks : 8;
+        ot_ctx_t *p = realloc(s->links, cap * sizeof(*p));
+        if (!p)
+            return;
+        s->links = p;
+        s->caplinks = cap;
+    }
+    s->links[s->nlinks++] = *ctx;
+}
+
+void ot_span_error(ot_span_t *s, const char *description)
+{
+    if (!s || !s->recording)
+        return;
+    s->error = true;
+    free(s->status_msg);
+    s->status_msg = description ? strdup(description) : NULL;
+}
+
+void ot_span_free(ot_span_t *s)
+{
+    if (!s)
+        return;
+    for (unsigned i = 0; i < s->nattrs; i++)
+        free(s->attrs[i].s);
+    free(s->links);
+    free(s->status_msg);
+    free(s->name);
+    free(s);
+}
+
+void ot_span_end(ot_span_t *s, long long end_ns)
+{
+    if (!s)
+        return;
+    s->end_ns = end_ns ? end_ns : ot_now_ns();
+    if (s->end_ns < s->start_ns)
+        s->end_ns = s->start_ns;
+    if (!s->recording) {
+        ot_span_free(s);
+        return;
+    }
+    ot_exporter_queue(s->x, s);
+}

@@ -1,0 +1,45 @@
+/*
+ * wk_trace.h - a message's trace in inboxd: its consumer span, parented on
+ * the sender's traceparent (or Diagnostic-Id), the traceparent its HTTP
+ * calls and emitted messages carry, and the settlement's child span.
+ *
+ * The daemon keeps one wk_trace_t per message in flight (in its job) and
+ * points msg->user at it, so wk_traceparent (wk_msgctx.h) finds the context
+ * to propagate. With tracing off every function here is a no-op and
+ * messages carry the incoming traceparent as before.
+ */
+#ifndef WK_TRACE_H
+#define WK_TRACE_H
+
+#include <stdbool.h>
+
+#include "ot_trace.h"
+#include "sb_client.h"
+#include "wk_config.h"
+#include "wk_outcome.h"
+#include "wk_pipeline.h"
+
+typedef struct wk_trace {
+    ot_span_t *span;                         /* the consumer span; NULL when off */
+    char traceparent[OT_TRACEPARENT_LEN];    /* what the message's effects carry on; "" off */
+    char trace_id[33], span_id[17];          /* for log lines; "" off */
+    long long settle_ns;                     /* when the settlement was handed over */
+} wk_trace_t;
+
+/* The exporter from the otel.* settings (NULL: off, or err set). thread: main. */
+ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err);
+/* Checks the otel.* settings as wk_trace_exporter would, without starting it. */
+bool wk_trace_check(const wk_config_t *cfg, ib_error_t *err);
+
+/* Starts msg's consumer span and sets msg->user = t. thread: proactor (on_message). */
+void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_trace_t *t);
+/* Notes that the settlement was handed to the client. thread: a db worker. */
+void wk_trace_settling(wk_trace_t *t);
+/*
+ * Ends the consumer span with the outcome (and a child span of the
+ * settlement) and clears msg->user. thread: proactor (on_settled).
+ */
+void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcome_t o,
+                  const wk_decision_t *d);
+
+#endif
