@@ -13,6 +13,7 @@
  * reused per worker.
  */
 #include "wk_effect.h"
+#include "wk_trace.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -268,7 +269,10 @@ static bool call_once(run_t *r, fx_client_t *fx)
                        .nheaders = r->call.nheaders,
                        .timeout_ms = wk_http_timeout_ms(r->h),
                        .ca_file = wk_http_ca_file(r->h)};
+    wk_trace_call_t tc;
+    wk_trace_call_begin(&tc, r->msg, rq.method, r->call.url_redacted, &rq.headers, rq.nheaders);
     fx_client_call(fx, &rq, &resp);
+    wk_trace_call_end(&tc, &resp);
     count_call(r, &resp);
     bool decided = true;
     switch (resp.cls) {

@@ -5,6 +5,7 @@
  * of the settlement. thread: as each function says (wk_trace.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sb_msg.h"
@@ -138,4 +139,63 @@ void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcom
         ot_span_error(t->span, d->err.code ? d->err.text : wk_outcome_name(o));
     ot_span_end(t->span, now);
     t->span = NULL;
+}
+
+/* server.address and server.port from "scheme://host[:port]/..." */
+static void server_of(ot_span_t *s, const char *url)
+{
+    const char *h = strstr(url, "://"), *end, *colon;
+    char host[256];
+    if (!h)
+        return;
+    h += 3;
+    end = h + strcspn(h, "/?#");
+    colon = memchr(h, ':', (size_t)(end - h));
+    snprintf(host, sizeof(host), "%.*s", (int)((colon ? colon : end) - h), h);
+    ot_span_str(s, "server.address", host);
+    if (colon)
+        ot_span_int(s, "server.port", strtol(colon + 1, NULL, 10));
+    else
+        ot_span_int(s, "server.port", strncmp(url, "https", 5) == 0 ? 443 : 80);
+}
+
+void wk_trace_call_begin(wk_trace_call_t *c, const sb_msg_t *msg, const char *method,
+                         const char *url, const fx_header_t **headers, size_t nheaders)
+{
+    const wk_trace_t *t = msg->user;
+    c->span = NULL;
+    if (!t || !t->span)
+        return;
+    c->span = ot_span_start(ot_span_exporter(t->span), method, OT_KIND_CLIENT,
+                            ot_span_ctx(t->span), false, 0);
+    if (!c->span)
+        return;
+    ot_span_str(c->span, "http.request.method", method);
+    ot_span_str(c->span, "url.full", url);
+    server_of(c->span, url);
+    ot_ctx_format(ot_span_ctx(c->span), c->traceparent);
+    if (nheaders > WK_TRACE_MAX_HEADERS)
+        return;
+    for (size_t i = 0; i < nheaders; i++) {
+        c->headers[i] = (*headers)[i];
+        if (strcmp(c->headers[i].name, "traceparent") == 0)
+            c->headers[i].value = c->traceparent;
+    }
+    *headers = c->headers;
+}
+
+void wk_trace_call_end(wk_trace_call_t *c, const fx_response_t *resp)
+{
+    if (!c->span)
+        return;
+    if (resp->status)
+        ot_span_int(c->span, "http.response.status_code", resp->status);
+    if (resp->cls != FX_APPLIED) {
+        char type[16];
+        snprintf(type, sizeof(type), "%ld", resp->status);
+        ot_span_str(c->span, "error.type", resp->status ? type : ib_err_name(resp->err.code));
+        ot_span_error(c->span, resp->err.text);
+    }
+    ot_span_end(c->span, 0);
+    c->span = NULL;
 }

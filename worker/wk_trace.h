@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 
+#include "fx_client.h"
 #include "ot_trace.h"
 #include "sb_client.h"
 #include "wk_config.h"
@@ -41,5 +42,24 @@ void wk_trace_settling(wk_trace_t *t);
  */
 void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcome_t o,
                   const wk_decision_t *d);
+
+/* An HTTP call's CLIENT span, child of the message's consumer span. */
+#define WK_TRACE_MAX_HEADERS 32
+typedef struct wk_trace_call {
+    ot_span_t *span; /* NULL when tracing is off */
+    char traceparent[OT_TRACEPARENT_LEN];
+    fx_header_t headers[WK_TRACE_MAX_HEADERS];
+} wk_trace_call_t;
+
+/*
+ * Starts the CLIENT span of a call of msg to url (redacted: no secret) and,
+ * when the call's headers carry a traceparent, points *headers at a copy
+ * whose traceparent names this span, so the destination's span is its
+ * child. thread: a db worker.
+ */
+void wk_trace_call_begin(wk_trace_call_t *c, const sb_msg_t *msg, const char *method,
+                         const char *url, const fx_header_t **headers, size_t nheaders);
+/* Ends the call's span with the answer. */
+void wk_trace_call_end(wk_trace_call_t *c, const fx_response_t *resp);
 
 #endif
