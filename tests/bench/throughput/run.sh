@@ -26,6 +26,8 @@
 #   latency     inboxd at its defaults, one message every 100 ms for 20 s:
 #               enqueued -> committed p50 / p99 (the inbox row's enqueued_at
 #               and processed_at)
+#   traced      as defaults, with every message traced (sampler always_on)
+#               to tests/otel/receiver.mjs: CPU per 1,000 beside defaults
 #   slow        four messages whose SQL sleeps 3 s, four db workers, batches
 #               on, against one transaction per message: the time of each
 # Prints rates, the ratios, inboxd's CPU ms per 1,000 messages and its peak
@@ -43,7 +45,7 @@ CALLS=${CALLS:-$((C * 32))} # messages in flight in batch mode
 SESSIONS=${SESSIONS:-100}
 PER_SESSION=${PER_SESSION:-200}
 build=${BUILD:-$root/build}
-PHASES=${PHASES:-pm pgbench batch defaults peer sessions sqlite large latency slow}
+PHASES=${PHASES:-pm pgbench batch defaults traced peer sessions sqlite large latency slow}
 LARGE_N=${LARGE_N:-200}
 LARGE_KIB=${LARGE_KIB:-1024}
 [ "${SKIP_PEER:-0}" = 1 ] && PHASES=${PHASES//peer/}
@@ -82,6 +84,7 @@ cat >"$W/topo.json" <<'JSON'
            {"name":"sess","lock_duration_s":60,"max_delivery_count":10,"requires_session":true},
            {"name":"lite","lock_duration_s":60,"max_delivery_count":10},
            {"name":"dflt","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"traced","lock_duration_s":60,"max_delivery_count":10},
            {"name":"large","lock_duration_s":60,"max_delivery_count":10},
            {"name":"lat","lock_duration_s":60,"max_delivery_count":10},
            {"name":"slow1","lock_duration_s":60,"max_delivery_count":10},
@@ -125,7 +128,7 @@ exec {tick_fd}<> <(:) # read -t on it is a sleep without a process
 # run_inboxd NAME QUEUE COUNT CALLS DB_JSON SB_EXTRA_JSON -> "rate cpu_ms_per_1000 peak_mib"
 # (C database connections; CALLS messages in flight, as many again prefetched)
 run_inboxd() {
-  local name=$1 q=$2 count=$3 calls=$4 db=$5 sbx=$6 ipid start="" end peak=0 done0 first k v
+  local name=$1 q=$2 count=$3 calls=$4 db=$5 sbx=$6 top=${7:-} ipid start="" end peak=0 done0 first k v
   local tuning=', "prefetch": '$calls', "max_concurrent_calls": '$calls
   [ "$calls" = default ] && tuning=""
   cat >"$W/$name.json" <<JSON
@@ -134,7 +137,7 @@ run_inboxd() {
  "db": $db,
  "routes": [{"match": "*", "sql": "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)",
              "params": ["\$.id", "\$.n", "message_id"], "idempotency_key": "item:{\$.id}"}],
- "http": {"listen": ""}, "log": {"level": "warn"}}
+ "http": {"listen": ""}, "log": {"level": "warn"} $top}
 JSON
   completed "$q"; done0=$n_completed
   "$build/inboxd" --config "$W/$name.json" >"$W/$name.log" 2>&1 &
@@ -255,6 +258,22 @@ if want defaults; then
   echo "bench:   $d_rate msg/s, $d_cpu CPU ms/1000, $d_rss MiB" >&2
 fi
 
+t_rate=0 t_cpu=0 t_rss=0
+if want traced; then
+  echo "bench: traced (defaults, every message traced)" >&2
+  [ -d "$root/tests/otel/node_modules" ] || (cd "$root/tests/otel" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  node "$root/tests/otel/receiver.mjs" /dev/null >"$W/recv.port" 2>"$W/recv.log" &
+  pids+=($!)
+  for _ in $(seq 1 100); do rport=$(jq -r '.port // empty' "$W/recv.port" 2>/dev/null || true); [ -n "$rport" ] && break; sleep 0.05; done
+  preload traced "$N"
+  reset_db
+  read -r t_rate t_cpu t_rss < <(run_inboxd traced traced "$N" default \
+    '{"connection_string": "'"$PG_CS"'", "dialect": "postgresql"}' "" \
+    ', "otel": {"traces_endpoint": "http://127.0.0.1:'"$rport"'/v1/traces", "sampler": "always_on"}')
+  check_rows "$N"
+  echo "bench:   $t_rate msg/s, $t_cpu CPU ms/1000, $t_rss MiB" >&2
+fi
+
 g_rate=0 g_cpu=0 g_rss=0
 if want large; then
   echo "bench: large ($LARGE_N x $LARGE_KIB KiB at the defaults)" >&2
@@ -329,7 +348,7 @@ awk -v n="$N" -v c="$C" -v pgb="$pgb" -v pm="$pm_rate" -v pmc="$pm_cpu" -v pmr="
     -v s="$s_rate" -v sc="$s_cpu" -v sr="$s_rss" -v sn="$SESSIONS x $PER_SESSION" \
     -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" -v d="$d_rate" -v dc="$d_cpu" -v dr="$d_rss" \
     -v g="$g_rate" -v gr="$g_rss" -v gn="$LARGE_N x $LARGE_KIB KiB" -v p50="$lat_p50" -v p99="$lat_p99" \
-    -v s1="$slow1" -v sb="$slowb" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
+    -v s1="$slow1" -v sb="$slowb" -v t="$t_rate" -v tc="$t_cpu" -v tr="$t_rss" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
 BEGIN {
   printf "messages %d (1 KiB JSON), concurrency %d, PostgreSQL fsync on, batch_max %s\n", n, c, batch
   printf "%-26s %10s %10s %10s %14s %10s\n", "", "msg/s", "/pgbench", "/sdk peer", "CPU ms/1000", "peak RSS"
@@ -340,6 +359,7 @@ BEGIN {
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sessions " sn, s, "", "", sc, sr
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sqlite batch", l, "", "", lc, lr
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd at its defaults", d, ratio(d, pgb), ratio(d, peer), dc, dr
+  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "defaults, traced (1.0)", t, ratio(t, pgb), ratio(t, peer), tc, tr
   printf "%-26s %10.0f %10s %10s %14s %7.1f MiB\n", "defaults, " gn, g, "", "", "", gr
   printf "low load (10 msg/s, defaults): enqueued -> committed p50 %s ms, p99 %s ms\n", p50, p99
   if (s1 > 0) printf "slow handler 4 x 3 s: one per transaction %.2f s, batches %.2f s (%s x)\n", s1, sb, ratio(sb, s1)
