@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "ib_enc.h"
 #include "ot_int.h"
 
 #define OT_SCOPE_NAME "inboxd"
@@ -234,16 +235,16 @@ static json_t *js_span(const ot_span_t *s)
 {
     char tid[33], sid[17], pid[17], start[24], end[24];
     json_t *attrs = json_array(), *links = json_array(), *o;
-    ot_hex(s->ctx.trace_id, 16, tid);
-    ot_hex(s->ctx.span_id, 8, sid);
+    ib_enc_hex(tid, s->ctx.trace_id, 16);
+    ib_enc_hex(sid, s->ctx.span_id, 8);
     snprintf(start, sizeof(start), "%lld", s->start_ns);
     snprintf(end, sizeof(end), "%lld", s->end_ns);
     for (unsigned i = 0; i < s->nattrs; i++)
         json_array_append_new(attrs, js_attr(s->attrs[i].key, &s->attrs[i], NULL));
     for (unsigned i = 0; i < s->nlinks; i++) {
         char lt[33], ls[17];
-        ot_hex(s->links[i].trace_id, 16, lt);
-        ot_hex(s->links[i].span_id, 8, ls);
+        ib_enc_hex(lt, s->links[i].trace_id, 16);
+        ib_enc_hex(ls, s->links[i].span_id, 8);
         json_array_append_new(links, json_pack("{s:s,s:s,s:i}", "traceId", lt, "spanId", ls,
                                                "flags", (int)s->links[i].flags));
     }
@@ -251,7 +252,7 @@ static json_t *js_span(const ot_span_t *s)
                   s->name, "kind", (int)s->kind, "startTimeUnixNano", start, "endTimeUnixNano",
                   end, "attributes", attrs, "links", links, "flags", (int)span_flags(s));
     if (o && s->has_parent) {
-        ot_hex(s->parent, 8, pid);
+        ib_enc_hex(pid, s->parent, 8);
         json_object_set_new(o, "parentSpanId", json_string(pid));
     }
     if (o && s->dropped_attrs)

@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 
 #include "ib_log.h"
+#include "ib_time.h"
 #include "ot_int.h"
 
 #define OT_MAX_RES 32
@@ -31,7 +32,7 @@ struct ot_exporter {
     unsigned queue_max, batch_max, interval_ms, timeout_ms;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC: a batch is full, or stop */
+    pthread_cond_t cv; /* ib_cond_init: a batch is full, or stop */
     ot_span_t *head, *tail;
     unsigned queued;
     bool stop;
@@ -279,18 +280,11 @@ void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s)
 /* Takes up to batch_max spans, waiting at most interval_ms for a full batch. */
 static ot_span_t *take_batch(ot_exporter_t *x, unsigned *n, bool *stop)
 {
-    struct timespec until;
+    long long until = ib_mono_ms() + x->interval_ms;
     ot_span_t *first, *last;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += x->interval_ms / 1000;
-    until.tv_nsec += (long)(x->interval_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&x->mu);
     while (!x->stop && x->queued < x->batch_max &&
-           pthread_cond_timedwait(&x->cv, &x->mu, &until) == 0)
+           ib_cond_wait_until(&x->cv, &x->mu, until) == 0)
         ;
     *stop = x->stop;
     first = last = x->head;
@@ -429,15 +423,12 @@ static void release(ot_exporter_t *x)
 
 static bool start_thread(ot_exporter_t *x)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&x->mu, NULL);
-    pthread_cond_init(&x->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (pthread_create(&x->thread, NULL, export_main, x) == 0)
-        return true;
-    pthread_cond_destroy(&x->cv);
+    if (ib_cond_init(&x->cv) == 0) {
+        if (pthread_create(&x->thread, NULL, export_main, x) == 0)
+            return true;
+        pthread_cond_destroy(&x->cv);
+    }
     pthread_mutex_destroy(&x->mu);
     return false;
 }

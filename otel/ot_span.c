@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "ib_enc.h"
 #include "ot_int.h"
 
 long long ot_now_ns(void)
@@ -15,16 +16,6 @@ long long ot_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-void ot_hex(const uint8_t *id, unsigned n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (unsigned i = 0; i < n; i++) {
-        out[2 * i] = digits[id[i] >> 4];
-        out[2 * i + 1] = digits[id[i] & 15];
-    }
-    out[2 * n] = '\0';
 }
 
 /* Lower-case hex only, as the W3C specification requires. */
@@ -74,11 +65,11 @@ bool ot_ctx_parse(const char *tp, ot_ctx_t *out)
 void ot_ctx_format(const ot_ctx_t *ctx, char out[OT_TRACEPARENT_LEN])
 {
     memcpy(out, "00-", 3);
-    ot_hex(ctx->trace_id, 16, out + 3);
+    ib_enc_hex(out + 3, ctx->trace_id, 16);
     out[35] = '-';
-    ot_hex(ctx->span_id, 8, out + 36);
+    ib_enc_hex(out + 36, ctx->span_id, 8);
     out[52] = '-';
-    ot_hex(&ctx->flags, 1, out + 53);
+    ib_enc_hex(out + 53, &ctx->flags, 1);
 }
 
 /* Random bytes for ids: a per-thread xorshift generator seeded by the kernel. */

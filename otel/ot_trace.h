@@ -34,8 +34,6 @@ typedef struct ot_ctx {
 bool ot_ctx_parse(const char *traceparent, ot_ctx_t *out);
 /* Formats ctx as a version 00 traceparent. */
 void ot_ctx_format(const ot_ctx_t *ctx, char out[OT_TRACEPARENT_LEN]);
-/* Lower-case hex of the trace id (33 bytes) and span id (17 bytes). */
-void ot_hex(const uint8_t *id, unsigned n, char *out);
 
 typedef enum {
     OT_KIND_INTERNAL = 1,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_enc.h"
 #include "sb_msg.h"
 #include "wk_trace.h"
 
@@ -91,8 +92,8 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
     ot_span_str(t->span, "inboxd.session_id", msg->session_id);
     ot_span_str(t->span, "inboxd.subject", msg->subject);
     ot_ctx_format(ot_span_ctx(t->span), t->traceparent);
-    ot_hex(ot_span_ctx(t->span)->trace_id, 16, t->trace_id);
-    ot_hex(ot_span_ctx(t->span)->span_id, 8, t->span_id);
+    ib_enc_hex(t->trace_id, ot_span_ctx(t->span)->trace_id, 16);
+    ib_enc_hex(t->span_id, ot_span_ctx(t->span)->span_id, 8);
     msg->user = t;
 }
 
