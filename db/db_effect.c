@@ -20,8 +20,8 @@
 
 const char *db_claim_outcome_name(db_claim_outcome_t o)
 {
-    static const char *const names[] = {"new",  "taken_over", "retry", "done",
-                                        "busy", "conflict",   "failed"};
+    static const char *const names[] = {"new",      "taken_over", "retry",  "done",
+                                        "busy",     "conflict",   "failed", "replay"};
     return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "unknown";
 }
 
@@ -177,7 +177,8 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, lo
     case DB_ESQL_LOOKUP:
         n = snprintf(buf, size,
                      "SELECT message_id, body_sha256, status, CASE WHEN lease_until IS NULL OR "
-                     "lease_until < %s THEN 1 ELSE 0 END, remote_id, attempts FROM %s WHERE "
+                     "lease_until < %s THEN 1 ELSE 0 END, remote_id, attempts, remote_status FROM "
+                     "%s WHERE "
                      "consumer = ? AND (message_id = ? OR idempotency_key = ?)",
                      now, t);
         break;
@@ -192,6 +193,12 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, lo
         n = snprintf(buf, size,
                      "UPDATE %s SET status = 'claimed', claim_token = ?, lease_until = %s, "
                      "attempts = COALESCE(attempts, 0) + 1 " WHERE_ROW " AND status = 'retry'",
+                     t, lease);
+        break;
+    case DB_ESQL_TAKE_FAILED:
+        n = snprintf(buf, size,
+                     "UPDATE %s SET status = 'claimed', claim_token = ?, lease_until = %s, "
+                     "attempts = COALESCE(attempts, 0) + 1 " WHERE_ROW " AND status = 'failed'",
                      t, lease);
         break;
     case DB_ESQL_RENEW:
@@ -347,6 +354,7 @@ typedef struct found {
     char message_id[513], hash[80], status[17], remote_id[1601];
     bool expired;
     long long attempts;
+    long remote_status;
 } found_t;
 
 static bool found_row(SQLHSTMT st, void *arg)
@@ -359,6 +367,7 @@ static bool found_row(SQLHSTMT st, void *arg)
     f->expired = get_int(st, 4) != 0;
     get_text(f->dbc, st, 5, f->remote_id, sizeof f->remote_id);
     f->attempts = get_int(st, 6);
+    f->remote_status = (long)get_int(st, 7);
     return false; /* (message_id, key) pairs belong to one row per consumer */
 }
 
@@ -456,8 +465,11 @@ static db_claim_outcome_t existing(db_conn_t *dbc, const db_claim_t *c, long lea
     row->status = db_row_status_parse(f.status);
     ib_strlcpy(row->remote_id, f.remote_id, sizeof row->remote_id);
     row->attempts = f.attempts;
+    row->remote_status = f.remote_status;
     if (row->status == DB_ROW_RETRY)
         return take(dbc, c, DB_ESQL_TAKE_RETRY, lease_s, row, DB_CLAIM_RETRY, err);
+    if (row->status == DB_ROW_FAILED && c->replay)
+        return take(dbc, c, DB_ESQL_TAKE_FAILED, lease_s, row, DB_CLAIM_REPLAY, err);
     if (row->status != DB_ROW_CLAIMED)
         return DB_CLAIM_DONE;
     if (!f.expired)

@@ -9,6 +9,7 @@
  *   (none) --claim--> claimed --finish--> processed | failed | uncertain
  *   claimed, lease expired --takeover (one conditional UPDATE)--> claimed
  *   uncertain | failed --resolve retry--> retry --claim--> claimed
+ *   failed --claim of an operator's replay (claim->replay)--> claimed
  *   uncertain | failed --resolve processed--> processed
  *
  * Every change of an owned claim names its claim token in the WHERE clause,
@@ -33,9 +34,11 @@ typedef enum {
     DB_CLAIM_BUSY,       /* another worker holds a live lease: do not call */
     DB_CLAIM_CONFLICT,   /* the key holds another body hash: dead-letter */
     DB_CLAIM_FAILED,     /* err filled (transient or permanent) */
+    DB_CLAIM_REPLAY,     /* an operator's replay took a failed row over: row.remote_status says
+                            what the last call answered (0: none) */
 } db_claim_outcome_t;
 
-/* "new", "taken_over", "retry", "done", "busy", "conflict", "failed". */
+/* "new", "taken_over", "retry", "done", "busy", "conflict", "failed", "replay". */
 const char *db_claim_outcome_name(db_claim_outcome_t o);
 
 /* What a claim found or made; the handle of every later call on the row. */
@@ -44,6 +47,7 @@ typedef struct db_claim_row {
     char token[33];       /* our claim token while we own the row */
     db_row_status_t status; /* the status found (DB_CLAIM_DONE) */
     char remote_id[401];  /* the remote id recorded, "" when none */
+    long remote_status;   /* the HTTP status recorded, 0 when none */
     long long attempts;   /* claims of this row so far, ours included */
 } db_claim_row_t;
 
@@ -57,7 +61,9 @@ ib_err_t db_effect_migrate(db_conn_t *dbc, bool create, ib_error_t *err);
 
 /*
  * Claims the row of claim in a committed transaction of its own, with
- * lease_until = now + lease_s by the database's clock. row is filled for
+ * lease_until = now + lease_s by the database's clock. With claim->replay
+ * a row recorded 'failed' with the same body is taken over
+ * (DB_CLAIM_REPLAY); without, it is DB_CLAIM_DONE. row is filled for
  * every outcome but DB_CLAIM_FAILED and DB_CLAIM_CONFLICT.
  */
 db_claim_outcome_t db_effect_claim(db_conn_t *dbc, const db_claim_t *claim, long lease_s,
@@ -116,6 +122,7 @@ typedef enum {
     DB_ESQL_LIST,
     DB_ESQL_RESOLVE_PROCESSED,
     DB_ESQL_RESOLVE_RETRY,
+    DB_ESQL_TAKE_FAILED,
     DB_ESQL_HAS_COLUMN,
     DB_ESQL_ADD_COLUMN,
 } db_effect_stmt_t;

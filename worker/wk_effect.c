@@ -154,33 +154,30 @@ static void record_uncertain(run_t *r, const char *why)
                           why, r->row.message_id);
 }
 
-/* 2xx: the row becomes processed with the remote id, the route's SQL runs. */
-static void applied(run_t *r, const fx_response_t *resp)
+/* The effect happened but its finishing SQL cannot be bound: record that much. */
+static void unbound(run_t *r, const fx_response_t *resp, const ib_error_t *e)
 {
-    wk_binding_t fb;
-    ib_error_t e;
-    wk_route_remote_id(r->route, resp, r->d->remote_id, sizeof r->d->remote_id);
-    if (wk_route_bind_finish(r->route, r->msg, resp, &fb, &e) != IB_E_OK) {
-        /* The effect happened; the SQL cannot say it. Record that much. */
-        wk_binding_free(&fb);
-        db_effect_result_t res = {DB_ROW_FAILED, r->d->remote_id, resp->status,
-                                  ib_class_name(IB_CLASS_PERMANENT), e.text};
-        r->d->err = e;
-        if (finish(r, &res, NULL, 0) != DB_APPLIED) {
-            finish_failed(r);
-            return;
-        }
-        r->d->err = e;
-        wk_decide_dead_letter(r->d, wk_route_bind_reason(e.code),
-                              "the call succeeded (HTTP %ld, remote id '%s') but the finishing "
-                              "SQL could not be bound: %s",
-                              resp->status, r->d->remote_id, e.text);
+    db_effect_result_t res = {DB_ROW_FAILED, r->d->remote_id, resp->status,
+                              ib_class_name(IB_CLASS_PERMANENT), e->text};
+    r->d->err = *e;
+    if (finish(r, &res, NULL, 0) != DB_APPLIED) {
+        finish_failed(r);
         return;
     }
+    r->d->err = *e;
+    wk_decide_dead_letter(r->d, wk_route_bind_reason(e->code),
+                          "the call succeeded (HTTP %ld, remote id '%s') but the finishing SQL "
+                          "could not be bound: %s",
+                          resp->status, r->d->remote_id, e->text);
+}
+
+/* The row becomes processed with the remote id, the route's bound SQL runs (fb is freed). */
+static void finish_applied(run_t *r, const fx_response_t *resp, wk_binding_t *fb)
+{
     db_effect_result_t res = {DB_ROW_PROCESSED, r->d->remote_id, resp->status, NULL, NULL};
-    db_outcome_t o = finish(r, &res, fb.stmts, fb.nstmts);
-    bool emitted = fb.nemits > 0;
-    wk_binding_free(&fb);
+    db_outcome_t o = finish(r, &res, fb->stmts, fb->nstmts);
+    bool emitted = fb->nemits > 0;
+    wk_binding_free(fb);
     if (o == DB_APPLIED) {
         if (emitted)
             wk_relay_wake(r->p->relay); /* committed emits: publish now, not at the next poll */
@@ -197,6 +194,99 @@ static void applied(run_t *r, const fx_response_t *resp)
             r->d->err = sqlerr;
     }
     finish_failed(r);
+}
+
+/* 2xx: the row becomes processed with the remote id, the route's SQL runs. */
+static void applied(run_t *r, const fx_response_t *resp)
+{
+    wk_binding_t fb;
+    ib_error_t e;
+    wk_route_remote_id(r->route, resp, r->d->remote_id, sizeof r->d->remote_id);
+    if (wk_route_bind_finish(r->route, r->msg, resp, &fb, &e) != IB_E_OK) {
+        wk_binding_free(&fb);
+        unbound(r, resp, &e);
+        return;
+    }
+    finish_applied(r, resp, &fb);
+}
+
+/*
+ * A replay whose stored answer cannot feed the finishing SQL, at a
+ * destination that is not idempotent: never called again; the row stays
+ * failed and a person finishes it.
+ */
+static void not_stored(run_t *r, long status, const ib_error_t *e)
+{
+    char detail[768];
+    snprintf(detail, sizeof detail,
+             "replayed: the finishing SQL needs more of the answer than the row stores: %s",
+             e->text);
+    db_effect_result_t res = {DB_ROW_FAILED, r->row.remote_id, status,
+                              ib_class_name(IB_CLASS_PERMANENT), detail};
+    if (finish(r, &res, NULL, 0) != DB_APPLIED) {
+        finish_failed(r);
+        return;
+    }
+    r->d->err = *e;
+    wk_decide_dead_letter(r->d, WK_DL_ANSWER_NOT_STORED,
+                          "the call succeeded earlier (HTTP %ld, remote id '%s') but the "
+                          "finishing SQL needs more of the answer than the inbox row stores (%s) "
+                          "and the destination is not idempotent: not called again; apply the "
+                          "route's SQL by hand and run inboxctl inbox resolve --message-id %s "
+                          "--as processed (or --as retry to call it again)",
+                          status, r->row.remote_id, e->text, r->row.message_id);
+}
+
+/*
+ * An operator's replay of a row recorded failed (DB_CLAIM_REPLAY: the row
+ * is ours again). Returns true when the message is decided, false to call.
+ * A row whose call was answered 2xx: the effect happened, so the finishing
+ * transaction runs with the answer the row stores (status and remote id,
+ * wk_route_stored_answer). When the finishing SQL needs more of the answer,
+ * an idempotent destination is called again (the same key: the same answer,
+ * no second effect) and any other is not (not_stored). Any other failed row
+ * (refused, HttpRejected, or failed before a call): the destination did not
+ * act, so the route, fixed meanwhile, calls again.
+ */
+static bool replay_failed(run_t *r)
+{
+    long status = r->row.remote_status;
+    fx_response_t stored;
+    wk_binding_t fb;
+    ib_error_t e;
+
+    IB_LOG(IB_LOG_INFO, "replay_failed_row", IB_MSG("a replay took a failed inbox row over"),
+           IB_S("message_id", r->msg->message_id), IB_S("inbox_message_id", r->row.message_id),
+           IB_I("remote_status", status), IB_B("call_succeeded", status >= 200 && status <= 299));
+    if (status < 200 || status > 299)
+        return false;
+    r->reached = true; /* given up, the row is kept (expired), never deleted */
+    ib_strlcpy(r->d->remote_id, r->row.remote_id, sizeof r->d->remote_id);
+    if (wk_route_stored_answer(r->route, status, r->row.remote_id, &stored, &e) != IB_E_OK) {
+        r->d->err = e;
+        give_up(r);
+        return true;
+    }
+    if (wk_route_finish_reads_headers(r->route)) {
+        ib_error_set(&e, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                     "the finishing SQL reads response headers, which the row does not store");
+    } else if (wk_route_bind_finish(r->route, r->msg, &stored, &fb, &e) == IB_E_OK) {
+        finish_applied(r, &stored, &fb);
+        fx_response_free(&stored);
+        return true;
+    } else {
+        wk_binding_free(&fb);
+    }
+    fx_response_free(&stored);
+    if (e.cls == IB_CLASS_TRANSIENT) { /* out of memory */
+        r->d->err = e;
+        give_up(r);
+        return true;
+    }
+    if (wk_http_idempotent(r->h))
+        return false;
+    not_stored(r, status, &e);
+    return true;
 }
 
 /* Any other 4xx (and 3xx): the destination refused; recorded failed. */
@@ -387,6 +477,27 @@ static bool claim(run_t *r, db_claim_outcome_t *out)
     }
 }
 
+/* The row is finished (processed, failed or uncertain): no call. */
+static void already_done(run_t *r)
+{
+    wk_decision_t *d = r->d;
+    if (r->row.status == DB_ROW_UNCERTAIN) {
+        /* Recorded uncertain, but the dead-letter was lost (a crash or a lost lock between
+         * the commit and the settlement): dead-letter again, never call again. */
+        ib_error_set(&d->err, IB_E_TIMEOUT, IB_CLASS_AMBIGUOUS,
+                     "the inbox row is uncertain from an earlier delivery");
+        wk_decide_dead_letter(d, WK_DL_UNCERTAIN,
+                              "recorded uncertain by an earlier delivery: resolve with "
+                              "inboxctl inbox resolve --message-id %s",
+                              r->row.message_id);
+        return;
+    }
+    /* Processed, or failed and not replayed (its dead letter already said why). */
+    ib_strlcpy(d->remote_id, r->row.remote_id, sizeof d->remote_id);
+    ib_error_clear(&d->err);
+    wk_decide(d, WK_OUT_DUPLICATE);
+}
+
 void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                        const wk_route_t *route, const db_claim_t *dbclaim,
                        const atomic_bool *lock_lost, wk_decision_t *d)
@@ -420,21 +531,12 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                               dbclaim->message_id);
         goto out;
     case DB_CLAIM_DONE:
-        if (r.row.status == DB_ROW_UNCERTAIN) {
-            /* Recorded uncertain, but the dead-letter was lost (a crash or a lost lock between
-             * the commit and the settlement): dead-letter again, never call again. */
-            ib_error_set(&d->err, IB_E_TIMEOUT, IB_CLASS_AMBIGUOUS,
-                         "the inbox row is uncertain from an earlier delivery");
-            wk_decide_dead_letter(d, WK_DL_UNCERTAIN,
-                                  "recorded uncertain by an earlier delivery: resolve with "
-                                  "inboxctl inbox resolve --message-id %s",
-                                  r.row.message_id);
-            goto out;
-        }
-        ib_strlcpy(d->remote_id, r.row.remote_id, sizeof d->remote_id);
-        ib_error_clear(&d->err);
-        wk_decide(d, WK_OUT_DUPLICATE);
+        already_done(&r);
         goto out;
+    case DB_CLAIM_REPLAY:
+        if (replay_failed(&r))
+            goto out;
+        break;
     case DB_CLAIM_BUSY: {
         /* Another worker is calling: its outcome is what a redelivery finds. */
         long long wait = wk_backoff_ms(p->cfg->retry.max_ms, p->cfg->retry.max_ms, 1, &r.seed);

@@ -76,6 +76,10 @@
       "a permanent database error (description: SQLSTATE, native code, driver message)")           \
     X(HTTP_REJECTED, "HttpRejected", DEAD_LETTERED, IB_CLASS_PERMANENT,                            \
       "an HTTP destination refused the call (4xx or 3xx); the row is `failed` with the status")    \
+    X(ANSWER_NOT_STORED, "AnswerNotStored", DEAD_LETTERED, IB_CLASS_PERMANENT,                     \
+      "a replay of a `failed` HTTP-route row whose call succeeded: the finishing SQL needs more "  \
+      "of the answer than the row stores (status, remote id) and the destination is not "          \
+      "`idempotent`, so it is not called again; the row stays `failed`: `inboxctl inbox resolve`") \
     X(UNCERTAIN, "OutcomeUncertain", UNCERTAIN, IB_CLASS_AMBIGUOUS,                                \
       "the effect may have happened and cannot be asked (an HTTP call, or a commit whose answer "   \
       "was lost); the row is `uncertain`: `inboxctl inbox resolve`")                               \

@@ -1225,6 +1225,15 @@ const wk_http_spec_t *wk_route_http(const wk_route_t *r)
     return r->http;
 }
 
+bool wk_route_finish_reads_headers(const wk_route_t *r)
+{
+    for (size_t i = 0; r->http && i < r->nstmts; i++)
+        for (size_t k = 0; k < r->stmts[i].nparams; k++)
+            if (r->stmts[i].params[k].kind == SRC_RESPONSE_HEADER)
+                return true;
+    return false;
+}
+
 wk_dl_reason_t wk_route_bind_reason(ib_err_t rc)
 {
     return rc == IB_E_INVALID_JSON    ? WK_DL_INVALID_JSON

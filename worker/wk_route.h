@@ -191,6 +191,18 @@ ib_err_t wk_route_bind_finish(const wk_route_t *r, const sb_msg_t *msg, const fx
                               wk_binding_t *out, ib_error_t *err);
 /* The remote id (http.remote_id) found in resp, "" when none. */
 void wk_route_remote_id(const wk_route_t *r, const fx_response_t *resp, char *buf, size_t size);
+/*
+ * The answer an HTTP route's inbox row keeps, as a response: status, and a
+ * JSON body holding remote_id (text) at http.remote_id's path when both are
+ * there; no headers. The finishing SQL binds response:status and the remote
+ * id's response:$.path from it as from the call's answer; any other
+ * response:$.path is missing. resp is freed with fx_response_free.
+ * IB_E_NOMEM (transient) when out of memory.
+ */
+ib_err_t wk_route_stored_answer(const wk_route_t *r, long status, const char *remote_id,
+                                fx_response_t *resp, ib_error_t *err);
+/* True when the route's finishing SQL reads response:header:NAME (a stored answer has none). */
+bool wk_route_finish_reads_headers(const wk_route_t *r);
 /* Replaces the route's secrets in text with "***" (in place). */
 void wk_route_scrub(const wk_route_t *r, char *text);
 /*

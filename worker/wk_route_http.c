@@ -448,6 +448,41 @@ void wk_route_remote_id(const wk_route_t *r, const fx_response_t *resp, char *bu
     json_decref(j);
 }
 
+/* {"a": {"b": remote_id}} for the path $.a.b; NULL when the path has an index. */
+static json_t *stored_body(const src_t *path, const char *remote_id)
+{
+    json_t *v = json_string(remote_id);
+    for (size_t i = path->nsteps; v && i-- > 0;) {
+        json_t *o = path->steps[i].name ? json_object() : NULL;
+        if (!o || json_object_set_new(o, path->steps[i].name, v) != 0) {
+            json_decref(o ? o : v);
+            return NULL;
+        }
+        v = o;
+    }
+    return v;
+}
+
+ib_err_t wk_route_stored_answer(const wk_route_t *r, long status, const char *remote_id,
+                                fx_response_t *resp, ib_error_t *err)
+{
+    const wk_http_spec_t *h = wk_route_http(r);
+    json_t *body = NULL;
+    memset(resp, 0, sizeof(*resp));
+    resp->cls = FX_APPLIED;
+    resp->status = status;
+    resp->retry_after_ms = -1;
+    resp->sent = true;
+    if (h && h->has_remote_id && remote_id && *remote_id)
+        body = stored_body(&h->remote_id, remote_id);
+    resp->body = body ? json_dumps(body, JSON_COMPACT) : strdup("");
+    json_decref(body);
+    if (!resp->body)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    resp->body_len = strlen(resp->body);
+    return IB_E_OK;
+}
+
 void wk_route_scrub(const wk_route_t *r, char *text)
 {
     const wk_http_spec_t *h = wk_route_http(r);
