@@ -6,7 +6,10 @@
  * The rule that matters: a call that may have acted is never made again
  * unless the destination honours the key (idempotent) or a reconcile query
  * said it did not act. Otherwise the row is recorded `uncertain` and the
- * message dead-lettered OutcomeUncertain for a person to resolve.
+ * message dead-lettered OutcomeUncertain for a person to resolve. An
+ * operator's replay of a failed row whose call succeeded finishes it with
+ * the answer the row stores, never a second call unless the destination is
+ * idempotent (replay_failed).
  *
  * thread: a db worker. Each worker thread has its own HTTP client (kept in
  * thread-specific data, freed when the thread ends) so connections are

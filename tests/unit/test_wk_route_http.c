@@ -226,6 +226,41 @@ static void test_bind_request_and_finish(void)
     wk_routes_free(&rs);
 }
 
+/*
+ * The answer a row stores (status, remote id) as a response for a replay's
+ * finishing SQL: the remote id back at http.remote_id's path, the status;
+ * nothing else (a header source is reported, an empty id gives no body).
+ */
+static void test_stored_answer(void)
+{
+    wk_routes_t rs;
+    int n;
+    sb_msg_t m;
+    ib_error_t err;
+    fx_response_t resp;
+    char rid[64];
+    setenv("TEST_PAY_TOKEN", "Bearer s3cr3t-token-value", 1);
+    free(compile(GOOD, &n, &rs));
+    ASSERT_EQ(n, 0);
+    make_msg(&m, "{\"orderId\":\"o 1\",\"amount\":5}");
+    ASSERT_EQ(wk_route_stored_answer(first(&rs), 201, "ch_9", &resp, &err), IB_E_OK);
+    ASSERT_EQ(resp.status, 201);
+    ASSERT_STREQ(resp.body, "{\"id\":\"ch_9\"}");
+    ASSERT_EQ(resp.headers_len, 0);
+    wk_route_remote_id(first(&rs), &resp, rid, sizeof rid);
+    ASSERT_STREQ(rid, "ch_9");
+    /* GOOD's finishing SQL reads response:header:X-Via, which no row stores. */
+    ASSERT_TRUE(wk_route_finish_reads_headers(first(&rs)));
+    fx_response_free(&resp);
+    ASSERT_EQ(wk_route_stored_answer(first(&rs), 200, "", &resp, &err), IB_E_OK);
+    ASSERT_EQ(resp.body_len, 0);
+    wk_binding_t fb;
+    ASSERT_EQ(wk_route_bind_finish(first(&rs), &m, &resp, &fb, &err), IB_E_INVALID_JSON);
+    wk_binding_free(&fb);
+    fx_response_free(&resp);
+    wk_routes_free(&rs);
+}
+
 /* A body taken from a JSON path is that value serialised; a line break in a header is refused. */
 static void test_body_path_and_header_injection(void)
 {
@@ -260,5 +295,6 @@ int main(void)
     RUN(test_problems_name_the_key);
     RUN(test_bind_request_and_finish);
     RUN(test_body_path_and_header_injection);
+    RUN(test_stored_answer);
     return ib_test_done();
 }
