@@ -19,6 +19,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "ib_backoff.h"
+#include "ib_enc.h"
 #include "ib_log.h"
 
 #define MAX_RESPONSE (64 * 1024)
@@ -106,20 +108,20 @@ static char *read_assertion(const char *path, ib_error_t *err)
 }
 
 /* Appends "&name=escaped(value)" (no '&' first) to a malloc'd form. */
-static bool form_add(CURL *c, char **form, const char *name, const char *value)
+static bool form_add(char **form, const char *name, const char *value)
 {
-    char *esc = curl_easy_escape(c, value, 0);
+    char *esc = ib_enc_pct_dup(value);
     if (!esc)
         return false;
     size_t old = *form ? strlen(*form) : 0;
     size_t need = old + strlen(name) + strlen(esc) + 3;
     char *p = realloc(*form, need);
     if (!p) {
-        curl_free(esc);
+        free(esc);
         return false;
     }
     snprintf(p + old, need - old, "%s%s=%s", old ? "&" : "", name, esc);
-    curl_free(esc);
+    free(esc);
     *form = p;
     return true;
 }
@@ -165,12 +167,11 @@ static char *fetch_token(sb_aad_t *aad, long long *expires_at_ms, ib_error_t *er
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "curl_easy_init failed");
         goto out;
     }
-    if (!form_add(c, &form, "grant_type", "client_credentials") ||
-        !form_add(c, &form, "client_id", aad->client_id) ||
-        !form_add(c, &form, "scope", aad->scope) ||
-        !form_add(c, &form, "client_assertion_type",
+    if (!form_add(&form, "grant_type", "client_credentials") ||
+        !form_add(&form, "client_id", aad->client_id) || !form_add(&form, "scope", aad->scope) ||
+        !form_add(&form, "client_assertion_type",
                   "urn:ietf:params:oauth:client-assertion-type:jwt-bearer") ||
-        !form_add(c, &form, "client_assertion", assertion)) {
+        !form_add(&form, "client_assertion", assertion)) {
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         goto out;
     }
@@ -228,31 +229,12 @@ out:
 
 /* ---- the refresh thread ---- */
 
-static long long jitter(long long ms)
-{
-    /* 80%..100% of ms; rand_r keeps the thread's state to itself. */
-    static __thread unsigned seed;
-    if (!seed)
-        seed = (unsigned)ib_mono_ms() ^ (unsigned)(uintptr_t)&seed;
-    return ms - (ms / 5) * (rand_r(&seed) % 1000) / 1000;
-}
-
-static void abs_deadline(struct timespec *ts, long long wait_ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += wait_ms / 1000;
-    ts->tv_nsec += (wait_ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 /* thread: refresh (sb_aad's own). */
 static void *refresh_main(void *arg)
 {
     sb_aad_t *aad = arg;
-    long long backoff = aad->retry_min_ms;
+    int failures = 0;   /* in a row: the backoff step */
+    ib_rand_t seed = 0; /* the backoff's state, seeded on first use */
     pthread_mutex_lock(&aad->lock);
     while (!aad->stop) {
         pthread_mutex_unlock(&aad->lock);
@@ -269,7 +251,7 @@ static void *refresh_main(void *arg)
             aad->expires_at_ms = expires_at;
             aad->failed = false;
             aad->fetches++;
-            backoff = aad->retry_min_ms;
+            failures = 0;
             long long now = ib_now_ms();
             wait_ms = sb_token_refresh_at(now, expires_at) - now;
             if (wait_ms < 1000)
@@ -281,17 +263,18 @@ static void *refresh_main(void *arg)
         } else {
             aad->failed = true;
             aad->last_err = err;
-            wait_ms = jitter(backoff);
-            backoff = backoff * 2 > aad->retry_max_ms ? aad->retry_max_ms : backoff * 2;
+            /* Never sooner than retry_min_ms: a refused client must not hammer the endpoint. */
+            wait_ms = ib_backoff_ms(aad->retry_min_ms, aad->retry_max_ms, ++failures, &seed);
+            if (wait_ms < aad->retry_min_ms)
+                wait_ms = aad->retry_min_ms;
             IB_LOG(IB_LOG_ERROR, "aad_token", IB_MSG("could not get an access token"),
                    IB_S("client_id", aad->client_id), IB_S("aad_error", err.condition),
                    IB_S("error", err.text), IB_I("retry_in_ms", wait_ms));
         }
         pthread_cond_broadcast(&aad->cond);
-        struct timespec ts;
-        abs_deadline(&ts, wait_ms);
+        long long until = ib_mono_ms() + wait_ms;
         while (!aad->stop && !aad->want_now)
-            if (pthread_cond_timedwait(&aad->cond, &aad->lock, &ts) == ETIMEDOUT)
+            if (ib_cond_wait_until(&aad->cond, &aad->lock, until) == ETIMEDOUT)
                 break;
     }
     pthread_mutex_unlock(&aad->lock);
@@ -322,11 +305,7 @@ sb_aad_t *sb_aad_new(const sb_aad_opts_t *opts, ib_error_t *err)
     if (aad->retry_max_ms < aad->retry_min_ms)
         aad->retry_max_ms = aad->retry_min_ms;
     pthread_mutex_init(&aad->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&aad->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    ib_cond_init(&aad->cond);
 
     const char *missing = !aad->client_id    ? "AZURE_CLIENT_ID"
                           : !aad->tenant_id  ? "AZURE_TENANT_ID"
@@ -407,8 +386,7 @@ void sb_aad_free(sb_aad_t *aad)
 
 ib_err_t sb_aad_wait(sb_aad_t *aad, long timeout_ms, ib_error_t *err)
 {
-    struct timespec ts;
-    abs_deadline(&ts, timeout_ms);
+    long long until = ib_mono_ms() + timeout_ms;
     ib_err_t rc = IB_E_TIMEOUT;
     pthread_mutex_lock(&aad->lock);
     for (;;) {
@@ -422,7 +400,7 @@ ib_err_t sb_aad_wait(sb_aad_t *aad, long timeout_ms, ib_error_t *err)
             rc = IB_E_AUTH;
             break;
         }
-        if (pthread_cond_timedwait(&aad->cond, &aad->lock, &ts) == ETIMEDOUT) {
+        if (ib_cond_wait_until(&aad->cond, &aad->lock, until) == ETIMEDOUT) {
             ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
                          "no answer from the token endpoint within %ld ms", timeout_ms);
             break;

@@ -34,17 +34,6 @@ static void c_on_up(void *owner)
             sb_rcv_start(r);
 }
 
-static long long backoff_ms(sb_client_t *c)
-{
-    unsigned long long d = c->reconnect_min_ms;
-    for (unsigned k = 0; k < c->attempt && d < c->reconnect_max_ms; k++)
-        d *= 2;
-    if (d > c->reconnect_max_ms)
-        d = c->reconnect_max_ms;
-    /* Jitter: between half and all of the step. */
-    return (long long)(d / 2 + (unsigned long long)rand() % (d / 2 + 1));
-}
-
 static void c_on_down(void *owner, const ib_error_t *why)
 {
     sb_client_t *c = owner;
@@ -58,7 +47,8 @@ static void c_on_down(void *owner, const ib_error_t *why)
         return;
     }
     {
-        long long delay = backoff_ms(c);
+        long long delay = ib_backoff_ms(c->reconnect_min_ms, c->reconnect_max_ms,
+                                        (int)c->attempt + 1, &c->seed);
         c->reconnect_at = ib_mono_ms() + delay;
         c->attempt++;
         IB_LOG(IB_LOG_WARN, "reconnect", IB_MSG("connection lost, reconnecting"),
@@ -280,7 +270,7 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     }
     hooks.owner = c;
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->sent_cv, NULL);
+    ib_cond_init(&c->sent_cv);
     c->cb = *cb;
     c->send_only = opt->send_only;
     if (sb_core_init(&c->core, opt->connection_string, opt->ca_file, opt->token_get, opt->token_ctx,
@@ -341,7 +331,6 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
             return NULL;
         }
     }
-    srand((unsigned)ib_mono_ms() ^ (unsigned)(uintptr_t)c);
     return c;
 }
 

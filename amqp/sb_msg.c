@@ -15,6 +15,7 @@
 
 #include <proton/codec.h>
 
+#include "ib_enc.h"
 #include "ib_log.h"
 #include "ib_utf8.h"
 
@@ -80,17 +81,12 @@ static char *dup_str(decoder_t *dc, const char *s)
 
 static char *hex_of(decoder_t *dc, const char *p, size_t n)
 {
-    static const char hx[] = "0123456789abcdef";
     char *s = malloc(n * 2 + 1);
     if (!s) {
         dc->nomem = true;
         return NULL;
     }
-    for (size_t k = 0; k < n; k++) {
-        s[2 * k] = hx[(unsigned char)p[k] >> 4];
-        s[2 * k + 1] = hx[(unsigned char)p[k] & 15];
-    }
-    s[2 * n] = '\0';
+    ib_enc_hex(s, p, n);
     return s;
 }
 

@@ -480,7 +480,7 @@ void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)
              * which a broker that ignores com.microsoft:timeout does.
              */
             if (waited < 1000)
-                r->retry_at = ib_mono_ms() + 100 + rand() % 200;
+                r->retry_at = ib_mono_ms() + ib_rand_range(&c->seed, 100, 299);
             if (timeout)
                 sb_session_none(c);
         }

@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "ib_enc.h"
 #include "ib_log.h"
 
 #define SAS_LIFETIME_S 3600
@@ -22,27 +23,6 @@ void sb_token_clear(sb_token_t *tok)
     memset(tok, 0, sizeof(*tok));
 }
 
-char *sb_uri_encode(const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(s);
-    char *out = malloc(n * 3 + 1), *o = out;
-    if (!out)
-        return NULL;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-            strchr("-_.!~*'()", *p)) {
-            *o++ = (char)*p;
-        } else {
-            *o++ = '%';
-            *o++ = hex[*p >> 4];
-            *o++ = hex[*p & 15];
-        }
-    }
-    *o = '\0';
-    return out;
-}
-
 char *sb_sas_token(const char *audience, const char *key_name, const char *key, long long expiry_s)
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
@@ -51,8 +31,8 @@ char *sb_sas_token(const char *audience, const char *key_name, const char *key, 
     char *sr = NULL, *sig = NULL, *skn = NULL, *to_sign = NULL, *out = NULL;
     size_t n;
 
-    sr = sb_uri_encode(audience);
-    skn = sb_uri_encode(key_name);
+    sr = ib_enc_pct_dup(audience);
+    skn = ib_enc_pct_dup(key_name);
     if (!sr || !skn)
         goto done;
     n = strlen(sr) + 32;
@@ -64,7 +44,7 @@ char *sb_sas_token(const char *audience, const char *key_name, const char *key, 
               mac, &mac_len))
         goto done;
     EVP_EncodeBlock((unsigned char *)b64, mac, (int)mac_len);
-    sig = sb_uri_encode(b64);
+    sig = ib_enc_pct_dup(b64);
     if (!sig)
         goto done;
     n = strlen(sr) + strlen(sig) + strlen(skn) + 80;

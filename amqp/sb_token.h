@@ -45,12 +45,6 @@ void sb_token_clear(sb_token_t *tok);
 char *sb_sas_token(const char *audience, const char *key_name, const char *key, long long expiry_s);
 
 /*
- * Percent-encodes s like JavaScript's encodeURIComponent (A-Z a-z 0-9
- * -_.!~*'() kept). Returns a malloc'd string or NULL. thread: any.
- */
-char *sb_uri_encode(const char *s);
-
-/*
  * The default provider over a parsed connection string (ctx is a
  * const sb_connstr_t * that must outlive the client). With a key it signs a
  * token valid for one hour; with a SharedAccessSignature it returns a copy of

@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include "db_conn_int.h"
+#include "ib_backoff.h"
+#include "ib_enc.h"
 #include "ib_log.h"
 
 #define DETAIL_MAX 2000
@@ -283,6 +285,7 @@ ib_err_t db_effect_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
 {
     char buf[NEW_COLUMNS * 160];
     const char *stmts[NEW_COLUMNS], *first;
+    ib_rand_t seed = 0; /* the backoff's state, seeded on first use */
     ib_error_clear(err);
     if (dbc->in_txn)
         db_rollback_quiet(dbc);
@@ -309,8 +312,7 @@ ib_err_t db_effect_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
             ib_error_prefix(err, "db.migrate: inbox columns of '%s'", dbc->table);
             return err->code;
         }
-        struct timespec ts = {0, 50L * 1000000L * attempt};
-        nanosleep(&ts, NULL);
+        ib_sleep_ms(ib_backoff_ms(50, 800, attempt, &seed), NULL);
     }
 }
 
@@ -318,7 +320,6 @@ ib_err_t db_effect_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
 
 static void new_token(char out[33])
 {
-    static const char digits[] = "0123456789abcdef";
     unsigned char r[16];
     if (RAND_bytes(r, sizeof r) != 1) {
         /* Only an exhausted entropy source gets here; uniqueness still comes
@@ -327,11 +328,7 @@ static void new_token(char out[33])
         memcpy(r, &v, sizeof v);
         memcpy(r + 8, &v, sizeof v);
     }
-    for (int i = 0; i < 16; i++) {
-        out[2 * i] = digits[r[i] >> 4];
-        out[2 * i + 1] = digits[r[i] & 0xf];
-    }
-    out[32] = '\0';
+    ib_enc_hex(out, r, sizeof r);
 }
 
 /* Column col as UTF-8 ("" for NULL or what does not fit): db_get_text_buf. */

@@ -11,6 +11,7 @@
 
 #include <openssl/evp.h>
 
+#include "ib_enc.h"
 #include "ib_log.h"
 
 #define CONSUMER_MAX 200
@@ -60,7 +61,6 @@ static void sha256_fetch(void)
 
 void db_sha256_hex(const void *data, size_t len, char hex[65])
 {
-    static const char digits[] = "0123456789abcdef";
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
 
@@ -73,11 +73,7 @@ void db_sha256_hex(const void *data, size_t len, char hex[65])
         hex[64] = '\0';
         return;
     }
-    for (unsigned int i = 0; i < 32; i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 0xf];
-    }
-    hex[64] = '\0';
+    ib_enc_hex(hex, md, 32);
 }
 
 static bool is_hex64(const char *s)

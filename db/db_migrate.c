@@ -8,17 +8,12 @@
 #include <time.h>
 
 #include "db_effect.h"
+#include "ib_backoff.h"
 #include "ib_log.h"
 
 #define MIGRATE_ATTEMPTS 8
 #define SWEEP_BATCH_DEFAULT 1000
 #define SWEEP_BATCH_MAX 10000
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* Checks that the table has every inbox column and a unique key on the inbox key. */
 static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
@@ -130,6 +125,7 @@ static ib_err_t create_once(db_conn_t *dbc, ib_error_t *err)
 ib_err_t db_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
 {
     ib_error_t local;
+    ib_rand_t seed = 0; /* the retry backoff's state, seeded on first use */
 
     if (!err)
         err = &local;
@@ -156,7 +152,7 @@ ib_err_t db_migrate(db_conn_t *dbc, bool create, ib_error_t *err)
             IB_LOG(IB_LOG_WARN, "db_migrate", IB_MSG("migration attempt failed; retrying"),
                    IB_S("table", dbc->table), IB_S("sqlstate", err->sqlstate),
                    IB_I("native_error", err->native), IB_I("attempt", attempt));
-            sleep_ms(50L * attempt);
+            ib_sleep_ms(ib_backoff_ms(50, 800, attempt, &seed), NULL);
             if (db_conn_ensure(dbc, err) != IB_E_OK)
                 continue;
         }

@@ -31,6 +31,7 @@
 
 #include <jansson.h>
 
+#include "ib_enc.h"
 #include "ib_log.h"
 #include "ib_utf8.h"
 #include "inboxctl_outbox.h"
@@ -397,7 +398,6 @@ static json_t *prop_json(const sb_prop_t *p)
 /* The body as text when it is UTF-8, else as body_hex. */
 static void body_json(json_t *j, const sb_msg_t *m)
 {
-    static const char hx[] = "0123456789abcdef";
     char *hex;
     if (ib_utf8_valid((const char *)m->body, m->body_len) && !memchr(m->body, '\0', m->body_len)) {
         json_object_set_new(j, "body", json_stringn((const char *)m->body, m->body_len));
@@ -406,10 +406,7 @@ static void body_json(json_t *j, const sb_msg_t *m)
     hex = malloc(m->body_len * 2 + 1);
     if (!hex)
         return;
-    for (size_t k = 0; k < m->body_len; k++) {
-        hex[2 * k] = hx[m->body[k] >> 4];
-        hex[2 * k + 1] = hx[m->body[k] & 15];
-    }
+    ib_enc_hex(hex, m->body, m->body_len);
     json_object_set_new(j, "body", json_null());
     json_object_set_new(j, "body_hex", json_stringn(hex, m->body_len * 2));
     free(hex);

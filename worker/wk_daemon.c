@@ -23,6 +23,7 @@
 
 #include "db_effect.h"
 #include "db_inbox.h"
+#include "ib_backoff.h"
 #include "ib_log.h"
 #include "sb_aad.h"
 #include "sb_client.h"
@@ -53,6 +54,7 @@ typedef struct worker {
     daemon_t *dm;
     pthread_t tid;
     int id;
+    ib_rand_t seed; /* the reconnect backoff's state */
 } worker_t;
 
 struct daemon {
@@ -386,16 +388,9 @@ static size_t pop_jobs(daemon_t *dm, job_t **batch, size_t max)
     while (!dm->qhead && !dm->stop_workers)
         pthread_cond_wait(&dm->cv, &dm->mu);
     if (linger > 0 && max > 1 && dm->qhead && dm->queued < max) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += (time_t)(linger / 1000);
-        until.tv_nsec += (long)(linger % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        long long until = ib_mono_ms() + linger;
         while (dm->qhead && dm->queued < max && !dm->stop_workers &&
-               pthread_cond_timedwait(&dm->cv, &dm->mu, &until) == 0)
+               ib_cond_wait_until(&dm->cv, &dm->mu, until) == 0)
             ;
     }
     n = take_jobs(dm, batch, batch_share(dm, max));
@@ -433,7 +428,7 @@ static db_conn_t *connect_for(worker_t *w, db_conn_t *dbc, job_t *const *batch, 
             if ((*fails)++ % 10 == 0)
                 IB_LOG(IB_LOG_ERROR, "db_connect", IB_MSG(err.text), IB_S("sqlstate", err.sqlstate),
                        IB_I("worker", w->id));
-            usleep(200000 + (useconds_t)(rand() % 800000));
+            ib_sleep_ms(ib_backoff_ms(200, 1000, *fails, &w->seed), NULL);
         }
     }
     if (dbc)
@@ -981,7 +976,7 @@ static daemon_t *daemon_new(const wk_config_t *cfg)
     }
     dm->cfg = cfg;
     pthread_mutex_init(&dm->mu, NULL);
-    pthread_cond_init(&dm->cv, NULL);
+    ib_cond_init(&dm->cv);
     dm->pipe = (wk_pipeline_t){.cfg = cfg,
                                .routes = &dm->routes,
                                .stopping = &dm->stopping,

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "ib_backoff.h"
 #include "ib_err.h"
 #include "sb_msg.h"
 #include "wk_breaker.h"
@@ -94,12 +95,6 @@ void wk_decide_describe_db(const ib_error_t *e, char *buf, size_t size);
  * thread: a db worker.
  */
 bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
-                            unsigned *seed, wk_decision_t *d, long long min_wait_ms);
-
-/*
- * Backoff before retry attempt n (1-based): uniform in [0, min(max, base *
- * 2^(n-1))]. Defined in wk_pipeline.c.
- */
-long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed);
+                            ib_rand_t *seed, wk_decision_t *d, long long min_wait_ms);
 
 #endif

@@ -74,7 +74,7 @@ typedef struct run {
     db_claim_row_t row;
     wk_http_call_t call;
     bool reached; /* a call of this claim (or an earlier owner's) may have acted */
-    unsigned seed;
+    ib_rand_t seed; /* the backoff's state, seeded on first use */
 } run_t;
 
 static void set_abandon(wk_decision_t *d)
@@ -512,8 +512,7 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                .h = wk_route_http(route),
                .claim = dbclaim,
                .lock_lost = lock_lost,
-               .d = d,
-               .seed = (unsigned)(ib_mono_ms() ^ (long long)(size_t)msg)};
+               .d = d};
     db_claim_outcome_t o;
     fx_client_t *fx = thread_client();
     long long t0 = ib_mono_ms();
@@ -542,9 +541,7 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
         break;
     case DB_CLAIM_BUSY: {
         /* Another worker is calling: its outcome is what a redelivery finds. */
-        long long wait = wk_backoff_ms(p->cfg->retry.max_ms, p->cfg->retry.max_ms, 1, &r.seed);
-        struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
+        ib_sleep_ms(ib_backoff_ms(p->cfg->retry.max_ms, p->cfg->retry.max_ms, 1, &r.seed), NULL);
         ib_error_set(&d->err, IB_E_AGAIN, IB_CLASS_TRANSIENT,
                      "another worker holds the claim of this message");
         set_abandon(d);

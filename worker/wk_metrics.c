@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_enc.h"
 #include "ib_log.h"
 
 #ifndef INBOXD_VERSION
@@ -368,14 +369,8 @@ void wk_metrics_read(wk_metrics_t *m, wk_metrics_view_t *v)
 /* Appends "name":n to buf at *off when it fits whole; reason names are JSON-escaped. */
 static void reason_json(char *buf, size_t size, size_t *off, const char *name, unsigned long long n)
 {
-    char esc[2 * WK_METRICS_REASON_MAX + 1];
-    size_t k = 0;
-    for (const char *p = name; *p && k + 2 < sizeof(esc); p++) {
-        if (*p == '"' || *p == '\\')
-            esc[k++] = '\\';
-        esc[k++] = *p;
-    }
-    esc[k] = '\0';
+    char esc[6 * WK_METRICS_REASON_MAX + 1]; /* the longest escape, \u00XX, is 6 bytes */
+    ib_enc_json(esc, sizeof esc, name, strlen(name), NULL);
     int w = snprintf(buf + *off, size - *off, "%s\"%s\":%llu", *off > 1 ? "," : "", esc, n);
     if (w > 0 && (size_t)w < size - *off - 1)
         *off += (size_t)w;

@@ -11,29 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "ib_backoff.h"
 #include "ib_log.h"
 #include "wk_decide.h"
 #include "wk_effect.h"
 #include "wk_relay.h"
-
-long long wk_backoff_ms(long long base_ms, long long max_ms, int n, unsigned *seed)
-{
-    long long cap = base_ms;
-    for (int i = 1; i < n && cap < max_ms; i++)
-        cap *= 2;
-    if (cap > max_ms)
-        cap = max_ms;
-    return cap > 0 ? (long long)(rand_r(seed) % (unsigned long long)(cap + 1)) : 0;
-}
-
-static void sleep_ms(long long ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
 
 /* A permanent failure: recorded and completed when the route says so. */
 static void permanent(wk_pipeline_t *p, db_conn_t *dbc, const wk_route_t *route,
@@ -222,7 +205,7 @@ static size_t await_breaker(wk_pipeline_t *p, item_t **todo, size_t n)
         }
         n = kept;
         if (n)
-            sleep_ms(wait < 200 ? (wait > 0 ? wait : 1) : 200);
+            ib_sleep_ms(wait < 200 ? (wait > 0 ? wait : 1) : 200, NULL);
     }
     return n;
 }
@@ -406,11 +389,11 @@ static bool may_retry(wk_pipeline_t *p, item_t *it, long long wait)
 
 /* thread: a db worker (see wk_decide.h). */
 bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
-                            unsigned *seed, wk_decision_t *d, long long min_wait_ms)
+                            ib_rand_t *seed, wk_decision_t *d, long long min_wait_ms)
 {
     const wk_config_t *cfg = p->cfg;
     item_t it = {.msg = msg, .lock_lost = lock_lost, .d = d};
-    long long wait = wk_backoff_ms(cfg->retry.base_ms, cfg->retry.max_ms, d->attempts, seed);
+    long long wait = ib_backoff_ms(cfg->retry.base_ms, cfg->retry.max_ms, d->attempts, seed);
 
     if (wait < min_wait_ms)
         wait = min_wait_ms; /* the destination's Retry-After */
@@ -421,7 +404,7 @@ bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_
     }
     if (!may_retry(p, &it, wait))
         return false;
-    sleep_ms(wait);
+    ib_sleep_ms(wait, NULL);
     return true;
 }
 
@@ -476,7 +459,7 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
     item_t one, *items = n == 1 ? &one : calloc(n, sizeof(*items));
     item_t *todo_one, **todo = n == 1 ? &todo_one : calloc(n, sizeof(*todo));
     db_batch_item_t bi_one, *bi = n == 1 ? &bi_one : calloc(n, sizeof(*bi));
-    unsigned seed = (unsigned)(ib_mono_ms() ^ (long long)(size_t)m);
+    ib_rand_t seed = 0; /* seeded on first use */
     size_t k = 0;
 
     if (!items || !todo || !bi) {
@@ -503,7 +486,7 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
     }
     for (int round = 1; k > 0; round++) {
         size_t again = apply_round(p, dbc, todo, k, bi), kept = 0;
-        long long wait = wk_backoff_ms(p->cfg->retry.base_ms, p->cfg->retry.max_ms, round, &seed);
+        long long wait = ib_backoff_ms(p->cfg->retry.base_ms, p->cfg->retry.max_ms, round, &seed);
         bool paced = false; /* the open circuit paces the next attempt itself */
         for (size_t i = 0; i < again; i++) {
             bool setup = todo[i]->d->err.code == IB_E_DB_SETUP && breaker_on(p);
@@ -513,7 +496,7 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
             }
         }
         if (kept && !paced)
-            sleep_ms(wait);
+            ib_sleep_ms(wait, NULL);
         k = kept;
     }
     for (size_t i = 0; i < n; i++) {

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "db_outbox.h"
+#include "ib_backoff.h"
 #include "ib_log.h"
 #include "sb_condition.h"
 #include "sb_msg.h"
@@ -42,7 +43,7 @@ struct wk_relay {
     /* relay thread only */
     db_conn_t *dbc;
     int failures; /* consecutive transient failures: the backoff step */
-    unsigned seed;
+    ib_rand_t seed; /* the backoff's state, seeded on first use */
     long long next_stats_ms, next_cleanup_ms;
 };
 
@@ -125,17 +126,10 @@ void wk_relay_props_free(sb_prop_t *props, void *holder)
 /* Sleeps up to ms, returning early on stop (and on a wake when wakeable). */
 static void nap(wk_relay_t *r, long long ms, bool wakeable)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    long long until = ib_mono_ms() + ms;
     pthread_mutex_lock(&r->mu);
     while (!r->stop && !(wakeable && r->woken))
-        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT)
+        if (ib_cond_wait_until(&r->cv, &r->mu, until) == ETIMEDOUT)
             break;
     r->woken = false;
     pthread_mutex_unlock(&r->mu);
@@ -384,7 +378,7 @@ static void *relay_main(void *arg)
         int got = round_once(r);
         refresh_stats(r, false);
         if (got < 0) {
-            long long wait = wk_backoff_ms(BACKOFF_BASE_MS, r->opt.backoff_max_ms, ++r->failures,
+            long long wait = ib_backoff_ms(BACKOFF_BASE_MS, r->opt.backoff_max_ms, ++r->failures,
                                            &r->seed);
             nap(r, wait < BACKOFF_BASE_MS ? BACKOFF_BASE_MS : wait, false);
             continue;
@@ -419,10 +413,9 @@ wk_relay_t *wk_relay_start(const wk_relay_options_t *opt, ib_error_t *err)
         return NULL;
     }
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    ib_cond_init(&r->cv);
     r->opt = *opt;
     r->table = strdup(opt->table ? opt->table : DB_OUTBOX_DEFAULT_TABLE);
-    r->seed = (unsigned)ib_mono_ms();
     if (r->opt.batch <= 0)
         r->opt.batch = 100;
     if (r->opt.poll_ms <= 0)

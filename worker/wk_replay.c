@@ -243,12 +243,6 @@ static void on_state(int up, const ib_error_t *why, void *ctx)
 
 /* ---- the run ----------------------------------------------------------------- */
 
-static void sleep_ms(long long ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL); /* a signal cuts it short; callers loop */
-}
-
 static bool interrupted(const replay_t *r)
 {
     return r->o->interrupted && *r->o->interrupted;
@@ -257,17 +251,10 @@ static bool interrupted(const replay_t *r)
 /* Waits up to ms for a delivered message; NULL on timeout. */
 static sb_msg_t *next_delivered(replay_t *r, long long ms)
 {
-    struct timespec until;
+    long long until = ib_mono_ms() + ms;
     sb_msg_t *msg = NULL;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)(ms / 1000);
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&r->mu);
-    while (r->rlen == 0 && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0)
+    while (r->rlen == 0 && ib_cond_wait_until(&r->cv, &r->mu, until) == 0)
         ;
     if (r->rlen) {
         msg = r->ring[r->rhead];
@@ -337,7 +324,7 @@ static bool complete_dlq_copy(replay_t *r, sb_msg_t *msg, ib_error_t *res)
     pthread_mutex_lock(&r->mu);
     while (!r->settled && ib_mono_ms() < until) {
         pthread_mutex_unlock(&r->mu);
-        sleep_ms(10);
+        ib_sleep_ms(10, NULL);
         pthread_mutex_lock(&r->mu);
     }
     ok = r->settled && r->settle_res.code == IB_E_OK;
@@ -445,7 +432,7 @@ static int canary_check(replay_t *r)
 
     while ((left = count_canaries(r, r->watch, false)) > 0 && ib_mono_ms() < until &&
            !interrupted(r))
-        sleep_ms(500);
+        ib_sleep_ms(500, r->o->interrupted);
     snprintf(dlq, sizeof(dlq), "%s/$DeadLetterQueue", r->watch);
     if (left == 0)
         back = count_canaries(r, dlq, true);
@@ -525,7 +512,7 @@ static const char *replay_loop(replay_t *r, int *status)
         if (r->o->rate > 0) {
             long long due = start + (long long)((double)r->replayed * 1000.0 / r->o->rate);
             while (ib_mono_ms() < due && !interrupted(r))
-                sleep_ms(due - ib_mono_ms());
+                ib_sleep_ms(due - ib_mono_ms(), r->o->interrupted);
         }
         if (!replay_one(r, msg, c)) {
             *status = WK_REPLAY_FAILED;
@@ -624,7 +611,7 @@ int wk_replay_run(const wk_replay_opts_t *o)
                   : r.to;
     snprintf(r.dlq, sizeof(r.dlq), "%s/$DeadLetterQueue", o->entity);
     pthread_mutex_init(&r.mu, NULL);
-    pthread_cond_init(&r.cv, NULL);
+    ib_cond_init(&r.cv);
     if (o->canary > 0)
         r.canary_ids = calloc((size_t)o->canary, sizeof(char *));
 

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "fx_client.h"
+#include "ib_enc.h"
 #include "wk_json.h"
 #include "db_outbox.h"
 #include "wk_emit.h"
@@ -1025,20 +1026,14 @@ static ib_err_t part_text(const part_t *pt, const sb_msg_t *msg, wk_binding_t *b
 /* Appends t (tl bytes) percent-encoded when encode; false when over max. */
 static bool append(char *buf, size_t *len, size_t max, const char *t, size_t tl, bool encode)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < tl; i++) {
-        unsigned char c = (unsigned char)t[i];
-        bool plain = !encode || isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
-        if (*len + (plain ? 1 : 3) > max)
-            return false;
-        if (plain) {
-            buf[(*len)++] = (char)c;
-        } else {
-            buf[(*len)++] = '%';
-            buf[(*len)++] = hex[c >> 4];
-            buf[(*len)++] = hex[c & 15];
-        }
-    }
+    size_t w = encode ? ib_enc_pct(NULL, 0, t, tl) : tl;
+    if (*len + w > max)
+        return false;
+    if (encode)
+        ib_enc_pct(buf + *len, w + 1, t, tl);
+    else
+        memcpy(buf + *len, t, tl);
+    *len += w;
     return true;
 }
 

@@ -28,11 +28,9 @@ struct wk_sweeper {
 /* Waits wait_ms or until stopped; returns true when stopped. thread: sweeper. */
 static bool wait_or_stop(wk_sweeper_t *sw, long long wait_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(wait_ms / 1000);
+    long long until = ib_mono_ms() + wait_ms;
     pthread_mutex_lock(&sw->mu);
-    while (!sw->stop && pthread_cond_timedwait(&sw->cv, &sw->mu, &ts) != ETIMEDOUT)
+    while (!sw->stop && ib_cond_wait_until(&sw->cv, &sw->mu, until) != ETIMEDOUT)
         ;
     bool stop = sw->stop;
     pthread_mutex_unlock(&sw->mu);
@@ -69,7 +67,7 @@ wk_sweeper_t *wk_sweeper_start(const db_options_t *opt, long days)
     sw->opt = *opt;
     sw->days = days;
     pthread_mutex_init(&sw->mu, NULL);
-    pthread_cond_init(&sw->cv, NULL);
+    ib_cond_init(&sw->cv);
     if (pthread_create(&sw->tid, NULL, sweeper_main, sw) != 0) {
         pthread_mutex_destroy(&sw->mu);
         pthread_cond_destroy(&sw->cv);

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 
+#include "ib_backoff.h"
 #include "sb_client.h"
 #include "sb_core.h"
 #include "sb_outlink.h"
@@ -138,6 +139,7 @@ struct sb_client {
     long long stop_deadline;
     long long reconnect_at;
     unsigned attempt;
+    ib_rand_t seed; /* reconnect and re-attach jitter (proactor thread) */
 };
 
 /* sb_client.c */

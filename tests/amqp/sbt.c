@@ -273,7 +273,7 @@ void sbt_rx_init(sbt_rx_t *rx)
 {
     memset(rx, 0, sizeof(*rx));
     pthread_mutex_init(&rx->mu, NULL);
-    pthread_cond_init(&rx->cv, NULL);
+    ib_cond_init(&rx->cv);
 }
 
 void sbt_rx_destroy(sbt_rx_t *rx)
@@ -292,25 +292,13 @@ void sbt_callbacks(sbt_rx_t *rx, sb_callbacks_t *cb)
     cb->ctx = rx;
 }
 
-static void deadline_ts(struct timespec *ts, long long ms)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 sb_msg_t *sbt_take(sbt_rx_t *rx, long long timeout_ms)
 {
-    struct timespec ts;
+    long long until = ib_mono_ms() + sbt_ms(timeout_ms);
     sb_msg_t *msg = NULL;
-    deadline_ts(&ts, sbt_ms(timeout_ms));
     pthread_mutex_lock(&rx->mu);
     while (rx->qn == 0)
-        if (pthread_cond_timedwait(&rx->cv, &rx->mu, &ts) != 0)
+        if (ib_cond_wait_until(&rx->cv, &rx->mu, until) != 0)
             break;
     if (rx->qn) {
         msg = rx->q[0];
@@ -323,12 +311,11 @@ sb_msg_t *sbt_take(sbt_rx_t *rx, long long timeout_ms)
 
 bool sbt_wait_settled(sbt_rx_t *rx, int n, long long timeout_ms)
 {
-    struct timespec ts;
+    long long until = ib_mono_ms() + sbt_ms(timeout_ms);
     bool ok;
-    deadline_ts(&ts, sbt_ms(timeout_ms));
     pthread_mutex_lock(&rx->mu);
     while (rx->settled < n)
-        if (pthread_cond_timedwait(&rx->cv, &rx->mu, &ts) != 0)
+        if (ib_cond_wait_until(&rx->cv, &rx->mu, until) != 0)
             break;
     ok = rx->settled >= n;
     pthread_mutex_unlock(&rx->mu);
@@ -337,12 +324,11 @@ bool sbt_wait_settled(sbt_rx_t *rx, int n, long long timeout_ms)
 
 bool sbt_wait_ready(sbt_rx_t *rx, long long timeout_ms)
 {
-    struct timespec ts;
+    long long until = ib_mono_ms() + sbt_ms(timeout_ms);
     bool ok;
-    deadline_ts(&ts, sbt_ms(timeout_ms));
     pthread_mutex_lock(&rx->mu);
     while (!rx->ready)
-        if (pthread_cond_timedwait(&rx->cv, &rx->mu, &ts) != 0)
+        if (ib_cond_wait_until(&rx->cv, &rx->mu, until) != 0)
             break;
     ok = rx->ready;
     pthread_mutex_unlock(&rx->mu);

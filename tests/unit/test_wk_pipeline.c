@@ -154,25 +154,12 @@ static void test_lock_lost_releases(void)
     ASSERT_EQ(count("SELECT count(*) FROM items WHERE id = 'l'"), 0);
 }
 
-static void test_backoff(void)
-{
-    unsigned seed = 1;
-    for (int n = 1; n < 20; n++) {
-        long long w = wk_backoff_ms(100, 1000, n, &seed);
-        long long cap = 100LL << (n - 1);
-        if (cap > 1000 || n > 10)
-            cap = 1000;
-        ASSERT_TRUE(w >= 0 && w <= cap);
-    }
-}
-
 int main(void)
 {
     setup();
     RUN(test_outcomes);
     RUN(test_record_then_duplicate);
     RUN(test_lock_lost_releases);
-    RUN(test_backoff);
     teardown();
     return ib_test_done();
 }
