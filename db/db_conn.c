@@ -327,7 +327,15 @@ static ib_err_t connect_with(db_conn_t *dbc, const char *connstr, ib_error_t *er
      * A driver that answers SQL_PARAM_ARRAY_ROW_COUNTS takes parameter
      * arrays; sqlite3odbc answers too, and runs them in the process.
      */
+    /*
+     * FreeTDS answers too, but sends an array as one SQL batch with every
+     * value pasted in as a literal (its "multiple query"): no parameter
+     * declarations, a new plan per batch, timestamps as strings the
+     * session's DATEFORMAT reads (seen at the wire, tests/tds): it gets
+     * one execution per set.
+     */
     dbc->param_arrays =
+        !dbc->freetds &&
         ok(SQLGetInfo(dbc->dbc, SQL_PARAM_ARRAY_ROW_COUNTS, &parc, sizeof(parc), NULL)) &&
         (parc == SQL_PARC_BATCH || parc == SQL_PARC_NO_BATCH);
     dbc->broken = false;
@@ -641,9 +649,12 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
             break;
         case DB_PARAM_NULL:
         default:
+            /* SQL Server: declared like text (nvarchar(4000)), one declaration null or not. */
             *ind = SQL_NULL_DATA;
-            rc = SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, 1, 0, NULL, 0,
-                                  ind);
+            rc = dbc->wide_text ? SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_WCHAR,
+                                                   SQL_WVARCHAR, SHORT_TEXT_MAX, 0, NULL, 0, ind)
+                                : SQLBindParameter(st, pos, SQL_PARAM_INPUT, SQL_C_CHAR,
+                                                   SQL_VARCHAR, 1, 0, NULL, 0, ind);
             break;
         }
     }
@@ -941,6 +952,13 @@ ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
         if (err->cls == IB_CLASS_DUPLICATE)
             err->cls = IB_CLASS_PERMANENT;
         db_rollback_quiet(dbc);
+        /*
+         * The driver's idea of the transaction no longer matches the
+         * server's (FreeTDS then rolls back nothing and opens no new
+         * transaction: every later statement would commit on its own).
+         * A new session starts clean.
+         */
+        dbc->broken = true;
         return err->code;
     }
     dbc->in_txn = false;
