@@ -68,7 +68,8 @@ static void put(out_t *o, const void *p, size_t n)
             abort();
         o->cap = cap;
     }
-    memcpy(o->b + o->n, p, n);
+    if (n)
+        memcpy(o->b + o->n, p, n);
     o->n += n;
 }
 

@@ -28,6 +28,7 @@
 #include <strings.h>
 
 #include "db_inbox.h"
+#include "db_effect.h"
 #include "db_outbox.h"
 #include "ib_test.h"
 #include "tds_recorder.h"
@@ -301,6 +302,31 @@ static void test_outbox_and_charset(void)
     tdsrec_events_free(ev, total);
 }
 
+/* An HTTP route: the claim in a transaction of its own, then the finish and the route's SQL in one. */
+static void test_http_claim_finish(void)
+{
+    size_t from = mark(), n, total;
+    db_claim_t c = claim_of("h-1", HASH);
+    db_claim_row_t row;
+    ib_error_t err;
+    ASSERT_EQ(db_effect_claim(dbc, &c, 30, &row, &err), DB_CLAIM_NEW);
+    size_t mid = mark();
+    db_param_t p[1] = {DB_TEXT(UNICODE_TEXT)};
+    db_stmt_t st = {"UPDATE dbo.orders SET note = ? WHERE id = 1", p, 1};
+    db_effect_result_t res = {.status = "processed", .remote_id = "r-1", .remote_status = 201};
+    ASSERT_EQ(db_effect_finish(dbc, "orders", &row, &res, &st, 1, &err), DB_APPLIED);
+    tdsrec_event_t *ev = events_since(from, &n, &total);
+    unsigned long long d1, d2;
+    ASSERT_TRUE(in_transactions(ev, from, mid, 1, &d1));
+    ASSERT_TRUE(in_transactions(ev, mid, total, 1, &d2));
+    ASSERT_TRUE(d1 != d2);
+    const tdsrec_event_t *route = find(ev, mid, total, "UPDATE dbo.orders");
+    ASSERT_TRUE(route != NULL);
+    ASSERT_STREQ(route->values[0], UNICODE_TEXT); /* sent as UTF-16, arrives intact */
+    ASSERT_TRUE(sizes_fixed(route->decl));
+    tdsrec_events_free(ev, total);
+}
+
 /* The sweep: at most 4,000 rows a DELETE (below lock escalation), each batch committed. */
 static void test_sweep(void)
 {
@@ -349,6 +375,7 @@ int main(int argc, char **argv)
     RUN(test_commit_refused);
     RUN(test_batch);
     RUN(test_outbox_and_charset);
+    RUN(test_http_claim_finish);
     RUN(test_sweep);
     db_conn_free(dbc);
     tdsrec_stop(rec);
