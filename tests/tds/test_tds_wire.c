@@ -313,7 +313,7 @@ static void test_http_claim_finish(void)
     size_t mid = mark();
     db_param_t p[1] = {DB_TEXT(UNICODE_TEXT)};
     db_stmt_t st = {"UPDATE dbo.orders SET note = ? WHERE id = 1", p, 1};
-    db_effect_result_t res = {.status = "processed", .remote_id = "r-1", .remote_status = 201};
+    db_effect_result_t res = {.status = DB_ROW_PROCESSED, .remote_id = "r-1", .remote_status = 201};
     ASSERT_EQ(db_effect_finish(dbc, "orders", &row, &res, &st, 1, &err), DB_APPLIED);
     tdsrec_event_t *ev = events_since(from, &n, &total);
     unsigned long long d1, d2;
