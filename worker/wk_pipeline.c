@@ -273,6 +273,36 @@ static bool business_key_duplicate(db_conn_t *dbc, const wk_route_t *route, wk_d
 }
 
 /*
+ * A commit whose answer was lost: it may have applied the message, as an
+ * HTTP call may have acted, so one reason (OutcomeUncertain). Never
+ * blind-retried: the row is recorded uncertain for a person to resolve,
+ * and the description says when it could not be.
+ */
+static void ambiguous(wk_pipeline_t *p, db_conn_t *dbc, const db_claim_t *claim,
+                      wk_decision_t *d)
+{
+    char desc[sizeof(d->description)];
+    ib_error_t rerr;
+    wk_decide_describe_db(&d->err, desc, sizeof(desc));
+    db_outcome_t o = db_inbox_record_failure(dbc, claim, IB_CLASS_AMBIGUOUS, desc, &rerr);
+    if (o == DB_APPLIED) {
+        if (p->metrics)
+            wk_metrics_uncertain(p->metrics);
+        wk_decide_dead_letter(d, WK_DL_UNCERTAIN,
+                              "%s; recorded uncertain: resolve with inboxctl inbox resolve "
+                              "--message-id %s",
+                              desc, claim->message_id);
+        return;
+    }
+    wk_decide_dead_letter(d, WK_DL_UNCERTAIN,
+                          "%s; not recorded uncertain (%s): check the inbox row of message-id %s "
+                          "and the route's tables before a replay",
+                          desc,
+                          o == DB_FAILED ? rerr.text : "an inbox row for it is already there",
+                          claim->message_id);
+}
+
+/*
  * Settles what one inbox outcome means for the message: true when decided,
  * false for a transient failure (the caller decides on a retry).
  */
@@ -304,16 +334,7 @@ static bool decide_db(wk_pipeline_t *p, db_conn_t *dbc, item_t *it, db_outcome_t
     if (d->err.cls == IB_CLASS_TRANSIENT)
         return false;
     if (d->err.cls == IB_CLASS_AMBIGUOUS) {
-        /* Never blind-retry: record it uncertain and hand it to a human. The
-         * commit may have applied it, as an HTTP call may have: one reason. */
-        char desc[sizeof(d->description)];
-        ib_error_t rerr;
-        wk_decide_describe_db(&d->err, desc, sizeof(desc));
-        db_inbox_record_failure(dbc, claim, IB_CLASS_AMBIGUOUS, desc, &rerr);
-        wk_decide_dead_letter(d, WK_DL_UNCERTAIN,
-                              "%s; recorded uncertain: resolve with inboxctl inbox resolve "
-                              "--message-id %s",
-                              desc, claim->message_id);
+        ambiguous(p, dbc, claim, d);
         return true;
     }
     if (business_key_duplicate(dbc, it->route, d))
