@@ -37,7 +37,7 @@ port=$(http_port inboxd)
 wait_until 60 queue_empty ship || die "queue not drained"
 check "one shipment for the order" "$(sql "SELECT count(*), min(carrier) FROM shipments" | tr '|' ' ')" "1 dhl"
 check "the re-sent copy was completed, the strict route's dead-lettered" "$(dlq_reasons ship)" "s-3 HandlerError"
-check "completed by the broker" "$(stat ship completed)" 2
+check "completed by the broker" "$(broker_stat ship completed)" 2
 check "inbox rows (the duplicate rolled back)" "$(sql "SELECT count(*) FROM inboxd_inbox")" 1
 check "counted as a business-key duplicate" "$(metric "$port" 'inboxd_duplicates_total{by="business_key"}')" 1
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0

@@ -37,7 +37,7 @@ data-error HandlerError
 missing MissingField
 no-route NoRoute"
 check "dead-letter queue" "$(dlq_reasons mixed)" "$expected"
-check "broker dead-letter count" "$(stat mixed dead_lettered)" 6
+check "broker dead-letter count" "$(broker_stat mixed dead_lettered)" 6
 check "descriptions carry the SQLSTATE" \
   "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity mixed --dlq | jq -r 'select(.message_id=="data-error") | .dead_letter_description' | grep -c 'SQLSTATE')" 1
 check "missing field names the path" \

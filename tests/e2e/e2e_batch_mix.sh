@@ -46,8 +46,7 @@ run() {
   } >"$W/mix.jsonl"
   send_file "$mode" "$W/mix.jsonl"
   wait_until 120 queue_empty "$mode" || die "$mode: mix not drained"
-  FALLBACKS=$(curl -sf "http://127.0.0.1:$(http_port "$mode")/metrics" |
-    awk '/^inboxd_batch_fallbacks_total/ { print $2 }')
+  FALLBACKS=$(metric "$(http_port "$mode")" inboxd_batch_fallbacks_total)
   stop_inboxd $LAST_PID; check "$mode: inboxd exit status" "$STOP_RC" 0
 }
 
@@ -58,8 +57,8 @@ for mode in alone batch; do
     "g1:1 g10:10 g11:11 g12:12 g13:13 g14:14 g15:15 g16:16 g17:17 g18:18 g19:19 g2:2 g20:20 g21:21 g22:22 g23:23 g24:24 g25:25 g26:26 g27:27 g28:28 g29:29 g3:3 g30:30 g4:4 g5:5 g6:6 g7:7 g8:8 g9:9 k:1 pre:1 "
   check "$mode: dead-letter queue" "$(dlq_reasons "$mode" | tr '\n' ' ')" \
     "key-2 IdempotencyKeyConflict later MaxDeliveryCountExceeded negative HandlerError "
-  check "$mode: queue active" "$(stat "$mode" active)" 0
-  check "$mode: completed" "$(stat "$mode" completed)" 33
+  check "$mode: queue active" "$(broker_stat "$mode" active)" 0
+  check "$mode: completed" "$(broker_stat "$mode" completed)" 33
 done
 check "inbox rows alike" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE consumer = 'c-1'")" \
   "$(sql "SELECT count(*) FROM inboxd_inbox WHERE consumer = 'c-64'")"

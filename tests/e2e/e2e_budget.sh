@@ -24,7 +24,7 @@ check "dead-letter reason" "$(dlq_reasons budget)" "b-1 RetryBudgetExhausted"
 "$INBOXCTL" peek --connection-string "$SB_CS" --entity budget --dlq >"$W/b.dlq"
 check "description names the last error" "$(jq -r '.dead_letter_description | test("22012") and test("max_deliveries")' "$W/b.dlq")" true
 check "dead-lettered on the third delivery" "$(jq -r .delivery_count "$W/b.dlq")" 2
-check "abandoned twice before" "$(stat budget abandoned)" 2
+check "abandoned twice before" "$(broker_stat budget abandoned)" 2
 check "context properties" \
   "$(jq -c '.properties | [."inboxd-consumer", ."inboxd-error-class", ."inboxd-sqlstate", ."inboxd-attempts", ."inboxd-route", (."inboxd-failed-at" | test("^20[0-9]{2}-"))]' "$W/b.dlq")" \
   '["e2e","transient","22012",2,0,true]'
@@ -43,7 +43,7 @@ start_inboxd "$W/aged.json" aged
 wait_until 60 queue_empty aged || die "not dead-lettered"
 stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "dead-letter reason" "$(dlq_reasons aged)" "a-1 MaxAgeExceeded"
-check "dead-lettered at the first failure, without abandoning" "$(stat aged abandoned)" 0
+check "dead-lettered at the first failure, without abandoning" "$(broker_stat aged abandoned)" 0
 check "description names the last error" \
   "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity aged --dlq | jq -r '.dead_letter_description | test("22012") and test("max_age_s")')" true
 check "no inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" 0

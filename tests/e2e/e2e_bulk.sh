@@ -12,7 +12,7 @@ write_config "$W/inboxd.json" bulk "$(items_route)" "{\"http\":{\"listen\":\"127
 start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
 port=$(http_port inboxd)
-wait_until 180 queue_empty bulk || die "queue not drained: active=$(stat bulk active) locked=$(stat bulk locked)"
+wait_until 180 queue_empty bulk || die "queue not drained: active=$(broker_stat bulk active) locked=$(broker_stat bulk locked)"
 wait_until 10 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^inboxd_messages_total{result=\"applied\"} $N\$'" \
   || die "metrics: $(curl -s http://127.0.0.1:$port/metrics | grep inboxd_messages_total)"
 check "readyz while running" "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/readyz)" 200
@@ -20,6 +20,6 @@ stop_inboxd $pid; check "inboxd exit status after SIGTERM" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "distinct business rows" "$(sql 'SELECT count(DISTINCT id) FROM items')" $N
 check "inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE status = 'processed'")" $N
-check "completed by the broker" "$(stat bulk completed)" $N
-check "dead-lettered" "$(stat bulk dead_lettered)" 0
-check "queue active" "$(stat bulk active)" 0
+check "completed by the broker" "$(broker_stat bulk completed)" $N
+check "dead-lettered" "$(broker_stat bulk dead_lettered)" 0
+check "queue active" "$(broker_stat bulk active)" 0

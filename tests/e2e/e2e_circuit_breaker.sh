@@ -19,9 +19,8 @@ write_config "$W/inboxd.json" cb "$(items_route)" \
 start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
 port=$(http_port inboxd)
-metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v k="$1" '$1 == k { print $2 + 0 }'; }
 readyz() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz"; }
-circuit_is() { [ "$(metric inboxd_circuit_open)" = "$1" ]; }
+circuit_is() { [ "$(metric "$port" inboxd_circuit_open)" = "$1" ]; }
 ready_is() { [ "$(readyz)" = "$1" ]; }
 wait_until 30 ready_is 200 || die "inboxd never became ready"
 
@@ -35,8 +34,8 @@ phase() {
   wait_until 60 circuit_is 1 || die "$what: the circuit never opened"
   check "$what: /readyz while open" "$(readyz)" 503
   sleep 3 # let the held messages meet the broken database a while longer
-  check "$what: still open" "$(metric inboxd_circuit_open)" 1
-  check "$what: nothing dead-lettered" "$(stat cb dead_lettered)" 0
+  check "$what: still open" "$(metric "$port" inboxd_circuit_open)" 1
+  check "$what: nothing dead-lettered" "$(broker_stat cb dead_lettered)" 0
   check "$what: nothing applied" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id LIKE '$prefix-%'")" 0
   sql "$mend_sql" >/dev/null
   e2e_log "$what: mended"
@@ -46,7 +45,7 @@ phase() {
   check "$what: all applied" "$(sql "SELECT count(*) FROM items WHERE id LIKE '$prefix-%'")" $N
   check "$what: applied once" "$(sql "SELECT count(DISTINCT id) FROM items WHERE id LIKE '$prefix-%'")" $N
   check "$what: inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id LIKE '$prefix-%'")" $N
-  check "$what: nothing dead-lettered" "$(stat cb dead_lettered)" 0
+  check "$what: nothing dead-lettered" "$(broker_stat cb dead_lettered)" 0
   # Held under renewed locks or released: no failed delivery was counted.
   check "$what: every message on its first delivery" \
     "$(sql "SELECT max(delivery_count) FROM inboxd_inbox WHERE message_id LIKE '$prefix-%'")" 1

@@ -14,4 +14,4 @@ wait_until 240 queue_empty flaky || die "queue not drained"
 stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
-check "dead-lettered" "$(stat flaky dead_lettered)" 0
+check "dead-lettered" "$(broker_stat flaky dead_lettered)" 0

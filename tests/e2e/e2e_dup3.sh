@@ -15,5 +15,5 @@ wait_until 120 queue_empty dup || die "queue not drained"
 stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
-check "completed by the broker (every copy)" "$(stat dup completed)" $((3 * N))
-check "dead-lettered" "$(stat dup dead_lettered)" 0
+check "completed by the broker (every copy)" "$(broker_stat dup completed)" $((3 * N))
+check "dead-lettered" "$(broker_stat dup dead_lettered)" 0

@@ -40,7 +40,7 @@ check "typed ids applied as four messages" \
   "deadbeef binary:deadbeef 42 ulong:42 "
 "$INBOXCTL" peek --connection-string "$SB_CS" --entity hostile --dlq >"$W/dlq.jsonl" \
   || die "peek failed"
-check "peek --dlq shows every dead-lettered message" "$(grep -c . "$W/dlq.jsonl")" "$(stat hostile dead_lettered)"
+check "peek --dlq shows every dead-lettered message" "$(grep -c . "$W/dlq.jsonl")" "$(broker_stat hostile dead_lettered)"
 reasons=$(jq -r '.dead_letter_reason' "$W/dlq.jsonl" | sort | tr '\n' ' ')
 # The property that is not UTF-8 is bound into a text column: PostgreSQL
 # refuses the bytes (a data error, HandlerError), SQLite stores them.

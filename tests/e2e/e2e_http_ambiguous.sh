@@ -67,13 +67,13 @@ idempotent)
     "$(ledger_q "$L" '[.requests[] | select(.fault == "delay") | .key] as $k
                       | [$k[] as $x | [.requests[] | select(.key == $x)] | length | select(. >= 2)] | length')" "$faulted"
   check "uncertain" "$uncertain" 0
-  check "dead-lettered" "$(stat charges dead_lettered)" 0
+  check "dead-lettered" "$(broker_stat charges dead_lettered)" 0
   ;;
 plain)
   check "orders with two or more requests" \
     "$(ledger_q "$L" '[.requests[] | select(.method == "POST")] | group_by(.key) | map(select(length > 1)) | length')" 0
   [ "$uncertain" -ge "$faulted" ] || die "uncertain $uncertain < orders that timed out $faulted"
-  check "dead-lettered = uncertain" "$(stat charges dead_lettered)" "$uncertain"
+  check "dead-lettered = uncertain" "$(broker_stat charges dead_lettered)" "$uncertain"
   check "dead-letter reasons" "$(dlq_reasons charges | awk '{print $2}' | sort -u | tr '\n' ' ')" "OutcomeUncertain "
   check "processed orders have a charge" "$(sql 'SELECT count(*) FROM charges')" "$processed"
   ;;
@@ -83,8 +83,8 @@ reconcile)
   check "orders with more than one effect" "$(ledger_q "$L" '[.effects[] | select(length > 1)] | length')" 0
   [ "$(ledger_q "$L" '[.requests[] | select(.method == "GET")] | length')" -ge "$faulted" ] \
     || die "fewer reconcile queries than timed-out orders"
-  check "dead-lettered" "$(stat charges dead_lettered)" 0
+  check "dead-lettered" "$(broker_stat charges dead_lettered)" 0
   check "charges rows" "$(sql 'SELECT count(*) FROM charges')" $N
   ;;
 esac
-check "queue active" "$(stat charges active)" 0
+check "queue active" "$(broker_stat charges active)" 0

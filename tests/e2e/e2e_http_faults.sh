@@ -96,5 +96,5 @@ check "slow call: inbox row" "$(sql "SELECT status FROM inboxd_inbox WHERE messa
 check "slow call: requests" "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:slow-1")] | length')" 1
 # Deliveries: one each for the five settled at once, two each for the two
 # that ran out of deliveries; a lost lock on the slow call would add one.
-check "deliveries" "$(stat charges delivered)" 10
+check "deliveries" "$(broker_stat charges delivered)" 10
 check "charges rows" "$(sql 'SELECT count(*) FROM charges')" 5

@@ -47,5 +47,5 @@ check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
 check "charges rows" "$(sql 'SELECT count(*) FROM charges')" $N
 check "charges with the remote id" \
   "$(sql "SELECT count(*) FROM charges c JOIN inboxd_inbox i ON i.message_id = c.order_id AND i.remote_id = c.charge_id AND i.remote_status IN (200, 201)")" $N
-check "dead-lettered" "$(stat charges dead_lettered)" 0
-check "queue active" "$(stat charges active)" 0
+check "dead-lettered" "$(broker_stat charges dead_lettered)" 0
+check "queue active" "$(broker_stat charges active)" 0

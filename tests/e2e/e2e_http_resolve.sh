@@ -17,7 +17,7 @@ send_file charges "$W/orders.jsonl"
 start_inboxd "$W/inboxd.json" inboxd; pid=$LAST_PID
 wait_until 60 queue_empty charges || die "queue not drained"
 check "uncertain rows" "$(inbox_count uncertain)" 2
-check "dead-lettered" "$(stat charges dead_lettered)" 2
+check "dead-lettered" "$(broker_stat charges dead_lettered)" 2
 check "dead-letter reasons" "$(dlq_reasons charges | tr '\n' ' ')" "late-1 OutcomeUncertain late-2 OutcomeUncertain "
 "$INBOXCTL" inbox list --config "$W/inboxd.json" --status uncertain --consumer e2e >"$W/list.jsonl" \
   || die "inbox list failed"
@@ -48,4 +48,4 @@ check "late-2 row" "$(sql "SELECT status || ' ' || resolution || ' ' || resoluti
 check "late-2 charge row" "$(sql "SELECT count(*) FROM charges WHERE order_id = 'late-2'")" 1
 check "ok rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id LIKE 'ok-%' AND status = 'processed'")" 2
 check "uncertain rows left" "$(inbox_count uncertain)" 0
-check "queue active" "$(stat charges active)" 0
+check "queue active" "$(broker_stat charges active)" 0

@@ -28,5 +28,5 @@ check "orders requested more than once" \
 check "requests" "$(ledger_q "$L" '.requests | length')" $N
 check "inbox processed rows" "$(inbox_count processed)" $N
 check "charges rows" "$(sql 'SELECT count(*) FROM charges')" $N
-check "dead-lettered" "$(stat charges dead_lettered)" 0
-check "queue active" "$(stat charges active)" 0
+check "dead-lettered" "$(broker_stat charges dead_lettered)" 0
+check "queue active" "$(broker_stat charges active)" 0

@@ -36,5 +36,5 @@ done
 check "kills" $kills 3
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
-check "dead-lettered" "$(stat crash dead_lettered)" 0
-check "queue active" "$(stat crash active)" 0
+check "dead-lettered" "$(broker_stat crash dead_lettered)" 0
+check "queue active" "$(broker_stat crash active)" 0

@@ -15,7 +15,7 @@ start_inboxd "$W/inboxd.json" inboxd
 wait_until 60 queue_empty slow || die "not completed"
 stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" 1
-check "delivered once" "$(stat slow delivered)" 1
-check "completed" "$(stat slow completed)" 1
-check "abandoned" "$(stat slow abandoned)" 0
+check "delivered once" "$(broker_stat slow delivered)" 1
+check "completed" "$(broker_stat slow completed)" 1
+check "abandoned" "$(broker_stat slow abandoned)" 0
 check "inbox delivery count" "$(sql 'SELECT delivery_count FROM inboxd_inbox')" 1

@@ -15,7 +15,7 @@ wait_until 120 all_published $N || die "only $(outbox_count published) of $N row
 check "pending rows" "$(outbox_count pending)" 0
 check "failed rows" "$(outbox_count failed)" 0
 wait_until 10 sent_n shipments $N || true
-check "messages in shipments" "$(stat shipments sent)" $N
+check "messages in shipments" "$(broker_stat shipments sent)" $N
 peek_all shipments >"$W/peek.jsonl"
 check "messages peeked" "$(grep -c . "$W/peek.jsonl")" $N
 # Within each session, body seq (the row order) rises with the broker's sequence number.

@@ -29,5 +29,5 @@ check "pending rows" "$(outbox_count pending)" 0
 check "failed rows" "$(outbox_count failed)" 0
 wait_until 10 sent_n shipments 800 || true
 sleep 1.5
-check "messages in shipments (one per row)" "$(stat shipments sent)" 800
+check "messages in shipments (one per row)" "$(broker_stat shipments sent)" 800
 stop_inboxd "$relay"; check "relay exit status" "$STOP_RC" 0

@@ -72,11 +72,11 @@ check "B rows" "$(sql 'SELECT count(*) FROM shipments_b')" "$N"
 check "B distinct orders" "$(sql 'SELECT count(DISTINCT order_id) FROM shipments_b')" "$N"
 check "B rows with the emitted id" "$(sql "SELECT count(*) FROM shipments_b WHERE message_id = 'shipment:' || order_id")" "$N"
 check "B inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE consumer = 'B'")" "$N"
-check "dead-lettered" "$(( $(stat orders dead_lettered) + $(stat shipments dead_lettered) ))" 0
-sent=$(stat shipments sent)
+check "dead-lettered" "$(( $(broker_stat orders dead_lettered) + $(broker_stat shipments dead_lettered) ))" 0
+sent=$(broker_stat shipments sent)
 if [ "$DUPDET" = on ]; then
   check "messages stored in shipments (one per order)" "$sent" "$N"
-  e2e_log "duplicates dropped by the broker: $(stat shipments duplicate_detected)"
+  e2e_log "duplicates dropped by the broker: $(broker_stat shipments duplicate_detected)"
 else
   [ "$sent" -ge "$N" ] || die "shipments got $sent messages, fewer than $N"
   e2e_log "messages sent to shipments: $sent for $N orders (repeats absorbed by B's inbox: $((sent - N)))"

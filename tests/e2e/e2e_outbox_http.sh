@@ -28,10 +28,10 @@ wait_until 60 queue_empty charges || die "charges not drained"
 wait_until 20 all_published 6 || die "receipts not published without a poll: $(outbox_count pending) pending"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 check "charged rows" "$(sql "SELECT count(*) FROM charges")" 6
-check "dead-lettered (2 refused, 2 uncertain)" "$(stat charges dead_lettered)" 4
+check "dead-lettered (2 refused, 2 uncertain)" "$(broker_stat charges dead_lettered)" 4
 check "outbox rows" "$(sql "SELECT count(*) FROM inboxd_outbox")" 6
 check "outbox rows of orders not charged" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE message_id NOT LIKE 'receipt:ok-%'")" 0
-check "receipts in the target queue" "$(stat receipts active)" 6
+check "receipts in the target queue" "$(broker_stat receipts active)" 6
 peek_all receipts >"$W/receipts.jsonl" || die "cannot peek receipts"
 check "receipt ids" "$(jq -r .message_id "$W/receipts.jsonl" | sort | tr '\n' ' ')" \
   "receipt:ok-1 receipt:ok-2 receipt:ok-3 receipt:ok-4 receipt:ok-5 receipt:ok-6 "

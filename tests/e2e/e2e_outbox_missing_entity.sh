@@ -21,7 +21,7 @@ wait_until 60 failed_n 20 || die "only $(outbox_count failed) of 20 rows to invo
 check "failed rows are the invoices" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE status = 'failed' AND entity = 'invoices' AND last_error LIKE 'amqp:not-found%'")" 20
 check "pending rows" "$(outbox_count pending)" 0
 wait_until 10 sent_n shipments 50 || true # the stats file is rewritten every second
-check "messages in shipments" "$(stat shipments sent)" 50
+check "messages in shipments" "$(broker_stat shipments sent)" 50
 check "failed metric" "$(metric "$port" 'inboxd_outbox_failed_total{condition="amqp:not-found"}')" 20
 "$INBOXCTL" outbox list --status failed --config "$W/relay.json" >"$W/failed.jsonl" || die "inboxctl outbox list failed"
 check "listed failed rows" "$(jq -s 'map(select(.status == "failed" and .entity == "invoices")) | length' "$W/failed.jsonl")" 20
@@ -34,7 +34,7 @@ done
 wait_until 60 all_published 70 || die "only $(outbox_count published) of 70 rows published after the retry"
 check "failed rows after retry" "$(outbox_count failed)" 0
 wait_until 10 sent_n invoices 20 || true
-check "messages in invoices" "$(stat invoices sent)" 20
+check "messages in invoices" "$(broker_stat invoices sent)" 20
 # A row that is not failed cannot be retried (exit status 1, nothing changes).
 id=$(sql "SELECT min(id) FROM inboxd_outbox")
 "$INBOXCTL" outbox retry --id "$id" --config "$W/relay.json" >/dev/null 2>&1 && die "retry of a published row succeeded"

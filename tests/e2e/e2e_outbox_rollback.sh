@@ -24,7 +24,7 @@ pid=$LAST_PID
 wait_until 120 queue_empty orders || die "orders not drained"
 stop_inboxd "$pid"; check "inboxd exit status" "$STOP_RC" 0
 check "items" "$(sql 'SELECT count(*) FROM items')" 100
-check "dead-lettered" "$(stat orders dead_lettered)" 10
+check "dead-lettered" "$(broker_stat orders dead_lettered)" 10
 check "outbox rows" "$(sql 'SELECT count(*) FROM inboxd_outbox')" 100
 check "distinct outbox ids" "$(sql 'SELECT count(DISTINCT message_id) FROM inboxd_outbox')" 100
 check "rows for failed messages" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE message_id LIKE 'ship:bad-%'")" 0

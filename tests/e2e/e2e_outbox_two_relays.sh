@@ -20,7 +20,7 @@ done
 wait_until 120 all_published $N || die "only $(outbox_count published) of $N rows published"
 wait_until 10 sent_n shipments $N || true
 sleep 1.5 # one more stats write: a late extra send would show
-check "messages sent to shipments" "$(stat shipments sent)" $N
+check "messages sent to shipments" "$(broker_stat shipments sent)" $N
 check "rows published" "$(outbox_count published)" $N
 check "rows published more than once" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE attempts <> 1")" 0
 stop_inboxd "$r1"; check "relay 1 exit status" "$STOP_RC" 0

@@ -40,6 +40,6 @@ check "one row per order, the first copy's" \
   "o-1 500 params,o-2 700 body,"
 check "dead letters: the changed amount and the body route's re-send" "$(dlq_reasons orders | tr '\n' ,)" \
   "b-2 IdempotencyKeyConflict,p-3 IdempotencyKeyConflict,"
-check "completed: both originals and the params re-send" "$(stat orders completed)" 3
+check "completed: both originals and the params re-send" "$(broker_stat orders completed)" 3
 check "inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE status = 'processed'")" 2
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0

@@ -27,12 +27,12 @@ sleep 10
 "$E2E_SRC/tests/lib/pg.sh" start "$PGDIR" >/dev/null || die "cannot restart PostgreSQL"
 e2e_log "PostgreSQL restarted"
 wait_until 240 queue_empty outage || die "queue not drained after the outage"
-metrics=$(curl -s "http://127.0.0.1:$port/metrics")
+metrics=$(metrics_get "$port")
 retries=$(echo "$metrics" | awk '/^inboxd_retries_total/ { s += $2 } END { print s + 0 }')
-abandons=$(echo "$metrics" | awk '/^inboxd_messages_total\{result="abandoned"\}/ { print $2 + 0 }')
+abandons=$(metric_in "$metrics" 'inboxd_messages_total{result="abandoned"}')
 e2e_log "retries $retries, abandons ${abandons:-0}"
 check "retries visible in the metrics" "$([ "${retries%.*}" -gt 0 ] && echo yes)" yes
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
-check "dead-lettered" "$(stat outage dead_lettered)" 0
+check "dead-lettered" "$(broker_stat outage dead_lettered)" 0

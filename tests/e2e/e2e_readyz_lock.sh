@@ -38,4 +38,4 @@ wait_until 30 ready_is 200 || die "/readyz not 200 after the lock"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 check "all applied" "$(sql "SELECT count(*) FROM items")" $((2 * N))
 check "applied once" "$(sql "SELECT count(DISTINCT id) FROM items")" $((2 * N))
-check "dead-lettered" "$(stat lk dead_lettered)" 0
+check "dead-lettered" "$(broker_stat lk dead_lettered)" 0

@@ -19,7 +19,7 @@ send_file orders "$W/ok.jsonl"
 write_config "$W/inboxd.json" orders "$routes"
 start_inboxd "$W/inboxd.json" inboxd
 INBOXD_PID=$LAST_PID
-dlq_active() { stat 'orders/$DeadLetterQueue' active; }
+dlq_active() { broker_stat 'orders/$DeadLetterQueue' active; }
 dlq_has() { [ "$(dlq_active)" = "$1" ]; }
 wait_until 60 queue_empty orders || die "queue not drained"
 wait_until 30 dlq_has 50 || die "expected 50 dead letters, have $(dlq_active)"

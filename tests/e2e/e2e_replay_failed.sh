@@ -17,7 +17,7 @@ printf '%s\n' '{"message_id":"f-1","subject":"Refund","body":{"id":"o-1","amount
 send_file orders "$W/first.jsonl"
 wait_until 60 queue_empty orders || die "queue not drained"
 check "two failed rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE status = 'failed'")" 2
-check "completed, not dead-lettered" "$(stat orders completed) $(stat orders dead_lettered)" "2 0"
+check "completed, not dead-lettered" "$(broker_stat orders completed) $(broker_stat orders dead_lettered)" "2 0"
 drop_orders_rule
 # f-1 replayed (twice: a crash between re-send and DLQ completion re-sends it); f-2 redelivered plainly.
 printf '%s\n' '{"message_id":"f-1","subject":"Refund","properties":{"inboxd-replay-count":1},"body":{"id":"o-1","amount":-7}}' \
@@ -30,6 +30,6 @@ check "the replay applied once" "$(sql "SELECT count(*), sum(amount) FROM orders
 check "its row is processed, error cleared" "$(sql "SELECT status, coalesce(error_class, 'none') FROM inboxd_inbox WHERE message_id = 'f-1'" | tr '|' ' ')" "processed none"
 check "the plain redelivery did not run" "$(sql "SELECT count(*) FROM orders WHERE id = 'o-2'")" 0
 check "its row is still failed" "$(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'f-2'")" failed
-check "nothing dead-lettered" "$(stat orders dead_lettered)" 0
+check "nothing dead-lettered" "$(broker_stat orders dead_lettered)" 0
 check "results" "$(jq -rR 'fromjson? | select(.event=="msg_done") | "\(.message_id) \(.result)"' "$W/inboxd.log" | sort | tr '\n' ',')" \
   "f-1 applied,f-1 duplicate,f-1 recorded,f-2 duplicate,f-2 recorded,"

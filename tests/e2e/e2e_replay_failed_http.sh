@@ -61,7 +61,7 @@ start_inboxd "$W/v2.json" inboxd; pid=$LAST_PID
   || die "dlq replay failed: $(cat "$W/replay.err")"
 check "replayed" "$(jq -r 'select(.event=="summary") | .replayed' "$W/replay.out")" 4
 wait_until 60 queue_empty charges || die "replayed messages not consumed"
-dead_letters_reach() { [ "$(stat charges dead_lettered)" -ge "$1" ]; }
+dead_letters_reach() { [ "$(broker_stat charges dead_lettered)" -ge "$1" ]; }
 wait_until 30 dead_letters_reach 5 || die "AnswerNotStored dead letter missing"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 
@@ -88,4 +88,4 @@ check "i-1: called again, no second effect" "$(calls "$W/idem.json" i-1) $(effec
 check "i-1 applied with the answer's key" \
   "$(sql "SELECT charge_id FROM charges WHERE order_id = 'i-1'") $(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'i-1'")" \
   "charge:i-1 processed"
-check "dead letters left" "$(stat 'charges/$DeadLetterQueue' active)" 1
+check "dead letters left" "$(broker_stat 'charges/$DeadLetterQueue' active)" 1

@@ -18,7 +18,7 @@ awk -v n=$N 'BEGIN { for (i = 1; i <= n; i++)
 send_file orders "$W/neg.jsonl"
 write_config "$W/inboxd.json" orders "$routes"
 start_inboxd "$W/inboxd.json" inboxd
-dlq_active() { stat 'orders/$DeadLetterQueue' active; }
+dlq_active() { broker_stat 'orders/$DeadLetterQueue' active; }
 dlq_has() { [ "$(dlq_active)" = "$1" ]; }
 wait_until 60 queue_empty orders || die "queue not drained"
 wait_until 30 dlq_has $N || die "expected $N dead letters, have $(dlq_active)"
@@ -45,7 +45,7 @@ check "dry-run exit status" "$?" 0
 check "dry-run lists every dead letter" "$(jq -r 'select(.event=="replay" and .result=="would_replay") | .message_id' "$W/dry.out" | sort -u | wc -l)" $N
 sleep 1.2 # the broker's stats file is rewritten every second
 check "dry-run left the DLQ alone" "$(dlq_active)" $N
-check "dry-run sent nothing" "$(stat orders active)" 0
+check "dry-run sent nothing" "$(broker_stat orders active)" 0
 
 # --max 10 moves ten (the first ten by sequence number), copies intact.
 replay --max 10 --rate 0 >"$W/max.out"
@@ -91,7 +91,7 @@ printf '%s\n' '{"message_id":"s-1","session_id":"cart-1","subject":"X","body":"{
 send_file sq "$W/sess.jsonl"
 write_config "$W/sq.json" sq '[{"match":"*","action":"deadletter","reason":"Parked"}]' '{"servicebus":{"sessions":true}}'
 start_inboxd "$W/sq.json" sq
-sq_dlq() { [ "$(stat 'sq/$DeadLetterQueue' active)" = 2 ]; }
+sq_dlq() { [ "$(broker_stat 'sq/$DeadLetterQueue' active)" = 2 ]; }
 wait_until 30 sq_dlq || die "session messages not dead-lettered"
 stop_inboxd $LAST_PID; check "inboxd (sessions) exit status" "$STOP_RC" 0
 "$INBOXCTL" dlq replay --connection-string "$SB_CS" --entity sq --reason Parked --rate 0 >"$W/sq.out" 2>>"$W/replay.err"

@@ -27,5 +27,5 @@ check "exited at once" "$([ $(( $(date +%s) - t0 )) -le 2 ] && echo yes)" yes
 sleep 1.5 # the stats file is rewritten every second
 check "nothing applied" "$(sql 'SELECT count(*) FROM items')" 0
 check "no inbox row" "$(sql 'SELECT count(*) FROM inboxd_inbox')" 0
-check "not completed" "$(stat stubborn completed)" 0
-check "still on the broker" "$(( $(stat stubborn active) + $(stat stubborn locked) ))" 1
+check "not completed" "$(broker_stat stubborn completed)" 0
+check "still on the broker" "$(( $(broker_stat stubborn active) + $(broker_stat stubborn locked) ))" 1

@@ -16,17 +16,17 @@ send_file many "$W/msgs.jsonl"
 write_config "$W/base.json" many "$(items_route)" '{"servicebus":{"sessions":true}}'
 jq 'del(.servicebus.prefetch, .servicebus.max_concurrent_calls)' "$W/base.json" >"$W/inboxd.json"
 start_inboxd "$W/inboxd.json" inboxd
-wait_until 240 queue_empty many || die "queue not drained: $(stat many completed) of $((S * M)) completed"
-held() { [ "$(stat many sessions_held)" = 0 ]; }
+wait_until 240 queue_empty many || die "queue not drained: $(broker_stat many completed) of $((S * M)) completed"
+held() { [ "$(broker_stat many sessions_held)" = 0 ]; }
 # The stats file is rewritten every second; the default idle timeout is 60 s.
-wait_until 10 held || die "sessions still held after the queue was empty: $(stat many sessions_held)"
+wait_until 10 held || die "sessions still held after the queue was empty: $(broker_stat many sessions_held)"
 stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 oc=$(items_order_col)
 check "rows" "$(sql 'SELECT count(*) FROM items')" $((S * M))
 check "inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE status = 'processed'")" $((S * M))
 check "sessions" "$(sql 'SELECT count(DISTINCT session) FROM items')" $S
-check "completed by the broker" "$(stat many completed)" $((S * M))
-check "delivered by the broker (no redelivery)" "$(stat many delivered)" $((S * M))
-check "dead-lettered" "$(stat many dead_lettered)" 0
+check "completed by the broker" "$(broker_stat many completed)" $((S * M))
+check "delivered by the broker (no redelivery)" "$(broker_stat many delivered)" $((S * M))
+check "dead-lettered" "$(broker_stat many dead_lettered)" 0
 check "out-of-order pairs within a session" \
   "$(sql "SELECT count(*) FROM items a JOIN items b ON a.session = b.session AND a.n < b.n AND a.$oc > b.$oc")" 0

@@ -13,7 +13,7 @@ msg() { # msg SESSION N
 }
 rows_of() { sql "SELECT count(*) FROM items WHERE session = '$1'"; }
 has_rows() { [ "$(rows_of "$1")" = "$2" ]; }
-held_none() { [ "$(stat back sessions_held)" = 0 ] && [ "$(stat back completed)" -ge "$1" ]; }
+held_none() { [ "$(broker_stat back sessions_held)" = 0 ] && [ "$(broker_stat back completed)" -ge "$1" ]; }
 total=0
 for round in 1 2 3 4; do
   # Each round: two more messages for "late" (and one for a bystander session).
@@ -22,7 +22,7 @@ for round in 1 2 3 4; do
   total=$((total + 3))
   wait_until 30 has_rows late $((2 * round)) || die "round $round: late has $(rows_of late) rows"
   # Given back once empty: the default idle timeout (60 s) is far longer than this wait.
-  wait_until 10 held_none $total || die "round $round: $(stat back sessions_held) sessions still held"
+  wait_until 10 held_none $total || die "round $round: $(broker_stat back sessions_held) sessions still held"
   e2e_log "round $round: late processed and given back"
 done
 stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
@@ -33,5 +33,5 @@ postgresql) order=$(sql "SELECT string_agg(n::text, ',' ORDER BY $oc) FROM items
 sqlite) order=$(sql "SELECT group_concat(n, ',') FROM (SELECT n FROM items WHERE session = 'late' ORDER BY $oc)") ;;
 esac
 check "late in commit order" "$order" "1,2,3,4,5,6,7,8"
-check "completed by the broker" "$(stat back completed)" 12
-check "dead-lettered" "$(stat back dead_lettered)" 0
+check "completed by the broker" "$(broker_stat back completed)" 12
+check "dead-lettered" "$(broker_stat back dead_lettered)" 0

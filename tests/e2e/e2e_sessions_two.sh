@@ -26,8 +26,8 @@ send_file shared "$W/wave1.jsonl"
 start_inboxd "$W/a.json" a; a=$LAST_PID
 start_inboxd "$W/b.json" b; b=$LAST_PID
 wait_until 120 queue_empty shared || die "wave 1 not drained"
-held_none() { [ "$(stat shared sessions_held)" = 0 ]; }
-wait_until 10 held_none || die "sessions still held after wave 1: $(stat shared sessions_held)"
+held_none() { [ "$(broker_stat shared sessions_held)" = 0 ]; }
+wait_until 10 held_none || die "sessions still held after wave 1: $(broker_stat shared sessions_held)"
 # Wave 2 arrives while both run: every session comes back after being given back.
 wave 2 $((M + 1)) >"$W/wave2.jsonl"
 send_file shared "$W/wave2.jsonl"
@@ -37,8 +37,8 @@ stop_inboxd $b; check "worker b exit status" "$STOP_RC" 0
 oc=$(items_order_col)
 check "rows" "$(sql 'SELECT count(*) FROM items')" $((2 * S * M))
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $((2 * S * M))
-check "completed by the broker" "$(stat shared completed)" $((2 * S * M))
-check "dead-lettered" "$(stat shared dead_lettered)" 0
+check "completed by the broker" "$(broker_stat shared completed)" $((2 * S * M))
+check "dead-lettered" "$(broker_stat shared dead_lettered)" 0
 check "both workers applied messages" "$(sql 'SELECT count(DISTINCT worker) FROM items')" 2
 check "wave-1 sessions applied by two workers" \
   "$(sql 'SELECT count(*) FROM (SELECT session FROM items WHERE wave = 1 GROUP BY session HAVING count(DISTINCT worker) > 1) x')" 0

@@ -24,34 +24,33 @@ run_once() {
   local t0; t0=$(date +%s%3N)
   start_inboxd "$W/inboxd-$tag.json" "inboxd-$tag"
   local pid=$LAST_PID port; port=$(http_port "inboxd-$tag")
-  wait_until 300 queue_empty drop || die "$tag: queue not drained: active=$(stat drop active) locked=$(stat drop locked)"
+  wait_until 300 queue_empty drop || die "$tag: queue not drained: active=$(broker_stat drop active) locked=$(broker_stat drop locked)"
   # Done when every message has its msg_done outcome (the unanswered ones too).
   wait_until 60 bash -c "[ \$(jq -r 'select(.event==\"msg_done\") | .message_id' '$W/inboxd-$tag.log' | sort -u | grep -c .) -ge $N ]" \
     || die "$tag: not every message reported an outcome"
   ELAPSED_MS=$(( $(date +%s%3N) - t0 ))
-  METRICS=$(curl -s "http://127.0.0.1:$port/metrics")
+  METRICS=$(metrics_get "$port")
   stop_inboxd $pid; check "$tag: inboxd exit status" "$STOP_RC" 0
   check "$tag: business rows" "$(sql "SELECT count(*) FROM items WHERE id LIKE '$tag-%'")" $N
   check "$tag: applied once" "$(sql "SELECT count(DISTINCT id) FROM items WHERE id LIKE '$tag-%'")" $N
-  check "$tag: completed by the broker" "$(stat drop completed)" $N
-  check "$tag: queue empty" "$(( $(stat drop active) + $(stat drop locked) ))" 0
-  check "$tag: dead-lettered" "$(stat drop dead_lettered)" 0
+  check "$tag: completed by the broker" "$(broker_stat drop completed)" $N
+  check "$tag: queue empty" "$(( $(broker_stat drop active) + $(broker_stat drop locked) ))" 0
+  check "$tag: dead-lettered" "$(broker_stat drop dead_lettered)" 0
   # Nothing lost in transit when a link is recycled: no second delivery.
   check "$tag: all on the first delivery" \
     "$(sql "SELECT max(delivery_count) FROM inboxd_inbox WHERE message_id LIKE '$tag-%'")" 1
   kill "$EMU_PID" 2>/dev/null; wait "$EMU_PID" 2>/dev/null || true
 }
-metric() { echo "$METRICS" | awk -v k="$1" '$1 == k { print $2 + 0; found = 1 } END { if (!found) print 0 }'; }
 
 run_once clean
 clean_ms=$ELAPSED_MS
-check "clean: no settlement unknown" "$(metric 'inboxd_messages_total{result="settlement_unknown"}')" 0
+check "clean: no settlement unknown" "$(metric_in "$METRICS" 'inboxd_messages_total{result="settlement_unknown"}')" 0
 
 run_once fault --fault-drop-settle-reply $DROPS
 fault_ms=$ELAPSED_MS
-unknown=$(metric 'inboxd_messages_total{result="settlement_unknown"}')
-check "fault: no lock_lost for completed messages" "$(metric 'inboxd_messages_total{result="lock_lost"}')" 0
-check "fault: lock losses" "$(metric inboxd_lock_lost_total)" 0
+unknown=$(metric_in "$METRICS" 'inboxd_messages_total{result="settlement_unknown"}')
+check "fault: no lock_lost for completed messages" "$(metric_in "$METRICS" 'inboxd_messages_total{result="lock_lost"}')" 0
+check "fault: lock losses" "$(metric_in "$METRICS" inboxd_lock_lost_total)" 0
 check "fault: the unanswered settlements are reported" "$([ "$unknown" -ge 1 ] && echo yes)" yes
 ratio=$(awk -v a="$fault_ms" -v b="$clean_ms" 'BEGIN { printf "%.2f", a / b }')
 echo "settle-drop: clean ${clean_ms} ms, with $DROPS unanswered settlements ${fault_ms} ms, ratio $ratio, settlement_unknown $unknown"

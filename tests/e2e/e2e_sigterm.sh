@@ -20,10 +20,10 @@ check "exit status" "$rc" 0
 check "exited within the drain timeout" "$([ $((t1 - t0)) -le $(secs 11) ] && echo yes)" yes
 sleep 1.5 # the stats file is rewritten every second
 done_rows=$(sql 'SELECT count(*) FROM items')
-queued=$(( $(stat term active) + $(stat term locked) ))
+queued=$(( $(broker_stat term active) + $(broker_stat term locked) ))
 e2e_log "applied $done_rows, still queued $queued"
 check "processed + queued = sent" $((done_rows + queued)) $N
-check "locked after exit" "$(stat term locked)" 0
+check "locked after exit" "$(broker_stat term locked)" 0
 check "inbox rows = business rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" "$done_rows"
-check "completed = applied" "$(stat term completed)" "$done_rows"
-check "dead-lettered" "$(stat term dead_lettered)" 0
+check "completed = applied" "$(broker_stat term completed)" "$done_rows"
+check "dead-lettered" "$(broker_stat term dead_lettered)" 0

@@ -26,6 +26,6 @@ echo "slow_batch: 4 messages of 4 s each applied in $(echo "$t1 - $t0" | bc) s (
 check "business rows" "$(sql 'SELECT count(*) FROM items')" 4
 check "inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE status = 'processed'")" 4
 check "transactions" "$(sql 'SELECT count(DISTINCT xmin::text) FROM inboxd_inbox')" 4
-check "delivered once each" "$(stat slowb delivered)" 4
-check "completed" "$(stat slowb completed)" 4
-check "abandoned" "$(stat slowb abandoned)" 0
+check "delivered once each" "$(broker_stat slowb delivered)" 4
+check "completed" "$(broker_stat slowb completed)" 4
+check "abandoned" "$(broker_stat slowb abandoned)" 0

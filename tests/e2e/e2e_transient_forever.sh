@@ -19,5 +19,5 @@ stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 check "dead-letter queue" "$(dlq_reasons doomed | tr '\n' ' ')" "doomed-1 MaxDeliveryCountExceeded doomed-2 MaxDeliveryCountExceeded "
 # With MaxDeliveryCount 3 each message is delivered three times, and the
 # third abandon is the one that dead-letters it.
-check "abandoned by inboxd" "$(stat doomed abandoned)" 6
+check "abandoned by inboxd" "$(broker_stat doomed abandoned)" 6
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" 0

@@ -19,5 +19,5 @@ stop_inboxd $a; check "worker a exit status" "$STOP_RC" 0
 stop_inboxd $b; check "worker b exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" $N
 check "inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" $N
-check "completed by the broker" "$(stat pair completed)" $((2 * N))
-check "dead-lettered" "$(stat pair dead_lettered)" 0
+check "completed by the broker" "$(broker_stat pair completed)" $((2 * N))
+check "dead-lettered" "$(broker_stat pair dead_lettered)" 0

@@ -16,6 +16,19 @@ TMUL=${INBOXD_TEST_TIMEOUT_MULTIPLIER:-1}
 e2e_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { e2e_log "FAIL: $*"; e2e_dump; exit 1; }
 
+# fail MESSAGE: die, also from inside $(...): the subshell hands the message
+# to the scenario's shell (signal USR1, trapped in e2e_init), which dies with
+# it, so a reader that cannot read what a check needs ends the scenario
+# instead of printing a value a check could take for an answer.
+fail() {
+  if [ "$BASHPID" != "$$" ]; then
+    printf '%s\n' "$*" >>"$W/.fail"
+    kill -USR1 $$
+    exit 1
+  fi
+  die "$*"
+}
+
 # Scaled seconds (integer).
 secs() { awk -v s="$1" -v m="$TMUL" 'BEGIN { printf "%d", s * m + 0.999 }'; }
 
@@ -35,6 +48,7 @@ e2e_init() {
   W=$(mktemp -d /tmp/inboxd-e2e.XXXXXX)
   chmod 755 "$W"
   trap 'E2E_FAILED=$?; e2e_cleanup' EXIT
+  trap 'die "$(head -n 1 "$W/.fail" 2>/dev/null)"' USR1
   case "$DIALECT" in
   postgresql)
     if [ -z "${INBOXD_TEST_PG_PORT:-}" ]; then
@@ -99,6 +113,9 @@ start_emu() {
     sleep 0.05
   done
   [ -n "$EMU_PORT" ] || die "sbemu did not start: $(cat "$W/sbemu.log")"
+  # Plumbing: from here on an absent stats file is a failure (broker_stat).
+  for _ in $(seq 1 100); do [ -s "$STATS" ] && break; sleep 0.05; done
+  [ -s "$STATS" ] || die "sbemu wrote no stats file $STATS"
   SB_CS="Endpoint=sb://127.0.0.1:$EMU_PORT/;SharedAccessKeyName=e2e;SharedAccessKey=$EMU_KEY;UseDevelopmentEmulator=true"
 }
 
@@ -137,7 +154,7 @@ start_inboxd() {
 http_port() {
   local p=""
   for _ in $(seq 1 100); do
-    p=$(jq -r 'select(.event=="http_listen") | .port' "$W/$1.log" 2>/dev/null | head -n 1)
+    p=$(jq -R -r 'fromjson? | select(.event=="http_listen") | .port' "$W/$1.log" 2>/dev/null | head -n 1)
     [ -n "$p" ] && { echo "$p"; return 0; }
     sleep 0.1
   done
@@ -156,7 +173,7 @@ send_file() {
   E2E_SENT[$1]=$(( ${E2E_SENT[$1]:-0} + n ))
   wait_until 30 sent_seen "$1" || die "the broker stats never showed ${E2E_SENT[$1]} messages sent to $1"
 }
-sent_seen() { [ "$(stat "$1" sent)" -ge "${E2E_SENT[$1]}" ]; }
+sent_seen() { [ "$(broker_stat "$1" sent)" -ge "${E2E_SENT[$1]}" ]; }
 
 # gen_items N [PREFIX] [SUBJECT]: JSON lines of N item messages.
 gen_items() {
@@ -175,9 +192,23 @@ items_route() {
      idempotency_key: "item:{$.id}"}]'
 }
 
-# stat ENTITY FIELD: a counter from the emulator's stats file (0 when absent).
-stat() {
-  jq -r --arg e "$1" --arg f "$2" '.entities[$e][$f] // 0' "$STATS" 2>/dev/null || echo 0
+# broker_stat ENTITY FIELD: a counter from the emulator's stats file. Fails
+# the scenario (fail) when the file, the entity or the field is absent, so
+# a misspelt name never reads as 0. The file is rewritten by rename, so a
+# read never sees half of it.
+broker_stat() {
+  local v
+  [ -s "${STATS:-}" ] || fail "broker_stat $1 $2: no stats file ${STATS:-(STATS unset)}"
+  v=$(jq -r --arg e "$1" --arg f "$2" '
+        if .entities | has($e) | not then "no entity"
+        elif .entities[$e] | has($f) | not then "no field"
+        else .entities[$e][$f] end' "$STATS" 2>/dev/null) \
+    || fail "broker_stat $1 $2: $STATS is not JSON"
+  case "$v" in
+  "no entity") fail "broker_stat: no entity '$1' in $STATS (has: $(jq -r '.entities | keys | join(", ")' "$STATS"))" ;;
+  "no field") fail "broker_stat: entity '$1' has no field '$2' in $STATS" ;;
+  esac
+  echo "$v"
 }
 
 # sanitizer_check: ends the scenario at once when a process it started
@@ -200,7 +231,7 @@ wait_until() {
 }
 
 queue_empty() { # queue_empty ENTITY
-  [ -s "$STATS" ] && [ "$(stat "$1" active)" = 0 ] && [ "$(stat "$1" locked)" = 0 ] && [ "$(stat "$1" deferred)" = 0 ]
+  [ "$(broker_stat "$1" active)" = 0 ] && [ "$(broker_stat "$1" locked)" = 0 ] && [ "$(broker_stat "$1" deferred)" = 0 ]
 }
 
 # dlq_reasons ENTITY: "message_id reason" lines read back from the broker.
@@ -260,5 +291,23 @@ drop_orders_rule() {
   esac
 }
 
-# metric PORT SERIES: the value of one exact series on inboxd's /metrics.
-metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v k="$2" '$1 == k { print $2 }'; }
+# metric PORT SERIES: the value of one exact series (name with its labels,
+# as printed) on inboxd's /metrics. Fails the scenario when curl is missing,
+# /metrics does not answer, or the series is absent.
+metric() { metric_in "$(metrics_get "$1")" "$2"; }
+
+# metrics_get PORT: the whole /metrics text; fails without curl or an answer.
+metrics_get() {
+  local text
+  command -v curl >/dev/null || fail "metrics_get: curl is not installed"
+  text=$(curl -fsS "http://127.0.0.1:$1/metrics" 2>&1) || fail "metrics_get: GET /metrics on port $1: $text"
+  printf '%s\n' "$text"
+}
+
+# metric_in TEXT SERIES: the same, read from a /metrics text kept earlier.
+metric_in() {
+  local v
+  v=$(printf '%s\n' "$1" | awk -v k="$2" '$1 == k { print $2; exit }')
+  [ -n "$v" ] || fail "metric: no series $2 on /metrics"
+  echo "$v"
+}

@@ -36,7 +36,7 @@ outbox_ready() { sql "SELECT count(*) FROM inboxd_outbox" >/dev/null 2>&1; }
 # peek_all ENTITY: every message in ENTITY as JSON lines (sequence order).
 peek_all() { "$INBOXCTL" peek --connection-string "$SB_CS" --entity "$1"; }
 
-sent_n() { [ "$(stat "$1" sent)" -ge "$2" ]; }
+sent_n() { [ "$(broker_stat "$1" sent)" -ge "$2" ]; }
 
 # restart_emu TOPOLOGY_JSON: stops sbemu (its messages are gone) and starts a
 # new one on the same port with the same key and a new topology.
@@ -56,7 +56,3 @@ restart_emu() {
   die "sbemu did not restart on port $EMU_PORT: $(cat "$W/sbemu2.log")"
 }
 
-# metric PORT NAME_WITH_LABELS: a value from inboxd's /metrics (0 when absent).
-metric() {
-  curl -fsS "http://127.0.0.1:$1/metrics" 2>/dev/null | awk -v m="$2" '$1 == m { print $2; found = 1 } END { if (!found) print 0 }'
-}

@@ -54,7 +54,13 @@ JSON
 epid=$!
 for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
 SB_CS="Endpoint=sb://127.0.0.1:$emu_port/;SharedAccessKeyName=soak;SharedAccessKey=soak;UseDevelopmentEmulator=true"
-stat() { jq -r ".entities.soak.$1 // 0" "$W/stats.json" 2>/dev/null || echo 0; }
+for _ in $(seq 1 100); do [ -s "$W/stats.json" ] && break; sleep 0.05; done
+# broker_stat FIELD: a counter of the soak queue; a missing file or field ends
+# the run (from the sender too) rather than reading as 0.
+broker_stat() {
+  jq -er --arg f "$1" '.entities.soak[$f] // error("no field")' "$W/stats.json" 2>/dev/null \
+    || { echo "soak: FAIL: no stats field soak.$1 in $W/stats.json" >&2; kill -TERM $$; exit 1; }
+}
 
 # The sender: chunks of CHUNK messages, each resent until it goes through.
 sender() {
@@ -67,7 +73,7 @@ sender() {
     done
     sleep "$(awk -v c=$CHUNK -v r="$RATE" 'BEGIN { printf "%.3f", c / r }')"
     # Keep the broker's backlog bounded (its memory), as a real producer would be.
-    while [ $(( $(stat active) + $(stat locked) )) -gt 50000 ]; do sleep 0.5; done
+    while [ $(( $(broker_stat active) + $(broker_stat locked) )) -gt 50000 ]; do sleep 0.5; done
   done
   touch "$W/sent"
 }
@@ -128,8 +134,8 @@ while :; do
   fi
   # The stats file is rewritten every second: done once it has seen every
   # message stored and none left.
-  if [ -f "$W/sent" ] && [ "$(stat sent)" -ge "$N" ] && [ "$(stat active)" = 0 ] &&
-     [ "$(stat locked)" = 0 ]; then
+  if [ -f "$W/sent" ] && [ "$(broker_stat sent)" -ge "$N" ] && [ "$(broker_stat active)" = 0 ] &&
+     [ "$(broker_stat locked)" = 0 ]; then
     break
   fi
   if [ "$now" -ge "$next" ]; then
@@ -145,8 +151,8 @@ elapsed=$(( $(date +%s) - t_start ))
 
 applied=$(psql -d soak -c "SELECT count(DISTINCT id) FROM items")
 twice=$(psql -d soak -c "SELECT count(*) - count(DISTINCT id) FROM items")
-dead=$(stat dead_lettered)
-sent=$(( $(stat sent) ))
+dead=$(broker_stat dead_lettered)
+sent=$(( $(broker_stat sent) ))
 lost=$((N - applied - dead))
 cat <<EOF
 soak: seed $SEED, ${elapsed}s, batch_max ${SOAK_BATCH:-default}

@@ -33,7 +33,13 @@ pids+=($!)
 for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
 SB_CS="Endpoint=sb://127.0.0.1:$emu_port/;SharedAccessKeyName=bench;SharedAccessKey=bench;UseDevelopmentEmulator=true"
 DB_CS="Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=$port;Database=bench;Uid=postgres;Pwd=x"
-stat() { jq -r --arg e "$1" --arg f "$2" '.entities[$e][$f] // 0' "$W/stats.json" 2>/dev/null || echo 0; }
+for _ in $(seq 1 100); do [ -s "$W/stats.json" ] && break; sleep 0.05; done
+# broker_stat ENTITY FIELD: a counter from sbemu's stats file; a missing file,
+# entity or field ends the run rather than reading as 0.
+broker_stat() {
+  jq -er --arg e "$1" --arg f "$2" '.entities[$e][$f] // error("absent")' "$W/stats.json" 2>/dev/null \
+    || { echo "relay_rate: FAIL: no stats $1.$2 in $W/stats.json" >&2; kill -TERM $$; exit 1; }
+}
 
 # run PHASE QUEUE EMIT_JSON: prints "start inbox_done relay_done" (seconds).
 run() {
@@ -54,9 +60,9 @@ run() {
   pids+=($ipid)
   t0=$(date +%s.%N)
   while :; do
-    [ -z "$ti" ] && [ "$(stat "$q" completed)" -ge "$N" ] && ti=$(date +%s.%N)
+    [ -z "$ti" ] && [ "$(broker_stat "$q" completed)" -ge "$N" ] && ti=$(date +%s.%N)
     if [ -n "$ti" ]; then
-      if [ "$emit" = null ] || [ "$(stat out sent)" -ge "$N" ]; then tr=$(date +%s.%N); break; fi
+      if [ "$emit" = null ] || [ "$(broker_stat out sent)" -ge "$N" ]; then tr=$(date +%s.%N); break; fi
     fi
     kill -0 $ipid 2>/dev/null || { echo "bench: inboxd died" >&2; tail "$W/$1.log" >&2; exit 1; }
     sleep 0.1
@@ -74,7 +80,7 @@ psql -d bench -c "INSERT INTO inboxd_outbox (entity, message_id, body) SELECT 'o
 rpid=$!
 pids+=($rpid)
 c0=$(date +%s.%N)
-while [ "$(stat out sent)" -lt $((2 * N)) ]; do
+while [ "$(broker_stat out sent)" -lt $((2 * N)) ]; do
   kill -0 $rpid 2>/dev/null || { echo "bench: relay died" >&2; exit 1; }
   sleep 0.1
 done
