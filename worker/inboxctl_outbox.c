@@ -25,6 +25,7 @@
 #include "db_outbox.h"
 #include "ib_log.h"
 #include "wk_config.h"
+#include "wk_dbopt.h"
 
 static int outbox_usage(const char *why)
 {
@@ -90,19 +91,14 @@ static int retry_row(db_conn_t *dbc, const char *table, long long id)
     return 0;
 }
 
-/* Opens the database named by the config; NULL after printing why. */
-static db_conn_t *open_db(const wk_config_t *cfg)
+/* Opens the database named by the config as inboxd does (dbo: the caller
+ * frees it after the connection); NULL after printing why. */
+static db_conn_t *open_db(const wk_config_t *cfg, wk_dbopt_t *dbo)
 {
-    db_options_t o;
     ib_error_t err;
-    db_conn_t *dbc;
-    int d = db_dialect_parse(cfg->db.dialect);
-    memset(&o, 0, sizeof(o));
-    o.connection_string = cfg->db.connection_string;
-    o.dialect = d < 0 ? DB_DIALECT_AUTO : (db_dialect_t)d;
-    o.inbox_table = cfg->db.inbox_table;
-    o.statement_timeout_s = (long)cfg->db.statement_timeout_s;
-    dbc = db_conn_new(&o, &err);
+    db_conn_t *dbc = NULL;
+    if (wk_dbopt_init(dbo, cfg, 30000, &err) == IB_E_OK)
+        dbc = db_conn_new(&dbo->opt, &err);
     if (!dbc)
         fprintf(stderr, "inboxctl: cannot connect to the database: %s\n", err.text);
     return dbc;
@@ -114,6 +110,7 @@ int inboxctl_outbox(int argc, char **argv)
     long long id = 0;
     int max = 1000, rc;
     wk_config_t cfg;
+    wk_dbopt_t dbo;
     db_conn_t *dbc;
 
     if (argc < 1)
@@ -151,14 +148,16 @@ int inboxctl_outbox(int argc, char **argv)
         wk_config_free(&cfg);
         return outbox_usage("the config names no db.connection_string");
     }
-    dbc = open_db(&cfg);
+    dbc = open_db(&cfg, &dbo);
     if (!dbc) {
+        wk_dbopt_free(&dbo);
         wk_config_free(&cfg);
         return 1;
     }
     rc = strcmp(sub, "list") == 0 ? list_rows(dbc, cfg.outbox.table, status, max)
                                   : retry_row(dbc, cfg.outbox.table, id);
     db_conn_free(dbc);
+    wk_dbopt_free(&dbo);
     wk_config_free(&cfg);
     return rc;
 }

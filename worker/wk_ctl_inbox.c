@@ -28,6 +28,7 @@
 #include "db_effect.h"
 #include "ib_log.h"
 #include "wk_config.h"
+#include "wk_dbopt.h"
 
 typedef struct inbox_opts {
     const char *sub, *status, *consumer, *message_id, *as, *remote_id, *note, *config;
@@ -136,7 +137,7 @@ static bool print_row(const db_effect_listed_t *r, void *arg)
 }
 
 /* A connection to inboxd's database from its config; NULL (printed) on failure. */
-static db_conn_t *open_db(const inbox_opts_t *o, wk_config_t *cfg, int *rc)
+static db_conn_t *open_db(const inbox_opts_t *o, wk_config_t *cfg, wk_dbopt_t *dbo, int *rc)
 {
     ib_error_t err;
     /* Only the db section matters here; other problems of the file do not. */
@@ -147,12 +148,10 @@ static db_conn_t *open_db(const inbox_opts_t *o, wk_config_t *cfg, int *rc)
         *rc = 2;
         return NULL;
     }
-    db_options_t opt = {.connection_string = cfg->db.connection_string,
-                        .dialect = (db_dialect_t)db_dialect_parse(cfg->db.dialect),
-                        .inbox_table = cfg->db.inbox_table};
-    if ((int)opt.dialect < 0)
-        opt.dialect = DB_DIALECT_AUTO;
-    db_conn_t *dbc = db_conn_new(&opt, &err);
+    /* The same options and db.auth token path as inboxd (wk_dbopt.c). */
+    db_conn_t *dbc = NULL;
+    if (wk_dbopt_init(dbo, cfg, 30000, &err) == IB_E_OK)
+        dbc = db_conn_new(&dbo->opt, &err);
     if (!dbc) {
         fprintf(stderr, "inboxctl: database: %s\n", err.text);
         *rc = 1;
@@ -170,7 +169,8 @@ int wk_ctl_inbox(int argc, char **argv)
         rc = check(&o);
     if (rc != 0)
         return rc;
-    db_conn_t *dbc = open_db(&o, &cfg, &rc);
+    wk_dbopt_t dbo = {0};
+    db_conn_t *dbc = open_db(&o, &cfg, &dbo, &rc);
     if (dbc && strcmp(o.sub, "list") == 0) {
         long n = db_effect_list(dbc, o.status, o.consumer, o.max, print_row, NULL, &err);
         if (n < 0) {
@@ -188,6 +188,7 @@ int wk_ctl_inbox(int argc, char **argv)
         }
     }
     db_conn_free(dbc);
+    wk_dbopt_free(&dbo);
     wk_config_free(&cfg);
     return rc;
 }

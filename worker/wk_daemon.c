@@ -27,6 +27,7 @@
 #include "ib_log.h"
 #include "sb_aad.h"
 #include "sb_client.h"
+#include "wk_dbopt.h"
 #include "wk_http.h"
 #include "wk_metrics.h"
 #include "wk_outbox.h"
@@ -61,11 +62,10 @@ struct daemon {
     const wk_config_t *cfg;
     sigset_t sigs; /* SIGTERM, SIGINT: taken by the main thread alone */
     wk_routes_t routes;
-    db_options_t dbopt;
+    wk_dbopt_t db; /* database options, db.auth's token source */
     wk_metrics_t *metrics;
     wk_http_t *http;
     sb_aad_t *aad;    /* servicebus.auth workload_identity */
-    sb_aad_t *db_aad; /* db.auth workload_identity: tokens for Azure SQL */
     sb_client_t *client;
     wk_pipeline_t pipe;
     wk_sweeper_t *sweeper;
@@ -422,7 +422,7 @@ static db_conn_t *connect_for(worker_t *w, db_conn_t *dbc, job_t *const *batch, 
     daemon_t *dm = w->dm;
     while (!dbc && !atomic_load(&dm->stopping) && batch_wanted(batch, n)) {
         ib_error_t err;
-        dbc = db_conn_new(&dm->dbopt, &err);
+        dbc = db_conn_new(&dm->db.opt, &err);
         if (!dbc) {
             atomic_store(&dm->pipe.db_reachable, false);
             if ((*fails)++ % 10 == 0)
@@ -659,71 +659,20 @@ static ib_err_t start_http(daemon_t *dm, ib_error_t *err)
     return IB_E_OK;
 }
 
-/* The scope of Azure AD tokens for Azure SQL Database. */
-#define WK_AAD_SCOPE_AZURE_SQL "https://database.windows.net/.default"
-
-/*
- * db_token_fn over the Azure SQL token source: copies its cached token
- * (refreshed before expiry by its own thread) for a new connection.
- * thread: a db worker or the sweeper, before each connect.
- */
-static ib_err_t db_token_from_aad(void *arg, char *buf, size_t size, ib_error_t *err)
-{
-    sb_token_t tok = {0};
-    ib_err_t rc = sb_aad_token_get(arg, NULL, &tok, err);
-
-    if (rc == IB_E_OK && (!tok.token || strlen(tok.token) >= size))
-        rc = ib_error_set(err, IB_E_AUTH, IB_CLASS_TRANSIENT, "Azure SQL token too long");
-    if (rc == IB_E_OK)
-        memcpy(buf, tok.token, strlen(tok.token) + 1);
-    sb_token_clear(&tok);
-    return rc;
-}
-
-/*
- * db.auth workload_identity: a second Azure AD token source, for Azure SQL,
- * from the same federated credential; fail fast when it yields no token.
- */
-static ib_err_t start_db_token(daemon_t *dm, ib_error_t *err)
-{
-    sb_aad_opts_t opts = {.scope = WK_AAD_SCOPE_AZURE_SQL};
-
-    if (strcmp(dm->cfg->db.auth, "workload_identity") != 0)
-        return IB_E_OK;
-    dm->db_aad = sb_aad_new(&opts, err);
-    if (!dm->db_aad || sb_aad_wait(dm->db_aad, 30000, err) != IB_E_OK) {
-        ib_error_prefix(err, "db.auth: no Azure AD token for Azure SQL");
-        IB_LOG(IB_LOG_ERROR, "aad_token", IB_MSG(err->text));
-        return err->code;
-    }
-    dm->dbopt.access_token = db_token_from_aad;
-    dm->dbopt.access_token_arg = dm->db_aad;
-    return IB_E_OK;
-}
-
+/* The database options from the config, db.auth's token source included (wk_dbopt.c). */
 static ib_err_t set_db_options(daemon_t *dm, ib_error_t *err)
 {
-    const wk_config_t *cfg = dm->cfg;
-    dm->dbopt.connection_string = cfg->db.connection_string;
-    dm->dbopt.dialect = (db_dialect_t)db_dialect_parse(cfg->db.dialect);
-    dm->dbopt.inbox_table = cfg->db.inbox_table;
-    dm->dbopt.statement_timeout_s = (long)cfg->db.statement_timeout_s;
-    if (db_codes_from_json(cfg->errors.transient_native, "errors.transient_native",
-                           &dm->dbopt.transient_native, err) != IB_E_OK ||
-        db_codes_from_json(cfg->errors.permanent_native, "errors.permanent_native",
-                           &dm->dbopt.permanent_native, err) != IB_E_OK) {
-        IB_LOG(IB_LOG_ERROR, "config", IB_MSG(err->text));
-        err->code = IB_E_CONFIG; /* a bad code list in the config file */
-        return err->code;
-    }
-    return start_db_token(dm, err);
+    ib_err_t rc = wk_dbopt_init(&dm->db, dm->cfg, 30000, err);
+    if (rc != IB_E_OK)
+        IB_LOG(IB_LOG_ERROR, rc == IB_E_CONFIG ? "config" : "aad_token", IB_MSG(err->text));
+    return rc;
 }
 
 /* Opens one connection, migrates or checks the schema; retries transient failures. */
 static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
 {
     for (int attempt = 1;; attempt++) {
-        db_conn_t *dbc = db_conn_new(&dm->dbopt, err);
+        db_conn_t *dbc = db_conn_new(&dm->db.opt, err);
         /* A relay-only process never touches the inbox table. HTTP routes need the claim
          * columns (db.migrate adds them; else they are checked). */
         if (dbc &&
@@ -823,7 +772,7 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
 {
     int n = (int)dm->cfg->db.pool_size;
     if (dm->outbox.relay) {
-        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->dbopt, dm->client, dm->metrics, err);
+        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->db.opt, dm->client, dm->metrics, err);
         if (!dm->relay)
             return err->code;
         dm->pipe.relay = dm->relay;
@@ -843,7 +792,7 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
     }
     if (start_client(dm, err) != IB_E_OK)
         return err->code;
-    dm->sweeper = wk_sweeper_start(&dm->dbopt, (long)dm->cfg->db.inbox_retention_days);
+    dm->sweeper = wk_sweeper_start(&dm->db.opt, (long)dm->cfg->db.inbox_retention_days);
     return IB_E_OK;
 }
 
@@ -951,13 +900,11 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     sb_client_free(dm->client);
     ot_exporter_free(dm->otel); /* after the client: its callbacks end spans */
     sb_aad_free(dm->aad);
-    sb_aad_free(dm->db_aad); /* after the workers and the sweeper, its callers */
     wk_http_stop(dm->http);
     wk_relay_stop(dm->relay); /* after the http thread: /metrics reads the relay */
     wk_metrics_free(dm->metrics);
     wk_breaker_free(dm->breaker);
-    db_codes_free(&dm->dbopt.transient_native);
-    db_codes_free(&dm->dbopt.permanent_native);
+    wk_dbopt_free(&dm->db); /* after the workers, the sweeper and the relay: its callers */
     wk_routes_free(&dm->routes);
     pthread_mutex_destroy(&dm->mu);
     pthread_cond_destroy(&dm->cv);

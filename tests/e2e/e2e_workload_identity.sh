@@ -55,3 +55,25 @@ stop_inboxd $pid; check "inboxd (db.auth) exit status" "$STOP_RC" 0
 check "business rows after the db.auth run" "$(sql 'SELECT count(*) FROM items')" $((2 * N))
 check "token requests for Azure SQL" \
   "$(curl -s "http://127.0.0.1:$(cat "$W/aad.port")/requests" | jq '[.[] | select(.form.scope == "https://database.windows.net/.default" and .form.client_assertion == "federated-token-from-the-kubelet")] | length > 0')" true
+
+# inboxctl opens the database through the same options as inboxd
+# (wk_dbopt.c): with db.auth workload_identity each command asks the token
+# server for an Azure SQL token before it connects, and without a federated
+# credential it refuses rather than log in some other way.
+sql_tokens() {
+  curl -fsS "http://127.0.0.1:$(cat "$W/aad.port")/requests" \
+    | jq '[.[] | select(.form.scope == "https://database.windows.net/.default")] | length'
+}
+before=$(sql_tokens)
+ctl_env=(ODBCINI="$W/odbc.ini" AZURE_CLIENT_ID=jwt AZURE_TENANT_ID=e2e-tenant
+         AZURE_AUTHORITY_HOST="http://127.0.0.1:$(cat "$W/aad.port")" AZURE_FEDERATED_TOKEN_FILE="$W/federated-token"
+         ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0")
+env "${ctl_env[@]}" "$INBOXCTL" inbox list --status processed --max 1000 --config "$W/inboxd-db.json" \
+  >"$W/ctl-inbox.out" 2>>"$W/inboxctl.log" || die "inboxctl inbox list failed: $(tail -n 3 "$W/inboxctl.log")"
+check "inboxctl inbox list (db.auth) read the rows" "$(grep -c . "$W/ctl-inbox.out")" $((2 * N))
+check "inboxctl inbox list asked for an Azure SQL token" "$(sql_tokens)" $((before + 1))
+env "${ctl_env[@]}" "$INBOXCTL" outbox list --config "$W/inboxd-db.json" >/dev/null 2>>"$W/inboxctl.log"
+check "inboxctl outbox list asked for an Azure SQL token" "$(sql_tokens)" $((before + 2))
+env -u AZURE_CLIENT_ID -u AZURE_FEDERATED_TOKEN_FILE ODBCINI="$W/odbc.ini" \
+  "$INBOXCTL" inbox list --status processed --config "$W/inboxd-db.json" >/dev/null 2>"$W/ctl-noauth.err"
+check "inboxctl without a federated credential refuses" "$?:$(grep -c 'db.auth' "$W/ctl-noauth.err")" 1:1
