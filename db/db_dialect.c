@@ -844,6 +844,51 @@ ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t s
     }
 }
 
+ib_err_t db_sql_probe_idem_key(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (check(d, table) != IB_E_OK)
+        return IB_E_INVAL;
+    /* As probe_key, on (consumer, idempotency_key); a filter (IS NOT NULL) is allowed. */
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return render(buf, size,
+                      "SELECT COUNT(*) FROM sys.indexes i WHERE i.object_id = OBJECT_ID(N'%s') "
+                      "AND i.is_unique = 1 "
+                      "AND (SELECT COUNT(*) FROM sys.index_columns ic WHERE ic.object_id = "
+                      "i.object_id AND ic.index_id = i.index_id AND ic.is_included_column = 0) = 2 "
+                      "AND (SELECT COUNT(*) FROM sys.index_columns ic JOIN sys.columns c ON "
+                      "c.object_id = ic.object_id AND c.column_id = ic.column_id WHERE "
+                      "ic.object_id = i.object_id AND ic.index_id = i.index_id AND "
+                      "ic.is_included_column = 0 AND c.name IN (N'consumer', N'idempotency_key')) "
+                      "= 2",
+                      table);
+    case DB_DIALECT_POSTGRESQL:
+        return render(buf, size,
+                      "SELECT COUNT(*) FROM pg_index i WHERE i.indrelid = to_regclass('%s') "
+                      "AND i.indisunique AND i.indnatts = 2 "
+                      "AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM "
+                      "pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = "
+                      "ANY(i.indkey)) = ARRAY['consumer', 'idempotency_key']",
+                      table);
+    case DB_DIALECT_SQLITE:
+        return render(buf, size,
+                      "SELECT COUNT(*) FROM pragma_index_list('%s') il WHERE il.\"unique\" = 1 "
+                      "AND (SELECT group_concat(name, ',') FROM (SELECT "
+                      "name FROM pragma_index_info(il.name) ORDER BY name)) = "
+                      "'consumer,idempotency_key'",
+                      base_name(table));
+    case DB_DIALECT_MARIADB:
+        return render(buf, size,
+                      "SELECT COUNT(*) FROM (SELECT index_name FROM information_schema.statistics "
+                      "WHERE table_schema = DATABASE() AND table_name = '%s' AND non_unique = 0 "
+                      "GROUP BY index_name HAVING GROUP_CONCAT(column_name ORDER BY column_name) "
+                      "= 'consumer,idempotency_key') k",
+                      base_name(table));
+    default:
+        return IB_E_INVAL;
+    }
+}
+
 ib_err_t db_sql_delete_bounded(db_dialect_t d, const char *table, const char *status,
                                const char *time_column, char *buf, size_t size, bool *limit_first)
 {

@@ -170,6 +170,24 @@ ib_err_t db_sql_takeover(db_dialect_t d, const char *table, char *buf, size_t si
 ib_err_t db_sql_probe_columns(db_dialect_t d, const char *table, char *buf, size_t size);
 ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
+ * probe_idem_key: the same count for unique indexes on exactly (consumer,
+ * idempotency_key), filtered or not (the shipped schemas filter out NULL).
+ */
+ib_err_t db_sql_probe_idem_key(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * A unique key a route names in "constraints", as the dialect's unique
+ * violation names it (db_unique_violation). Renders a query returning one
+ * row with the number of unique constraints or indexes by that name
+ * (PostgreSQL, SQL Server, MariaDB: parameter 1 is the name; SQLite, whose
+ * name is "table.a, table.b": parameter 1 is the table, parameter 2 the
+ * columns "a,b" in index order, and *nparams says which). IB_E_INVAL when
+ * name cannot be one (a SQLite name that is not "table.column, ...").
+ * thread: any (db_unique.c).
+ */
+ib_err_t db_sql_probe_unique_named(db_dialect_t d, const char *name, char *buf, size_t size,
+                                   char *table, size_t tsize, char *cols, size_t csize,
+                                   int *nparams);
+/*
  * One bounded retention batch of 'processed' rows: 'failed' and
  * 'uncertain' rows are never swept, they are what an operator reconciles
  * from. Parameters: cutoff (timestamp, UTC), batch size (integer); the

@@ -85,6 +85,14 @@ long db_conn_reconnects(const db_conn_t *dbc);
  * thread: the owner of dbc.
  */
 ib_err_t db_migrate(db_conn_t *dbc, bool create, ib_error_t *err);
+/*
+ * Checks that a unique constraint or index named as the dialect's unique
+ * violation names it (db_unique_violation: "ux_orders" in PostgreSQL, SQL
+ * Server and MariaDB, "orders.order_id" in SQLite) exists; IB_E_CONFIG
+ * (permanent) naming it when not. For a route's "constraints" at start.
+ * thread: the owner of dbc.
+ */
+ib_err_t db_migrate_check_unique(db_conn_t *dbc, const char *name, ib_error_t *err);
 
 /* ---- the inbox transaction ------------------------------------------- */
 

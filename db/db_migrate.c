@@ -15,6 +15,68 @@
 #define SWEEP_BATCH_DEFAULT 1000
 #define SWEEP_BATCH_MAX 10000
 
+/* The unique index on (consumer, idempotency_key): without it two racing copies both apply. */
+static ib_err_t probe_idem_key(db_conn_t *dbc, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long keys = 0;
+
+    if (db_sql_probe_idem_key(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+    if (db_run(dbc, sql, NULL, 0, db_row_first_int, &keys, NULL, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        ib_error_prefix(err, "idempotency key index check");
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        return err->code;
+    }
+    db_rollback_quiet(dbc);
+    if (keys < 1)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "db.inbox_table: table '%s' has no unique index on (consumer, "
+                            "idempotency_key) (%s_idem in db/schema/%s.sql); without it two "
+                            "racing copies of one key would both apply",
+                            dbc->table, dbc->table, db_dialect_name(dbc->dialect));
+    return IB_E_OK;
+}
+
+ib_err_t db_migrate_check_unique(db_conn_t *dbc, const char *name, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX], table[256], cols[512];
+    long long found = 0;
+    int np = 0;
+    db_bind_t b[2];
+
+    ib_error_clear(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK)
+        return err->code;
+    if (db_sql_probe_unique_named(dbc->dialect, name, sql, sizeof(sql), table, sizeof(table), cols,
+                                  sizeof(cols), &np) != IB_E_OK)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "unique key '%s': not a name this database gives a unique violation "
+                            "(SQLite: \"table.column\" or \"table.a, table.b\")",
+                            name);
+    b[0] = DB_B(DB_TEXT(np == 2 ? table : name));
+    b[1] = DB_B(DB_TEXT(cols));
+    if (db_run(dbc, sql, b, (size_t)np, db_row_first_int, &found, NULL, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        ib_error_prefix(err, "unique key '%s' check", name);
+        if (err->cls == IB_CLASS_DUPLICATE)
+            err->cls = IB_CLASS_PERMANENT;
+        return err->code;
+    }
+    db_rollback_quiet(dbc);
+    if (found < 1)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "unique key '%s' does not exist (no unique constraint or index by "
+                            "that name); without it two racing copies of one fact would both "
+                            "apply",
+                            name);
+    return IB_E_OK;
+}
+
 /* Checks that the table has every inbox column and a unique key on the inbox key. */
 static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
 {
@@ -52,7 +114,7 @@ static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
                             "exactly (consumer, message_id); without it duplicates are not "
                             "detected",
                             dbc->table);
-    return IB_E_OK;
+    return probe_idem_key(dbc, err);
 }
 
 /* Releases the migration lock when it outlives the transaction (a session lock). */

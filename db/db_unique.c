@@ -3,12 +3,15 @@
  * constraint? The business-key backstop (a route's on_unique_violation)
  * needs the constraint's name, which no ODBC field carries: each dialect
  * spells it in its own message text, read here so that the worker never
- * parses driver text itself.
+ * parses driver text itself. And the catalog query that finds such a
+ * constraint by that same name, so that a route's "constraints" can be
+ * checked at start.
  *
  * Pure text; thread: any.
  */
 #include "db_dialect.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Copies the text after the last `open` up to the next `close` into name. */
@@ -92,4 +95,79 @@ bool db_unique_violation(db_dialect_t d, const ib_error_t *err, char *name, size
     default:
         return false;
     }
+}
+
+/* SQLite's "t.a, t.b" into the table "t" and the columns "a,b"; false when not of that shape. */
+static bool sqlite_name_split(const char *name, char *table, size_t tsize, char *cols,
+                              size_t csize)
+{
+    size_t tl = 0, cl = 0;
+    const char *p = name;
+
+    table[0] = cols[0] = '\0';
+    while (*p) {
+        const char *dot = strchr(p, '.'), *end = strstr(p, ", ");
+        size_t n;
+        if (!end)
+            end = p + strlen(p);
+        if (!dot || dot >= end || dot == p || dot + 1 == end)
+            return false;
+        n = (size_t)(dot - p);
+        if (!tl) {
+            if (n >= tsize)
+                return false;
+            memcpy(table, p, n);
+            table[n] = '\0';
+            tl = n;
+        } else if (n != tl || strncmp(table, p, n) != 0) {
+            return false; /* one unique key spans one table */
+        }
+        n = (size_t)(end - dot - 1);
+        if (cl + n + 2 > csize)
+            return false;
+        if (cl)
+            cols[cl++] = ',';
+        memcpy(cols + cl, dot + 1, n);
+        cl += n;
+        cols[cl] = '\0';
+        p = *end ? end + 2 : end;
+    }
+    return tl > 0;
+}
+
+ib_err_t db_sql_probe_unique_named(db_dialect_t d, const char *name, char *buf, size_t size,
+                                   char *table, size_t tsize, char *cols, size_t csize,
+                                   int *nparams)
+{
+    const char *sql = NULL;
+    *nparams = 1;
+    switch (d) {
+    case DB_DIALECT_POSTGRESQL: /* a unique constraint is named as its index */
+        sql = "SELECT COUNT(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+              "WHERE i.indisunique AND c.relname::text = ?";
+        break;
+    case DB_DIALECT_MSSQL: /* PRIMARY KEY and UNIQUE constraints own an index of their name */
+        sql = "SELECT COUNT(*) FROM sys.indexes WHERE is_unique = 1 AND name = ?";
+        break;
+    case DB_DIALECT_MARIADB:
+        sql = "SELECT COUNT(*) FROM (SELECT DISTINCT table_name FROM "
+              "information_schema.statistics WHERE table_schema = DATABASE() AND "
+              "non_unique = 0 AND index_name = ?) k";
+        break;
+    case DB_DIALECT_SQLITE:
+        /* The columns in index order, as the violation lists them. An INTEGER
+         * PRIMARY KEY has no index; name the column's own unique index instead. */
+        if (!sqlite_name_split(name, table, tsize, cols, csize))
+            return IB_E_INVAL;
+        *nparams = 2;
+        sql = "SELECT COUNT(*) FROM pragma_index_list(?) il WHERE il.\"unique\" = 1 AND "
+              "(SELECT group_concat(name, ',') FROM (SELECT name FROM "
+              "pragma_index_info(il.name) ORDER BY seqno)) = ?";
+        break;
+    default:
+        return IB_E_INVAL;
+    }
+    if ((size_t)snprintf(buf, size, "%s", sql) >= size)
+        return IB_E_INVAL;
+    return IB_E_OK;
 }

@@ -678,6 +678,7 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
         if (dbc &&
             (dm->relay_only ||
              (db_migrate(dbc, dm->cfg->db.migrate, err) == IB_E_OK &&
+              wk_routes_check_unique(&dm->routes, dbc, err) == IB_E_OK &&
               (!wk_routes_have_http(&dm->routes) || db_effect_migrate(dbc, false, err) == IB_E_OK))) &&
             (!dm->outbox.enabled || wk_outbox_prepare(dm->cfg, dbc, err) == IB_E_OK)) {
             if (!dm->relay_only)

@@ -1237,6 +1237,24 @@ wk_dl_reason_t wk_route_bind_reason(ib_err_t rc)
                                       : WK_DL_BIND_ERROR;
 }
 
+ib_err_t wk_routes_check_unique(const wk_routes_t *routes, db_conn_t *dbc, ib_error_t *err)
+{
+    for (size_t i = 0; i < routes->n; i++) {
+        size_t k;
+        json_t *v;
+        if (!routes->v[i].constraints)
+            continue;
+        json_array_foreach(routes->v[i].constraints, k, v)
+        {
+            if (db_migrate_check_unique(dbc, json_string_value(v), err) != IB_E_OK) {
+                ib_error_prefix(err, "routes[%zu].constraints[%zu]", i, k);
+                return err->code;
+            }
+        }
+    }
+    return IB_E_OK;
+}
+
 int wk_routes_warn(const wk_routes_t *routes, FILE *errs)
 {
     int n = 0;

@@ -217,5 +217,11 @@ int wk_routes_check_limits(const wk_routes_t *routes, long long renewal_s, FILE 
  * Returns the number of warnings.
  */
 int wk_routes_warn(const wk_routes_t *routes, FILE *errs);
+/*
+ * Checks at start that every unique key a route names in "constraints"
+ * exists (db_migrate_check_unique); IB_E_CONFIG naming the route, the
+ * position and the key when one does not. thread: the owner of dbc.
+ */
+ib_err_t wk_routes_check_unique(const wk_routes_t *routes, db_conn_t *dbc, ib_error_t *err);
 
 #endif

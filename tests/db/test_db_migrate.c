@@ -188,6 +188,59 @@ static void test_shipped_schema_runs(void)
     tl_db_drop(&S);
 }
 
+/*
+ * The unique keys inboxd relies on are checked at start: the inbox's index on
+ * (consumer, idempotency_key), and each unique key a route names in
+ * "constraints", found by the name the dialect's violation gives it.
+ */
+static void test_unique_keys_checked(void)
+{
+    ib_error_t err;
+    bool sqlite = T.dialect == DB_DIALECT_SQLITE;
+    ASSERT_EQ(tl_exec(&T, "CREATE TABLE inbox_noidem (consumer varchar(200), message_id "
+                          "varchar(128), idempotency_key varchar(400), body_sha256 char(64), "
+                          "status varchar(16), entity varchar(260), sequence_number bigint, "
+                          "delivery_count integer, enqueued_at timestamp, received_at "
+                          "timestamp, processed_at timestamp, error_class varchar(16), "
+                          "error_detail varchar(2000), PRIMARY KEY (consumer, message_id))"),
+              0);
+    ASSERT_EQ(tl_exec(&T, "CREATE INDEX inbox_noidem_plain ON inbox_noidem (consumer, "
+                          "idempotency_key)"),
+              0); /* an index, but not a unique one */
+    db_conn_t *dbc = conn_for("inbox_noidem");
+    ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_CONFIG);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    ASSERT_CONTAINS(err.text, "'inbox_noidem' has no unique index on (consumer, idempotency_key)");
+    ASSERT_EQ(db_migrate(dbc, true, &err), IB_E_OK); /* migrate adds it */
+    ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_OK);
+
+    ASSERT_EQ(tl_exec(&T, "CREATE TABLE ship (id integer PRIMARY KEY, order_id varchar(64), "
+                          "carrier varchar(64), region varchar(8))"),
+              0);
+    ASSERT_EQ(tl_exec(&T, "CREATE UNIQUE INDEX ux_ship_order ON ship (order_id)"), 0);
+    ASSERT_EQ(tl_exec(&T, "CREATE UNIQUE INDEX ux_ship_pair ON ship (region, carrier)"), 0);
+    ASSERT_EQ(tl_exec(&T, "CREATE INDEX ix_ship_carrier ON ship (carrier)"), 0);
+    ASSERT_EQ(db_migrate_check_unique(dbc, sqlite ? "ship.order_id" : "ux_ship_order", &err),
+              IB_E_OK);
+    ASSERT_EQ(db_migrate_check_unique(dbc, sqlite ? "ship.region, ship.carrier" : "ux_ship_pair",
+                                      &err),
+              IB_E_OK);
+    /* A name that is no unique key: missing, a plain index, columns in another order. */
+    ASSERT_EQ(db_migrate_check_unique(dbc, sqlite ? "ship.nope" : "ux_ship_nope", &err),
+              IB_E_CONFIG);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    ASSERT_CONTAINS(err.text, sqlite ? "unique key 'ship.nope' does not exist"
+                                     : "unique key 'ux_ship_nope' does not exist");
+    ASSERT_EQ(db_migrate_check_unique(dbc, sqlite ? "ship.carrier" : "ix_ship_carrier", &err),
+              IB_E_CONFIG);
+    if (sqlite) {
+        ASSERT_EQ(db_migrate_check_unique(dbc, "ship.carrier, ship.region", &err), IB_E_CONFIG);
+        ASSERT_EQ(db_migrate_check_unique(dbc, "ux_ship_order", &err), IB_E_CONFIG);
+        ASSERT_CONTAINS(err.text, "not a name this database gives a unique violation");
+    }
+    db_conn_free(dbc);
+}
+
 int main(int argc, char **argv)
 {
     db_dialect_t d = tl_dialect_arg(argc, argv);
@@ -198,6 +251,7 @@ int main(int argc, char **argv)
     RUN(test_migrate_twice);
     RUN(test_table_without_key_is_refused);
     RUN(test_shipped_schema_runs);
+    RUN(test_unique_keys_checked);
     tl_db_drop(&T);
     return ib_test_done();
 }
