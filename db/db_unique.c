@@ -130,6 +130,8 @@ static bool sqlite_name_split(const char *name, char *table, size_t tsize, char 
         memcpy(cols + cl, dot + 1, n);
         cl += n;
         cols[cl] = '\0';
+        if (*end && !end[2])
+            return false; /* a trailing ", " */
         p = *end ? end + 2 : end;
     }
     return tl > 0;

@@ -79,10 +79,44 @@ static void test_sqlite_and_mariadb(void)
     ASSERT_TRUE(!uv(DB_DIALECT_MARIADB, "23000", 1452, "foreign key", n));
 }
 
+/* The catalog query that finds a route's constraint by the name its violation gives. */
+static void test_probe_named(void)
+{
+    char sql[1024], t[64], c[128];
+    int np = 0;
+    ASSERT_EQ(db_sql_probe_unique_named(DB_DIALECT_MSSQL, "UX_orders", sql, sizeof sql, t, sizeof t,
+                                        c, sizeof c, &np),
+              IB_E_OK);
+    ASSERT_EQ(np, 1);
+    ASSERT_CONTAINS(sql, "sys.indexes WHERE is_unique = 1 AND name = ?");
+    ASSERT_EQ(db_sql_probe_unique_named(DB_DIALECT_MARIADB, "PRIMARY", sql, sizeof sql, t, sizeof t,
+                                        c, sizeof c, &np),
+              IB_E_OK);
+    ASSERT_CONTAINS(sql, "non_unique = 0 AND index_name = ?");
+    ASSERT_EQ(db_sql_probe_unique_named(DB_DIALECT_POSTGRESQL, "ux", sql, sizeof sql, t, sizeof t, c,
+                                        sizeof c, &np),
+              IB_E_OK);
+    ASSERT_CONTAINS(sql, "indisunique AND c.relname::text = ?");
+    ASSERT_EQ(db_sql_probe_unique_named(DB_DIALECT_SQLITE, "t.a, t.b", sql, sizeof sql, t, sizeof t,
+                                        c, sizeof c, &np),
+              IB_E_OK);
+    ASSERT_EQ(np, 2);
+    ASSERT_STREQ(t, "t");
+    ASSERT_STREQ(c, "a,b");
+    ASSERT_CONTAINS(sql, "pragma_index_list(?)");
+    /* Not a name SQLite's violation gives: no table, two tables, an empty column. */
+    const char *bad[] = {"ux_orders", "t.a, u.b", "t.", ".a", "t.a, ", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ASSERT_EQ(db_sql_probe_unique_named(DB_DIALECT_SQLITE, bad[i], sql, sizeof sql, t, sizeof t,
+                                            c, sizeof c, &np),
+                  IB_E_INVAL);
+}
+
 int main(void)
 {
     RUN(test_postgresql);
     RUN(test_mssql);
     RUN(test_sqlite_and_mariadb);
+    RUN(test_probe_named);
     return ib_test_done();
 }
