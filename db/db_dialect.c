@@ -456,8 +456,7 @@ bool db_table_name_valid(const char *table)
     return seg > 0;
 }
 
-/* The last component of a table name: index and lock names derive from it. */
-static const char *base_name(const char *table)
+const char *db_table_base(const char *table)
 {
     const char *dot = strrchr(table, '.');
     return dot ? dot + 1 : table;
@@ -562,7 +561,7 @@ static int columns(char *buf, size_t size, db_dialect_t d, const char *table)
         d == DB_DIALECT_SQLITE ? "TEXT" : "char(64)",
         d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", t->text260, nul, t->i64, nul, t->i32, nul,
         t->ts, nul, t->ts, t->ts, d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", nul, t->text2000,
-        nul, d == DB_DIALECT_MSSQL ? "PK_" : "", base_name(table),
+        nul, d == DB_DIALECT_MSSQL ? "PK_" : "", db_table_base(table),
         d == DB_DIALECT_MSSQL ? "" : "_pk", t->pk_clause);
 }
 
@@ -576,7 +575,7 @@ ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size, c
     *n = 0;
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
-    b = base_name(table);
+    b = db_table_base(table);
 
 #define DDL_PUT(...)                                                                               \
     do {                                                                                           \
@@ -831,14 +830,14 @@ ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t s
                       "AND il.partial = 0 AND (SELECT group_concat(name, ',') FROM (SELECT "
                       "name FROM pragma_index_info(il.name) ORDER BY name)) = "
                       "'consumer,message_id'",
-                      base_name(table));
+                      db_table_base(table));
     case DB_DIALECT_MARIADB:
         return render(buf, size,
                       "SELECT COUNT(*) FROM (SELECT index_name FROM information_schema.statistics "
                       "WHERE table_schema = DATABASE() AND table_name = '%s' AND non_unique = 0 "
                       "GROUP BY index_name HAVING GROUP_CONCAT(column_name ORDER BY column_name) "
                       "= 'consumer,message_id') k",
-                      base_name(table));
+                      db_table_base(table));
     default:
         return IB_E_INVAL;
     }

@@ -132,6 +132,8 @@ bool db_dialect_is_login_refused(db_dialect_t d, const char *sqlstate, long nati
  * so this check is what keeps it from being anything else.
  */
 bool db_table_name_valid(const char *table);
+/* The last component of a table name ("dbo.inbox" -> "inbox"): index and lock names derive from it. */
+const char *db_table_base(const char *table);
 
 /* Statement text. Each renders into buf and returns IB_E_INVAL when it does not fit. */
 

@@ -46,12 +46,6 @@ static const newcol_t new_columns[] = {
 };
 #define NEW_COLUMNS (sizeof(new_columns) / sizeof(new_columns[0]))
 
-static const char *base_name(const char *table)
-{
-    const char *dot = strrchr(table, '.');
-    return dot ? dot + 1 : table;
-}
-
 static int dialect_index(db_dialect_t d)
 {
     switch (d) {
@@ -97,13 +91,13 @@ static void sql_has_column(db_dialect_t d, const char *table, const char *col, c
         break;
     case DB_DIALECT_SQLITE:
         snprintf(buf, size, "SELECT COUNT(*) FROM pragma_table_info('%s') WHERE name = '%s'",
-                 base_name(table), col);
+                 db_table_base(table), col);
         break;
     case DB_DIALECT_MARIADB:
         snprintf(buf, size,
                  "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = "
                  "DATABASE() AND table_name = '%s' AND column_name = '%s'",
-                 base_name(table), col);
+                 db_table_base(table), col);
         break;
     default:
         snprintf(buf, size,

@@ -21,13 +21,6 @@ static bool usable(db_dialect_t d, const char *table)
     return d > DB_DIALECT_AUTO && d <= DB_DIALECT_MARIADB && db_table_name_valid(table);
 }
 
-/* Index names derive from the last part of the table name. */
-static const char *base_of(const char *table)
-{
-    const char *dot = strrchr(table, '.');
-    return dot ? dot + 1 : table;
-}
-
 /* The columns after id, shared by every dialect but for their types. */
 typedef struct obtypes {
     const char *id, *t128, *t260, *t2000, *big, *ts, *i32, *st;
@@ -128,7 +121,7 @@ ib_err_t db_outbox_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t 
     *n = 0;
     if (!usable(d, table))
         return IB_E_INVAL;
-    b = base_of(table);
+    b = db_table_base(table);
 #define OB_PUT(...)                                                                                \
     do {                                                                                           \
         w = snprintf(buf + used, size - used, __VA_ARGS__);                                        \
