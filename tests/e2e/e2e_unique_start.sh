@@ -31,8 +31,8 @@ run_once() { # run_once LOG: inboxd in the foreground, its exit status
   echo $?
 }
 untouched() {
-  check "$1: the message is still in the queue" "$(stat ship active)" 1
-  check "$1: never delivered" "$(stat ship delivered)" 0
+  check "$1: the message is still in the queue" "$(broker_stat ship active)" 1
+  check "$1: never delivered" "$(broker_stat ship delivered)" 0
   check "$1: no business row" "$(sql "SELECT count(*) FROM shipments")" 0
   check "$1: no inbox row" "$(sql "SELECT count(*) FROM inbox")" 0
 }
@@ -55,5 +55,5 @@ start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
 wait_until 60 queue_empty ship || die "not drained once both keys exist"
 check "applied once both keys exist" "$(sql "SELECT order_id FROM shipments")" o-1
-check "completed" "$(stat ship completed)" 1
+check "completed" "$(broker_stat ship completed)" 1
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
