@@ -875,14 +875,14 @@ ib_err_t db_sql_probe_idem_key(db_dialect_t d, const char *table, char *buf, siz
                       "AND (SELECT group_concat(name, ',') FROM (SELECT "
                       "name FROM pragma_index_info(il.name) ORDER BY name)) = "
                       "'consumer,idempotency_key'",
-                      base_name(table));
+                      db_table_base(table));
     case DB_DIALECT_MARIADB:
         return render(buf, size,
                       "SELECT COUNT(*) FROM (SELECT index_name FROM information_schema.statistics "
                       "WHERE table_schema = DATABASE() AND table_name = '%s' AND non_unique = 0 "
                       "GROUP BY index_name HAVING GROUP_CONCAT(column_name ORDER BY column_name) "
                       "= 'consumer,idempotency_key') k",
-                      base_name(table));
+                      db_table_base(table));
     default:
         return IB_E_INVAL;
     }
