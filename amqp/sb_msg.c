@@ -18,6 +18,7 @@
 #include "ib_enc.h"
 #include "ib_log.h"
 #include "ib_utf8.h"
+#include "sb_enc.h"
 
 #define SEC_HEADER 0x70
 #define SEC_DELIVERY_ANN 0x71
@@ -485,6 +486,23 @@ static void decode_app_props(decoder_t *dc)
     pn_data_exit(d);
 }
 
+/* Keeps the bytes of the first application-properties map: sec is the whole
+ * section (0x00, its descriptor, the map), n bytes. */
+static void keep_app_props_enc(decoder_t *dc, const unsigned char *sec, size_t n)
+{
+    long dn = n > 1 ? sb_enc_skip(sec + 1, n - 1) : -1;
+    sb_msg_t *msg = dc->msg;
+    if (msg->props_enc || dn < 0 || (size_t)dn + 1 >= n)
+        return;
+    msg->props_enc = malloc(n - 1 - (size_t)dn);
+    if (!msg->props_enc) {
+        dc->nomem = true;
+        return;
+    }
+    msg->props_enc_len = n - 1 - (size_t)dn;
+    memcpy(msg->props_enc, sec + 1 + dn, msg->props_enc_len);
+}
+
 static void body_append(decoder_t *dc, const char *p, size_t n)
 {
     sb_msg_t *msg = dc->msg;
@@ -563,6 +581,7 @@ ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool
     while (off < len && !dc.nomem) {
         ssize_t n;
         unsigned long code;
+        const unsigned char *sec = buf + off;
         pn_data_clear(dc.d);
         n = pn_data_decode(dc.d, (const char *)buf + off, len - off);
         if (n <= 0) {
@@ -596,6 +615,8 @@ ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool
             break;
         case SEC_APP_PROPS:
             decode_app_props(&dc);
+            if (pn_data_type(dc.d) == PN_MAP)
+                keep_app_props_enc(&dc, sec, (size_t)n);
             break;
         case SEC_DATA:
             if (pn_data_type(dc.d) != PN_BINARY) {
@@ -657,6 +678,7 @@ void sb_msg_clear(sb_msg_t *msg)
         free(msg->props[k].str);
     }
     free(msg->props);
+    free(msg->props_enc);
     free(msg->body);
     memset(msg, 0, sizeof(*msg));
 }

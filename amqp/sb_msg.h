@@ -73,6 +73,11 @@ typedef struct sb_msg {
     char *dead_letter_description; /* DeadLetterErrorDescription, else NULL */
     sb_prop_t *props;
     size_t nprops;
+    /* The application-properties map as it arrived (its encoded bytes, from
+     * the map's format code on): every value with its AMQP type, for a
+     * re-send that must not change them (sb_enc.h). NULL when absent. */
+    unsigned char *props_enc;
+    size_t props_enc_len;
     unsigned char *body; /* data sections concatenated, or the amqp-value string or
                             binary; never NULL when body_len > 0 */
     size_t body_len;

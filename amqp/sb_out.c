@@ -55,6 +55,32 @@ void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scr
     }
 }
 
+/*
+ * The application-properties map: the encoded entries as Proton decodes
+ * them (each value keeps its AMQP type: lists, maps, arrays, described
+ * values), then the plain ones. False when props_enc is not one map.
+ */
+static bool put_app_props(pn_data_t *ap, const sb_out_msg_t *om)
+{
+    if (!om->props_enc_len) {
+        pn_data_put_map(ap);
+        pn_data_enter(ap);
+    } else {
+        ssize_t n = pn_data_decode(ap, (const char *)om->props_enc, om->props_enc_len);
+        if (n != (ssize_t)om->props_enc_len)
+            return false;
+        pn_data_rewind(ap);
+        if (!pn_data_next(ap) || pn_data_type(ap) != PN_MAP)
+            return false;
+        pn_data_enter(ap);
+        while (pn_data_next(ap))
+            ; /* the cursor stays on the last entry: what follows is put after it */
+    }
+    sb_props_put(ap, om->props, om->nprops, false);
+    pn_data_exit(ap);
+    return true;
+}
+
 static pn_message_t *build(const sb_out_msg_t *om)
 {
     pn_message_t *m = pn_message();
@@ -89,12 +115,12 @@ static pn_message_t *build(const sb_out_msg_t *om)
     if (om->ttl_ms > 0)
         pn_message_set_ttl(m, (pn_millis_t)om->ttl_ms);
     pn_message_set_durable(m, true);
-    if (om->nprops) {
+    if (om->props_enc_len || om->nprops) {
         ap = pn_message_properties(m);
-        pn_data_put_map(ap);
-        pn_data_enter(ap);
-        sb_props_put(ap, om->props, om->nprops, false);
-        pn_data_exit(ap);
+        if (!put_app_props(ap, om)) {
+            pn_message_free(m);
+            return NULL;
+        }
     }
     pn_message_set_inferred(m, true); /* a binary body goes out as one data section */
     pn_data_put_binary(pn_message_body(m), pn_bytes(om->body_len, om->body ? om->body : ""));
@@ -106,7 +132,8 @@ ib_err_t sb_out_encode(const sb_out_msg_t *m, char **buf, size_t *len, ib_error_
     pn_message_t *pm = build(m);
     pn_rwbytes_t rw = {0, NULL};
     ssize_t n = pm ? pn_message_encode2(pm, &rw) : -1;
-    pn_message_free(pm);
+    if (pm)
+        pn_message_free(pm);
     if (n < 0) {
         free(rw.start);
         *buf = NULL;

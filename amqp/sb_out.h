@@ -32,6 +32,11 @@ typedef struct sb_out_msg {
     const char *subject;
     const char *content_type;
     const char *session_id; /* properties.group-id */
+    /* Application properties already encoded (one AMQP map, as sb_msg_t's
+     * props_enc): sent with every value's type unchanged, props after them.
+     * NULL: none. */
+    const unsigned char *props_enc;
+    size_t props_enc_len;
     const sb_prop_t *props; /* application properties: type SB_PROP_STRING, INT64,
                                DOUBLE, BOOL or NULL */
     size_t nprops;

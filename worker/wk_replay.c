@@ -18,6 +18,7 @@
 
 #include "ib_log.h"
 #include "sb_client.h"
+#include "sb_enc.h"
 #include "sb_send.h"
 
 #define PEEK_PAGE 100
@@ -265,49 +266,47 @@ static sb_msg_t *next_delivered(replay_t *r, long long ms)
     return msg;
 }
 
-/* The re-sent copy: the original's identity and properties, plus the replay's two. */
-static size_t resend_props(const sb_msg_t *msg, sb_prop_t *props, char *at)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < msg->nprops; i++) {
-        const sb_prop_t *p = &msg->props[i];
-        if (strcmp(p->key, "DeadLetterReason") == 0 ||
-            strcmp(p->key, "DeadLetterErrorDescription") == 0 || strcmp(p->key, PROP_COUNT) == 0 ||
-            strcmp(p->key, PROP_AT) == 0)
-            continue;
-        props[n] = *p;
-        if (p->type == SB_PROP_OTHER) /* uuid, timestamp, binary: re-sent as their text */
-            props[n].type = SB_PROP_STRING;
-        n++;
-    }
-    props[n++] = (sb_prop_t){.key = PROP_COUNT, .type = SB_PROP_INT64, .i = prev_count(msg) + 1};
-    ib_time_rfc3339(at, 32, ib_now_ms());
-    props[n++] = (sb_prop_t){.key = PROP_AT, .type = SB_PROP_STRING, .str = at};
-    return n;
-}
+/*
+ * The re-sent copy: the original's identity, its application properties
+ * byte for byte (every AMQP type kept: lists, maps, described values, char,
+ * uuid, ulong, timestamp...) without the broker's dead-letter fields and an
+ * earlier replay's two, then this replay's two.
+ */
+static const char *const replay_dropped[] = {"DeadLetterReason", "DeadLetterErrorDescription",
+                                             PROP_COUNT, PROP_AT};
 
 static ib_err_t send_copy(replay_t *r, const sb_msg_t *msg, ib_error_t *err)
 {
-    sb_prop_t *props = calloc(msg->nprops + 2, sizeof(*props));
+    unsigned char *enc = NULL;
+    size_t enc_len = 0;
     char at[32];
     ib_err_t rc;
     sb_out_msg_t m;
+    sb_prop_t props[2];
 
-    if (!props)
-        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    if (msg->props_enc &&
+        (rc = sb_enc_map_filter(msg->props_enc, msg->props_enc_len, replay_dropped,
+                                sizeof(replay_dropped) / sizeof(replay_dropped[0]), &enc,
+                                &enc_len, err)) != IB_E_OK)
+        return rc;
+    props[0] = (sb_prop_t){.key = PROP_COUNT, .type = SB_PROP_INT64, .i = prev_count(msg) + 1};
+    ib_time_rfc3339(at, sizeof(at), ib_now_ms());
+    props[1] = (sb_prop_t){.key = PROP_AT, .type = SB_PROP_STRING, .str = at};
     m = (sb_out_msg_t){.correlation_id = msg->correlation_id,
                        .subject = msg->subject,
                        .content_type = msg->content_type,
                        .session_id = msg->session_id,
+                       .props_enc = enc,
+                       .props_enc_len = enc_len,
                        .props = props,
-                       .nprops = resend_props(msg, props, at),
+                       .nprops = 2,
                        .body = msg->body,
                        .body_len = msg->body_len};
     /* The id goes back with its AMQP type, so the inbox sees the same key. */
     unsigned char id_bytes[SB_ID_SCRATCH];
     sb_out_msg_set_id(&m, msg->message_id, id_bytes);
     rc = sb_sender_send(r->snd, r->to, &m, 1, err);
-    free(props);
+    free(enc);
     return rc;
 }
 
