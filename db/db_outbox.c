@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ib_log.h"
+#include "ib_utf8.h"
 
 #define CLEANUP_BATCH_DEFAULT 1000
 #define CLEANUP_BATCH_MAX 10000
@@ -52,6 +53,11 @@ static void row_clear(db_outbox_row_t *r)
     memset(r, 0, sizeof(*r));
 }
 
+void db_outbox_row_clear(db_outbox_row_t *row)
+{
+    row_clear(row);
+}
+
 void db_outbox_rows_free(db_outbox_row_t *rows, size_t n)
 {
     if (!rows)
@@ -85,6 +91,7 @@ static bool read_list_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
 {
     r->id = get_int(st, 1);
     r->attempts = get_int(st, 6);
+    r->blocked_by = get_int(st, 10);
     return db_get_text(dbc, st, 2, &r->entity, NULL) && db_get_text(dbc, st, 3, &r->message_id, NULL) &&
            db_get_text(dbc, st, 4, &r->session_id, NULL) && db_get_text(dbc, st, 5, &r->status, NULL) &&
            db_get_text(dbc, st, 7, &r->last_error, NULL) && db_get_text(dbc, st, 8, &r->created_at, NULL) &&
@@ -475,4 +482,71 @@ ib_err_t db_outbox_retry(db_conn_t *dbc, const char *table, long long id, long l
         return err->code;
     }
     return IB_E_OK;
+}
+
+ib_err_t db_outbox_blocked(db_conn_t *dbc, const char *table, long long *sessions,
+                           ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+
+    *sessions = 0;
+    ib_error_clear(err);
+    if (db_outbox_sql_blocked(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_run(dbc, sql, NULL, 0, db_row_first_int, sessions, NULL, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        ib_error_prefix(err, "outbox blocked sessions");
+        return err->code;
+    }
+    db_rollback_quiet(dbc);
+    return IB_E_OK;
+}
+
+/* The first row's first column as text (a failed row's last_error). */
+typedef struct first_text {
+    const db_conn_t *dbc;
+    char *text;
+} first_text_t;
+
+static bool first_text(SQLHSTMT st, void *arg)
+{
+    first_text_t *ft = arg;
+    if (!db_get_text(ft->dbc, st, 1, &ft->text, NULL))
+        ft->text = NULL;
+    return false;
+}
+
+ib_err_t db_outbox_skip(db_conn_t *dbc, const char *table, long long id, const char *note,
+                        long long *changed, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX], text[2001], full[2600];
+    first_text_t was = {dbc, NULL};
+    db_bind_t key = DB_B(DB_INT(id)), b[2];
+
+    *changed = 0;
+    ib_error_clear(err);
+    if (db_outbox_sql_failed_error(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_run(dbc, sql, &key, 1, first_text, &was, NULL, err) != IB_E_OK)
+        goto fail;
+    snprintf(full, sizeof(full), "%s (%s); was: %s", DB_OUTBOX_SKIPPED,
+             note && *note ? note : "by an operator", was.text ? was.text : "");
+    free(was.text);
+    ib_utf8_sanitize(text, sizeof(text), full); /* the column's limit, whole characters */
+    if (db_outbox_sql_skip(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    b[0] = DB_B(DB_TEXT(text));
+    b[1] = key;
+    if (db_run(dbc, sql, b, 2, NULL, NULL, changed, err) != IB_E_OK ||
+        db_end(dbc, true, err) != IB_E_OK)
+        goto fail;
+    return IB_E_OK;
+fail:
+    db_rollback_quiet(dbc);
+    ib_error_prefix(err, "outbox skip");
+    return err->code;
 }

@@ -28,6 +28,16 @@
 
 #define DB_OUTBOX_DEFAULT_TABLE "inboxd_outbox"
 
+/*
+ * Session order after a failure: a failed row with a session id holds back
+ * every later row of its session (they stay pending, left out of the claim)
+ * until an operator retries it (db_outbox_retry: pending again, sent first)
+ * or skips it (db_outbox_skip: it stays failed, its last_error starts with
+ * DB_OUTBOX_SKIPPED, and the session's later rows go on). Rows without a
+ * session id are never held.
+ */
+#define DB_OUTBOX_SKIPPED "inboxd:skipped"
+
 /* ---- statement text (thread: any) ------------------------------------- */
 
 /* The outbox DDL, each statement idempotent; strings point into buf. */
@@ -42,7 +52,8 @@ ib_err_t db_outbox_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t 
 ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
  * The claim: pending rows in id order, at most ? (the only parameter),
- * locked for this transaction and skipping rows other relays hold. Columns:
+ * locked for this transaction and skipping rows other relays hold, leaving
+ * out rows a failed row holds back (DB_OUTBOX_SKIPPED). Columns:
  * id, entity, message_id, session_id, subject, correlation_id, content_type,
  * properties, body, attempts. *lock receives a statement to run first in
  * the transaction ("" when none; SQLite: take the write lock, so a second
@@ -74,11 +85,21 @@ ib_err_t db_outbox_sql_cleanup_unlock(db_dialect_t d, const char *table, char *b
 ib_err_t db_outbox_sql_stats(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
  * Rows for operators in id order, newest last: id, entity, message_id,
- * session_id, status, attempts, last_error, created_at, published_at.
+ * session_id, status, attempts, last_error, created_at, published_at,
+ * blocked_by (for a pending row held back by a failed row: that row's id).
  * Parameters: [status,] limit, in the order *limit_first says.
  */
 ib_err_t db_outbox_sql_list(db_dialect_t d, const char *table, bool by_status, char *buf,
                             size_t size, bool *limit_first);
+/*
+ * One row: how many session ids have pending rows held back by a failed
+ * row (see DB_OUTBOX_SKIPPED).
+ */
+ib_err_t db_outbox_sql_blocked(db_dialect_t d, const char *table, char *buf, size_t size);
+/* The last_error of one failed row (parameter: id); no row when it is not failed. */
+ib_err_t db_outbox_sql_failed_error(db_dialect_t d, const char *table, char *buf, size_t size);
+/* Marks a failed row skipped (parameters: the new last_error, id). */
+ib_err_t db_outbox_sql_skip(db_dialect_t d, const char *table, char *buf, size_t size);
 /* A failed row back to pending (parameter: id). */
 ib_err_t db_outbox_sql_retry(db_dialect_t d, const char *table, char *buf, size_t size);
 /* Selects every outbox column with no rows: fails when the table or a column is missing. */
@@ -102,9 +123,12 @@ typedef struct db_outbox_row {
     size_t body_len;
     long long attempts;
     char *status, *last_error, *created_at, *published_at; /* list only */
+    long long blocked_by; /* list only: the failed row holding this pending row back, or 0 */
 } db_outbox_row_t;
 
 void db_outbox_rows_free(db_outbox_row_t *rows, size_t n);
+/* Frees one row's strings and zeroes it (a row dropped from a claim's array). */
+void db_outbox_row_clear(db_outbox_row_t *row);
 
 /*
  * Begins a relay transaction and claims up to max pending rows in id order
@@ -145,6 +169,19 @@ ib_err_t db_outbox_stats(db_conn_t *dbc, const char *table, long long *pending,
 /* Rows for operators (status NULL: any), at most max, oldest first; read-only. */
 ib_err_t db_outbox_list(db_conn_t *dbc, const char *table, const char *status, int max,
                         db_outbox_row_t **rows, size_t *n, ib_error_t *err);
+
+/* The number of session ids whose pending rows a failed row holds back. */
+ib_err_t db_outbox_blocked(db_conn_t *dbc, const char *table, long long *sessions,
+                           ib_error_t *err);
+
+/*
+ * Skips a failed row: it stays failed, its last_error becomes
+ * DB_OUTBOX_SKIPPED plus note and the error it had, and its session's later
+ * rows are no longer held back. *changed is 1 when the row was failed and
+ * not yet skipped, else 0. Commits.
+ */
+ib_err_t db_outbox_skip(db_conn_t *dbc, const char *table, long long id, const char *note,
+                        long long *changed, ib_error_t *err);
 
 /* A failed row back to pending; *changed is 1 when the row was failed, else 0. Commits. */
 ib_err_t db_outbox_retry(db_conn_t *dbc, const char *table, long long id, long long *changed,

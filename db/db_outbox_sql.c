@@ -143,9 +143,10 @@ ib_err_t db_outbox_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t 
         static const char *const idx[][3] = {
             {"pending", "(id)", "status = 'pending'"},
             {"session", "(session_id, id)", "status = 'pending'"},
+            {"failed", "(session_id, id)", "status = 'failed'"},
             {"published", "(published_at)", "status = 'published'"},
         };
-        for (size_t i = 0; i < 3; i++) {
+        for (size_t i = 0; i < 4; i++) {
             OB_NEXT();
             OB_PUT("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'%s') "
                    "AND name = N'IX_%s_%s')\n"
@@ -175,6 +176,11 @@ ib_err_t db_outbox_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t 
                b, table);
         OB_END();
         OB_NEXT();
+        OB_PUT("CREATE INDEX IF NOT EXISTS %s_failed ON %s (session_id, id) WHERE status = "
+               "'failed'",
+               b, table);
+        OB_END();
+        OB_NEXT();
         OB_PUT("CREATE INDEX IF NOT EXISTS %s_published ON %s (published_at) WHERE status = "
                "'published'",
                b, table);
@@ -200,6 +206,16 @@ ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size
     "id, entity, message_id, session_id, subject, correlation_id, content_type, properties, "      \
     "body, attempts"
 
+/*
+ * The failed rows that hold back the outbox row aliased o: earlier rows of
+ * its session that failed and were not skipped by an operator. Rows without
+ * a session id are never held (NULL = NULL is not true).
+ */
+#define OB_BLOCKERS                                                                                \
+    "f.status = 'failed' AND f.session_id = o.session_id AND f.id < o.id AND (f.last_error IS "    \
+    "NULL OR f.last_error NOT LIKE '" DB_OUTBOX_SKIPPED "%%')"
+#define OB_NOT_BLOCKED "NOT EXISTS (SELECT 1 FROM %s f WHERE " OB_BLOCKERS ")"
+
 ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_t size, char *lock,
                              size_t lock_size)
 {
@@ -210,9 +226,9 @@ ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_
     switch (d) {
     case DB_DIALECT_MSSQL:
         return render(buf, size,
-                      "SELECT TOP (?) " OB_COLS " FROM %s WITH (UPDLOCK, READPAST, ROWLOCK) "
-                      "WHERE status = 'pending' ORDER BY id",
-                      table);
+                      "SELECT TOP (?) " OB_COLS " FROM %s o WITH (UPDLOCK, READPAST, ROWLOCK) "
+                      "WHERE o.status = 'pending' AND " OB_NOT_BLOCKED " ORDER BY o.id",
+                      table, table);
     case DB_DIALECT_SQLITE:
         /*
          * A write statement first takes the database's write lock, so a
@@ -222,13 +238,14 @@ ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_
             IB_E_OK)
             return IB_E_INVAL;
         return render(buf, size,
-                      "SELECT " OB_COLS " FROM %s WHERE status = 'pending' ORDER BY id LIMIT ?",
-                      table);
+                      "SELECT " OB_COLS " FROM %s o WHERE o.status = 'pending' AND " OB_NOT_BLOCKED
+                      " ORDER BY o.id LIMIT ?",
+                      table, table);
     default:
         return render(buf, size,
-                      "SELECT " OB_COLS " FROM %s WHERE status = 'pending' ORDER BY id LIMIT ? "
-                      "FOR UPDATE SKIP LOCKED",
-                      table);
+                      "SELECT " OB_COLS " FROM %s o WHERE o.status = 'pending' AND " OB_NOT_BLOCKED
+                      " ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED",
+                      table, table);
     }
 }
 
@@ -314,15 +331,45 @@ ib_err_t db_outbox_sql_list(db_dialect_t d, const char *table, bool by_status, c
                             size_t size, bool *limit_first)
 {
     static const char cols[] = "id, entity, message_id, session_id, status, attempts, "
-                               "last_error, created_at, published_at";
-    if (!usable(d, table))
+                               "last_error, created_at, published_at, CASE WHEN o.status = "
+                               "'pending' THEN (SELECT MIN(f.id) FROM %s f WHERE " OB_BLOCKERS
+                               ") END AS blocked_by";
+    char sel[1024];
+    if (!usable(d, table) || render(sel, sizeof(sel), cols, table) != IB_E_OK)
         return IB_E_INVAL;
     *limit_first = d == DB_DIALECT_MSSQL;
     if (d == DB_DIALECT_MSSQL)
-        return render(buf, size, "SELECT TOP (?) %s FROM %s%s ORDER BY id", cols, table,
-                      by_status ? " WHERE status = ?" : "");
-    return render(buf, size, "SELECT %s FROM %s%s ORDER BY id LIMIT ?", cols, table,
-                  by_status ? " WHERE status = ?" : "");
+        return render(buf, size, "SELECT TOP (?) %s FROM %s o%s ORDER BY o.id", sel, table,
+                      by_status ? " WHERE o.status = ?" : "");
+    return render(buf, size, "SELECT %s FROM %s o%s ORDER BY o.id LIMIT ?", sel, table,
+                  by_status ? " WHERE o.status = ?" : "");
+}
+
+ib_err_t db_outbox_sql_blocked(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (!usable(d, table))
+        return IB_E_INVAL;
+    return render(buf, size,
+                  "SELECT COUNT(DISTINCT o.session_id) FROM %s o WHERE o.status = 'pending' AND "
+                  "EXISTS (SELECT 1 FROM %s f WHERE " OB_BLOCKERS ")",
+                  table, table);
+}
+
+ib_err_t db_outbox_sql_failed_error(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (!usable(d, table))
+        return IB_E_INVAL;
+    return render(buf, size, "SELECT last_error FROM %s WHERE id = ? AND status = 'failed'", table);
+}
+
+ib_err_t db_outbox_sql_skip(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (!usable(d, table))
+        return IB_E_INVAL;
+    return render(buf, size,
+                  "UPDATE %s SET last_error = ? WHERE id = ? AND status = 'failed' AND "
+                  "(last_error IS NULL OR last_error NOT LIKE '" DB_OUTBOX_SKIPPED "%%')",
+                  table);
 }
 
 ib_err_t db_outbox_sql_retry(db_dialect_t d, const char *table, char *buf, size_t size)

@@ -11,6 +11,7 @@
  *   inboxctl inbox list --status S [--consumer C] / inbox resolve ... (wk_ctl_inbox.c)
  *   inboxctl outbox list [--status pending|published|failed] [--max N] --config F
  *   inboxctl outbox retry --id N --config F        (the database, see inboxctl_outbox.c)
+ *   inboxctl outbox skip --id N [--note TEXT] --config F
  *
  * The connection string comes from --connection-string, else
  * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
@@ -85,6 +86,7 @@ static int usage(const char *why)
         "       inboxctl inbox list|resolve ... (inboxctl inbox for its usage)\n"
         "       inboxctl outbox list [--status pending|published|failed] [--max N] --config F\n"
         "       inboxctl outbox retry --id N --config F\n"
+        "       inboxctl outbox skip --id N [--note TEXT] --config F\n"
         "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
         why);
     return 2;

@@ -530,6 +530,9 @@ static void render_outbox(wk_metrics_t *m, wk_buf_t *b)
     header(b, "inboxd_outbox_oldest_pending_seconds", "gauge",
            "Age of the oldest pending outbox row (0 when none).");
     buf_printf(b, "inboxd_outbox_oldest_pending_seconds %lld\n", o.oldest_pending_s);
+    header(b, "inboxd_outbox_blocked_sessions", "gauge",
+           "Session ids whose pending outbox rows wait behind a failed row (retry or skip it).");
+    buf_printf(b, "inboxd_outbox_blocked_sessions %lld\n", o.blocked_sessions);
     header(b, "inboxd_outbox_published_total", "counter",
            "Outbox rows this process published (the broker accepted them).");
     buf_printf(b, "inboxd_outbox_published_total %llu\n", o.published_total);

@@ -147,7 +147,8 @@ void wk_metrics_oldest_in_flight_set(wk_metrics_t *m, long long since_mono_ms);
 
 /*
  * The outbox relay's figures, read when /metrics is scraped: the pending
- * count and the oldest pending row's age at the relay's last look, rows
+ * count, the oldest pending row's age and the session ids held back by a
+ * failed row (db_outbox.h, DB_OUTBOX_SKIPPED) at the relay's last look, rows
  * published, and rows failed by broker condition (the last entry may be
  * "other" once WK_METRICS_OUTBOX_CONDITIONS are in use).
  */
@@ -155,6 +156,7 @@ void wk_metrics_oldest_in_flight_set(wk_metrics_t *m, long long since_mono_ms);
 typedef struct wk_metrics_outbox {
     long long pending;
     long long oldest_pending_s;
+    long long blocked_sessions;
     unsigned long long published_total;
     size_t nfailed;
     struct {

@@ -73,7 +73,7 @@ ib_err_t wk_relay_props_parse(const char *text, sb_prop_t **props, size_t *n, vo
         json_decref(j);
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     }
-    /* Strings point into j (kept in *holder); composite values are dumped and kept too. */
+    /* Strings point into j (kept in *holder). */
     json_object_foreach(j, k, v)
     {
         sb_prop_t *p = &(*props)[i++];
@@ -99,15 +99,16 @@ ib_err_t wk_relay_props_parse(const char *text, sb_prop_t **props, size_t *n, vo
         case JSON_NULL:
             p->type = SB_PROP_NULL;
             break;
-        default: {
-            char *dump = json_dumps(v, JSON_COMPACT);
-            json_t *s = json_string(dump ? dump : "");
-            free(dump);
-            json_object_set_new(j, k, s); /* same key: iteration stays valid */
-            p->type = SB_PROP_STRING;
-            p->str = (char *)json_string_value(s);
-            break;
-        }
+        default:
+            /* An object or array has no faithful application-property form. */
+            ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                         "properties.%s is a JSON %s; application properties are strings, "
+                         "numbers, booleans or null",
+                         k, json_is_object(v) ? "object" : "array");
+            free(*props);
+            *props = NULL;
+            json_decref(j);
+            return IB_E_INVALID_JSON;
         }
     }
     *n = i;
@@ -191,16 +192,18 @@ void wk_relay_stats(void *relay, wk_metrics_outbox_t *out)
 
 static void refresh_stats(wk_relay_t *r, bool force)
 {
-    long long pending, oldest, now = ib_mono_ms();
+    long long pending, oldest, blocked, now = ib_mono_ms();
     ib_error_t err;
     if (!force && now < r->next_stats_ms)
         return;
     r->next_stats_ms = now + STATS_EVERY_MS;
-    if (db_outbox_stats(r->dbc, r->table, &pending, &oldest, &err) != IB_E_OK)
+    if (db_outbox_stats(r->dbc, r->table, &pending, &oldest, &err) != IB_E_OK ||
+        db_outbox_blocked(r->dbc, r->table, &blocked, &err) != IB_E_OK)
         return;
     pthread_mutex_lock(&r->mu);
     r->stats.pending = pending;
     r->stats.oldest_pending_s = oldest;
+    r->stats.blocked_sessions = blocked;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -287,6 +290,27 @@ static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, i
 }
 
 /*
+ * After a row of a session failed for good, the session's later rows of
+ * this claim [from, *n) are not sent: they stay pending, untouched, and the
+ * next claims leave them out while the failed row holds them back.
+ */
+static void hold_session(db_outbox_row_t *rows, size_t from, size_t *n, const char *session_id)
+{
+    size_t kept = from;
+    for (size_t i = from; i < *n; i++) {
+        db_outbox_row_t *row = &rows[i];
+        if (row->session_id && strcmp(row->session_id, session_id) == 0) {
+            db_outbox_row_clear(row);
+            continue;
+        }
+        if (kept != i)
+            rows[kept] = *row;
+        kept++;
+    }
+    *n = kept;
+}
+
+/*
  * Claims, sends and marks one batch. Returns the rows handled (published
  * or failed), or -1 after a transient failure (the caller backs off).
  */
@@ -330,8 +354,11 @@ static int round_once(wk_relay_t *r)
                 db_outbox_rows_free(rows, n);
                 return -1; /* the rows go back; sent ones are re-sent with the same id */
             }
-            if (mark == DB_OUTBOX_FAILED)
+            if (mark == DB_OUTBOX_FAILED) {
                 count_failed(r, se->condition);
+                if (row->session_id)
+                    hold_session(rows, i + len, &n, row->session_id);
+            }
             published += mark == DB_OUTBOX_PUBLISHED;
             handled += mark != DB_OUTBOX_RETRY;
         }

@@ -65,9 +65,10 @@ void wk_relay_stop(wk_relay_t *r);
 /*
  * The application properties of an outbox row (a JSON object as text) as
  * sb_prop_t values: strings, integers, reals, booleans and null keep their
- * type; arrays and objects travel as their JSON text. *props is malloc'd,
- * owned by *holder (free both with wk_relay_props_free). Fails when
- * the text is not a JSON object (IB_E_INVALID_JSON). thread: any.
+ * type. *props is malloc'd, owned by *holder (free both with
+ * wk_relay_props_free). Fails (IB_E_INVALID_JSON, permanent, nothing to
+ * free) when the text is not a JSON object or a value in it is an array or
+ * an object, which no application property can hold. thread: any.
  */
 struct sb_prop;
 ib_err_t wk_relay_props_parse(const char *json, struct sb_prop **props, size_t *n, void **holder,

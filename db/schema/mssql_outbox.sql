@@ -50,6 +50,9 @@ GO
 IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'dbo.inboxd_outbox') AND name = N'IX_inboxd_outbox_session')
 CREATE NONCLUSTERED INDEX IX_inboxd_outbox_session ON dbo.inboxd_outbox (session_id, id) WHERE status = 'pending'
 GO
+IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'dbo.inboxd_outbox') AND name = N'IX_inboxd_outbox_failed')
+CREATE NONCLUSTERED INDEX IX_inboxd_outbox_failed ON dbo.inboxd_outbox (session_id, id) WHERE status = 'failed'
+GO
 IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'dbo.inboxd_outbox') AND name = N'IX_inboxd_outbox_published')
 CREATE NONCLUSTERED INDEX IX_inboxd_outbox_published ON dbo.inboxd_outbox (published_at) WHERE status = 'published'
 GO

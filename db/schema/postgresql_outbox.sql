@@ -34,4 +34,5 @@ CREATE TABLE IF NOT EXISTS inboxd_outbox (
 );
 CREATE INDEX IF NOT EXISTS inboxd_outbox_pending ON inboxd_outbox (id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS inboxd_outbox_session ON inboxd_outbox (session_id, id) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS inboxd_outbox_failed ON inboxd_outbox (session_id, id) WHERE status = 'failed';
 CREATE INDEX IF NOT EXISTS inboxd_outbox_published ON inboxd_outbox (published_at) WHERE status = 'published';

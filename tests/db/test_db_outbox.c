@@ -308,11 +308,76 @@ static void test_shipped_schema_runs(void)
         run++;
     }
     free(text);
-    ASSERT_EQ(run, 4);
+    ASSERT_EQ(run, T.dialect == DB_DIALECT_MARIADB ? 4 : 5);
     db_conn_t *c = tl_conn(&S);
     ASSERT_EQ(db_outbox_migrate(c, TB, false, &err), IB_E_OK);
     db_conn_free(c);
     tl_db_drop(&S);
+}
+
+/* Claims and marks every claimable row: published, or failed when its id is fail_id. */
+static void claim_all(long long fail_id, char *ids, size_t size)
+{
+    ib_error_t err;
+    db_outbox_row_t *rows;
+    size_t n;
+    ids[0] = '\0';
+    ASSERT_EQ(db_outbox_claim(dbc, TB, 100, &rows, &n, &err), IB_E_OK);
+    for (size_t i = 0; i < n; i++) {
+        bool fail = rows[i].id == fail_id;
+        ASSERT_EQ(db_outbox_mark(dbc, TB, rows[i].id, fail ? DB_OUTBOX_FAILED : DB_OUTBOX_PUBLISHED,
+                                 fail ? "amqp:x: refused" : NULL, &err),
+                  IB_E_OK);
+        snprintf(ids + strlen(ids), size - strlen(ids), "%s ", rows[i].message_id);
+    }
+    if (n)
+        ASSERT_EQ(db_end(dbc, true, &err), IB_E_OK);
+    db_outbox_rows_free(rows, n);
+}
+
+/*
+ * A failed row of a session holds the session's later rows out of every
+ * claim (listed with blocked_by, counted by db_outbox_blocked) while rows
+ * without a session go on; a skip leaves it failed and lets them go.
+ */
+static void test_session_held(void)
+{
+    char ids[256];
+    long long first, blocked = -1, changed = -1;
+    db_outbox_row_t *rows;
+    size_t n;
+    ib_error_t err;
+
+    claim_all(0, ids, sizeof(ids)); /* whatever earlier tests left */
+    app_rows(901, 903, "held");
+    app_rows(904, 904, NULL);
+    first = COUNT("SELECT id FROM " TB " WHERE message_id = 'app-901'");
+    claim_all(first, ids, sizeof(ids));
+    ASSERT_STREQ(ids, "app-901 app-902 app-903 app-904 ");
+    /* That claim sent all four (the relay holds the rest back itself); put two back. */
+    ASSERT_EQ(tl_exec(&T, "UPDATE " TB " SET status = 'pending' WHERE message_id IN ('app-902', "
+                          "'app-903', 'app-904')"),
+              0);
+    claim_all(0, ids, sizeof(ids));
+    ASSERT_STREQ(ids, "app-904 ");
+    ASSERT_EQ(db_outbox_blocked(dbc, TB, &blocked, &err), IB_E_OK);
+    ASSERT_EQ(blocked, 1);
+    ASSERT_EQ(db_outbox_list(dbc, TB, "pending", 100, &rows, &n, &err), IB_E_OK);
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(rows[0].blocked_by, first);
+    ASSERT_EQ(rows[1].blocked_by, first);
+    db_outbox_rows_free(rows, n);
+    ASSERT_EQ(db_outbox_skip(dbc, TB, first, "superseded", &changed, &err), IB_E_OK);
+    ASSERT_EQ(changed, 1);
+    ASSERT_EQ(db_outbox_skip(dbc, TB, first, NULL, &changed, &err), IB_E_OK);
+    ASSERT_EQ(changed, 0); /* already skipped */
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM " TB " WHERE message_id = 'app-901' AND status = 'failed' "
+                    "AND last_error = 'inboxd:skipped (superseded); was: amqp:x: refused'"),
+              1);
+    ASSERT_EQ(db_outbox_blocked(dbc, TB, &blocked, &err), IB_E_OK);
+    ASSERT_EQ(blocked, 0);
+    claim_all(0, ids, sizeof(ids));
+    ASSERT_STREQ(ids, "app-902 app-903 ");
 }
 
 int main(int argc, char **argv)
@@ -331,6 +396,7 @@ int main(int argc, char **argv)
         RUN(test_two_relays_sqlite);
     RUN(test_cleanup);
     RUN(test_shipped_schema_runs);
+    RUN(test_session_held);
     db_conn_free(dbc);
     tl_db_drop(&T);
     return ib_test_done();

@@ -23,14 +23,14 @@ sdk send 3 >"$W/sent.jsonl" || die "the SDK could not send: $(tail -n 5 "$W/sdk.
 echo '{"message_id":"plain-1","body":{"i":0}}' >"$W/plain.jsonl"
 send_file typed "$W/plain.jsonl"
 sdk deadletter 4 || die "the SDK could not dead-letter: $(tail -n 5 "$W/sdk.log")"
-dlq_has() { [ "$(stat 'typed/$DeadLetterQueue' active)" = "$1" ]; }
-wait_until 10 dlq_has 4 || die "expected 4 dead letters, have $(stat 'typed/$DeadLetterQueue' active)"
+dlq_has() { [ "$(broker_stat 'typed/$DeadLetterQueue' active)" = "$1" ]; }
+wait_until 10 dlq_has 4 || die "expected 4 dead letters, have $(broker_stat 'typed/$DeadLetterQueue' active)"
 
 "$INBOXCTL" dlq replay --connection-string "$SB_CS" --entity typed >"$W/replay.out" 2>>"$W/replay.log"
 check "replay exit status" "$?" 0
 check "summary" "$(jq -c 'select(.event=="summary") | [.chosen, .replayed, .remaining]' "$W/replay.out")" '[4,4,0]'
 sdk receive 4 >"$W/back.jsonl" || die "the SDK could not read the replayed messages: $(tail -n 5 "$W/sdk.log")"
-wait_until 10 dlq_has 0 || die "DLQ not empty: $(stat 'typed/$DeadLetterQueue' active)"
+wait_until 10 dlq_has 0 || die "DLQ not empty: $(broker_stat 'typed/$DeadLetterQueue' active)"
 
 # Each replayed message: the sent properties exactly, plus the replay's two.
 back_without_replay='.props | del(."inboxd-replay-count", ."inboxd-replayed-at")'
