@@ -278,7 +278,7 @@ static void test_outbox_and_charset(void)
     size_t from = mark(), n, total, nrows = 0;
     db_outbox_row_t *rows = NULL;
     ib_error_t err;
-    tdsrec_rule(rec, "FROM dbo.ob WITH (UPDLOCK, READPAST, ROWLOCK)",
+    tdsrec_rule(rec, "FROM dbo.ob o WITH (UPDLOCK, READPAST, ROWLOCK)",
                 "I:id,N:entity,N:message_id,N:session_id,N:subject,N:correlation_id,"
                 "N:content_type,M:properties,M:body,I:attempts",
                 cells, 1, -1);
