@@ -208,6 +208,13 @@ static job_t *inflight_take(daemon_t *dm, const sb_msg_t *msg)
     return j;
 }
 
+/* The incoming message's causation-id property (the message that caused it); NULL when none. */
+static const char *causation_of(const sb_msg_t *msg)
+{
+    const sb_prop_t *pr = sb_msg_prop(msg, "causation-id");
+    return pr && pr->type == SB_PROP_STRING ? pr->str : NULL;
+}
+
 /* The msg_done line: one per message outcome. */
 static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
                      const ib_error_t *res, const wk_decision_t *d, wk_outcome_t o,
@@ -243,7 +250,8 @@ static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
            IB_S("trace_id", t && t->trace_id[0]         ? t->trace_id
                             : wk_trace_id(msg, trace) ? trace
                                                       : NULL),
-           IB_S("span_id", t && t->span_id[0] ? t->span_id : NULL));
+           IB_S("span_id", t && t->span_id[0] ? t->span_id : NULL),
+           IB_S("causation_id", causation_of(msg)));
 }
 
 /* Counts and logs the outcome of one settled message, then frees its job. */

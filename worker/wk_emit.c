@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "wk_msgctx.h"
+#include "ib_time.h"
 #include "wk_route_int.h"
 
 /* One templated field of an emit ("ship:{$.id}"); set is false when not configured. */
@@ -31,6 +32,8 @@ typedef struct emit_spec {
     bool body_set;
     emit_prop_t *props;
     size_t nprops;
+    bool created_at;      /* the "created-at" property: when the row was written */
+    char *schema_version; /* the "schema-version" property; NULL: none */
 } emit_spec_t;
 
 struct wk_emits {
@@ -41,6 +44,7 @@ struct wk_emits {
 static void emit_free(emit_spec_t *e)
 {
     free(e->entity);
+    free(e->schema_version);
     wk_tpl_free(&e->message_id.tpl);
     wk_tpl_free(&e->subject.tpl);
     wk_tpl_free(&e->session_id.tpl);
@@ -136,12 +140,31 @@ static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *fiel
     }
 }
 
+/* The envelope's optional parts: "created_at": true, "schema_version": "text". */
+static void compile_envelope(emit_spec_t *e, const json_t *j, size_t i, wk_problems_t *p)
+{
+    const json_t *c = json_object_get(j, "created_at"), *v = json_object_get(j, "schema_version");
+    char f[64];
+    if (c && !json_is_boolean(c)) {
+        snprintf(f, sizeof(f), "emit[%zu].created_at", i);
+        wk_problem(p, f, "must be true or false");
+    }
+    e->created_at = json_is_true(c);
+    if (v && (!json_is_string(v) || !*json_string_value(v) || strlen(json_string_value(v)) > 64)) {
+        snprintf(f, sizeof(f), "emit[%zu].schema_version", i);
+        wk_problem(p, f, "must be a string of 1 to 64 characters");
+    } else if (v) {
+        e->schema_version = strdup(json_string_value(v));
+    }
+}
+
 static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, bool *needs_json,
                              wk_problems_t *p)
 {
-    static const char *const known[] = {"entity",         "message_id",   "subject",
+    static const char *const known[] = {"entity",         "message_id",     "subject",
                                         "session_id",     "correlation_id", "content_type",
-                                        "body",           "properties",   NULL};
+                                        "body",           "properties",     "created_at",
+                                        "schema_version", NULL};
     char f[64];
     const char *k;
     json_t *v, *entity;
@@ -187,6 +210,7 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, bool *ne
     }
     if ((v = json_object_get(j, "properties")) != NULL)
         compile_emit_props(e, v, EMIT_FIELD("properties"), p);
+    compile_envelope(e, j, i, p);
 #undef EMIT_FIELD
 }
 
@@ -255,6 +279,25 @@ static void carry_trace(json_t *props, const sb_msg_t *msg)
         json_object_set_new(props, "tracestate", json_string(ts->str));
 }
 
+/*
+ * The message that caused this one (causation-id: the incoming message id,
+ * beside the correlation id that names the whole conversation), and the
+ * route's optional created-at (RFC 3339 UTC, when the outbox row is written:
+ * a re-send of the row carries the same) and schema-version.
+ */
+static void add_envelope(const emit_spec_t *e, json_t *props, const sb_msg_t *msg)
+{
+    char at[40];
+    if (msg->message_id && !json_object_get(props, "causation-id"))
+        json_object_set_new(props, "causation-id", json_string(msg->message_id));
+    if (e->created_at && !json_object_get(props, "created-at")) {
+        ib_time_rfc3339(at, sizeof(at), ib_now_ms());
+        json_object_set_new(props, "created-at", json_string(at));
+    }
+    if (e->schema_version && !json_object_get(props, "schema-version"))
+        json_object_set_new(props, "schema-version", json_string(e->schema_version));
+}
+
 static ib_err_t bind_emit_props(const emit_spec_t *e, const sb_msg_t *msg, wk_binding_t *b,
                                 db_param_t *out, ib_error_t *err)
 {
@@ -270,6 +313,7 @@ static ib_err_t bind_emit_props(const emit_spec_t *e, const sb_msg_t *msg, wk_bi
         json_object_set_new(props, e->props[i].name, param_json(&v));
     }
     carry_trace(props, msg);
+    add_envelope(e, props, msg);
     text = json_object_size(props) ? json_dumps(props, JSON_COMPACT) : NULL;
     json_decref(props);
     *out = text ? DB_TEXT(wk_binding_keep(b, text)) : DB_NULL();
