@@ -30,8 +30,9 @@ void sb_log_condition(const char *ev, const char *what, pn_condition_t *cond, ib
     desc = pn_condition_get_description(cond);
     IB_LOG(IB_LOG_WARN, ev, IB_MSG(what), IB_S("condition", name), IB_S("description", desc));
     if (err) {
-        ib_error_set(err, IB_E_BROKER, IB_CLASS_TRANSIENT, "%s: %s: %s", what, name ? name : "",
-                     desc ? desc : "");
+        ib_err_t code = err->code != IB_E_OK ? err->code : IB_E_BROKER;
+        ib_class_t cls = err->code != IB_E_OK ? err->cls : IB_CLASS_TRANSIENT;
+        ib_error_set(err, code, cls, "%s: %s: %s", what, name ? name : "", desc ? desc : "");
         ib_strlcpy(err->condition, name ? name : "", sizeof(err->condition));
     }
 }
@@ -230,8 +231,11 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
         break;
     case PN_CONNECTION_REMOTE_CLOSE: {
         pn_connection_t *c = pn_event_connection(e);
-        sb_log_condition("connection_close", "the broker closed the connection",
-                         pn_connection_remote_condition(c), &core->last_err);
+        pn_condition_t *cond = pn_connection_remote_condition(c);
+        if (cond && pn_condition_is_set(cond))
+            ib_error_clear(&core->last_err); /* this close's condition, not an older error */
+        sb_log_condition("connection_close", "the broker closed the connection", cond,
+                         &core->last_err);
         if (core->last_err.code == IB_E_BROKER &&
             strcmp(core->last_err.condition, "amqp:unauthorized-access") == 0)
             core->last_err.code = IB_E_AUTH;

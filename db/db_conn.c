@@ -13,7 +13,6 @@
 #include "db_connstr.h"
 #include "ib_log.h"
 
-#define DEFAULT_TABLE "inbox"
 #define DEFAULT_LOGIN_TIMEOUT_S 15
 /*
  * Text longer than this (in UTF-16 units for SQL Server) is bound as a long
@@ -382,7 +381,7 @@ db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
     }
     if (opt->access_token && db_token_connstr_check(opt->connection_string, err) != IB_E_OK)
         return NULL;
-    table = opt->inbox_table && *opt->inbox_table ? opt->inbox_table : DEFAULT_TABLE;
+    table = opt->inbox_table && *opt->inbox_table ? opt->inbox_table : DB_INBOX_DEFAULT_TABLE;
     if (!db_table_name_valid(table)) {
         ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                      "db.inbox_table: '%.80s' is not an identifier or schema.identifier", table);

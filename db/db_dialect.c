@@ -982,29 +982,6 @@ ib_err_t db_sql_sweep_unlock(db_dialect_t d, const char *table, char *buf, size_
     return db_sql_unlock(d, "sweep", table, buf, size);
 }
 
-static bool savepoint_name_valid(const char *name)
-{
-    return name && db_table_name_valid(name) && !strchr(name, '.');
-}
-
-ib_err_t db_sql_savepoint(db_dialect_t d, const char *name, char *buf, size_t size)
-{
-    if (!savepoint_name_valid(name))
-        return IB_E_INVAL;
-    if (d == DB_DIALECT_MSSQL)
-        return render(buf, size, "SAVE TRANSACTION %s", name);
-    return render(buf, size, "SAVEPOINT %s", name);
-}
-
-ib_err_t db_sql_rollback_to(db_dialect_t d, const char *name, char *buf, size_t size)
-{
-    if (!savepoint_name_valid(name))
-        return IB_E_INVAL;
-    if (d == DB_DIALECT_MSSQL)
-        return render(buf, size, "ROLLBACK TRANSACTION %s", name);
-    return render(buf, size, "ROLLBACK TO SAVEPOINT %s", name);
-}
-
 /* ---- the batch claim ----------------------------------------------------- */
 
 #define INBOX_COLS                                                                                 \

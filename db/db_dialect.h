@@ -1,7 +1,7 @@
 /*
  * db_dialect.h - what differs between the databases inboxd speaks to: the
- * inbox DDL, the statement text of the inbox transaction, savepoint syntax,
- * the current-time expression, and the error table that maps SQLSTATE plus
+ * inbox DDL, the statement text of the inbox transaction, the current-time
+ * expression, and the error table that maps SQLSTATE plus
  * native code to a class.
  *
  * Everything here is pure text and data: no ODBC handle is touched, so the
@@ -252,10 +252,9 @@ ib_err_t db_sql_migrate_unlock(db_dialect_t d, const char *table, char *buf, siz
  */
 const char *db_sql_session_setup(db_dialect_t d);
 /*
- * A statement that opens the transaction before a batch's first SAVEPOINT
- * ("" where SAVEPOINT does that itself). SQL Server's SAVE TRANSACTION
- * fails with 628 when no transaction is open, and under the drivers'
- * IMPLICIT_TRANSACTIONS it does not open one.
+ * A statement that opens the transaction on SQL Server, where under the
+ * drivers' IMPLICIT_TRANSACTIONS only a statement touching a table does
+ * ("" elsewhere, where the first statement does).
  */
 ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
@@ -295,9 +294,6 @@ size_t db_sql_claim_rows_max(db_dialect_t d);
 #define DB_CLAIM_SHARED 5
 #define DB_CLAIM_ROW_PARAMS 7
 bool db_sql_claim_shared(db_dialect_t d);
-/* Savepoint syntax for batching several messages in one transaction. */
-ib_err_t db_sql_savepoint(db_dialect_t d, const char *name, char *buf, size_t size);
-ib_err_t db_sql_rollback_to(db_dialect_t d, const char *name, char *buf, size_t size);
 /* The current UTC time as an SQL expression. */
 const char *db_sql_now(db_dialect_t d);
 

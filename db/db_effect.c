@@ -135,6 +135,17 @@ typedef db_effect_stmt_t effect_sql_t;
 static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, long lease_s,
                            char *buf, size_t size);
 
+/* effect_sql for dbc's dialect and table; a text that does not fit is a permanent error. */
+static ib_err_t conn_sql(db_conn_t *dbc, effect_sql_t which, long lease_s, char *buf, size_t size,
+                         ib_error_t *err)
+{
+    if (effect_sql(dbc->dialect, dbc->table, which, lease_s, buf, size) != IB_E_OK)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                            "inbox statement %d for table '%s' does not fit", (int)which,
+                            dbc->table);
+    return IB_E_OK;
+}
+
 ib_err_t db_effect_sql_text(db_dialect_t d, const char *table, db_effect_stmt_t which, long lease_s,
                             char *buf, size_t size)
 {
@@ -381,10 +392,8 @@ static db_claim_outcome_t take(db_conn_t *dbc, const db_claim_t *c, effect_sql_t
     char sql[DB_SQL_MAX];
     long long n = 0;
     new_token(row->token);
-    if (effect_sql(dbc->dialect, dbc->table, which, lease_s, sql, sizeof sql) != IB_E_OK) {
-        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "claim statement too long");
+    if (conn_sql(dbc, which, lease_s, sql, sizeof sql, err) != IB_E_OK)
         return DB_CLAIM_FAILED;
-    }
     db_bind_t b[3] = {DB_B(DB_TEXT(row->token)), DB_B(DB_TEXT(c->consumer)),
                       DB_B(DB_TEXT(row->message_id))};
     if (db_run(dbc, sql, b, 3, NULL, NULL, &n, err) != IB_E_OK || db_end(dbc, true, err) != IB_E_OK)
@@ -436,7 +445,8 @@ static db_claim_outcome_t existing(db_conn_t *dbc, const db_claim_t *c, long lea
 {
     char sql[DB_SQL_MAX];
     found_t f = {.dbc = dbc};
-    effect_sql(dbc->dialect, dbc->table, DB_ESQL_LOOKUP, lease_s, sql, sizeof sql);
+    if (conn_sql(dbc, DB_ESQL_LOOKUP, lease_s, sql, sizeof sql, err) != IB_E_OK)
+        return DB_CLAIM_FAILED;
     db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
                       DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
     if (db_run(dbc, sql, b, 3, found_row, &f, NULL, err) != IB_E_OK)
@@ -505,7 +515,8 @@ static ib_err_t on_ours(db_conn_t *dbc, effect_sql_t which, long lease_s, const 
         err->cls = IB_CLASS_TRANSIENT;
         return err->code;
     }
-    effect_sql(dbc->dialect, dbc->table, which, lease_s, sql, sizeof sql);
+    if (conn_sql(dbc, which, lease_s, sql, sizeof sql, err) != IB_E_OK)
+        return err->code;
     db_bind_t b[3] = {DB_B(DB_TEXT(consumer)), DB_B(DB_TEXT(row->message_id)),
                       DB_B(DB_TEXT(row->token))};
     if (db_run(dbc, sql, b, 3, NULL, NULL, &n, err) != IB_E_OK ||
@@ -576,7 +587,8 @@ db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_cla
             while (end > 0 && ((unsigned char)res->error_detail[end] & 0xC0) == 0x80)
                 detail[--end] = '\0';
     }
-    effect_sql(dbc->dialect, dbc->table, DB_ESQL_FINISH, 1, sql, sizeof sql);
+    if (conn_sql(dbc, DB_ESQL_FINISH, 1, sql, sizeof sql, err) != IB_E_OK)
+        return DB_FAILED;
     db_bind_t b[8] = {DB_B(DB_TEXT(db_row_status_name(res->status))),
                       DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id) : DB_NULL()),
                       DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL()),
@@ -644,7 +656,8 @@ long db_effect_list(db_conn_t *dbc, const char *status, const char *consumer, lo
     if (db_conn_ensure(dbc, err) != IB_E_OK)
         return -1;
     /* lease_s carries "with a consumer filter" for this statement. */
-    effect_sql(dbc->dialect, dbc->table, DB_ESQL_LIST, consumer ? 1 : 0, sql, sizeof sql);
+    if (conn_sql(dbc, DB_ESQL_LIST, consumer ? 1 : 0, sql, sizeof sql, err) != IB_E_OK)
+        return -1;
     db_bind_t b[2] = {DB_B(DB_TEXT(status)), DB_B(DB_TEXT(consumer ? consumer : ""))};
     ib_err_t rc = db_run(dbc, sql, b, consumer ? 2 : 1, list_row, &l, NULL, err);
     db_rollback_quiet(dbc);
@@ -664,8 +677,9 @@ ib_err_t db_effect_resolve(db_conn_t *dbc, const char *consumer, const char *mes
         db_rollback_quiet(dbc);
     if (db_conn_ensure(dbc, err) != IB_E_OK)
         return err->code;
-    effect_sql(dbc->dialect, dbc->table, retry ? DB_ESQL_RESOLVE_RETRY : DB_ESQL_RESOLVE_PROCESSED,
-               1, sql, sizeof sql);
+    if (conn_sql(dbc, retry ? DB_ESQL_RESOLVE_RETRY : DB_ESQL_RESOLVE_PROCESSED, 1, sql,
+                 sizeof sql, err) != IB_E_OK)
+        return err->code;
     db_bind_t b[4];
     size_t nb = 0;
     if (!retry)

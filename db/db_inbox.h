@@ -1,5 +1,6 @@
 /*
- * db_inbox.h - the transactional inbox over ODBC: the only door into db/.
+ * db_inbox.h - the transactional inbox over ODBC (connections, the inbox
+ * transaction); db_effect.h and db_outbox.h are db/'s other public headers.
  *
  * A db worker thread owns one db_conn_t and runs every message through
  * db_inbox_apply():
@@ -41,10 +42,13 @@
  */
 typedef ib_err_t (*db_token_fn)(void *arg, char *buf, size_t size, ib_error_t *err);
 
+/* The inbox table when none is named (db.inbox_table's default). */
+#define DB_INBOX_DEFAULT_TABLE "inboxd_inbox"
+
 typedef struct db_options {
     const char *connection_string; /* ODBC, for SQLDriverConnect; copied */
     db_dialect_t dialect;          /* DB_DIALECT_AUTO: from SQL_DBMS_NAME */
-    const char *inbox_table;       /* NULL or "": "inbox"; copied */
+    const char *inbox_table;       /* NULL or "": DB_INBOX_DEFAULT_TABLE; copied */
     long statement_timeout_s;      /* per statement; 0 = none */
     long login_timeout_s;          /* 0 = 15 */
     db_codes_t transient_native;   /* errors.transient_native; copied */

@@ -10,6 +10,7 @@
 
 #include "db_connstr.h"
 #include "db_inbox.h"
+#include "db_outbox.h"
 #include "ib_log.h"
 #include "sb_connstr.h"
 #include "wk_http.h"
@@ -90,7 +91,7 @@ const wk_setting_t wk_settings[] = {
      "How long a db worker waits for more messages before applying a batch smaller than "
      "batch_max (0 = never: a lone message is not held back).",
      OFF(db.batch_linger_ms)},
-    {"db.inbox_table", WK_CT_STR, "inboxd_inbox", NOLIM, NULL, 0,
+    {"db.inbox_table", WK_CT_STR, DB_INBOX_DEFAULT_TABLE, NOLIM, NULL, 0,
      "Name of the inbox table (may be schema-qualified).", OFF(db.inbox_table)},
     {"db.migrate", WK_CT_BOOL, "true", NOLIM, NULL, 0,
      "Create the inbox table if absent; when false, check that it exists.", OFF(db.migrate)},
@@ -112,7 +113,7 @@ const wk_setting_t wk_settings[] = {
      "Publish pending outbox rows from this process. auto: whenever the outbox is enabled; "
      "inboxd --relay-only runs the relay alone.",
      OFF(outbox.relay)},
-    {"outbox.table", WK_CT_STR, "inboxd_outbox", NOLIM, NULL, 0,
+    {"outbox.table", WK_CT_STR, DB_OUTBOX_DEFAULT_TABLE, NOLIM, NULL, 0,
      "Name of the outbox table (may be schema-qualified); applications may insert rows too.",
      OFF(outbox.table)},
     {"outbox.poll_ms", WK_CT_INT, "1000", 10, 600000, NULL, 0,

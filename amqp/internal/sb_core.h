@@ -139,7 +139,12 @@ void sb_cbs_tick(sb_core_t *core);
 void sb_cbs_reset(sb_core_t *core);
 void sb_cbs_free(sb_core_t *core);
 
-/* Logs a condition under event tag ev; fills err when given and the condition is set. */
+/*
+ * Logs a condition under event tag ev. When err is given and the condition
+ * is set, err gets the condition's name and text; its code and class stay
+ * what the caller set (IB_E_BROKER, transient, when err held no error), so
+ * the code the caller decided on is not replaced by the one logged.
+ */
 void sb_log_condition(const char *ev, const char *what, pn_condition_t *cond, ib_error_t *err);
 
 #endif

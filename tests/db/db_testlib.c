@@ -151,6 +151,8 @@ db_conn_t *tl_conn_opts(const tl_db_t *t, const db_options_t *extra)
     else
         memset(&o, 0, sizeof(o));
     o.connection_string = t->connstr;
+    if (!o.inbox_table)
+        o.inbox_table = "inbox"; /* the table the db suites' statements name */
     if (o.dialect == DB_DIALECT_AUTO)
         o.dialect = t->dialect;
     if (!o.statement_timeout_s)

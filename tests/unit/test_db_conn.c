@@ -80,7 +80,7 @@ static void test_sqlite_autodetect(void)
     ASSERT_EQ(db_conn_reconnects(dbc), 0);
     /* migrate false on an empty file: a configuration error naming the table. */
     ASSERT_EQ(db_migrate(dbc, false, &err), IB_E_CONFIG);
-    ASSERT_CONTAINS(err.text, "'inbox'");
+    ASSERT_CONTAINS(err.text, "'" DB_INBOX_DEFAULT_TABLE "'");
     long long one = 0;
     ASSERT_EQ(db_exec(dbc, "SELECT 1", NULL, 0, &one, &err), IB_E_OK);
     ASSERT_EQ(one, 1);
