@@ -127,6 +127,10 @@ static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *fiel
         return;
     }
     e->props = calloc(json_object_size(j) ? json_object_size(j) : 1, sizeof(*e->props));
+    if (!e->props) {
+        wk_problem(p, field, "out of memory");
+        return;
+    }
     json_object_foreach((json_t *)j, k, v)
     {
         emit_prop_t *ep = &e->props[e->nprops];
@@ -135,7 +139,11 @@ static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *fiel
                        k);
             continue;
         }
-        ep->name = strdup(k);
+        if (!(ep->name = strdup(k))) {
+            wk_src_free(&ep->src);
+            wk_problem(p, field, "out of memory");
+            return;
+        }
         e->nprops++;
     }
 }
@@ -187,8 +195,8 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, bool *ne
     if (!json_is_string(entity) || !*json_string_value(entity) ||
         strlen(json_string_value(entity)) > 260)
         wk_problem(p, EMIT_FIELD("entity"), "must be a queue or topic name (1 to 260 characters)");
-    else
-        e->entity = strdup(json_string_value(entity));
+    else if (!(e->entity = strdup(json_string_value(entity))))
+        wk_problem(p, EMIT_FIELD("entity"), "out of memory");
     compile_emit_tmpl(&e->message_id, json_object_get(j, "message_id"),
                       EMIT_FIELD("message_id"), needs_json, p);
     check_emit_id(&e->message_id, EMIT_FIELD("message_id"), p);
@@ -222,7 +230,13 @@ wk_emits_t *wk_emits_compile(const json_t *j, bool *needs_json, wk_problems_t *p
         return NULL;
     }
     emits = calloc(1, sizeof(*emits));
-    emits->v = calloc(json_array_size(j), sizeof(*emits->v));
+    if (emits)
+        emits->v = calloc(json_array_size(j), sizeof(*emits->v));
+    if (!emits || !emits->v) {
+        free(emits);
+        wk_problem(p, "emit", "out of memory");
+        return NULL;
+    }
     emits->n = json_array_size(j);
     for (size_t i = 0; i < emits->n; i++)
         compile_emit_one(&emits->v[i], json_array_get(j, i), i, needs_json, p);

@@ -736,11 +736,20 @@ size_t wk_route_index(const wk_route_t *r)
 
 char *wk_binding_keep(wk_binding_t *b, char *s)
 {
-    if (!s)
+    if (!s) {
+        b->nomem = true; /* every caller keeps a fresh allocation: NULL is out of memory */
         return NULL;
+    }
     if (b->nstrings == b->cap_strings) {
-        b->cap_strings = b->cap_strings ? b->cap_strings * 2 : 8;
-        b->strings = realloc(b->strings, b->cap_strings * sizeof(*b->strings));
+        size_t cap = b->cap_strings ? b->cap_strings * 2 : 8;
+        char **v = realloc(b->strings, cap * sizeof(*v));
+        if (!v) {
+            free(s);
+            b->nomem = true;
+            return NULL;
+        }
+        b->strings = v;
+        b->cap_strings = cap;
     }
     b->strings[b->nstrings++] = s;
     return s;
@@ -1112,7 +1121,10 @@ static ib_err_t bind_stmts(const wk_route_t *r, const sb_msg_t *msg, wk_binding_
                 return rc;
         }
     }
-    return bind_emits(r, msg, out, at, err);
+    ib_err_t rc = bind_emits(r, msg, out, at, err);
+    if (rc == IB_E_OK && out->nomem)
+        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    return rc;
 }
 
 ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out, ib_error_t *err)
@@ -1125,6 +1137,8 @@ ib_err_t wk_route_bind(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *o
     if (r->key.n && (rc = wk_tpl_render(&r->key, msg, out, NULL, false, KEY_MAX, "idempotency key",
                                         &out->idempotency_key, err)) != IB_E_OK)
         return rc;
+    if (out->nomem)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     ib_error_clear(err);
     return IB_E_OK;
 }

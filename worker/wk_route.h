@@ -105,6 +105,7 @@ typedef struct wk_binding {
     db_param_t *params;
     char **strings;
     size_t nstrings, cap_strings;
+    bool nomem; /* a value could not be kept: the bind fails IB_E_NOMEM */
     json_t *body_json;
     int body_checked; /* 0 not yet; 1 wk_json_checked accepted the body; -1 it did not */
     const fx_response_t *response; /* the call's answer (finishing statements of HTTP routes) */
