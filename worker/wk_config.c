@@ -69,6 +69,14 @@ const wk_setting_t wk_settings[] = {
      "The entity's MaxDeliveryCount, when known (0 = unknown); --check-config warns when "
      "retry.max_deliveries is not below it.",
      OFF(servicebus.max_delivery_count)},
+    {"servicebus.duplicate_detection_window_s", WK_CT_INT, "0", 0, 31536000, NULL, 0,
+     "The entity's duplicate-detection history, when known (0 = unknown or off); "
+     "--check-config warns when db.inbox_retention_days is shorter.",
+     OFF(servicebus.duplicate_detection_window_s)},
+    {"servicebus.message_ttl_s", WK_CT_INT, "0", 0, 3153600000LL, NULL, 0,
+     "The entity's default message time to live, when known (0 = unknown); --check-config "
+     "warns when db.inbox_retention_days is shorter.",
+     OFF(servicebus.message_ttl_s)},
     {"servicebus.ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
      "PEM file of CA certificates to trust instead of the system store.", OFF(servicebus.ca_file)},
     {"db.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
@@ -494,6 +502,33 @@ static void check_native_list(json_t *list, const char *name, wk_problems_t *p)
     }
 }
 
+/*
+ * The inbox must remember a message as long as a copy of it can still
+ * arrive: a copy enqueued just before the original was applied can wait in
+ * the entity for its time to live, and a producer's re-send is only caught
+ * by the broker within its duplicate-detection history. A row swept before
+ * then lets that copy apply again.
+ */
+static void warn_retention(const wk_config_t *cfg, wk_problems_t *p)
+{
+    long long keep = cfg->db.inbox_retention_days * 86400LL;
+    const struct {
+        const char *key;
+        long long s;
+    } windows[] = {{"servicebus.message_ttl_s", cfg->servicebus.message_ttl_s},
+                   {"servicebus.duplicate_detection_window_s",
+                    cfg->servicebus.duplicate_detection_window_s}};
+    if (keep <= 0 || !p->errs) /* 0: rows are kept forever */
+        return;
+    for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
+        if (windows[i].s > keep)
+            fprintf(p->errs,
+                    "config: warning: db.inbox_retention_days: %lld days (%lld s) is shorter than "
+                    "%s (%lld s): a copy of a message can still arrive after its inbox row is "
+                    "swept, and would apply again\n",
+                    cfg->db.inbox_retention_days, keep, windows[i].key, windows[i].s);
+}
+
 static void validate(wk_config_t *cfg, wk_problems_t *p)
 {
     for (const wk_setting_t *s = wk_settings; s->name; s++) {
@@ -537,6 +572,7 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
             db_connstr_free(&dbc);
     }
     check_db_auth(cfg, p);
+    warn_retention(cfg, p);
     if (cfg->consumer && strlen(cfg->consumer) > 200)
         wk_problem(p, "consumer", "longer than 200 characters");
     if (cfg->retry.base_ms > cfg->retry.max_ms)

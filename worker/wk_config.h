@@ -37,6 +37,8 @@ typedef struct wk_config {
         long long settle_timeout_ms;
         char *ca_file;
         long long max_delivery_count; /* the entity's, when known; 0 = unknown */
+        long long duplicate_detection_window_s; /* the entity's history, when known; 0 = unknown */
+        long long message_ttl_s;      /* the entity's default TTL, when known; 0 = unknown */
     } servicebus;
     struct {
         char *connection_string;

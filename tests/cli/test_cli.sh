@@ -129,4 +129,21 @@ jq '.routes = [{match: "*", http: {url: "https://pay.example/x"}}]' "$tmp/good.j
 check "an HTTP route without a key still checks out" test $? = 0
 check "and warns that it keys on the message id" grep -q '^config: warning: routes\[0\].idempotency_key: not set, so this HTTP route keys its call on the message id' "$tmp/err"
 
+# Retention against the replay window: a warning (exit 0) naming both keys
+# when db.inbox_retention_days is shorter than the entity's message TTL or
+# duplicate-detection history; none when it is longer, or when rows are kept.
+jq '.db.inbox_retention_days = 7 | .servicebus.message_ttl_s = 1209600' "$tmp/good.json" >"$tmp/ret.json"
+"$inboxd" --check-config --config "$tmp/ret.json" >/dev/null 2>"$tmp/err"
+check "retention shorter than the TTL still checks ok" test $? = 0
+check "and warns naming both" grep -q '^config: warning: db.inbox_retention_days: 7 days (604800 s) is shorter than servicebus.message_ttl_s (1209600 s)' "$tmp/err"
+jq '.db.inbox_retention_days = 1 | .servicebus.duplicate_detection_window_s = 172800' "$tmp/good.json" >"$tmp/ret.json"
+"$inboxd" --check-config --config "$tmp/ret.json" >/dev/null 2>"$tmp/err"
+check "retention shorter than duplicate detection warns" grep -q '^config: warning: db.inbox_retention_days: 1 days (86400 s) is shorter than servicebus.duplicate_detection_window_s (172800 s)' "$tmp/err"
+jq '.db.inbox_retention_days = 30 | .servicebus.message_ttl_s = 1209600 | .servicebus.duplicate_detection_window_s = 600' "$tmp/good.json" >"$tmp/ret.json"
+"$inboxd" --check-config --config "$tmp/ret.json" >/dev/null 2>"$tmp/err"
+check "retention longer than both does not warn" bash -c "! grep -q warning '$tmp/err'"
+jq '.db.inbox_retention_days = 0 | .servicebus.message_ttl_s = 1209600' "$tmp/good.json" >"$tmp/ret.json"
+"$inboxd" --check-config --config "$tmp/ret.json" >/dev/null 2>"$tmp/err"
+check "rows kept forever do not warn" bash -c "! grep -q warning '$tmp/err'"
+
 exit $fail
