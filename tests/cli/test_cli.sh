@@ -146,4 +146,9 @@ jq '.db.inbox_retention_days = 0 | .servicebus.message_ttl_s = 1209600' "$tmp/go
 "$inboxd" --check-config --config "$tmp/ret.json" >/dev/null 2>"$tmp/err"
 check "rows kept forever do not warn" bash -c "! grep -q warning '$tmp/err'"
 
+# The words: "applied once in effect", never a bare "exactly once" claim.
+check "the READMEs say applied once in effect" grep -q "applied once in effect" "$src/README.md" "$src/db/README.md"
+check "and never exactly once" bash -c "! grep -i -q -E 'exactly[ -]once' '$src/README.md' '$src/db/README.md' '$src/helm/inboxd/README.md'"
+check "the README names the uncertain state where it does not hold" grep -q "leaves a call that timed out after it was sent in the \*\*uncertain\*\* state" "$src/README.md"
+
 exit $fail
