@@ -214,6 +214,55 @@ static void transport_error(sb_core_t *core, pn_transport_t *t, ib_error_t *why)
     ib_strlcpy(why->condition, name, sizeof(why->condition));
 }
 
+/* The connection is gone: say why, reset what waited on it, tell the owner. */
+static void on_transport_closed(sb_core_t *core, pn_transport_t *t)
+{
+    ib_error_t why;
+    pn_condition_t *cond = pn_transport_condition(t);
+    transport_error(core, t, &why);
+    IB_LOG(
+        why.code == IB_E_CLOSED ? IB_LOG_INFO : IB_LOG_WARN, "disconnect",
+        IB_MSG("connection ended"), IB_S("error", ib_err_name(why.code)),
+        IB_S("condition", cond && pn_condition_is_set(cond) ? pn_condition_get_name(cond) : NULL),
+        IB_S("description",
+             cond && pn_condition_is_set(cond) ? pn_condition_get_description(cond) : NULL));
+    pthread_mutex_lock(&core->wake_lock);
+    core->wake_conn = NULL;
+    pthread_mutex_unlock(&core->wake_lock);
+    core->conn = NULL;
+    core->up = false;
+    core->last_err = why;
+    sb_rr_reset_all(core, &why);
+    sb_cbs_reset(core);
+    if (core->hooks.on_down)
+        core->hooks.on_down(core->hooks.owner, &why);
+    ib_error_clear(&core->last_err);
+    core->last_err = why; /* kept for the sender's error text */
+}
+
+/* The periodic work, on a wake of the connection (see PN_CONNECTION_WAKE). */
+static void on_tick(sb_core_t *core)
+{
+    core->tick_due = false;
+    if (!core->up && ib_mono_ms() - core->connect_started > (long long)core->op_timeout_ms) {
+        /* TCP or TLS accepted but no AMQP open: give up on this attempt. */
+        pn_transport_t *t = pn_connection_transport(core->conn);
+        ib_error_set(&core->last_err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
+                     "no AMQP open from %s:%d within %u ms", core->cs.host, core->cs.port,
+                     core->op_timeout_ms);
+        IB_LOG(IB_LOG_WARN, "connect", IB_MSG(core->last_err.text));
+        core->connect_started = ib_mono_ms(); /* once per attempt */
+        if (t) {
+            pn_transport_close_tail(t);
+            pn_transport_close_head(t);
+        }
+    }
+    sb_cbs_tick(core);
+    sb_rr_tick(core);
+    if (core->hooks.on_tick)
+        core->hooks.on_tick(core->hooks.owner);
+}
+
 bool sb_core_handle(sb_core_t *core, pn_event_t *e)
 {
     pn_link_t *link;
@@ -251,58 +300,17 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
     }
     case PN_TRANSPORT_ERROR:
         break; /* PN_TRANSPORT_CLOSED follows and reports it */
-    case PN_TRANSPORT_CLOSED: {
-        ib_error_t why;
-        pn_transport_t *t = pn_event_transport(e);
-        pn_condition_t *cond = pn_transport_condition(t);
-        transport_error(core, t, &why);
-        IB_LOG(why.code == IB_E_CLOSED ? IB_LOG_INFO : IB_LOG_WARN, "disconnect",
-               IB_MSG("connection ended"), IB_S("error", ib_err_name(why.code)),
-               IB_S("condition",
-                    cond && pn_condition_is_set(cond) ? pn_condition_get_name(cond) : NULL),
-               IB_S("description",
-                    cond && pn_condition_is_set(cond) ? pn_condition_get_description(cond) : NULL));
-        pthread_mutex_lock(&core->wake_lock);
-        core->wake_conn = NULL;
-        pthread_mutex_unlock(&core->wake_lock);
-        core->conn = NULL;
-        core->up = false;
-        core->last_err = why;
-        sb_rr_reset_all(core, &why);
-        sb_cbs_reset(core);
-        if (core->hooks.on_down)
-            core->hooks.on_down(core->hooks.owner, &why);
-        ib_error_clear(&core->last_err);
-        core->last_err = why; /* kept for the sender's error text */
+    case PN_TRANSPORT_CLOSED:
+        on_transport_closed(core, pn_event_transport(e));
         break;
-    }
     case PN_CONNECTION_WAKE:
         /*
          * Proton writes a connection's frames only at the end of one of its
          * own event batches, so the periodic work runs here: the timeout
          * below just wakes the connection.
          */
-        if (core->tick_due) {
-            core->tick_due = false;
-            if (!core->up &&
-                ib_mono_ms() - core->connect_started > (long long)core->op_timeout_ms) {
-                /* TCP or TLS accepted but no AMQP open: give up on this attempt. */
-                pn_transport_t *t = pn_connection_transport(core->conn);
-                ib_error_set(&core->last_err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
-                             "no AMQP open from %s:%d within %u ms", core->cs.host, core->cs.port,
-                             core->op_timeout_ms);
-                IB_LOG(IB_LOG_WARN, "connect", IB_MSG(core->last_err.text));
-                core->connect_started = ib_mono_ms(); /* once per attempt */
-                if (t) {
-                    pn_transport_close_tail(t);
-                    pn_transport_close_head(t);
-                }
-            }
-            sb_cbs_tick(core);
-            sb_rr_tick(core);
-            if (core->hooks.on_tick)
-                core->hooks.on_tick(core->hooks.owner);
-        }
+        if (core->tick_due)
+            on_tick(core);
         if (core->hooks.on_wake)
             core->hooks.on_wake(core->hooks.owner);
         break;

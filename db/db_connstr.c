@@ -15,6 +15,50 @@ static ib_err_t fail(ib_error_t *err, size_t pos, const char *what)
                         "ODBC connection string: %s (at byte %zu)", what, pos);
 }
 
+/*
+ * The value at s[*i] (after '=' and its spaces) into val (room for the rest
+ * of s): braced, with "}}" as a literal '}', or up to the next ';' with its
+ * trailing spaces dropped. Leaves *i on the ';' or the end; *vl its length.
+ */
+static ib_err_t parse_value(const char *s, size_t len, size_t *i, char *val, size_t *vl,
+                            ib_error_t *err)
+{
+    size_t at = *i, n = 0;
+    if (at < len && s[at] == '{') {
+        size_t vs = at++;
+        for (;;) {
+            if (at >= len)
+                return fail(err, vs, "a '{' is never closed");
+            if (s[at] == '}') {
+                if (at + 1 < len && s[at + 1] == '}') {
+                    val[n++] = '}';
+                    at += 2;
+                    continue;
+                }
+                at++;
+                break;
+            }
+            val[n++] = s[at++];
+        }
+        while (at < len && isspace((unsigned char)s[at]))
+            at++;
+        if (at < len && s[at] != ';')
+            return fail(err, at, "text follows a closing '}'");
+    } else {
+        while (at < len && s[at] != ';') {
+            if (s[at] == '{' || s[at] == '}')
+                return fail(err, at, "a brace inside an unbraced value");
+            val[n++] = s[at++];
+        }
+        while (n > 0 && isspace((unsigned char)val[n - 1]))
+            n--;
+    }
+    val[n] = '\0';
+    *i = at;
+    *vl = n;
+    return IB_E_OK;
+}
+
 ib_err_t db_connstr_parse(const char *s, db_connstr_t *out, ib_error_t *err)
 {
     size_t i = 0, len;
@@ -33,7 +77,7 @@ ib_err_t db_connstr_parse(const char *s, db_connstr_t *out, ib_error_t *err)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
 
     while (i < len && rc == IB_E_OK) {
-        size_t ks, ke, vs;
+        size_t ks, ke;
         char *val;
         size_t vl = 0;
 
@@ -67,43 +111,10 @@ ib_err_t db_connstr_parse(const char *s, db_connstr_t *out, ib_error_t *err)
             rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
             break;
         }
-        if (i < len && s[i] == '{') {
-            vs = i++;
-            for (;;) {
-                if (i >= len) {
-                    free(val);
-                    return db_connstr_free(out), fail(err, vs, "a '{' is never closed");
-                }
-                if (s[i] == '}') {
-                    if (i + 1 < len && s[i + 1] == '}') {
-                        val[vl++] = '}';
-                        i += 2;
-                        continue;
-                    }
-                    i++;
-                    break;
-                }
-                val[vl++] = s[i++];
-            }
-            while (i < len && isspace((unsigned char)s[i]))
-                i++;
-            if (i < len && s[i] != ';') {
-                free(val);
-                rc = fail(err, i, "text follows a closing '}'");
-                break;
-            }
-        } else {
-            while (i < len && s[i] != ';') {
-                if (s[i] == '{' || s[i] == '}') {
-                    free(val);
-                    return db_connstr_free(out), fail(err, i, "a brace inside an unbraced value");
-                }
-                val[vl++] = s[i++];
-            }
-            while (vl > 0 && isspace((unsigned char)val[vl - 1]))
-                vl--;
+        if ((rc = parse_value(s, len, &i, val, &vl, err)) != IB_E_OK) {
+            free(val);
+            break;
         }
-        val[vl] = '\0';
         if (out->n == CONNSTR_ATTRS_MAX) {
             free(val);
             rc = fail(err, ks, "too many attributes");
