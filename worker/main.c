@@ -24,6 +24,49 @@ static int usage(const char *why)
     return EXIT_CONFIG;
 }
 
+/* Loads and checks the config and its routes; findings go to out. Returns the problems. */
+static int check_all(wk_config_t *cfg, const char *path, bool relay_only, FILE *out)
+{
+    int problems = wk_config_load(cfg, path, out);
+    if (!relay_only)
+        problems += wk_config_check_entity(cfg, out);
+    if (cfg->routes) {
+        wk_routes_t routes;
+        wk_outbox_plan_t plan;
+        int route_problems = wk_routes_compile(cfg->routes, &routes, out);
+        problems += route_problems;
+        problems += wk_routes_check_limits(&routes, cfg->servicebus.max_auto_lock_renewal_s, out);
+        wk_routes_warn(&routes, out);
+        if (!route_problems)
+            problems += wk_outbox_plan(cfg, &routes, relay_only, &plan, out);
+        wk_routes_free(&routes);
+    }
+    return problems;
+}
+
+/*
+ * At start: with problems, every finding goes to stderr as text (inboxd then
+ * exits 2); without, each "config: warning: ..." line is logged as a JSON
+ * warning (event "config").
+ */
+static void report_findings(const char *found, int problems)
+{
+    const char *line = found;
+    if (problems) {
+        fputs(found ? found : "", stderr);
+        return;
+    }
+    while (line && *line) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        char text[2048];
+        snprintf(text, sizeof(text), "%.*s", (int)n, line);
+        const char *msg = strncmp(text, "config: warning: ", 17) == 0 ? text + 17 : text;
+        IB_LOG(IB_LOG_WARN, "config", IB_MSG(msg));
+        line = end ? end + 1 : NULL;
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *path = NULL;
@@ -64,19 +107,18 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    problems = wk_config_load(&cfg, path, stderr);
-    if (!relay_only)
-        problems += wk_config_check_entity(&cfg, stderr);
-    if (cfg.routes) {
-        wk_routes_t routes;
-        wk_outbox_plan_t plan;
-        int route_problems = wk_routes_compile(cfg.routes, &routes, stderr);
-        problems += route_problems;
-        problems += wk_routes_check_limits(&routes, cfg.servicebus.max_auto_lock_renewal_s, stderr);
-        wk_routes_warn(&routes, stderr);
-        if (!route_problems)
-            problems += wk_outbox_plan(&cfg, &routes, relay_only, &plan, stderr);
-        wk_routes_free(&routes);
+    /* Running, the findings are held back: problems go to stderr as text
+     * (exit 2), warnings become JSON log lines, like every line inboxd logs. */
+    char *found = NULL;
+    size_t found_len = 0;
+    FILE *out = mode == RUN ? open_memstream(&found, &found_len) : NULL;
+    if (!out)
+        out = stderr;
+    problems = check_all(&cfg, path, relay_only, out);
+    if (out != stderr) {
+        fclose(out);
+        report_findings(found, problems);
+        free(found);
     }
     if (mode == PRINT) {
         json_t *j = wk_config_to_json(&cfg);

@@ -17,7 +17,9 @@ write_config "$W/inboxd.json" orders "$routes" '{"outbox": {"relay": "false"}}'
   gen_items 100 good
   awk 'BEGIN { for (i = 1; i <= 10; i++) printf "{\"message_id\":\"bad-%d\",\"body\":{\"id\":\"bad-%d\",\"n\":-1}}\n", i, i }'
   gen_items 20 good
-} | jq -c 'if (.message_id | startswith("good-")) then .properties = {traceparent: ("00-" + .message_id + "-01")} else . end' >"$W/msgs.jsonl"
+} | jq -c 'if (.message_id | startswith("good-")) then (.message_id | ltrimstr("good-")) as $n |
+      .properties = {traceparent: ("00-a" + (("0" * 31) + $n)[-31:] + "-b" + (("0" * 15) + $n)[-15:] + "-01")}
+    else . end' >"$W/msgs.jsonl"
 send_file orders "$W/msgs.jsonl"
 start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
@@ -29,5 +31,5 @@ check "outbox rows" "$(sql 'SELECT count(*) FROM inboxd_outbox')" 100
 check "distinct outbox ids" "$(sql 'SELECT count(DISTINCT message_id) FROM inboxd_outbox')" 100
 check "rows for failed messages" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE message_id LIKE 'ship:bad-%'")" 0
 check "correlation id = incoming message id" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE correlation_id = substr(message_id, 6)")" 100
-check "traceparent carried" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE properties LIKE '%\"traceparent\":\"00-good%'")" 100
+check "traceparent carried" "$(sql "SELECT count(*) FROM inboxd_outbox WHERE properties LIKE '%\"traceparent\":\"00-a%-b%-01\"%'")" 100
 check "pending (no relay here)" "$(outbox_count pending)" 100
