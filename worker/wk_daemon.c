@@ -84,6 +84,8 @@ struct daemon {
     long long oldest_enqueued_ms; /* as last published (publish_in_flight, the tick) */
     bool stop_workers;
     size_t busy_workers;
+    size_t connected_workers; /* workers holding a database connection */
+    atomic_bool pool_limit_told; /* the db_pool_limited warning was logged */
 
     atomic_bool stopping; /* draining: no new retries */
     atomic_llong retry_deadline_ms;
@@ -374,9 +376,9 @@ static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
  */
 static size_t batch_share(const daemon_t *dm, size_t max)
 {
-    size_t others = (size_t)dm->nworkers > dm->busy_workers + 1
-                        ? (size_t)dm->nworkers - dm->busy_workers - 1
-                        : 0;
+    /* Workers without a connection wait for one and take no job. */
+    size_t able = dm->connected_workers ? dm->connected_workers : (size_t)dm->nworkers;
+    size_t others = able > dm->busy_workers + 1 ? able - dm->busy_workers - 1 : 0;
     size_t share = dm->queued > others ? dm->queued - others : 1;
     return share < max ? share : max;
 }
@@ -419,25 +421,115 @@ static bool batch_wanted(job_t *const *batch, size_t n)
     return false;
 }
 
+/* Counts a worker in or out of those holding a connection; returns how many others hold one. */
+static size_t count_connected(daemon_t *dm, int delta)
+{
+    size_t others;
+    pthread_mutex_lock(&dm->mu);
+    if (delta > 0)
+        dm->connected_workers++;
+    else if (delta < 0 && dm->connected_workers > 0)
+        dm->connected_workers--;
+    others = dm->connected_workers - (delta > 0 ? 1 : 0);
+    pthread_mutex_unlock(&dm->mu);
+    return others;
+}
+
 /*
- * Connects when there is no connection, retrying while the batch is worth
- * it (not draining, some lock not lost). Returns NULL when it gave up.
- * thread: a db worker.
+ * The database refused this worker a connection while others hold one
+ * (PostgreSQL "too many clients", a role's connection limit, Azure SQL's
+ * worker limit): the pool is larger than the database accepts. Said once.
  */
-static db_conn_t *connect_for(worker_t *w, db_conn_t *dbc, job_t *const *batch, size_t n,
-                              int *fails)
+static void tell_pool_limited(worker_t *w, const ib_error_t *err, size_t others)
 {
     daemon_t *dm = w->dm;
+    if (atomic_exchange(&dm->pool_limit_told, true))
+        return;
+    IB_LOG(IB_LOG_WARN, "db_pool_limited",
+           IB_MSG("the database refuses more connections than some workers hold: workers without "
+                  "one take no messages and try again now and then; lower db.pool_size to what "
+                  "the database accepts"),
+           IB_I("pool_size", (long long)dm->nworkers), IB_I("connected", (long long)others),
+           IB_S("sqlstate", err->sqlstate), IB_S("error", err->text));
+}
+
+/*
+ * Connects before the worker takes any job. While other workers hold a
+ * connection, a refused one is waited out here, holding no message (up to
+ * 5 s between tries): the messages go to the connected workers. Returns
+ * NULL when no worker is connected (the database is down: the worker takes
+ * jobs and connect_for decides them as before) or the daemon stops.
+ * thread: a db worker.
+ */
+static db_conn_t *connect_first(worker_t *w, int *fails)
+{
+    daemon_t *dm = w->dm;
+    while (!atomic_load(&dm->stopping)) {
+        ib_error_t err;
+        size_t others;
+        db_conn_t *dbc = db_conn_new(&dm->db.opt, &err);
+        if (dbc) {
+            count_connected(dm, +1);
+            *fails = 0;
+            return dbc;
+        }
+        others = count_connected(dm, 0);
+        if (others == 0)
+            return NULL;
+        tell_pool_limited(w, &err, others);
+        pthread_mutex_lock(&dm->mu);
+        bool stop = dm->stop_workers;
+        pthread_mutex_unlock(&dm->mu);
+        if (stop)
+            return NULL;
+        ib_sleep_ms(ib_backoff_ms(1000, 5000, ++*fails, &w->seed), NULL);
+    }
+    return NULL;
+}
+
+/* Puts jobs a worker took back at the head of the queue, in order (mu not held). */
+static void requeue_jobs(daemon_t *dm, job_t *const *batch, size_t n)
+{
+    pthread_mutex_lock(&dm->mu);
+    for (size_t i = n; i-- > 0;) {
+        batch[i]->qnext = dm->qhead;
+        dm->qhead = batch[i];
+        if (!dm->qtail)
+            dm->qtail = batch[i];
+        dm->queued++;
+    }
+    dm->busy_workers--;
+    pthread_cond_broadcast(&dm->cv);
+    pthread_mutex_unlock(&dm->mu);
+}
+
+/*
+ * Connects when there is no connection, retrying while the batch is worth
+ * it (not draining, some lock not lost). Returns NULL when it gave up, or
+ * with *hand_back set when another worker now holds a connection (the
+ * caller gives the jobs back to the queue for it). thread: a db worker.
+ */
+static db_conn_t *connect_for(worker_t *w, db_conn_t *dbc, job_t *const *batch, size_t n,
+                              int *fails, bool *hand_back)
+{
+    daemon_t *dm = w->dm;
+    *hand_back = false;
     while (!dbc && !atomic_load(&dm->stopping) && batch_wanted(batch, n)) {
         ib_error_t err;
         dbc = db_conn_new(&dm->db.opt, &err);
-        if (!dbc) {
-            atomic_store(&dm->pipe.db_reachable, false);
-            if ((*fails)++ % 10 == 0)
-                IB_LOG(IB_LOG_ERROR, "db_connect", IB_MSG(err.text), IB_S("sqlstate", err.sqlstate),
-                       IB_I("worker", w->id));
-            ib_sleep_ms(ib_backoff_ms(200, 1000, *fails, &w->seed), NULL);
+        if (dbc) {
+            count_connected(dm, +1);
+            break;
         }
+        if (count_connected(dm, 0) > 0) {
+            *hand_back = true;
+            return NULL;
+        }
+        atomic_store(&dm->pipe.db_reachable, false);
+        if ((*fails)++ % 10 == 0)
+            IB_LOG(IB_LOG_ERROR, "db_connect", IB_MSG(err.text), IB_S("sqlstate", err.sqlstate),
+                   IB_I("worker", w->id));
+        ib_sleep_ms(ib_backoff_ms(200, 1000, *fails, &w->seed), NULL);
     }
     if (dbc)
         *fails = 0;
@@ -496,9 +588,18 @@ static void *worker_main(void *arg)
         max = 1; /* out of memory: one job at a time, on the stack */
     job_t *one[1];
     wk_batch_msg_t bm_one[1];
-    while ((n = pop_jobs(dm, batch ? batch : one, max)) > 0) {
+    for (;;) {
         job_t **b = batch ? batch : one;
-        dbc = connect_for(w, dbc, b, n, &fails);
+        bool hand_back;
+        if (!dbc)
+            dbc = connect_first(w, &fails);
+        if ((n = pop_jobs(dm, b, max)) == 0)
+            break;
+        dbc = connect_for(w, dbc, b, n, &fails, &hand_back);
+        if (hand_back) {
+            requeue_jobs(dm, b, n);
+            continue;
+        }
         process_jobs(dm, dbc, b, n, bm ? bm : bm_one);
         pthread_mutex_lock(&dm->mu);
         dm->busy_workers--;
