@@ -30,7 +30,8 @@ bool emu_audience_covers(const char *granted, const char *path)
 {
     const char *g = emu_audience_path(granted);
     const char *e = emu_audience_path(path);
-    size_t gl = strlen(g), el = strlen(e);
+    /* A query string (the REST API's ?api-version=) is not part of the path. */
+    size_t gl = strcspn(g, "?"), el = strcspn(e, "?");
     while (gl > 0 && g[gl - 1] == '/')
         gl--;
     while (el > 0 && e[el - 1] == '/')

@@ -271,7 +271,11 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
             port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
         else if (sa && sa->sa_family == AF_INET6)
             port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
-        printf("{\"event\":\"listening\",\"port\":%d}\n", port);
+        if (b->http_port)
+            printf("{\"event\":\"listening\",\"port\":%d,\"http_port\":%d}\n", port,
+                   b->http_port);
+        else
+            printf("{\"event\":\"listening\",\"port\":%d}\n", port);
         fflush(stdout);
         break;
     }

@@ -97,6 +97,7 @@ typedef struct emu_broker {
     emu_buf_t scratch;
     int64_t next_stats_ms, next_drop_ms;
     bool stopping;
+    int http_port; /* the management endpoint's port (emu_http.c); 0 = none */
 } emu_broker_t;
 
 /* emu_broker.c */

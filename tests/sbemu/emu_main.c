@@ -3,13 +3,15 @@
  *
  *   sbemu --listen HOST:PORT --topology FILE [--key-name NAME --key KEY]
  *         [--stats-file PATH] [--jwt-issuer ISS --jwt-secret SECRET]
- *         [--tls-cert PEM --tls-key PEM]
+ *         [--tls-cert PEM --tls-key PEM] [--http-listen HOST:PORT]
  *         [--fault-... N] [--log-level LEVEL]
  *
- * The first stdout line is {"event":"listening","port":N}. SIGTERM/SIGINT
+ * The first stdout line is {"event":"listening","port":N} (with
+ * "http_port":M when --http-listen is given). SIGTERM/SIGINT
  * stop it cleanly (stats written, exit 0); a second signal exits at once.
  */
 #include "emu_broker.h"
+#include "emu_http.h"
 #include "emu_stats.h"
 #include "ib_log.h"
 
@@ -60,6 +62,8 @@ static void usage(FILE *fp)
             "  --max-message-bytes N    largest message accepted (default 262144, the Standard\n"
             "                           tier; Premium allows up to 104857600)\n"
             "  --tls-cert PEM --tls-key PEM  also accept TLS (AMQPS) on the same port\n"
+            "  --http-listen HOST:PORT  serve entity descriptions and counts over HTTP(S)\n"
+            "  --fault-http-status N    answer every management HTTP request with status N\n"
             "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
             "  --fault-drop-after N     close each connection after N deliveries on it\n"
             "  --fault-drop-every-ms T  close every connection every T ms\n"
@@ -85,6 +89,8 @@ static int parse_int(const char *flag, const char *v, int *out)
 int main(int argc, char **argv)
 {
     const char *listen = NULL, *topology = NULL, *tls_cert = NULL, *tls_key = NULL;
+    const char *http_listen = NULL;
+    int http_status = 0;
     emu_broker_t b;
     memset(&b, 0, sizeof b);
     emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1};
@@ -138,6 +144,10 @@ int main(int argc, char **argv)
             tls_cert = v;
         else if (strcmp(a, "--tls-key") == 0)
             tls_key = v;
+        else if (strcmp(a, "--http-listen") == 0)
+            http_listen = v;
+        else if (strcmp(a, "--fault-http-status") == 0)
+            rc = parse_int(a, v, &http_status);
         else if (strcmp(a, "--log-level") == 0) {
             int lvl = ib_log_level_parse(v);
             if (lvl < 0) {
@@ -232,6 +242,18 @@ int main(int argc, char **argv)
     char addr[300];
     pn_proactor_addr(addr, sizeof addr, host, port);
 
+    /* The proactor thread holds mu while it handles events; the HTTP thread reads under it. */
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    emu_http_t *http = NULL;
+    if (http_listen) {
+        emu_http_opts_t ho = {http_listen, tls_cert, tls_key, &b, &mu, http_status};
+        http = emu_http_start(&ho, &b.http_port, err, sizeof err);
+        if (!http) {
+            fprintf(stderr, "sbemu: %s\n", err);
+            emu_ns_free(b.ns);
+            return 1;
+        }
+    }
     pn_logger_set_log_sink(pn_default_logger(), proton_log_sink, 0);
     b.proactor = g_proactor = pn_proactor();
     b.listener = pn_listener();
@@ -250,14 +272,17 @@ int main(int argc, char **argv)
     while (running) {
         pn_event_batch_t *eb = pn_proactor_wait(b.proactor);
         pn_event_t *e;
+        pthread_mutex_lock(&mu);
         while ((e = pn_event_batch_next(eb)))
             if (!emu_broker_handle(&b, e)) {
                 running = false;
                 if (pn_event_type(e) == PN_LISTENER_CLOSE)
                     status = 1;
             }
+        pthread_mutex_unlock(&mu);
         pn_proactor_done(b.proactor, eb);
     }
+    emu_http_stop(http);
     if (b.stats_file)
         emu_stats_write(b.ns, b.stats_file);
     IB_LOG(IB_LOG_INFO, "stop", IB_MSG("sbemu stopped"));
