@@ -77,6 +77,13 @@ const wk_setting_t wk_settings[] = {
      "The entity's default message time to live, when known (0 = unknown); --check-config "
      "warns when db.inbox_retention_days is shorter.",
      OFF(servicebus.message_ttl_s)},
+    {"servicebus.entity_poll_s", WK_CT_INT, "30", 0, 3600, NULL, 0,
+     "How often to read the entity's counts, MaxDeliveryCount and LockDuration from Service "
+     "Bus's management endpoint, and peek its oldest message (0 = off).",
+     OFF(servicebus.entity_poll_s)},
+    {"servicebus.management_endpoint", WK_CT_STR, "", NOLIM, NULL, 0,
+     "Base URL of the management endpoint (empty = https://HOST/ of the connection string).",
+     OFF(servicebus.management_endpoint)},
     {"servicebus.ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
      "PEM file of CA certificates to trust instead of the system store.", OFF(servicebus.ca_file)},
     {"db.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,

@@ -39,6 +39,8 @@ typedef struct wk_config {
         long long max_delivery_count; /* the entity's, when known; 0 = unknown */
         long long duplicate_detection_window_s; /* the entity's history, when known; 0 = unknown */
         long long message_ttl_s;      /* the entity's default TTL, when known; 0 = unknown */
+        long long entity_poll_s;      /* wk_entity.c; 0 = off */
+        char *management_endpoint;    /* "" = https://HOST/ */
     } servicebus;
     struct {
         char *connection_string;

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "db_effect.h"
 #include "db_inbox.h"
 #include "ib_backoff.h"
@@ -28,6 +30,7 @@
 #include "sb_aad.h"
 #include "sb_client.h"
 #include "wk_dbopt.h"
+#include "wk_entity.h"
 #include "wk_http.h"
 #include "wk_metrics.h"
 #include "wk_outbox.h"
@@ -69,6 +72,8 @@ struct daemon {
     sb_client_t *client;
     wk_pipeline_t pipe;
     wk_sweeper_t *sweeper;
+    wk_entity_t *entity; /* servicebus.entity_poll_s; NULL when off */
+    bool curl_inited;    /* start_entity's curl_global_init, paired at stop */
     bool relay_only;         /* inboxd --relay-only: no receiver, no db workers */
     wk_outbox_plan_t outbox; /* whether the outbox table is used and relayed here */
     wk_relay_t *relay;
@@ -828,6 +833,37 @@ static ib_err_t start_aad(daemon_t *dm, ib_error_t *err)
     return IB_E_OK;
 }
 
+/*
+ * The entity poller (wk_entity.h): counts, MaxDeliveryCount and the oldest
+ * message from Service Bus itself. It failing to start is logged, not
+ * fatal: receiving never depends on it.
+ */
+static void start_entity(daemon_t *dm)
+{
+    const wk_config_t *cfg = dm->cfg;
+    if (cfg->servicebus.entity_poll_s <= 0 || dm->relay_only)
+        return;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        IB_LOG(IB_LOG_WARN, "entity_poll", IB_MSG("curl_global_init failed: not polling"));
+        return;
+    }
+    dm->curl_inited = true;
+    wk_entity_opts_t eo = {
+        .connection_string = cfg->servicebus.connection_string,
+        .entity = cfg->servicebus.entity,
+        .endpoint = cfg->servicebus.management_endpoint,
+        .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,
+        .token_get = dm->aad ? sb_aad_token_get : NULL,
+        .token_ctx = dm->aad,
+        .poll_s = (long)cfg->servicebus.entity_poll_s,
+        .metrics = dm->metrics,
+    };
+    ib_error_t err;
+    dm->entity = wk_entity_start(&eo, &err);
+    if (!dm->entity)
+        IB_LOG(IB_LOG_WARN, "entity_poll", IB_MSG(err.text));
+}
+
 /* The AMQP client, with the Azure AD token source when there is one. */
 static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
 {
@@ -876,7 +912,8 @@ static ib_err_t start_client(daemon_t *dm, ib_error_t *err)
 
 /*
  * The relay (when this process relays; it sends on the client, whose sends
- * wait for its start), then the db workers, the client, the sweeper.
+ * wait for its start), then the db workers, the client, the sweeper, the
+ * entity poller.
  */
 static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
 {
@@ -903,6 +940,7 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
     if (start_client(dm, err) != IB_E_OK)
         return err->code;
     dm->sweeper = wk_sweeper_start(&dm->db.opt, (long)dm->cfg->db.inbox_retention_days);
+    start_entity(dm);
     return IB_E_OK;
 }
 
@@ -1009,9 +1047,13 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     free(dm->workers);
     sb_client_free(dm->client);
     ot_exporter_free(dm->otel); /* after the client: its callbacks end spans */
+    wk_entity_stop(dm->entity); /* before its token source */
     sb_aad_free(dm->aad);
     wk_http_stop(dm->http);
     wk_relay_stop(dm->relay); /* after the http thread: /metrics reads the relay */
+    wk_entity_free(dm->entity); /* likewise */
+    if (dm->curl_inited)
+        curl_global_cleanup();
     wk_metrics_free(dm->metrics);
     wk_breaker_free(dm->breaker);
     wk_dbopt_free(&dm->db); /* after the workers, the sweeper and the relay: its callers */

@@ -95,6 +95,8 @@ struct wk_metrics {
 
     _Atomic bool otel_on; /* tracing configured: the inboxd_otel_* series are shown */
     wk_counter_t otel_exported, otel_dropped;
+    _Atomic(wk_metrics_entity_fn) entity_fn; /* wk_entity.c; NULL: not polled */
+    void *_Atomic entity_ctx;
 };
 
 static const char *const renew_names[WK_RENEW__COUNT] = {"ok", "failed", "lost"};
@@ -545,6 +547,48 @@ static void render_outbox(wk_metrics_t *m, wk_buf_t *b)
     }
 }
 
+/* ---- the consumed entity as Service Bus reports it (wk_entity.c) ---- */
+
+void wk_metrics_entity_source(wk_metrics_t *m, wk_metrics_entity_fn fn, void *ctx)
+{
+    atomic_store(&m->entity_ctx, ctx);
+    atomic_store(&m->entity_fn, fn);
+}
+
+static void render_entity(wk_metrics_t *m, wk_buf_t *b)
+{
+    wk_metrics_entity_fn fn = atomic_load(&m->entity_fn);
+    if (!fn)
+        return;
+    wk_metrics_entity_t e;
+    memset(&e, 0, sizeof e);
+    fn(atomic_load(&m->entity_ctx), &e);
+    header(b, "inboxd_entity_messages", "gauge",
+           "Messages in the entity by state, as Service Bus counts them (management endpoint).");
+    if (e.counted) {
+        const char *st[] = {"active", "scheduled", "dead_letter", "transfer_dead_letter"};
+        long long v[] = {e.active, e.scheduled, e.dead_letter, e.transfer_dead_letter};
+        for (int i = 0; i < 4; i++)
+            buf_printf(b, "inboxd_entity_messages{state=\"%s\"} %lld\n", st[i], v[i]);
+        header(b, "inboxd_entity_max_delivery_count", "gauge", "The entity's MaxDeliveryCount.");
+        buf_printf(b, "inboxd_entity_max_delivery_count %lld\n", e.max_delivery_count);
+        header(b, "inboxd_entity_lock_duration_seconds", "gauge", "The entity's LockDuration.");
+        buf_printf(b, "inboxd_entity_lock_duration_seconds %.3f\n", e.lock_duration_ms / 1000.0);
+    }
+    header(b, "inboxd_entity_oldest_enqueued_age_seconds", "gauge",
+           "Time since the oldest message in the entity was enqueued, by peek (0 when empty).");
+    if (e.age_known)
+        buf_printf(b, "inboxd_entity_oldest_enqueued_age_seconds %.3f\n", e.oldest_age_s);
+    header(b, "inboxd_entity_poll_up", "gauge",
+           "1 when the last read of the entity's management endpoint succeeded.");
+    buf_printf(b, "inboxd_entity_poll_up %d\n", e.up ? 1 : 0);
+    header(b, "inboxd_entity_poll_errors_total", "counter",
+           "Failed reads of the entity: source=management (HTTPS counts) or peek (oldest age).");
+    buf_printf(b, "inboxd_entity_poll_errors_total{source=\"management\"} %llu\n",
+               e.errors_management);
+    buf_printf(b, "inboxd_entity_poll_errors_total{source=\"peek\"} %llu\n", e.errors_peek);
+}
+
 /* Settled messages: outcomes, duplicates, retries, dead letters. */
 static void render_outcomes(wk_buf_t *b, wk_metrics_t *m)
 {
@@ -687,6 +731,7 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
         render_outbox(m, &b);
     if (atomic_load(&m->otel_on))
         render_otel(&b, m);
+    render_entity(m, &b);
 
     header(&b, "inboxd_build_info", "gauge", "Always 1; the labels describe the build.");
     buf_printf(&b, "inboxd_build_info{version=\"");

@@ -22,6 +22,8 @@
  *   inboxd_session_switch_seconds        histogram: last message of a session settled ->
  *                                        its slot holding the next session
  *   inboxd_batch_fallbacks_total         batches rolled back and applied one by one
+ *   inboxd_entity_*                      what Service Bus says about the entity
+ *                                        (wk_entity.c; see wk_metrics_entity_source)
  *   inboxd_build_info{version}           always 1
  *
  * Every label set is bounded: results and classes are enums, and dead-letter
@@ -172,6 +174,27 @@ typedef void (*wk_metrics_outbox_fn)(void *ctx, wk_metrics_outbox_t *out);
  * on the http thread and must be thread-safe.
  */
 void wk_metrics_outbox_source(wk_metrics_t *m, wk_metrics_outbox_fn fn, void *ctx);
+
+/*
+ * What Service Bus says about the consumed entity (wk_entity.c), read when
+ * /metrics is scraped: inboxd_entity_messages{state} (left out until the
+ * first successful read), inboxd_entity_oldest_enqueued_age_seconds,
+ * inboxd_entity_max_delivery_count, inboxd_entity_lock_duration_seconds,
+ * inboxd_entity_poll_up and inboxd_entity_poll_errors_total{source}.
+ */
+typedef struct wk_metrics_entity {
+    bool counted; /* the counts were read at least once */
+    long long active, scheduled, dead_letter, transfer_dead_letter;
+    long long max_delivery_count, lock_duration_ms;
+    bool up;        /* the last read of the management endpoint succeeded */
+    bool age_known; /* a peek (or an empty entity) gave the oldest age */
+    double oldest_age_s;
+    unsigned long long errors_management, errors_peek;
+} wk_metrics_entity_t;
+
+typedef void (*wk_metrics_entity_fn)(void *ctx, wk_metrics_entity_t *out);
+/* Registers the entity source (set once before serving; fn is called on the http thread). */
+void wk_metrics_entity_source(wk_metrics_t *m, wk_metrics_entity_fn fn, void *ctx);
 
 /*
  * Renders every metric in Prometheus text format 0.0.4 into a new

@@ -120,6 +120,8 @@ start_emu() {
 }
 
 # write_config FILE ENTITY ROUTES_JSON [EXTRA_JSON_OBJECT]: an inboxd config.
+# The entity poller is off (servicebus.entity_poll_s 0: its peek connection
+# would show in the broker's connection counts); e2e_entity turns it on.
 # INBOXD_TEST_BATCH_MAX=N (scripts/test sets it) runs every scenario with
 # db.batch_max N and, when N > 1, half as many db workers as messages in
 # flight, so that batches really form; a scenario's own settings still win.
@@ -133,7 +135,7 @@ write_config() {
     --argjson routes "$routes" --argjson extra "$extra" --argjson batch "$batch" '
     {consumer: "e2e",
      servicebus: {connection_string: $sb, entity: $e, prefetch: 20, max_concurrent_calls: 4,
-                  reconnect_max_ms: 2000},
+                  reconnect_max_ms: 2000, entity_poll_s: 0},
      db: {connection_string: $db, dialect: $d, migrate: true, statement_timeout_s: 30},
      routes: $routes,
      retry: {attempts: 3, base_ms: 50, max_ms: 500},

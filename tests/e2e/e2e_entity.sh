@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# What Service Bus itself says about the entity (worker/wk_entity.c):
+# 30 messages dead-lettered by the broker (MaxDeliveryCount, after inboxd
+# abandoned them) and 20 by inboxd (a CHECK violation, permanent) ->
+# inboxd_entity_messages{state="dead_letter"} reads 50 within one poll of
+# the broker holding them; the active count follows the broker while a slow
+# handler holds one message and the rest wait; the oldest waiting age comes
+# from a peek; the management endpoint refusing (401) or unreachable costs
+# a metric and one log line each while receiving goes on.
+# Scaled down: MaxDeliveryCount 3, lock 5 s, poll every second.
+. "$(dirname "$0")/lib.sh"
+e2e_init "${1:-postgresql}"
+create_items_table
+topo='{"queues":[{"name":"ent","lock_duration_s":5,"max_delivery_count":3}]}'
+start_emu "$topo" --http-listen 127.0.0.1:0
+EMU_HTTP=$(head -n 1 "$W/sbemu.log" | jq -r .http_port)
+routes=$(jq -n --arg sql "$(items_insert_sql)" '[
+  {match: {subject: "Poison"}, sql: "SELECT 1/0"},
+  {match: {subject: "Slow"}, sql: "SELECT pg_sleep(4)"},
+  {match: "*", sql: $sql, params: ["$.id", "$.n", "session_id", "sequence_number", "message_id"],
+   idempotency_key: "item:{$.id}"}]')
+extra=$(jq -n --arg ep "http://127.0.0.1:$EMU_HTTP/" '{
+  servicebus: {entity_poll_s: 1, management_endpoint: $ep, prefetch: 0, max_concurrent_calls: 1},
+  errors: {transient_native: ["22012"]},
+  retry: {attempts: 1, base_ms: 10, max_ms: 20, max_deliveries: 0},
+  http: {listen: "127.0.0.1:0"}}')
+write_config "$W/ent.json" ent "$routes" "$extra"
+dl_metric() { metric "$port" 'inboxd_entity_messages{state="dead_letter"}'; }
+active_metric() { metric "$port" 'inboxd_entity_messages{state="active"}'; }
+
+# 30 poison (the broker dead-letters them), 20 bad (inboxd does), 10 good.
+{ gen_items 30 p Poison
+  awk 'BEGIN { for (i = 1; i <= 20; i++) printf "{\"message_id\":\"b-%d\",\"subject\":\"Item\",\"body\":{\"id\":\"b%d\",\"n\":-1}}\n", i, i }'
+  gen_items 10 g Item; } >"$W/mix.jsonl"
+send_file ent "$W/mix.jsonl"
+start_inboxd "$W/ent.json" ent
+pid=$LAST_PID
+port=$(http_port ent)
+wait_until 120 bash -c "[ \"\$(jq -r '.entities[\"ent/\$DeadLetterQueue\"].active' '$STATS')\" = 50 ]" \
+  || die "the broker never held 50 dead letters"
+broker_at=$(date +%s.%N)
+wait_until 3 bash -c "[ \"\$(curl -s http://127.0.0.1:$port/metrics | awk '\$1 == \"inboxd_entity_messages{state=\\\"dead_letter\\\"}\" { print \$2 }')\" = 50 ]" \
+  || die "dead_letter metric $(dl_metric) != 50 within one poll"
+check "dead letters as the broker counts them" "$(dl_metric)" 50
+e2e_log "metric followed the broker in $(awk -v a="$broker_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+check "broker-written dead letters" "$(stat ent dead_lettered_by_reason | jq -r .MaxDeliveryCountExceeded)" 30
+check "good items applied" "$(sql "SELECT count(*) FROM items WHERE id LIKE 'g%'")" 10
+wait_until 5 bash -c "[ \"\$(curl -s http://127.0.0.1:$port/metrics | awk '\$1 == \"inboxd_entity_messages{state=\\\"active\\\"}\" { print \$2 }')\" = 0 ]" \
+  || die "active metric $(active_metric) != 0"
+check "MaxDeliveryCount read from the broker" "$(metric "$port" inboxd_entity_max_delivery_count)" 3
+check "LockDuration read from the broker" "$(metric "$port" inboxd_entity_lock_duration_seconds)" 5.000
+check "empty entity: oldest age 0" "$(metric "$port" inboxd_entity_oldest_enqueued_age_seconds)" 0.000
+check "no poll errors" "$(metric "$port" 'inboxd_entity_poll_errors_total{source="management"}')" 0
+
+# One slow message holds the only slot (prefetch 0); six more wait.
+{ gen_items 1 s Slow; gen_items 6 w Item; } >"$W/slow.jsonl"
+send_file ent "$W/slow.jsonl"
+wait_until 5 bash -c "[ \"\$(curl -s http://127.0.0.1:$port/metrics | awk '\$1 == \"inboxd_entity_messages{state=\\\"active\\\"}\" { print \$2 }')\" = 7 ]" \
+  || die "active metric $(active_metric) != 7 (broker: $(stat ent active) available, $(stat ent locked) locked)"
+check "the broker holds them too" "$(( $(stat ent active) + $(stat ent locked) ))" 7
+age=$(metric "$port" inboxd_entity_oldest_enqueued_age_seconds)
+check "the oldest waiting message has an age" "$(awk -v a="$age" 'BEGIN { print (a > 0 && a < 60) ? "yes" : a }')" yes
+wait_until 30 queue_empty ent || die "not drained"
+wait_until 5 bash -c "[ \"\$(curl -s http://127.0.0.1:$port/metrics | awk '\$1 == \"inboxd_entity_messages{state=\\\"active\\\"}\" { print \$2 }')\" = 0 ]" \
+  || die "active metric $(active_metric) != 0 after draining"
+stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
+check "polled without error" "$(grep -c '"event":"entity_poll".*"level":"warn"\|"level":"warn".*"event":"entity_poll"' "$W/ent.log")" 0
+
+# The endpoint refuses (401) or is not there: a metric, receiving goes on.
+for mode in unauthorized unreachable; do
+  if [ $mode = unauthorized ]; then
+    kill -TERM "$EMU_PID"; wait "$EMU_PID" 2>/dev/null
+    start_emu "$topo" --http-listen 127.0.0.1:0 --fault-http-status 401
+    ep="http://127.0.0.1:$(head -n 1 "$W/sbemu.log" | jq -r .http_port)/"
+  else
+    ep="http://127.0.0.1:1/"
+  fi
+  write_config "$W/$mode.json" ent "$routes" "$(jq --arg ep "$ep" '.servicebus.management_endpoint = $ep' <<<"$extra")"
+  gen_items 5 "$mode" Item >"$W/$mode.jsonl"
+  start_inboxd "$W/$mode.json" "$mode"
+  pid=$LAST_PID
+  port=$(http_port "$mode")
+  E2E_SENT[ent]=0
+  send_file ent "$W/$mode.jsonl"
+  wait_until 30 bash -c "[ \"\$(psql -h 127.0.0.1 -p $INBOXD_TEST_PG_PORT -U postgres -d $E2E_PGDB -XtAq -c \"SELECT count(*) FROM items WHERE id LIKE '$mode%'\")\" = 5 ]" \
+    || die "$mode: receiving stalled"
+  wait_until 5 bash -c "[ \"\$(curl -s http://127.0.0.1:$port/metrics | awk '\$1 == \"inboxd_entity_poll_errors_total{source=\\\"management\\\"}\" { print (\$2 >= 2) }')\" = 1 ]" \
+    || die "$mode: poll errors not counted"
+  check "$mode: poll down" "$(metric "$port" inboxd_entity_poll_up)" 0
+  check "$mode: no counts shown" "$(metric "$port" 'inboxd_entity_messages{state="active"}')" ""
+  stop_inboxd $pid; check "$mode: inboxd exit status" "$STOP_RC" 0
+  check "$mode: one log line for the condition" \
+    "$(jq -c 'select(.event == "entity_poll" and .source == "management" and .level == "warn")' "$W/$mode.log" | wc -l)" 1
+done
