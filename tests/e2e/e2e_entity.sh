@@ -7,7 +7,9 @@
 # handler holds one message and the rest wait; the oldest waiting age comes
 # from a peek; the management endpoint refusing (401) or unreachable costs
 # a metric and one log line each while receiving goes on.
-# Scaled down: MaxDeliveryCount 3, lock 5 s, poll every second.
+# Scaled down: MaxDeliveryCount 3, lock 5 s, poll every second. One message
+# at a time (prefetch 0, one call, one db worker, no batches) so that the
+# slow handler holds the others back in the broker.
 . "$(dirname "$0")/lib.sh"
 e2e_init "${1:-postgresql}"
 create_items_table
@@ -23,6 +25,7 @@ extra=$(jq -n --arg ep "http://127.0.0.1:$EMU_HTTP/" '{
   servicebus: {entity_poll_s: 1, management_endpoint: $ep, prefetch: 0, max_concurrent_calls: 1},
   errors: {transient_native: ["22012"]},
   retry: {attempts: 1, base_ms: 10, max_ms: 20, max_deliveries: 0},
+  db: {batch_max: 1, pool_size: 1},
   http: {listen: "127.0.0.1:0"}}')
 write_config "$W/ent.json" ent "$routes" "$extra"
 dl_metric() { metric "$port" 'inboxd_entity_messages{state="dead_letter"}'; }
