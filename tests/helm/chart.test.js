@@ -375,6 +375,9 @@ function checkRules(pr, V, fullname) {
   assert.equal(pr.spec.groups.length, 1);
   const rules = Object.fromEntries(pr.spec.groups[0].rules.map((r) => [r.alert, r]));
   const want = ['InboxdDeadLetters', 'InboxdMessageTooOld', 'InboxdStalled', 'InboxdUncertainOutcomes'];
+  want.push('InboxdOutboxFailed', 'InboxdRetriesSpiking', 'InboxdDuplicatesSpiking');
+  if (V.config.servicebus.entity_poll_s > 0)
+    want.push('InboxdEntityDeadLettersRising', 'InboxdBacklogRising', 'InboxdOldestWaiting', 'InboxdEntityPollFailing');
   if (V.alerts.outboxMaxPendingSeconds > 0) want.push('InboxdOutboxBacklog');
   assert.deepEqual(Object.keys(rules).sort(), want.sort(), 'alert set');
   const metric = {
@@ -383,9 +386,16 @@ function checkRules(pr, V, fullname) {
     InboxdStalled: 'inboxd_messages_total',
     InboxdUncertainOutcomes: 'inboxd_uncertain_total',
     InboxdOutboxBacklog: 'inboxd_outbox_oldest_pending_seconds',
+    InboxdOutboxFailed: 'inboxd_outbox_failed_total',
+    InboxdRetriesSpiking: 'inboxd_retries_total',
+    InboxdDuplicatesSpiking: 'inboxd_duplicates_total',
+    InboxdEntityDeadLettersRising: 'inboxd_entity_messages',
+    InboxdBacklogRising: 'inboxd_entity_messages',
+    InboxdOldestWaiting: 'inboxd_entity_oldest_enqueued_age_seconds',
+    InboxdEntityPollFailing: 'inboxd_entity_poll_up',
   };
   for (const [name, r] of Object.entries(rules)) {
-    assert.ok(r.expr.includes(`${metric[name]}{namespace="apps", job="${fullname}"}`), `${name} expr selects the release: ${r.expr}`);
+    assert.ok(r.expr.includes(`${metric[name]}{namespace="apps", job="${fullname}"`), `${name} expr selects the release: ${r.expr}`);
     assert.ok(['warning', 'critical'].includes(r.labels.severity), `${name} severity`);
     subset(r.labels, V.prometheusRule.alertLabels, `${name} alert labels`);
     assert.ok(r.annotations.summary && r.annotations.description, `${name} annotations`);
