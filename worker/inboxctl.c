@@ -6,7 +6,8 @@
  *                  (--body TEXT | --body-file F | --file MESSAGES.jsonl)
  *   inboxctl peek  [--entity E] [--dlq] [--max N]
  *   inboxctl dlq list [--entity E] [--max N]
- *   inboxctl dlq replay [--entity E] [--reason R]... [--message-id M]... [--max N]
+ *   inboxctl dlq stats [--entity E] [--json]     (wk_dlq_stats.c)
+ *   inboxctl dlq replay [--entity E] [--reason R]... [--message-id M]... [--group G] [--max N]
  *                  [--rate PER_S] [--canary K] [--canary-wait S] [--dry-run] [--to ENTITY]
  *   inboxctl inbox list --status S [--consumer C] / inbox resolve ... (wk_ctl_inbox.c)
  *   inboxctl outbox list [--status pending|published|failed] [--max N] --config F
@@ -39,8 +40,9 @@
 #include "sb_connstr.h"
 #include "sb_send.h"
 #include "wk_config.h"
-#include "wk_replay.h"
 #include "wk_ctl_inbox.h"
+#include "wk_dlq_stats.h"
+#include "wk_replay.h"
 
 #define SEND_CHUNK 200
 #define MAX_PROPS 32
@@ -56,7 +58,8 @@ typedef struct opts {
     int max;
     /* dlq replay */
     bool replay, dry_run, max_set;
-    const char *to;
+    bool stats, json; /* dlq stats */
+    const char *to, *group;
     const char *reasons[MAX_FILTERS], *message_ids[MAX_FILTERS];
     size_t nreasons, nmessage_ids;
     double rate;
@@ -73,7 +76,11 @@ static int usage(const char *why)
         "                     [--prop-int K=N]... (--body TEXT | --body-file F | --file F.jsonl)\n"
         "       inboxctl peek [--entity E] [--dlq] [--max N]\n"
         "       inboxctl dlq list [--entity E] [--max N]\n"
-        "       inboxctl dlq replay [--entity E] [--reason R]... [--message-id M]... [--max N]\n"
+        "       inboxctl dlq stats [--entity E] [--json]\n"
+        "         Groups the dead letters (peeked, nothing locked or moved) by reason, error\n"
+        "         class, route, SQLSTATE/native code and first line of the description.\n"
+        "       inboxctl dlq replay [--entity E] [--reason R]... [--message-id M]... [--group G]\n"
+        "                     [--max N]\n"
         "                     [--rate PER_S] [--canary K] [--canary-wait S] [--dry-run]\n"
         "                     [--to ENTITY]\n"
         "         Moves dead-lettered messages back (peek-lock; the DLQ copy is completed only\n"
@@ -83,6 +90,8 @@ static int usage(const char *why)
         "         (--canary-wait, default 60 s) and exits 3 if any came back to the DLQ.\n"
         "         A subscription's DLQ needs --to: re-sending to the topic reaches EVERY\n"
         "         subscription of it; a queue of your own only the consumer reading it.\n"
+        "         --group G replays one group of dlq stats; run again after an interruption,\n"
+        "         it moves only what is left (what moved is no longer in the DLQ).\n"
         "       inboxctl inbox list|resolve ... (inboxctl inbox for its usage)\n"
         "       inboxctl outbox list [--status pending|published|failed] [--max N] --config F\n"
         "       inboxctl outbox retry --id N --config F\n"
@@ -489,7 +498,8 @@ static int replay_arg(opts_t *o, const char *a, const char *v)
         return 1;
     }
     if (strcmp(a, "--reason") != 0 && strcmp(a, "--message-id") != 0 && strcmp(a, "--to") != 0 &&
-        strcmp(a, "--rate") != 0 && strcmp(a, "--canary") != 0 && strcmp(a, "--canary-wait") != 0)
+        strcmp(a, "--rate") != 0 && strcmp(a, "--canary") != 0 && strcmp(a, "--canary-wait") != 0 &&
+        strcmp(a, "--group") != 0)
         return 0;
     if (!v) {
         usage("a replay option needs a value");
@@ -505,8 +515,8 @@ static int replay_arg(opts_t *o, const char *a, const char *v)
         (reason ? o->reasons : o->message_ids)[(*n)++] = v;
         return 2;
     }
-    if (strcmp(a, "--to") == 0) {
-        o->to = v;
+    if (strcmp(a, "--to") == 0 || strcmp(a, "--group") == 0) {
+        *(a[2] == 't' ? &o->to : &o->group) = v;
         return 2;
     }
     errno = 0;
@@ -550,6 +560,8 @@ static int cmd_replay(const opts_t *o, const char *ca_file)
                            .nreasons = o->nreasons,
                            .message_ids = (const char **)o->message_ids,
                            .nmessage_ids = o->nmessage_ids,
+                           .filter = o->group ? wk_dlq_group_filter : NULL,
+                           .filter_ctx = (void *)o->group,
                            .max = o->max_set ? o->max : 0,
                            .rate = o->rate,
                            .canary = o->canary,
@@ -603,6 +615,8 @@ static int parse_args(opts_t *o, int argc, char **argv, int first)
 #undef OPT
         if (strcmp(a, "--dlq") == 0) {
             o->dlq = true;
+        } else if (o->stats && strcmp(a, "--json") == 0) {
+            o->json = true;
         } else if ((strcmp(a, "--prop") == 0 || strcmp(a, "--prop-int") == 0) && v) {
             if (!add_prop(o, v, strcmp(a, "--prop-int") == 0))
                 return usage("--prop takes KEY=VALUE (--prop-int KEY=INTEGER)");
@@ -639,6 +653,7 @@ static int run_broker_cmd(const char *cmd, opts_t *o)
             rc = 1;
         } else {
             rc = o->replay                  ? cmd_replay(o, so.ca_file)
+                 : o->stats                 ? wk_dlq_stats_run(s, o->entity, o->json, stdout)
                  : strcmp(cmd, "send") == 0 ? cmd_send(&s, &so, o)
                                             : cmd_peek(s, o);
             sb_sender_close(s);
@@ -667,10 +682,12 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "outbox") == 0)
         return inboxctl_outbox(argc - 2, argv + 2);
     if (strcmp(cmd, "dlq") == 0) {
-        if (argc < 3 || (strcmp(argv[2], "list") != 0 && strcmp(argv[2], "replay") != 0))
-            return usage("dlq takes 'list' or 'replay'");
+        if (argc < 3 || (strcmp(argv[2], "list") != 0 && strcmp(argv[2], "replay") != 0 &&
+                         strcmp(argv[2], "stats") != 0))
+            return usage("dlq takes 'list', 'stats' or 'replay'");
         o.dlq = true;
         o.replay = strcmp(argv[2], "replay") == 0;
+        o.stats = strcmp(argv[2], "stats") == 0;
         first = 3;
     } else if (strcmp(cmd, "send") != 0 && strcmp(cmd, "peek") != 0) {
         if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

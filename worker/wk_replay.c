@@ -109,6 +109,8 @@ const char *wk_replay_check(const wk_replay_opts_t *o)
 
 static bool wanted(const wk_replay_opts_t *o, const sb_msg_t *msg)
 {
+    if (o->filter && !o->filter(o->filter_ctx, msg))
+        return false;
     bool ok = o->nreasons == 0;
     for (size_t i = 0; i < o->nreasons && !ok; i++)
         ok = msg->dead_letter_reason && strcmp(msg->dead_letter_reason, o->reasons[i]) == 0;

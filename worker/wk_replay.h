@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "sb_msg.h"
+
 /* Unchosen messages held locked at once (the receiver's window). */
 #define WK_REPLAY_HOLD 200
 
@@ -49,6 +51,8 @@ typedef struct wk_replay_opts {
     size_t nreasons;
     const char **message_ids; /* message ids to replay; none = any */
     size_t nmessage_ids;
+    bool (*filter)(void *ctx, const sb_msg_t *msg); /* also required; NULL = any */
+    void *filter_ctx;
     long max;              /* at most this many; 0 = all */
     double rate;           /* messages per second; 0 = as fast as the broker accepts */
     long canary;           /* replay this many first and watch them; 0 = no canary */

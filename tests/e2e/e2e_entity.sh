@@ -5,8 +5,10 @@
 # inboxd_entity_messages{state="dead_letter"} reads 50 within one poll of
 # the broker holding them; the active count follows the broker while a slow
 # handler holds one message and the rest wait; the oldest waiting age comes
-# from a peek; the management endpoint refusing (401) or unreachable costs
-# a metric and one log line each while receiving goes on.
+# from a peek; `inboxctl dlq stats` shows the two groups, and `dlq replay
+# --group` interrupted part-way then run again moves each message once; the
+# management endpoint refusing (401) or unreachable costs a metric and one
+# log line each while receiving goes on.
 # Scaled down: MaxDeliveryCount 3, lock 5 s, poll every second. One message
 # at a time (prefetch 0, one call, one db worker, no batches) so that the
 # slow handler holds the others back in the broker.
@@ -67,6 +69,31 @@ wait_until 30 queue_empty ent || die "not drained"
 wait_until 5 bash -c "[ \"\$(curl -s http://127.0.0.1:$port/metrics | awk '\$1 == \"inboxd_entity_messages{state=\\\"active\\\"}\" { print \$2 }')\" = 0 ]" \
   || die "active metric $(active_metric) != 0 after draining"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
+
+# dlq stats: the broker's 30 and inboxd's 20 in a group each.
+"$INBOXCTL" dlq stats --connection-string "$SB_CS" --entity ent --json >"$W/stats.json" \
+  || die "dlq stats failed"
+"$INBOXCTL" dlq stats --connection-string "$SB_CS" --entity ent >&2
+check "dlq stats total" "$(jq .total "$W/stats.json")" 50
+check "dlq stats groups" "$(jq -c '[.groups[] | [.count, .reason, .error_class, .code]]' "$W/stats.json")" \
+  '[[30,"MaxDeliveryCountExceeded",null,null],[20,"HandlerError","permanent","23514/1"]]'
+check "inboxd's group names its route" "$(jq '.groups[1].route' "$W/stats.json")" 2
+group=$(jq -r '.groups[1].group' "$W/stats.json")
+
+# dlq replay --group, interrupted part-way, then run again: only the rest moves.
+timeout --preserve-status -s INT "$(secs 2)" "$INBOXCTL" dlq replay --connection-string "$SB_CS" --entity ent \
+  --group "$group" --rate 2 >"$W/replay1.jsonl" 2>>"$W/inboxctl.log"
+check "first replay interrupted" "$?" 130
+moved=$(jq -r 'select(.result == "replayed") | .message_id' "$W/replay1.jsonl" | wc -l)
+e2e_log "the interrupted replay moved $moved of 20"
+[ "$moved" -lt 20 ] || die "the replay was not interrupted part-way"
+"$INBOXCTL" dlq replay --connection-string "$SB_CS" --entity ent --group "$group" --rate 0 \
+  >"$W/replay2.jsonl" 2>>"$W/inboxctl.log" || die "second replay failed"
+check "second replay moved the rest" "$(jq -r 'select(.result == "replayed") | .message_id' "$W/replay2.jsonl" | wc -l)" $((20 - moved))
+check "each of the 20 is back in the queue once" \
+  "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity ent | jq -r .message_id | sort | uniq | grep -c '^b-')" 20
+check "queue holds exactly them" "$(stat ent active)" 20
+check "the broker's group stays" "$("$INBOXCTL" dlq stats --connection-string "$SB_CS" --entity ent --json | jq -c '[.total, [.groups[] | .count]]')" '[30,[30]]'
 check "polled without error" "$(grep -c '"event":"entity_poll".*"level":"warn"\|"level":"warn".*"event":"entity_poll"' "$W/ent.log")" 0
 
 # The endpoint refuses (401) or is not there: a metric, receiving goes on.
