@@ -101,6 +101,8 @@ const char *fx_response_metric_class(const fx_response_t *resp)
 {
     if (resp->status >= 200 && resp->status < 300)
         return "2xx";
+    if (resp->status == 429)
+        return "429"; /* throttled: apart from the refusals */
     if (resp->status >= 400 && resp->status < 500)
         return "4xx";
     if (resp->status >= 500 && resp->status < 600)

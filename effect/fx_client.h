@@ -98,7 +98,7 @@ const char *fx_response_header(const fx_response_t *resp, const char *name, char
 fx_class_t fx_classify_status(long status);
 /* "applied", "transient", "permanent", "ambiguous". */
 const char *fx_class_name(fx_class_t cls);
-/* The metrics label of an outcome: "2xx", "4xx", "5xx", "timeout" or "error". */
+/* The metrics label of an outcome: "2xx", "429", "4xx", "5xx", "timeout" or "error". */
 const char *fx_response_metric_class(const fx_response_t *resp);
 
 #endif

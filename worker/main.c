@@ -139,6 +139,7 @@ int main(int argc, char **argv)
         return EXIT_CONFIG;
     }
     if (mode == CHECK) {
+        wk_config_explain_budget(&cfg, stdout);
         printf("configuration ok\n");
         wk_config_free(&cfg);
         return 0;

@@ -17,6 +17,8 @@
 #include "wk_json.h"
 
 #define OFF(field) offsetof(wk_config_t, field)
+
+static void resolve_max_deliveries(wk_config_t *cfg);
 #define NOLIM 0, 0
 
 const wk_setting_t wk_settings[] = {
@@ -150,10 +152,11 @@ const wk_setting_t wk_settings[] = {
      "First backoff step; doubled each attempt, with full jitter.", OFF(retry.base_ms)},
     {"retry.max_ms", WK_CT_INT, "10000", 1, 3600000, NULL, 0, "Largest backoff step.",
      OFF(retry.max_ms)},
-    {"retry.max_deliveries", WK_CT_INT, "0", 0, 2000, NULL, 0,
-     "From this delivery on, a transient failure that outlasts the attempts dead-letters "
-     "RetryBudgetExhausted naming the last error, before the broker's MaxDeliveryCount "
-     "(0 = off).",
+    {"retry.max_deliveries", WK_CT_INT, "-1", -1, 2000, NULL, 0,
+     "From this delivery on, a transient failure that outlasts the attempts (or a held "
+     "message's lock renewal) dead-letters RetryBudgetExhausted naming the last error, before "
+     "the broker's MaxDeliveryCount (-1 = one below servicebus.max_delivery_count when known, "
+     "else 9, one below Service Bus's default of 10; 0 = off).",
      OFF(retry.max_deliveries)},
     {"retry.max_age_s", WK_CT_INT, "0", 0, 31536000, NULL, 0,
      "A transient failure of a message enqueued longer ago than this dead-letters it "
@@ -585,6 +588,7 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
     if (cfg->retry.base_ms > cfg->retry.max_ms)
         wk_problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)",
                    cfg->retry.base_ms, cfg->retry.max_ms);
+    resolve_max_deliveries(cfg);
     if (cfg->retry.max_deliveries > 0 && cfg->servicebus.max_delivery_count > 0 &&
         cfg->retry.max_deliveries >= cfg->servicebus.max_delivery_count && p->errs)
         fprintf(p->errs,
@@ -626,6 +630,40 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
             wk_problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
             break;
         }
+}
+
+/*
+ * retry.max_deliveries -1 (the default): one below the entity's
+ * MaxDeliveryCount, so that inboxd, not the broker, dead-letters a message
+ * whose transient failures outlast every delivery, with its reason and
+ * context. --check-config says which value it took and why.
+ */
+static void resolve_max_deliveries(wk_config_t *cfg)
+{
+    long long mdc = cfg->servicebus.max_delivery_count;
+    if (cfg->retry.max_deliveries != -1)
+        return;
+    cfg->retry.max_deliveries_auto = true;
+    cfg->retry.max_deliveries =
+        mdc > 1 ? mdc - 1 : mdc == 1 ? 0 : WK_SB_DEFAULT_MAX_DELIVERY_COUNT - 1;
+}
+
+void wk_config_explain_budget(const wk_config_t *cfg, FILE *out)
+{
+    long long mdc = cfg->servicebus.max_delivery_count;
+    long long md = cfg->retry.max_deliveries;
+    if (!cfg->retry.max_deliveries_auto) {
+        fprintf(out, "retry.max_deliveries: %lld (set)%s\n", md, md ? "" : ": off, the broker's MaxDeliveryCount dead-letters without inboxd's context");
+        return;
+    }
+    fprintf(out,
+            "retry.max_deliveries: %lld, one below %s %lld: from that delivery on, a message whose "
+            "transient failures outlast its retries (or its hold) is dead-lettered "
+            "RetryBudgetExhausted with its last error, before the broker's "
+            "MaxDeliveryCountExceeded (which carries none)%s\n",
+            md, mdc > 0 ? "servicebus.max_delivery_count" : "Service Bus's default MaxDeliveryCount",
+            mdc > 0 ? mdc : WK_SB_DEFAULT_MAX_DELIVERY_COUNT,
+            mdc > 0 ? "" : "; set servicebus.max_delivery_count when the entity's differs");
 }
 
 int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)

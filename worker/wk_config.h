@@ -68,7 +68,8 @@ typedef struct wk_config {
         long long attempts;
         long long base_ms;
         long long max_ms;
-        long long max_deliveries; /* 0 = off */
+        long long max_deliveries; /* 0 = off; -1 in the file: resolved at load */
+        bool max_deliveries_auto; /* resolved from servicebus.max_delivery_count (or 10) */
         long long max_age_s;      /* 0 = off */
     } retry;
     struct {
@@ -154,6 +155,12 @@ void wk_config_env_name(const char *name, char *buf, size_t size);
  * prefix, such as "routes[2]", may be empty). Shared by wk_config.c and
  * wk_route.c so every bad key is reported the same way. thread: main.
  */
+/* Service Bus's MaxDeliveryCount when the entity's is not known. */
+#define WK_SB_DEFAULT_MAX_DELIVERY_COUNT 10
+
+/* What retry.max_deliveries is and why (--check-config). thread: main. */
+void wk_config_explain_budget(const wk_config_t *cfg, FILE *out);
+
 typedef struct wk_problems {
     FILE *errs;
     int n;

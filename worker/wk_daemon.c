@@ -49,7 +49,8 @@ typedef struct job {
     wk_decision_t d;
     wk_trace_t trace; /* its consumer span (tracing on); msg->user points here */
     struct job *prev, *next; /* in-flight list, arrival order */
-    struct job *qnext;       /* job queue */
+    struct job *qnext;       /* job queue, or the held list */
+    long long hold_until;    /* held: mono ms before which it is not offered again */
 } job_t;
 
 typedef struct daemon daemon_t;
@@ -84,6 +85,8 @@ struct daemon {
     pthread_cond_t cv; /* job queue non-empty, or stop */
     job_t *qhead, *qtail;
     size_t queued;
+    job_t *held;            /* held for their HTTP destination (wk_dest.h), any order */
+    size_t nheld;
     job_t *oldest, *newest; /* in-flight list */
     size_t in_flight;
     long long oldest_enqueued_ms; /* as last published (publish_in_flight, the tick) */
@@ -97,6 +100,7 @@ struct daemon {
 
     wk_breaker_t *breaker; /* shared with the pipeline */
     ot_exporter_t *otel;   /* NULL: tracing off */
+    wk_dests_t *dests;     /* shared with the pipeline */
 
     /* thread: main */
     bool circuit_open;      /* as last applied to the client, metrics and logs */
@@ -577,6 +581,118 @@ static void settle(daemon_t *dm, job_t *j)
                            n ? j->d.reason : NULL, n ? j->d.description : NULL, props, n);
 }
 
+/* ---- messages held for their HTTP destination -------------------------- */
+
+/* A held message is settled this long before its lock renewal runs out. */
+#define HOLD_MARGIN_MS 1500
+
+/* Between the first signal and the end: held messages are released, not abandoned. */
+static bool draining(daemon_t *dm)
+{
+    return atomic_load(&dm->stopping) || atomic_load(&dm->retry_deadline_ms) != 0;
+}
+
+/* Whether j's lock renewal (servicebus.max_auto_lock_renewal_s) has run out, or nearly. */
+static bool hold_spent(const daemon_t *dm, const job_t *j, long long now)
+{
+    return now - j->received_mono >= dm->cfg->servicebus.max_auto_lock_renewal_s * 1000 -
+                                         HOLD_MARGIN_MS;
+}
+
+/*
+ * A held message that cannot be held longer: released when its lock is
+ * lost or the worker drains; after its lock renewal ran out, abandoned
+ * (counted), or on delivery retry.max_deliveries and later dead-lettered
+ * RetryBudgetExhausted with the last error, before the broker's
+ * MaxDeliveryCount does without one. thread: any.
+ */
+static void unhold(daemon_t *dm, job_t *j, long long now)
+{
+    wk_decision_t *d = &j->d;
+    d->held = false;
+    if (atomic_load(&j->lock_lost) || draining(dm)) {
+        wk_decide(d, WK_OUT_RELEASED);
+    } else if (dm->cfg->retry.max_deliveries > 0 &&
+               (long long)j->msg->delivery_count >= dm->cfg->retry.max_deliveries) {
+        wk_metrics_held_expired(dm->metrics);
+        wk_decide_dead_letter(d, WK_DL_RETRY_BUDGET,
+                              "delivery %u reached retry.max_deliveries %lld, held %lld s for %s; "
+                              "last error: %s",
+                              j->msg->delivery_count, dm->cfg->retry.max_deliveries,
+                              (now - j->received_mono) / 1000, d->dest, d->err.text);
+    } else {
+        wk_metrics_held_expired(dm->metrics);
+        wk_decide(d, WK_OUT_ABANDONED);
+    }
+    settle(dm, j);
+}
+
+/* Keeps j (its claim given back) until the tick offers it again. thread: a db worker. */
+static void hold_job(daemon_t *dm, job_t *j)
+{
+    long long now = ib_mono_ms();
+    if (atomic_load(&j->lock_lost) || draining(dm) || hold_spent(dm, j, now)) {
+        unhold(dm, j, now);
+        return;
+    }
+    j->hold_until = now + (j->d.hold_ms > 0 ? j->d.hold_ms : 0);
+    pthread_mutex_lock(&dm->mu);
+    j->qnext = dm->held;
+    dm->held = j;
+    wk_metrics_held_set(dm->metrics, (long long)++dm->nheld);
+    pthread_mutex_unlock(&dm->mu);
+}
+
+/*
+ * Offers again the held messages whose destination may take a call (back
+ * on the job queue), and ends the hold of those that cannot wait longer.
+ * thread: main (the tick), and the drain with all.
+ */
+static void offer_held(daemon_t *dm, bool all)
+{
+    long long now = ib_mono_ms();
+    job_t *done = NULL, **pp;
+    bool woke = false;
+    pthread_mutex_lock(&dm->mu);
+    for (pp = &dm->held; *pp;) {
+        job_t *j = *pp;
+        bool end = all || atomic_load(&j->lock_lost) || hold_spent(dm, j, now);
+        if (!end && (now < j->hold_until || !wk_dest_ready(dm->dests, j->d.dest, now))) {
+            pp = &j->qnext;
+            continue;
+        }
+        *pp = j->qnext;
+        dm->nheld--;
+        if (end) {
+            j->qnext = done;
+            done = j;
+            continue;
+        }
+        j->qnext = NULL;
+        if (dm->qtail)
+            dm->qtail->qnext = j;
+        else
+            dm->qhead = j;
+        dm->qtail = j;
+        dm->queued++;
+        woke = true;
+    }
+    wk_metrics_held_set(dm->metrics, (long long)dm->nheld);
+    if (woke)
+        pthread_cond_broadcast(&dm->cv);
+    pthread_mutex_unlock(&dm->mu);
+    while (done) {
+        job_t *next = done->qnext;
+        unhold(dm, done, now);
+        done = next;
+    }
+}
+
+static size_t dest_metrics(void *ctx, char *buf, size_t size)
+{
+    return wk_dest_metrics(ctx, buf, size);
+}
+
 /* thread: a db worker. */
 static void *worker_main(void *arg)
 {
@@ -615,7 +731,10 @@ static void *worker_main(void *arg)
          * After each call the proactor owns that job.
          */
         for (size_t i = 0; i < n; i++)
-            settle(dm, b[i]);
+            if (b[i]->d.held)
+                hold_job(dm, b[i]);
+            else
+                settle(dm, b[i]);
     }
     db_conn_free(dbc);
     free(batch);
@@ -718,6 +837,7 @@ static int tick(daemon_t *dm)
     long long now = ib_mono_ms();
 
     apply_breaker(dm);
+    offer_held(dm, false);
     pthread_mutex_lock(&dm->mu);
     publish_oldest_enqueued(dm);
     pthread_mutex_unlock(&dm->mu);
@@ -764,6 +884,8 @@ static ib_err_t start_http(daemon_t *dm, ib_error_t *err)
 {
     dm->metrics = wk_metrics_new(NULL);
     dm->pipe.metrics = dm->metrics;
+    if (dm->metrics && wk_routes_have_http(&dm->routes))
+        wk_metrics_dest_source(dm->metrics, dest_metrics, dm->dests);
     dm->http = wk_http_start(
         &(wk_http_opts_t){.listen = dm->cfg->http.listen, .metrics = dm->metrics}, err);
     if (!dm->http) {
@@ -1000,6 +1122,7 @@ static bool daemon_drain(daemon_t *dm, int sig)
         sb_client_stop_receiving(dm->client);
     for (;;) {
         release_queued(dm); /* anything that arrived before credit stopped */
+        offer_held(dm, true); /* held messages: released (stopping is set) */
         pthread_mutex_lock(&dm->mu);
         size_t busy = dm->busy_workers, inflight = dm->in_flight;
         pthread_mutex_unlock(&dm->mu);
@@ -1056,6 +1179,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
         curl_global_cleanup();
     wk_metrics_free(dm->metrics);
     wk_breaker_free(dm->breaker);
+    wk_dests_free(dm->dests);
     wk_dbopt_free(&dm->db); /* after the workers, the sweeper and the relay: its callers */
     wk_routes_free(&dm->routes);
     pthread_mutex_destroy(&dm->mu);
@@ -1069,7 +1193,10 @@ static daemon_t *daemon_new(const wk_config_t *cfg)
     if (!dm)
         return NULL;
     dm->breaker = wk_breaker_new();
-    if (!dm->breaker) {
+    dm->dests = wk_dests_new();
+    if (!dm->breaker || !dm->dests) {
+        wk_breaker_free(dm->breaker);
+        wk_dests_free(dm->dests);
         free(dm);
         return NULL;
     }
@@ -1080,7 +1207,8 @@ static daemon_t *daemon_new(const wk_config_t *cfg)
                                .routes = &dm->routes,
                                .stopping = &dm->stopping,
                                .retry_deadline_ms = &dm->retry_deadline_ms,
-                               .breaker = dm->breaker};
+                               .breaker = dm->breaker,
+                               .dests = dm->dests};
     atomic_init(&dm->pipe.db_reachable, true);
     /* Signals go to the main thread alone, through sigtimedwait. */
     sigemptyset(&dm->sigs);

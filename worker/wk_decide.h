@@ -21,6 +21,7 @@
 #include "sb_msg.h"
 #include "wk_breaker.h"
 #include "wk_config.h"
+#include "wk_dest.h"
 #include "wk_metrics.h"
 #include "wk_msgctx.h"
 #include "wk_outcome.h"
@@ -42,6 +43,14 @@ typedef struct wk_decision {
     bool business_key;       /* a duplicate found by the route's own unique key */
     char constraint[128];    /* that key's name, as the database gave it */
     char trace_id[WK_TRACE_ID_MAX]; /* from traceparent / Diagnostic-Id; "" when none */
+    /*
+     * HTTP routes: not settled but held for its destination (wk_dest.h),
+     * its claim given back: the daemon keeps it under its renewed lock and
+     * runs it again after hold_ms once the destination may take a call.
+     */
+    bool held;
+    long long hold_ms;
+    char dest[WK_DEST_KEY_MAX];
 } wk_decision_t;
 
 /* What a db worker needs; shared read-only, except the atomics. */
@@ -61,6 +70,8 @@ typedef struct wk_pipeline {
      */
     wk_breaker_t *breaker;
     struct wk_relay *relay; /* woken after a commit that emitted (may be NULL) */
+    /* HTTP destinations: calls held rather than retried in the worker (NULL: retried). */
+    wk_dests_t *dests;
 } wk_pipeline_t;
 
 /*

@@ -109,6 +109,50 @@ static void give_up(run_t *r)
     set_abandon(r->d);
 }
 
+/*
+ * The destination will not take the call now (open circuit, Retry-After, a
+ * limit) or just failed transiently: the claim is given back and the
+ * message held by the daemon for wait ms, under its renewed lock.
+ */
+static void hold(run_t *r, long long wait)
+{
+    ib_error_t e;
+    if (r->row.token[0])
+        db_effect_release(r->dbc, r->p->cfg->consumer, &r->row, r->reached, &e);
+    set_abandon(r->d);
+    r->d->held = true;
+    r->d->hold_ms = wait;
+    ib_strlcpy(r->d->dest, r->call.dest, sizeof r->d->dest);
+}
+
+/* Whether the call may go to its destination now; if not, the message is held. */
+static bool admitted(run_t *r)
+{
+    long long wait;
+    wk_dest_limits_t lim = {wk_http_rate_per_s(r->h), wk_http_max_concurrent(r->h)};
+    if (!r->p->dests || !r->call.dest[0] ||
+        wk_dest_admit(r->p->dests, r->call.dest, &lim, ib_mono_ms(), &wait))
+        return true;
+    hold(r, wait);
+    return false;
+}
+
+/* What the answer says of the destination; logs a circuit that opens. */
+static void dest_done(run_t *r, const fx_response_t *resp)
+{
+    wk_dest_result_t res = resp->cls == FX_TRANSIENT   ? WK_DEST_TRANSIENT
+                           : resp->cls == FX_AMBIGUOUS ? WK_DEST_UNKNOWN
+                                                       : WK_DEST_OK;
+    if (!r->p->dests || !r->call.dest[0])
+        return;
+    if (wk_dest_done(r->p->dests, r->call.dest, res, resp->retry_after_ms, ib_mono_ms()))
+        IB_LOG(IB_LOG_ERROR, "http_circuit_open",
+               IB_MSG("the destination failed several calls in a row: its messages are held, "
+                      "one probe at a time"),
+               IB_S("destination", r->call.dest), IB_I("http_status", resp->status),
+               IB_S("error", resp->err.text));
+}
+
 /* Writes the row's outcome, retrying the database (never the call). */
 static db_outcome_t finish(run_t *r, const db_effect_result_t *res, const db_stmt_t *stmts,
                            size_t nstmts)
@@ -338,10 +382,11 @@ static reconcile_t reconcile(run_t *r, fx_client_t *fx)
     fx_client_call(fx, &rq, &resp);
     count_call(r, &resp);
     reconcile_t rc = REC_UNKNOWN;
-    if (resp.cls == FX_APPLIED) {
+    if (resp.cls == FX_APPLIED && wk_http_reconcile_found(r->h, &resp)) {
         applied(r, &resp);
         rc = REC_APPLIED;
-    } else if (resp.status == 404) {
+    } else if (resp.status == 404 || resp.cls == FX_APPLIED) {
+        /* 404, or a 2xx without reconcile.found's value (200 []): not there. */
         rc = REC_ABSENT;
     } else {
         r->d->err = resp.err;
@@ -362,10 +407,13 @@ static bool call_once(run_t *r, fx_client_t *fx)
                        .nheaders = r->call.nheaders,
                        .timeout_ms = wk_http_timeout_ms(r->h),
                        .ca_file = wk_http_ca_file(r->h)};
+    if (!admitted(r))
+        return true;
     wk_trace_call_t tc;
     wk_trace_call_begin(&tc, r->msg, rq.method, r->call.url_redacted, &rq.headers, rq.nheaders);
     fx_client_call(fx, &rq, &resp);
     wk_trace_call_end(&tc, &resp);
+    dest_done(r, &resp);
     count_call(r, &resp);
     bool decided = true;
     switch (resp.cls) {
@@ -373,13 +421,23 @@ static bool call_once(run_t *r, fx_client_t *fx)
         applied(r, &resp);
         break;
     case FX_PERMANENT:
-        rejected(r, &resp);
+        if (wk_http_applied_status(r->h, resp.status))
+            applied(r, &resp); /* http.applied_statuses: "already done" */
+        else
+            rejected(r, &resp);
         break;
     case FX_TRANSIENT:
         r->d->err = resp.err;
         if (resp.err.code == IB_E_TLS)
             IB_LOG(IB_LOG_ERROR, "http_tls", IB_MSG(resp.err.text),
                    IB_S("message_id", r->msg->message_id), IB_S("url", r->call.url_redacted));
+        if (r->p->dests && r->call.dest[0]) {
+            /* Held, not retried here nor abandoned: the destination paces it. */
+            long long wait = ib_backoff_ms(r->p->cfg->retry.base_ms, r->p->cfg->retry.max_ms,
+                                           r->d->attempts, &r->seed);
+            hold(r, resp.retry_after_ms > wait ? resp.retry_after_ms : wait);
+            break;
+        }
         decided = !wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d,
                                           resp.retry_after_ms);
         if (decided)

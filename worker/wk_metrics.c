@@ -53,7 +53,7 @@ typedef struct {
 /* ib_class_t values that label inboxd_retries_total. */
 #define NCLASSES 5
 
-static const char *const http_classes[] = {"2xx", "4xx", "5xx", "timeout", "error"};
+static const char *const http_classes[] = {"2xx", "429", "4xx", "5xx", "timeout", "error"};
 #define NHTTP (sizeof http_classes / sizeof http_classes[0])
 
 struct wk_metrics {
@@ -68,6 +68,10 @@ struct wk_metrics {
     _Atomic long long in_flight;
     _Atomic long long oldest_since_ms;
     _Atomic int circuit_open;
+    _Atomic long long held;
+    wk_counter_t held_expired;
+    wk_metrics_dest_fn dest_fn; /* set before serving; NULL: no HTTP destinations */
+    void *dest_ctx;
     /* Per-bucket (not cumulative) counts; the last slot is above every bound. */
     wk_counter_t duration_buckets[NBUCKETS + 1];
     wk_counter_t duration_sum_us;
@@ -522,6 +526,46 @@ void wk_metrics_outbox_source(wk_metrics_t *m, wk_metrics_outbox_fn fn, void *ct
     m->outbox_ctx = ctx;
 }
 
+void wk_metrics_held_set(wk_metrics_t *m, long long n)
+{
+    if (m)
+        atomic_store_explicit(&m->held, n, memory_order_relaxed);
+}
+
+void wk_metrics_held_expired(wk_metrics_t *m)
+{
+    if (m)
+        bump(&m->held_expired);
+}
+
+void wk_metrics_dest_source(wk_metrics_t *m, wk_metrics_dest_fn fn, void *ctx)
+{
+    m->dest_fn = fn;
+    m->dest_ctx = ctx;
+}
+
+/* Messages held for their HTTP destination, and each destination's circuit. */
+static void render_dests(wk_metrics_t *m, wk_buf_t *b)
+{
+    char lines[8192];
+    header(b, "inboxd_held_messages", "gauge",
+           "Messages held under renewed locks until their HTTP destination takes a call "
+           "(open circuit, Retry-After, rate or concurrency limit).");
+    buf_printf(b, "inboxd_held_messages %lld\n",
+               atomic_load_explicit(&m->held, memory_order_relaxed));
+    header(b, "inboxd_held_expired_total", "counter",
+           "Held messages whose lock renewal (servicebus.max_auto_lock_renewal_s) ran out: "
+           "abandoned, or dead-lettered RetryBudgetExhausted on their last delivery.");
+    buf_printf(b, "inboxd_held_expired_total %llu\n", (unsigned long long)load(&m->held_expired));
+    if (!m->dest_fn)
+        return;
+    header(b, "inboxd_http_circuit_open", "gauge",
+           "1 while calls to the destination (scheme://host:port) are held: it failed "
+           "transiently several times in a row; one probe at a time.");
+    m->dest_fn(m->dest_ctx, lines, sizeof lines);
+    buf_printf(b, "%s", lines);
+}
+
 static void render_outbox(wk_metrics_t *m, wk_buf_t *b)
 {
     wk_metrics_outbox_t o;
@@ -713,6 +757,7 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
                      m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS,
                      &m->duration_sum_us);
     render_http(&b, m);
+    render_dests(m, &b);
     render_histogram(&b, "inboxd_message_age_seconds",
                      "Time from enqueue to leaving the entity (completed or dead-lettered).",
                      m->age_buckets, wk_metrics_age_buckets, NAGE, &m->age_sum_us);

@@ -98,6 +98,17 @@ void wk_metrics_business_key_duplicate(wk_metrics_t *m);
 void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls);
 /* The inboxd_circuit_open gauge (wk_breaker.h). thread: any. */
 void wk_metrics_circuit_open_set(wk_metrics_t *m, bool open);
+/* The inboxd_held_messages gauge: messages held for their destination (wk_dest.h). thread: any. */
+void wk_metrics_held_set(wk_metrics_t *m, long long n);
+/* Counts a held message whose lock renewal ran out (inboxd_held_expired_total). thread: any. */
+void wk_metrics_held_expired(wk_metrics_t *m);
+/*
+ * The source of the inboxd_http_circuit_open{destination} lines: fn writes
+ * them into buf (at most size bytes, NUL-terminated) and returns their
+ * length. Set once before /metrics is served; called on the http thread.
+ */
+typedef size_t (*wk_metrics_dest_fn)(void *ctx, char *buf, size_t size);
+void wk_metrics_dest_source(wk_metrics_t *m, wk_metrics_dest_fn fn, void *ctx);
 /*
  * Counts one dead-lettered message under reason (NULL or "" count as
  * "unknown") and the class of the error behind it. Does not count
@@ -117,7 +128,7 @@ void wk_metrics_handler_duration(wk_metrics_t *m, double seconds);
 
 /*
  * HTTP routes: one request to a destination by route index and class
- * ("2xx", "4xx", "5xx", "timeout", "error"), with its duration (also
+ * ("2xx", "429", "4xx", "5xx", "timeout", "error"), with its duration (also
  * inboxd_http_duration_seconds). Routes past WK_METRICS_HTTP_ROUTES share
  * the label route="other". thread: any.
  */

@@ -166,10 +166,21 @@ long wk_http_lease_s(const wk_http_spec_t *h);
 bool wk_http_idempotent(const wk_http_spec_t *h);
 bool wk_http_has_reconcile(const wk_http_spec_t *h);
 const char *wk_http_ca_file(const wk_http_spec_t *h); /* NULL: the system store */
+double wk_http_rate_per_s(const wk_http_spec_t *h);   /* 0: unlimited */
+long wk_http_max_concurrent(const wk_http_spec_t *h); /* 0: unlimited */
+/* Whether status is one of http.applied_statuses (an answer meaning "already done"). */
+bool wk_http_applied_status(const wk_http_spec_t *h, long status);
+/*
+ * Whether a reconcile lookup's 2xx answer found the effect: without
+ * reconcile.found, any 2xx; with it, the path must be present and neither
+ * null, "", [] nor {}.
+ */
+bool wk_http_reconcile_found(const wk_http_spec_t *h, const fx_response_t *resp);
 
 /* One message's request, bound; owns its strings (through b). */
 typedef struct wk_http_call {
     char *url;
+    char dest[300]; /* its destination: scheme://host:port (wk_dest_key) */
     char *url_redacted; /* scheme://host/path, for logs and dead letters */
     char *reconcile_url;
     const char *body; /* NULL: no body */

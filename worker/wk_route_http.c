@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ib_log.h"
+#include "wk_dest.h"
 #include "wk_msgctx.h"
 #include "wk_route_int.h"
 
@@ -54,6 +55,14 @@ struct wk_http_spec {
     bool has_reconcile;
     char *rec_method;
     template_t rec_url;
+    bool has_found;
+    src_t found; /* reconcile.found: a $.path that must hold something */
+    long *applied;  /* http.applied_statuses */
+    size_t napplied;
+    char **hosts; /* http.allowed_hosts: "host" or "host:port", lower case */
+    size_t nhosts;
+    double rate_per_s;
+    long max_concurrent;
 };
 
 static bool method_valid(const char *m)
@@ -81,13 +90,35 @@ static bool url_template_ok(const char *t)
     return strncmp(t, "https://", 8) == 0 || strncmp(t, "http://", 7) == 0;
 }
 
-static void compile_url(const json_t *v, const char *field, template_t *tpl, bool *nj,
+/*
+ * Whether the scheme, host and port of URL template t are literal: the
+ * first '{' comes after the authority ends (at '/', '?' or '#').
+ */
+static bool authority_literal(const char *t)
+{
+    const char *a = strstr(t, "://") + 3;
+    size_t alen = strcspn(a, "/?#");
+    return memchr(a, '{', alen) == NULL && alen > 0;
+}
+
+/*
+ * A URL template. Where a secret goes is the configuration's choice: with
+ * no http.allowed_hosts, the scheme, host and port must be literal
+ * (templates only in the path and query); with it, a templated host is
+ * checked against the list on every call (wk_route_bind_http).
+ */
+static void compile_url(const json_t *v, const char *field, template_t *tpl, bool hosts, bool *nj,
                         wk_problems_t *p)
 {
     if (!json_is_string(v) || !url_template_ok(json_string_value(v))) {
         wk_problem(p, field, "must be a string starting with https:// or http://");
         return;
     }
+    if (!hosts && !authority_literal(json_string_value(v)))
+        wk_problem(p, field,
+                   "the scheme, host and port must be written out (templates only in the path "
+                   "and query), or the hosts a message may choose listed in http.allowed_hosts: "
+                   "a message must not choose where the route's headers go");
     wk_tpl_compile(json_string_value(v), field, SRC_ALLOW_KEY, tpl, nj, p);
 }
 
@@ -147,8 +178,16 @@ static void compile_reconcile(wk_http_spec_t *h, const json_t *rc, bool *nj, wk_
     }
     json_object_foreach((json_t *)rc, k, v)
     {
-        if (strcmp(k, "method") != 0 && strcmp(k, "url") != 0)
-            wk_problem(p, "http.reconcile", "unknown key %s (use method and url)", k);
+        if (strcmp(k, "method") != 0 && strcmp(k, "url") != 0 && strcmp(k, "found") != 0)
+            wk_problem(p, "http.reconcile", "unknown key %s (use method, url and found)", k);
+    }
+    if ((v = json_object_get(rc, "found"))) {
+        if (!json_is_string(v) || json_string_value(v)[0] != '$' ||
+            !wk_src_compile_text(json_string_value(v), 0, &h->found))
+            wk_problem(p, "http.reconcile.found",
+                       "must be a JSON path into the lookup's answer ($[0].id)");
+        else
+            h->has_found = true;
     }
     json_t *m = json_object_get(rc, "method");
     h->rec_method = strdup(m && json_is_string(m) ? json_string_value(m) : "GET");
@@ -157,7 +196,8 @@ static void compile_reconcile(wk_http_spec_t *h, const json_t *rc, bool *nj, wk_
     if (!json_object_get(rc, "url"))
         wk_problem(p, "http.reconcile.url", "missing");
     else
-        compile_url(json_object_get(rc, "url"), "http.reconcile.url", &h->rec_url, nj, p);
+        compile_url(json_object_get(rc, "url"), "http.reconcile.url", &h->rec_url, h->nhosts > 0,
+                    nj, p);
     h->has_reconcile = true;
 }
 
@@ -206,12 +246,74 @@ static void compile_scalars(wk_http_spec_t *h, const json_t *o, wk_problems_t *p
     }
 }
 
+static void compile_statuses(wk_http_spec_t *h, const json_t *v, wk_problems_t *p)
+{
+    size_t i;
+    json_t *e;
+    if (!json_is_array(v)) {
+        wk_problem(p, "http.applied_statuses", "must be an array of HTTP statuses ([409])");
+        return;
+    }
+    h->applied = calloc(json_array_size(v) + 1, sizeof(*h->applied));
+    json_array_foreach(v, i, e)
+    {
+        long st = json_is_integer(e) ? (long)json_integer_value(e) : 0;
+        if (st < 300 || st > 499 || st == 408 || st == 429) {
+            wk_problem(p, "http.applied_statuses",
+                       "each must be a 3xx or 4xx status other than 408 and 429 (2xx is applied "
+                       "already; 408, 429 and 5xx are transient)");
+            continue;
+        }
+        h->applied[h->napplied++] = st;
+    }
+}
+
+static void compile_hosts(wk_http_spec_t *h, const json_t *v, wk_problems_t *p)
+{
+    size_t i;
+    json_t *e;
+    if (!json_is_array(v) || json_array_size(v) == 0) {
+        wk_problem(p, "http.allowed_hosts", "must be a non-empty array of host names");
+        return;
+    }
+    h->hosts = calloc(json_array_size(v) + 1, sizeof(*h->hosts));
+    json_array_foreach(v, i, e)
+    {
+        const char *t = json_is_string(e) ? json_string_value(e) : "";
+        if (!*t || strcspn(t, "/?#@{} ") != strlen(t)) {
+            wk_problem(p, "http.allowed_hosts", "each must be a host or host:port");
+            continue;
+        }
+        char *c = strdup(t);
+        for (char *q = c; *q; q++)
+            *q = (char)tolower((unsigned char)*q);
+        h->hosts[h->nhosts++] = c;
+    }
+}
+
+static void compile_limits(wk_http_spec_t *h, const json_t *o, wk_problems_t *p)
+{
+    json_t *v;
+    if ((v = json_object_get(o, "rate_per_s"))) {
+        if (!json_is_number(v) || json_number_value(v) <= 0 || json_number_value(v) > 100000)
+            wk_problem(p, "http.rate_per_s", "must be a number above 0, at most 100000");
+        else
+            h->rate_per_s = json_number_value(v);
+    }
+    h->max_concurrent = int_field(o, "max_concurrent", "http.max_concurrent", 0, 1, 1024, p);
+    if ((v = json_object_get(o, "applied_statuses")))
+        compile_statuses(h, v, p);
+    if ((v = json_object_get(o, "allowed_hosts")))
+        compile_hosts(h, v, p);
+}
+
 wk_http_spec_t *wk_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
 {
     static const char *const known[] = {
         "method",     "url",        "body",    "headers",   "idempotency_header",
         "idempotent", "timeout_ms", "lease_s", "remote_id", "reconcile",
-        "ca_file",    NULL};
+        "ca_file",    "rate_per_s", "max_concurrent", "applied_statuses", "allowed_hosts",
+        NULL};
     const char *k;
     json_t *v;
     bool nj = false;
@@ -232,10 +334,11 @@ wk_http_spec_t *wk_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
         }
     }
     compile_scalars(h, o, p);
+    compile_limits(h, o, p);
     if (!json_object_get(o, "url"))
         wk_problem(p, "http.url", "missing");
     else
-        compile_url(json_object_get(o, "url"), "http.url", &h->url, &nj, p);
+        compile_url(json_object_get(o, "url"), "http.url", &h->url, h->nhosts > 0, &nj, p);
     if ((v = json_object_get(o, "body"))) {
         if (!wk_src_compile_param(v, 0, &h->body))
             wk_problem(p, "http.body",
@@ -280,6 +383,11 @@ void wk_http_free(wk_http_spec_t *h)
     free(h->ca_file);
     free(h->rec_method);
     wk_tpl_free(&h->rec_url);
+    wk_src_free(&h->found);
+    free(h->applied);
+    for (size_t i = 0; i < h->nhosts; i++)
+        free(h->hosts[i]);
+    free(h->hosts);
     free(h);
 }
 
@@ -316,6 +424,71 @@ bool wk_http_has_reconcile(const wk_http_spec_t *h)
 const char *wk_http_ca_file(const wk_http_spec_t *h)
 {
     return h->ca_file;
+}
+
+double wk_http_rate_per_s(const wk_http_spec_t *h)
+{
+    return h->rate_per_s;
+}
+
+long wk_http_max_concurrent(const wk_http_spec_t *h)
+{
+    return h->max_concurrent;
+}
+
+bool wk_http_applied_status(const wk_http_spec_t *h, long status)
+{
+    for (size_t i = 0; i < h->napplied; i++)
+        if (h->applied[i] == status)
+            return true;
+    return false;
+}
+
+/* The value at path s in resp's body (a new reference), NULL when absent. */
+static json_t *response_at(const src_t *s, const fx_response_t *resp)
+{
+    json_t *j = json_loadb(resp->body, resp->body_len, JSON_DECODE_ANY, NULL);
+    const json_t *v = j;
+    for (size_t i = 0; v && i < s->nsteps; i++)
+        v = s->steps[i].name ? json_object_get(v, s->steps[i].name)
+                             : json_array_get(v, s->steps[i].index);
+    json_t *out = v ? json_incref((json_t *)v) : NULL;
+    json_decref(j);
+    return out;
+}
+
+bool wk_http_reconcile_found(const wk_http_spec_t *h, const fx_response_t *resp)
+{
+    if (!h->has_found)
+        return true;
+    json_t *v = response_at(&h->found, resp);
+    bool found = v && !json_is_null(v) && !(json_is_string(v) && !*json_string_value(v)) &&
+                 !(json_is_array(v) && json_array_size(v) == 0) &&
+                 !(json_is_object(v) && json_object_size(v) == 0);
+    json_decref(v);
+    return found;
+}
+
+/*
+ * Whether a bound URL goes where the configuration says: its destination
+ * parses, and with http.allowed_hosts its host (or host:port) is listed.
+ */
+static bool host_allowed(const wk_http_spec_t *h, const char *url, char *dest, size_t size)
+{
+    if (!wk_dest_key(url, dest, size)) {
+        dest[0] = '\0'; /* a literal host wk_dest cannot name: called, not governed */
+        return h->nhosts == 0;
+    }
+    if (h->nhosts == 0)
+        return true;
+    const char *hp = strstr(dest, "://") + 3;
+    const char *colon = strrchr(hp, ':');
+    size_t hlen = colon ? (size_t)(colon - hp) : strlen(hp);
+    for (size_t i = 0; i < h->nhosts; i++)
+        if (strcmp(h->hosts[i], hp) == 0 ||
+            (strlen(h->hosts[i]) == hlen && strncmp(h->hosts[i], hp, hlen) == 0))
+            return true;
+    return false;
 }
 
 /* ---- bind -------------------------------------------------------------- */
@@ -400,6 +573,11 @@ ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char
                             &c->reconcile_url, err)) != IB_E_OK)
         return rc;
     c->url_redacted = wk_binding_keep(b, redact_url(c->url));
+    if (!host_allowed(h, c->url, c->dest, sizeof c->dest) ||
+        (c->reconcile_url && !host_allowed(h, c->reconcile_url, (char[WK_DEST_KEY_MAX]){0},
+                                           WK_DEST_KEY_MAX)))
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                            "http.url: host of '%s' is not in http.allowed_hosts", c->url_redacted);
     if ((rc = bind_body(h, msg, b, c, err)) != IB_E_OK)
         return rc;
     for (size_t i = 0; i < h->nheaders; i++) {
@@ -436,16 +614,12 @@ void wk_route_remote_id(const wk_route_t *r, const fx_response_t *resp, char *bu
     buf[0] = '\0';
     if (!h || !h->has_remote_id)
         return;
-    json_t *j = json_loadb(resp->body, resp->body_len, JSON_DECODE_ANY, NULL);
-    const json_t *v = j;
-    for (size_t i = 0; v && i < h->remote_id.nsteps; i++)
-        v = h->remote_id.steps[i].name ? json_object_get(v, h->remote_id.steps[i].name)
-                                       : json_array_get(v, h->remote_id.steps[i].index);
+    json_t *v = response_at(&h->remote_id, resp);
     if (v && json_is_string(v))
         snprintf(buf, size, "%s", json_string_value(v));
     else if (v && json_is_integer(v))
         snprintf(buf, size, "%lld", (long long)json_integer_value(v));
-    json_decref(j);
+    json_decref(v);
 }
 
 /* {"a": {"b": remote_id}} for the path $.a.b; NULL when the path has an index. */

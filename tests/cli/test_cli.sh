@@ -77,6 +77,18 @@ check "and warns naming both keys" grep -q '^config: warning: retry.max_deliveri
 jq '.retry = {"max_deliveries": 3} | .servicebus.max_delivery_count = 10' "$tmp/good.json" >"$tmp/budget.json"
 "$inboxd" --check-config --config "$tmp/budget.json" >/dev/null 2>"$tmp/err"
 check "a budget below MaxDeliveryCount does not warn" bash -c "! grep -q warning '$tmp/err'"
+# By default the budget is one below the entity's MaxDeliveryCount (Service
+# Bus's default 10 when it is not given), and --check-config says so.
+"$inboxd" --check-config --config "$tmp/good.json" >"$tmp/out" 2>"$tmp/err"
+check "default budget: 9, below Service Bus's default" grep -q "^retry.max_deliveries: 9, one below Service Bus's default MaxDeliveryCount 10" "$tmp/out"
+"$inboxd" --print-config --config "$tmp/good.json" >"$tmp/print" 2>&1
+check "and --print-config shows 9" test "$(jq .retry.max_deliveries "$tmp/print")" = 9
+jq '.servicebus.max_delivery_count = 5' "$tmp/good.json" >"$tmp/budget.json"
+"$inboxd" --check-config --config "$tmp/budget.json" >"$tmp/out" 2>"$tmp/err"
+check "with the entity's MaxDeliveryCount 5: 4" grep -q '^retry.max_deliveries: 4, one below servicebus.max_delivery_count 5' "$tmp/out"
+jq '.retry = {"max_deliveries": 0}' "$tmp/good.json" >"$tmp/budget.json"
+"$inboxd" --check-config --config "$tmp/budget.json" >"$tmp/out" 2>"$tmp/err"
+check "0 turns it off, and says what that means" grep -q "^retry.max_deliveries: 0 (set): off, the broker's MaxDeliveryCount" "$tmp/out"
 
 # The README's reference table is the one the code prints.
 "$inboxd" --config-reference >"$tmp/ref"
@@ -111,6 +123,32 @@ http_cfg "$tmp/http.json" '{"url": "https://pay.example/x", "retries": 3}'
 "$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
 check "an unknown http field exits 2" test $? = 2
 check "and is named" grep -q '^config: routes\[0\].http.retries: unknown key' "$tmp/err"
+# Where the route's headers (its secret) go is the configuration's choice:
+# a message may fill the path and query, never the scheme, host or port.
+for url in 'https://{$.host}/charges' 'https://pay.example:{$.port}/x' 'https://pay.{$.zone}/x' '{$.url}'; do
+  http_cfg "$tmp/http.json" "$(jq -n --arg u "$url" '{url: $u, headers: {Authorization: {env: "CLI_PAY_TOKEN"}}}')"
+  CLI_PAY_TOKEN=Bearer-Sup3rS3cret "$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+  check "url '$url' exits 2" test $? = 2
+  check "url '$url': refused, naming http.url" grep -q -e '^config: routes\[0\].http.url: .*host' -e '^config: routes\[0\].http.url: must be a string starting' "$tmp/err"
+done
+http_cfg "$tmp/http.json" '{"url": "https://pay.example/x", "reconcile": {"url": "https://{$.h}/x?key={key}"}}'
+"$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "a templated reconcile host exits 2" grep -q '^config: routes\[0\].http.reconcile.url: .*host' "$tmp/err"
+http_cfg "$tmp/http.json" '{"url": "https://pay.example/c/{$.id}?k={key}"}'
+"$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "templates in the path and query are accepted" test $? = 0
+http_cfg "$tmp/http.json" '{"url": "https://{$.host}/charges", "allowed_hosts": ["a.example", "b.example:8443"]}'
+"$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "a templated host with http.allowed_hosts is accepted" test $? = 0
+http_cfg "$tmp/http.json" '{"url": "https://pay.example/x", "applied_statuses": [409, 200, 503], "rate_per_s": 0, "max_concurrent": 0, "reconcile": {"url": "https://pay.example/x", "found": "id"}}'
+"$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "bad applied_statuses, rate_per_s, max_concurrent, reconcile.found exit 2" test $? = 2
+for k in applied_statuses rate_per_s max_concurrent reconcile.found; do
+  check "http.$k is named" grep -q "^config: routes\[0\].http.$k: " "$tmp/err"
+done
+http_cfg "$tmp/http.json" '{"url": "https://pay.example/x", "applied_statuses": [409], "rate_per_s": 2.5, "max_concurrent": 4, "reconcile": {"url": "https://pay.example/x?key={key}", "found": "$[0].id"}}'
+"$inboxd" --check-config --config "$tmp/http.json" >/dev/null 2>"$tmp/err"
+check "good applied_statuses, rate_per_s, max_concurrent, reconcile.found" test $? = 0
 
 # Keys that cannot drift: a key from a source that differs between copies of
 # one message, the lock token, or constants alone is refused (exit 2, key

@@ -8,8 +8,12 @@
 #   500 three times      -> retried with the same key, then applied (201)
 #   TLS, throwaway CA    -> applied through https with http.ca_file
 #   TLS, wrong CA        -> a clear log line, nothing sent, the message not
-#                           lost (abandoned until MaxDeliveryCount dead-letters it)
-#   connection refused   -> transient, abandoned, not lost
+#                           lost: held under its renewed lock (one probe at a
+#                           time), then, its renewal spent on its last allowed
+#                           delivery, dead-lettered RetryBudgetExhausted by inboxd
+#   connection refused   -> transient, held likewise, not lost
+# The lock renewal is 12 s (and the calls shorter) so that a hold ends soon;
+# servicebus.max_delivery_count 2 makes delivery 1 the last inboxd allows.
 #   a 7 s call on a 5 s broker lock -> the lock renewed throughout: one
 #                           delivery, applied
 # The credential never appears in inboxd's output, --print-config or the DLQ.
@@ -37,14 +41,15 @@ routes=$(jq -s . <(route ChargeRequested "$PAY") \
   <(route TlsGood "$TLS" "$(jq -n --arg ca "$W/ca.crt" '{ca_file: $ca}')") \
   <(route TlsBad "$TLS" "$(jq -n --arg ca "$W/other-ca.crt" '{ca_file: $ca}')") \
   <(route Refused "http://127.0.0.1:$refused") \
-  <(route Slow "$PAY" '{"timeout_ms": 15000, "lease_s": 30}'))
+  <(route Slow "$PAY" '{"timeout_ms": 9000, "lease_s": 10}'))
 {
   gen_orders 1 bad; gen_orders 1 wait; gen_orders 1 flaky; gen_orders 1 ok
   gen_orders 1 tgood TlsGood; gen_orders 1 tbad TlsBad; gen_orders 1 refused Refused
   gen_orders 1 slow Slow
 } >"$W/orders.jsonl"
 # Five retries inside one delivery: enough for three 500s and a Retry-After.
-write_config "$W/inboxd.json" charges "$routes" '{"retry":{"attempts":5,"base_ms":50,"max_ms":300}}'
+write_config "$W/inboxd.json" charges "$routes" '{"retry":{"attempts":5,"base_ms":50,"max_ms":300},
+  "servicebus":{"max_auto_lock_renewal_s":12,"max_delivery_count":2}}'
 "$INBOXD" --config "$W/inboxd.json" --print-config >"$W/print-config.json" 2>&1 \
   || die "--print-config failed: $(cat "$W/print-config.json")"
 send_file charges "$W/orders.jsonl"
@@ -78,11 +83,13 @@ check "tls: effects" "$(ledger_q "$W/tls.json" '.effects["charge:tgood-1"] | len
 check "tls: charge row" "$(sql "SELECT count(*) FROM charges WHERE order_id = 'tgood-1'")" 1
 # TLS with the wrong CA: nothing sent, not lost, no inbox row left behind.
 check "wrong CA: requests" "$(ledger_q "$W/tls.json" '[.requests[] | select(.key == "charge:tbad-1")] | length')" 0
-check "wrong CA: dead-lettered after its deliveries" "$(dl tbad-1 .dead_letter_reason)" MaxDeliveryCountExceeded
+check "wrong CA: dead-lettered by inboxd after its hold" "$(dl tbad-1 .dead_letter_reason)" RetryBudgetExhausted
+case "$(dl tbad-1 .dead_letter_description)" in *"held "*certificate*) e2e_log "ok   wrong CA: the description says held, and why" ;;
+  *) die "wrong CA: description '$(dl tbad-1 .dead_letter_description)'" ;; esac
 check "wrong CA: inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id = 'tbad-1'")" 0
 grep -q '"event":"http_tls".*certificate' "$W/inboxd.log" || die "no clear log line for the TLS failure"
 e2e_log "ok   wrong CA: logged as http_tls naming the certificate"
-check "refused: dead-lettered after its deliveries" "$(dl refused-1 .dead_letter_reason)" MaxDeliveryCountExceeded
+check "refused: dead-lettered by inboxd after its hold" "$(dl refused-1 .dead_letter_reason)" RetryBudgetExhausted
 check "refused: inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id = 'refused-1'")" 0
 # The credential went to the destinations and nowhere else.
 check "requests carrying the credential" "$(ledger_q "$W/pay.json" '[.requests[] | select(.authorization)] | length')" \
@@ -94,7 +101,7 @@ e2e_log "ok   the credential is in no log line, --print-config or dead letter"
 # A call longer than the broker's lock: renewed throughout, so one delivery.
 check "slow call: inbox row" "$(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'slow-1'")" processed
 check "slow call: requests" "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:slow-1")] | length')" 1
-# Deliveries: one each for the five settled at once, two each for the two
-# that ran out of deliveries; a lost lock on the slow call would add one.
-check "deliveries" "$(broker_stat charges delivered)" 10
+# Deliveries: one each, the held ones included (never abandoned to the
+# broker's redelivery); a lost lock on the slow call would add one.
+check "deliveries" "$(broker_stat charges delivered)" 8
 check "charges rows" "$(sql 'SELECT count(*) FROM charges')" 5

@@ -140,7 +140,7 @@ static void test_status_classes(void)
         const char *metric;
     } cases[] = {{"st-400", 400, FX_PERMANENT, "4xx"}, {"st-404", 404, FX_PERMANENT, "4xx"},
                  {"st-409", 409, FX_PERMANENT, "4xx"}, {"st-408", 408, FX_TRANSIENT, "4xx"},
-                 {"st-429", 429, FX_TRANSIENT, "4xx"}, {"st-500", 500, FX_TRANSIENT, "5xx"},
+                 {"st-429", 429, FX_TRANSIENT, "429"}, {"st-500", 500, FX_TRANSIENT, "5xx"},
                  {"st-502", 502, FX_TRANSIENT, "5xx"}, {"st-301", 301, FX_PERMANENT, "error"}};
     char url[128], json[4096] = "{\"faults\":[", rule[160];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1,0 +1,247 @@
+/*
+ * wk_dest.c - per-destination circuit, Retry-After, rate and concurrency
+ * (see wk_dest.h). thread: any; every function takes the one mutex.
+ */
+#include "wk_dest.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dest {
+    char key[WK_DEST_KEY_MAX];
+    bool open;
+    int failures;            /* transient failures in a row */
+    long long interval_ms;   /* probe interval while open */
+    long long next_probe_ms; /* when the next probe may start */
+    bool probing;            /* a probe is under way */
+    long long offered_ms;    /* start of wk_dest_ready's current window */
+    int offered;             /* held messages let go in that window */
+    double rate;             /* rate_per_s, as the last caller gave it */
+    long long not_before_ms; /* Retry-After */
+    double tokens;           /* rate_per_s bucket */
+    long long refilled_ms;
+    long in_flight;
+} dest_t;
+
+struct wk_dests {
+    pthread_mutex_t mu;
+    dest_t *v;
+    size_t n;
+};
+
+wk_dests_t *wk_dests_new(void)
+{
+    wk_dests_t *ds = calloc(1, sizeof(*ds));
+    if (!ds)
+        return NULL;
+    ds->v = calloc(WK_DEST_MAX, sizeof(*ds->v));
+    if (!ds->v) {
+        free(ds);
+        return NULL;
+    }
+    pthread_mutex_init(&ds->mu, NULL);
+    return ds;
+}
+
+void wk_dests_free(wk_dests_t *ds)
+{
+    if (!ds)
+        return;
+    pthread_mutex_destroy(&ds->mu);
+    free(ds->v);
+    free(ds);
+}
+
+bool wk_dest_key(const char *url, char *key, size_t size)
+{
+    const char *hs = strstr(url, "://");
+    if (!hs)
+        return false;
+    size_t slen = (size_t)(hs - url);
+    const char *host = hs + 3;
+    size_t alen = strcspn(host, "/?#");
+    const char *at = memchr(host, '@', alen); /* userinfo is not part of the destination */
+    if (at) {
+        alen -= (size_t)(at + 1 - host);
+        host = at + 1;
+    }
+    if (alen == 0 || slen == 0)
+        return false;
+    const char *colon = NULL;
+    for (const char *c = host; c < host + alen; c++)
+        if (*c == ':')
+            colon = c;
+        else if (*c == ']')
+            colon = NULL; /* an IPv6 literal's colons */
+    size_t hlen = colon ? (size_t)(colon - host) : alen;
+    const char *port = colon ? colon + 1 : (slen == 5 && strncasecmp(url, "https", 5) == 0 ? "443" : "80");
+    size_t plen = colon ? alen - hlen - 1 : strlen(port);
+    int n = snprintf(key, size, "%.*s://%.*s:%.*s", (int)slen, url, (int)hlen, host, (int)plen,
+                     port);
+    if (n < 0 || (size_t)n >= size)
+        return false;
+    for (char *c = key; *c; c++) {
+        *c = (char)tolower((unsigned char)*c);
+        if (!isalnum((unsigned char)*c) && !strchr(":/.-_[]%", *c))
+            return false; /* never a quote or a backslash in a metric label */
+    }
+    return true;
+}
+
+/* key's entry, made when new; NULL when the table is full. mu held. */
+static dest_t *find(wk_dests_t *ds, const char *key, bool make)
+{
+    for (size_t i = 0; i < ds->n; i++)
+        if (strcmp(ds->v[i].key, key) == 0)
+            return &ds->v[i];
+    if (!make || ds->n >= WK_DEST_MAX || strlen(key) >= WK_DEST_KEY_MAX)
+        return NULL;
+    dest_t *d = &ds->v[ds->n++];
+    memset(d, 0, sizeof(*d));
+    strcpy(d->key, key);
+    d->tokens = -1; /* filled on first use */
+    return d;
+}
+
+/* Refills the bucket; true when a token is there (taken when take). mu held. */
+static bool token(dest_t *d, double rate, long long now, bool take, long long *wait_ms)
+{
+    if (rate <= 0)
+        return true;
+    if (d->tokens < 0) {
+        d->tokens = 1;
+        d->refilled_ms = now;
+    }
+    d->tokens += (double)(now - d->refilled_ms) * rate / 1000.0;
+    if (d->tokens > (rate > 1 ? rate : 1))
+        d->tokens = rate > 1 ? rate : 1;
+    d->refilled_ms = now;
+    if (d->tokens >= 1) {
+        if (take)
+            d->tokens -= 1;
+        return true;
+    }
+    *wait_ms = (long long)((1 - d->tokens) * 1000.0 / rate) + 1;
+    return false;
+}
+
+bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim, long long now_ms,
+                   long long *wait_ms)
+{
+    bool ok = false;
+    *wait_ms = 0;
+    pthread_mutex_lock(&ds->mu);
+    dest_t *d = find(ds, key, true);
+    if (!d) {
+        ok = true; /* over WK_DEST_MAX: not governed */
+    } else if (now_ms < d->not_before_ms) {
+        *wait_ms = d->not_before_ms - now_ms;
+    } else if (d->open && (d->probing || now_ms < d->next_probe_ms)) {
+        *wait_ms = d->probing ? d->interval_ms : d->next_probe_ms - now_ms;
+    } else if (lim->max_concurrent > 0 && d->in_flight >= lim->max_concurrent) {
+        *wait_ms = 50;
+    } else if ((d->rate = lim->rate_per_s, token(d, lim->rate_per_s, now_ms, true, wait_ms))) {
+        ok = true;
+        d->in_flight++;
+        if (d->open)
+            d->probing = true;
+    }
+    pthread_mutex_unlock(&ds->mu);
+    return ok;
+}
+
+bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long long retry_after_ms,
+                  long long now_ms)
+{
+    bool opened = false;
+    pthread_mutex_lock(&ds->mu);
+    dest_t *d = find(ds, key, false);
+    if (!d) {
+        pthread_mutex_unlock(&ds->mu);
+        return false;
+    }
+    if (d->in_flight > 0)
+        d->in_flight--;
+    if (retry_after_ms >= 0 && now_ms + retry_after_ms > d->not_before_ms)
+        d->not_before_ms = now_ms + retry_after_ms;
+    if (res == WK_DEST_OK) {
+        d->failures = 0;
+        d->open = d->probing = false;
+    } else if (res == WK_DEST_TRANSIENT) {
+        d->failures++;
+        if (d->open) {
+            d->interval_ms *= 2; /* the probe failed */
+            if (d->interval_ms > WK_DEST_PROBE_MAX_MS)
+                d->interval_ms = WK_DEST_PROBE_MAX_MS;
+            d->next_probe_ms = now_ms + d->interval_ms;
+        } else if (d->failures >= WK_DEST_THRESHOLD) {
+            d->open = opened = true;
+            d->interval_ms = WK_DEST_PROBE_MIN_MS;
+            d->next_probe_ms = now_ms + d->interval_ms;
+        }
+        d->probing = false;
+    } else {
+        d->probing = false; /* no answer: the next probe says more */
+        if (d->open)
+            d->next_probe_ms = now_ms + d->interval_ms;
+    }
+    pthread_mutex_unlock(&ds->mu);
+    return opened;
+}
+
+bool wk_dest_ready(wk_dests_t *ds, const char *key, long long now_ms)
+{
+    bool ok = true;
+    pthread_mutex_lock(&ds->mu);
+    dest_t *d = find(ds, key, false);
+    if (d && now_ms < d->not_before_ms) {
+        ok = false;
+    } else if (d && (d->open || d->rate > 0)) {
+        /* Open: one held message per probe, given a second to take it. Rate-limited:
+         * about a quarter second's worth of calls at a time, so that held messages
+         * are not claimed only to be held again. */
+        long long window = d->open ? 1000 : 250;
+        int most = d->open ? 1 : (int)(d->rate / 4) + 1;
+        if (now_ms - d->offered_ms >= window) {
+            d->offered_ms = now_ms;
+            d->offered = 0;
+        }
+        ok = d->offered < most && (!d->open || (!d->probing && now_ms >= d->next_probe_ms));
+        if (ok)
+            d->offered++;
+    }
+    pthread_mutex_unlock(&ds->mu);
+    return ok;
+}
+
+size_t wk_dest_metrics(wk_dests_t *ds, char *buf, size_t size)
+{
+    size_t len = 0;
+    if (size)
+        buf[0] = '\0';
+    pthread_mutex_lock(&ds->mu);
+    for (size_t i = 0; i < ds->n && len < size; i++) {
+        int n = snprintf(buf + len, size - len, "inboxd_http_circuit_open{destination=\"%s\"} %d\n",
+                         ds->v[i].key, ds->v[i].open ? 1 : 0);
+        if (n < 0 || (size_t)n >= size - len) {
+            buf[len] = '\0';
+            break;
+        }
+        len += (size_t)n;
+    }
+    pthread_mutex_unlock(&ds->mu);
+    return len;
+}
+
+int wk_dest_open_count(wk_dests_t *ds)
+{
+    int n = 0;
+    pthread_mutex_lock(&ds->mu);
+    for (size_t i = 0; i < ds->n; i++)
+        n += ds->v[i].open;
+    pthread_mutex_unlock(&ds->mu);
+    return n;
+}
