@@ -16,13 +16,19 @@
  *   plain       every request is a new effect, key or not
  * Success is 201 {"id": "fx-<n>", "key": K}.
  * Reconcile: GET on an effect path with ?key=K answers 200 {"id"} of the
- * first effect of K, or 404.
+ * first effect of K, or 404. With "lookup": "list" (POST /_config) it
+ * answers as a search does: 200 [{"id", "key"}] or 200 [] when none.
+ * With "conflict_on_repeat": true, a key that already has an effect is
+ * answered 409 {"id"} (the destination refuses a second charge) instead of
+ * the replay of idempotent mode.
  *
  * Faults (POST /_config {"mode", "faults": [rule...]}, applied in order,
  * the first rule that fires wins). A rule fires for a request when the
  * key's hash modulo 100 is below pct (default 100), the key contains match
- * (if given), and the key has had fewer than `times` earlier requests
- * (default: always).
+ * (if given), the key has had fewer than `times` earlier requests
+ * (default: always), and, when the rule has `for_ms`, fewer than that many
+ * milliseconds have passed since POST /_config (an outage window: the
+ * ledger's requests carry `t`, so a test counts those inside it).
  *   {"kind": "delay", "delay_ms": D}   perform the effect, answer after D ms
  *   {"kind": "reset", "effect": true}  read the request, perform the effect
  *                                      (unless effect is false), reset the
@@ -56,7 +62,8 @@ for (let i = 0; i < args.length; i++) {
 
 let state;
 function reset() {
-  state = { mode: opt.mode, faults: [], requests: [], effects: new Map(), nextId: 1, perKey: new Map() };
+  state = { mode: opt.mode, faults: [], requests: [], effects: new Map(), nextId: 1, perKey: new Map(),
+    lookup: 'one', conflictOnRepeat: false };
 }
 reset();
 
@@ -86,6 +93,7 @@ function pickFault(key, earlier) {
     if (f.match !== undefined && !key.includes(f.match)) continue;
     if ((hash(key) % 100) >= (f.pct === undefined ? 100 : f.pct)) continue;
     if (f.times !== undefined && earlier >= f.times) continue;
+    if (f.until !== undefined && Date.now() >= f.until) continue;
     return f;
   }
   return null;
@@ -94,6 +102,7 @@ function pickFault(key, earlier) {
 /* Performs (or, for a known key at an idempotent destination, replays) the effect. */
 function effect(key, seq) {
   const list = state.effects.get(key) || [];
+  if (state.conflictOnRepeat && list.length > 0) return { status: 409, body: { error: 'already charged', id: list[0].id, key } };
   if (state.mode === 'idempotent' && list.length > 0) return { status: 201, body: { id: list[0].id, key, replayed: true } };
   const e = { id: `fx-${state.nextId++}`, seq };
   list.push(e);
@@ -109,7 +118,12 @@ function control(req, res, body) {
   if (req.method === 'POST' && req.url === '/_config') {
     const c = JSON.parse(body || '{}');
     if (c.mode) state.mode = c.mode;
-    if (c.faults) state.faults = c.faults;
+    if (c.faults) {
+      const now = Date.now();
+      state.faults = c.faults.map((f) => (f.for_ms !== undefined ? Object.assign({ until: now + f.for_ms }, f) : f));
+    }
+    if (c.lookup) state.lookup = c.lookup;
+    if (c.conflict_on_repeat !== undefined) state.conflictOnRepeat = !!c.conflict_on_repeat;
     return send(res, 200, { mode: state.mode, faults: state.faults });
   }
   return send(res, 404, { error: 'unknown control path' });
@@ -120,6 +134,7 @@ function reconcile(req, res) {
   const list = state.effects.get(key) || [];
   state.requests.push({ seq: state.requests.length + 1, method: req.method, path: req.url, key,
     t: Date.now(), reconcile: true, found: list.length > 0, conn: req.socket.fxConn });
+  if (state.lookup === 'list') return send(res, 200, list.length ? [{ id: list[0].id, key }] : []);
   if (list.length === 0) return send(res, 404, { error: 'no such effect', key });
   return send(res, 200, { id: list[0].id, key });
 }
