@@ -289,6 +289,68 @@ static void test_body_path_and_header_injection(void)
     wk_routes_free(&rs);
 }
 
+/*
+ * Where the secret goes is the configuration's: whatever a message holds,
+ * the bound request goes to the host written in the route, or, with a
+ * templated host, only to one of http.allowed_hosts.
+ */
+static void test_message_cannot_move_the_secret(void)
+{
+    static const char *const hostile[] = {
+        "@evil.example", "evil.example/x", "//evil.example", ":8443@evil.example",
+        "\\\\evil.example", "x#@evil.example", "..%2F..%2F@evil.example", "a?b=@evil.example"};
+    wk_routes_t rs;
+    int n;
+    sb_msg_t m;
+    wk_http_call_t c;
+    ib_error_t err;
+    char body[256];
+    setenv("TEST_PAY_TOKEN", "Bearer s3cr3t-token-value", 1);
+    free(compile("{\"match\":\"*\",\"http\":{\"url\":\"https://pay.example/c/{$.p}?q={$.p}\","
+                 "\"headers\":{\"Authorization\":{\"env\":\"TEST_PAY_TOKEN\"}}}}",
+                 &n, &rs));
+    ASSERT_EQ(n, 0);
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        snprintf(body, sizeof body, "{\"p\":\"%s\"}", hostile[i]);
+        make_msg(&m, body);
+        ASSERT_EQ(wk_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+        ASSERT_STREQ(c.dest, "https://pay.example:443");
+        ASSERT_TRUE(strncmp(c.url, "https://pay.example/c/", 22) == 0);
+        ASSERT_TRUE(strchr(c.url + 8, '@') == NULL);
+        wk_http_call_free(&c);
+    }
+    wk_routes_free(&rs);
+
+    /* A templated host without a list: refused when the configuration is checked. */
+    char *e = compile("{\"match\":\"*\",\"http\":{\"url\":\"https://{$.host}/c\"}}", &n, &rs);
+    ASSERT_EQ(n, 1);
+    ASSERT_CONTAINS(e, "http.url");
+    free(e);
+    wk_routes_free(&rs);
+
+    /* With the list: a listed host goes, any other is refused before a call. */
+    free(compile("{\"match\":\"*\",\"http\":{\"url\":\"https://{$.host}/c\","
+                 "\"allowed_hosts\":[\"pay.example\",\"Pay2.example:8443\"],"
+                 "\"headers\":{\"Authorization\":{\"env\":\"TEST_PAY_TOKEN\"}}}}",
+                 &n, &rs));
+    ASSERT_EQ(n, 0);
+    make_msg(&m, "{\"host\":\"pay.example\"}");
+    ASSERT_EQ(wk_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_STREQ(c.dest, "https://pay.example:443");
+    wk_http_call_free(&c);
+    static const char *const others[] = {"evil.example", "pay.example.evil.example",
+                                         "pay.example@evil.example", "pay.example:8443",
+                                         "evil.example#pay.example", "pay2.example:9"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        snprintf(body, sizeof body, "{\"host\":\"%s\"}", others[i]);
+        make_msg(&m, body);
+        ASSERT_EQ(wk_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_INVAL);
+        ASSERT_CONTAINS(err.text, "allowed_hosts");
+        wk_http_call_free(&c);
+    }
+    wk_routes_free(&rs);
+}
+
 int main(void)
 {
     RUN(test_valid_route);
@@ -296,5 +358,6 @@ int main(void)
     RUN(test_bind_request_and_finish);
     RUN(test_body_path_and_header_injection);
     RUN(test_stored_answer);
+    RUN(test_message_cannot_move_the_secret);
     return ib_test_done();
 }

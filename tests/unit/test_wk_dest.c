@@ -1,0 +1,108 @@
+/* Per-destination state (worker/wk_dest.c): the key of a URL, the circuit
+ * with one probe at a time, Retry-After, the token bucket, the slots. */
+#include <string.h>
+
+#include "ib_test.h"
+#include "wk_dest.h"
+
+static void test_key(void)
+{
+    char k[WK_DEST_KEY_MAX];
+    ASSERT_TRUE(wk_dest_key("https://Pay.Example/charges?x=1", k, sizeof k));
+    ASSERT_STREQ(k, "https://pay.example:443");
+    ASSERT_TRUE(wk_dest_key("http://127.0.0.1:8080", k, sizeof k));
+    ASSERT_STREQ(k, "http://127.0.0.1:8080");
+    ASSERT_TRUE(wk_dest_key("http://user:pw@h/x", k, sizeof k));
+    ASSERT_STREQ(k, "http://h:80");
+    ASSERT_TRUE(wk_dest_key("https://[::1]:9/x", k, sizeof k));
+    ASSERT_STREQ(k, "https://[::1]:9");
+    ASSERT_TRUE(wk_dest_key("https://[::1]/x", k, sizeof k));
+    ASSERT_STREQ(k, "https://[::1]:443");
+    ASSERT_TRUE(!wk_dest_key("pay.example/x", k, sizeof k));
+    ASSERT_TRUE(!wk_dest_key("https:///x", k, sizeof k));
+    ASSERT_TRUE(!wk_dest_key("https://a\"b/x", k, sizeof k)); /* never in a metric label */
+}
+
+static const wk_dest_limits_t NONE = {0, 0};
+
+static void test_circuit_one_probe_backoff(void)
+{
+    wk_dests_t *ds = wk_dests_new();
+    const char *a = "http://a:80", *b = "http://b:80";
+    long long w;
+    for (int i = 0; i < WK_DEST_THRESHOLD; i++) {
+        ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 0, &w));
+        ASSERT_EQ(wk_dest_done(ds, a, WK_DEST_TRANSIENT, -1, 0), i == WK_DEST_THRESHOLD - 1);
+    }
+    ASSERT_EQ(wk_dest_open_count(ds), 1);
+    /* Open: nothing goes until the probe is due; another destination is untouched. */
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 100, &w));
+    ASSERT_EQ(w, WK_DEST_PROBE_MIN_MS - 100);
+    ASSERT_TRUE(wk_dest_admit(ds, b, &NONE, 100, &w));
+    ASSERT_TRUE(!wk_dest_done(ds, b, WK_DEST_OK, -1, 100));
+    ASSERT_TRUE(!wk_dest_ready(ds, a, 100));
+    /* Due: one held message is offered, one caller probes, the rest wait. */
+    ASSERT_TRUE(wk_dest_ready(ds, a, WK_DEST_PROBE_MIN_MS));
+    ASSERT_TRUE(!wk_dest_ready(ds, a, WK_DEST_PROBE_MIN_MS));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, WK_DEST_PROBE_MIN_MS, &w));
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, WK_DEST_PROBE_MIN_MS, &w));
+    /* The probe fails: the next one twice as late. */
+    wk_dest_done(ds, a, WK_DEST_TRANSIENT, -1, 1000);
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 1000 + 2 * WK_DEST_PROBE_MIN_MS - 1, &w));
+    ASSERT_EQ(w, 1);
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 1000 + 2 * WK_DEST_PROBE_MIN_MS, &w));
+    /* It passes: closed, everything goes. */
+    wk_dest_done(ds, a, WK_DEST_OK, -1, 2000);
+    ASSERT_EQ(wk_dest_open_count(ds), 0);
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 2000, &w));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 2000, &w));
+    char m[512];
+    wk_dest_metrics(ds, m, sizeof m);
+    ASSERT_STREQ(m, "inboxd_http_circuit_open{destination=\"http://a:80\"} 0\n"
+                    "inboxd_http_circuit_open{destination=\"http://b:80\"} 0\n");
+    wk_dests_free(ds);
+}
+
+static void test_retry_after_rate_slots(void)
+{
+    wk_dests_t *ds = wk_dests_new();
+    const char *a = "http://a:80";
+    long long w;
+    /* A 429 with Retry-After: 5 holds every call for 5 s. */
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 0, &w));
+    wk_dest_done(ds, a, WK_DEST_TRANSIENT, 5000, 0);
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 4999, &w));
+    ASSERT_EQ(w, 1);
+    ASSERT_TRUE(!wk_dest_ready(ds, a, 4999));
+    ASSERT_TRUE(wk_dest_ready(ds, a, 5000));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 5000, &w));
+    wk_dest_done(ds, a, WK_DEST_OK, -1, 5000);
+    /* 10/s: one call at once, then one every 100 ms; a second's worth at most after idling. */
+    wk_dest_limits_t rate = {10, 0};
+    const char *r = "http://r:80";
+    ASSERT_TRUE(wk_dest_admit(ds, r, &rate, 0, &w));
+    ASSERT_TRUE(!wk_dest_admit(ds, r, &rate, 0, &w));
+    ASSERT_TRUE(w > 0 && w <= 101);
+    ASSERT_TRUE(wk_dest_admit(ds, r, &rate, 100, &w));
+    int n = 0;
+    while (wk_dest_admit(ds, r, &rate, 60000, &w))
+        n++;
+    ASSERT_EQ(n, 10);
+    /* Two slots: a third call waits for one to come back. */
+    wk_dest_limits_t slots = {0, 2};
+    const char *s = "http://s:80";
+    ASSERT_TRUE(wk_dest_admit(ds, s, &slots, 0, &w));
+    ASSERT_TRUE(wk_dest_admit(ds, s, &slots, 0, &w));
+    ASSERT_TRUE(!wk_dest_admit(ds, s, &slots, 0, &w));
+    wk_dest_done(ds, s, WK_DEST_OK, -1, 1);
+    ASSERT_TRUE(wk_dest_admit(ds, s, &slots, 1, &w));
+    wk_dests_free(ds);
+}
+
+int main(void)
+{
+    RUN(test_key);
+    RUN(test_circuit_one_probe_backoff);
+    RUN(test_retry_after_rate_slots);
+    return ib_test_done();
+}
