@@ -389,10 +389,13 @@ static bool may_retry(wk_pipeline_t *p, item_t *it, long long wait)
     wk_decision_t *d = it->d;
     long long deadline = p->retry_deadline_ms ? atomic_load(p->retry_deadline_ms) : 0;
     bool interrupted = atomic_load(it->lock_lost) || stopping(p);
+    /* The database out of reach is not the message's fault: held (retried while its lock is
+     * renewed), never abandoned for it, which would count a delivery. */
+    bool spent = d->attempts > cfg->retry.attempts && d->err.code != IB_E_DB_CONN;
 
-    if (!interrupted && budget_spent(p, it->msg, d->attempts > cfg->retry.attempts, d))
+    if (!interrupted && budget_spent(p, it->msg, spent, d))
         return false;
-    if (d->attempts > cfg->retry.attempts || interrupted ||
+    if (spent || interrupted ||
         (deadline && ib_mono_ms() + wait > deadline)) {
         wk_decide(d, WK_OUT_ABANDONED);
         return false;
