@@ -201,10 +201,10 @@ bool wk_dest_ready(wk_dests_t *ds, const char *key, long long now_ms)
         ok = false;
     } else if (d && (d->open || d->rate > 0)) {
         /* Open: one held message per probe, given a second to take it. Rate-limited:
-         * about a quarter second's worth of calls at a time, so that held messages
-         * are not claimed only to be held again. */
+         * about half a second's worth of calls per quarter second (headroom for a late
+         * tick), so that held messages are seldom claimed only to be held again. */
         long long window = d->open ? 1000 : 250;
-        int most = d->open ? 1 : (int)(d->rate / 4) + 1;
+        int most = d->open ? 1 : (int)(d->rate / 2) + 2;
         if (now_ms - d->offered_ms >= window) {
             d->offered_ms = now_ms;
             d->offered = 0;
