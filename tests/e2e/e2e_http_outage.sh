@@ -39,7 +39,7 @@ check "circuit open for the destination" \
 held=$(metric "$port" inboxd_held_messages)
 [ "${held:-0}" -ge 20 ] || die "held messages mid-outage: '$held', expected most of $N"
 e2e_log "ok   held mid-outage: $held"
-check "broker: nothing abandoned mid-outage" "$(stat charges abandoned)" 0
+check "broker: nothing abandoned mid-outage" "$(broker_stat charges abandoned)" 0
 wait_until 120 queue_empty charges || die "queue not drained"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 ledger "$PAY" "$W/ledger.json"; L="$W/ledger.json"
@@ -47,9 +47,9 @@ during=$(ledger_q "$L" "[.requests[] | select(.fault != null)] | length")
 total=$(ledger_q "$L" '.requests | length')
 e2e_log "requests during the ${OUTAGE_MS} ms outage: $during (of $total in all, for $N orders)"
 [ "$during" -le 40 ] || die "the down destination received $during requests during the outage"
-check "dead-lettered" "$(stat charges dead_lettered)" 0
-check "abandoned" "$(stat charges abandoned)" 0
-check "deliveries (one each)" "$(stat charges delivered)" $N
+check "dead-lettered" "$(broker_stat charges dead_lettered)" 0
+check "abandoned" "$(broker_stat charges abandoned)" 0
+check "deliveries (one each)" "$(broker_stat charges delivered)" $N
 check "orders with one effect" "$(ledger_q "$L" '[.effects[] | select(length == 1)] | length')" $N
 check "orders with more effects" "$(ledger_q "$L" '[.effects[] | select(length > 1)] | length')" 0
 check "inbox processed rows" "$(inbox_count processed)" $N

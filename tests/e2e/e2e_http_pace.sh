@@ -60,9 +60,9 @@ stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 for f in paced down thr look; do eval "ledger \"\$$(echo $f | tr a-z A-Z)\" \"\$W/$f.json\""; done
 
 # Broker: every message once, none dead-lettered or abandoned.
-check "deliveries (one each)" "$(stat charges delivered)" "$total"
-check "dead-lettered" "$(stat charges dead_lettered)" 0
-check "abandoned" "$(stat charges abandoned)" 0
+check "deliveries (one each)" "$(broker_stat charges delivered)" "$total"
+check "dead-lettered" "$(broker_stat charges dead_lettered)" 0
+check "abandoned" "$(broker_stat charges abandoned)" 0
 check "inbox processed rows" "$(inbox_count processed)" "$total"
 check "charges rows" "$(sql 'SELECT count(*) FROM charges')" "$total"
 
