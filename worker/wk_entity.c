@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 
 #include "ib_log.h"
+#include "ib_time.h"
 #include "sb_connstr.h"
 #include "sb_send.h"
 
@@ -357,11 +358,9 @@ static void *poll_main(void *arg)
     wk_entity_t *ep = arg;
     for (;;) {
         poll_once(ep);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ep->o.poll_s;
+        long long until = ib_mono_ms() + (long long)ep->o.poll_s * 1000;
         pthread_mutex_lock(&ep->mu);
-        while (!ep->stop && pthread_cond_timedwait(&ep->cv, &ep->mu, &ts) == 0)
+        while (!ep->stop && ib_cond_wait_until(&ep->cv, &ep->mu, until) == 0)
             ;
         bool stop = ep->stop;
         pthread_mutex_unlock(&ep->mu);
@@ -416,7 +415,7 @@ wk_entity_t *wk_entity_start(const wk_entity_opts_t *o, ib_error_t *err)
         return NULL;
     }
     pthread_mutex_init(&ep->mu, NULL);
-    pthread_cond_init(&ep->cv, NULL);
+    ib_cond_init(&ep->cv);
     if (pthread_create(&ep->tid, NULL, poll_main, ep) != 0) {
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "cannot start the entity poller");
         pthread_mutex_destroy(&ep->mu);
