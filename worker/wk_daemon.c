@@ -92,6 +92,7 @@ struct daemon {
     long long oldest_enqueued_ms; /* as last published (publish_in_flight, the tick) */
     bool stop_workers;
     size_t busy_workers;
+    size_t refused_workers; /* waiting in connect_first after the database refused them */
     size_t connected_workers; /* workers holding a database connection */
     atomic_bool pool_limit_told; /* the db_pool_limited warning was logged */
 
@@ -385,8 +386,11 @@ static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
  */
 static size_t batch_share(const daemon_t *dm, size_t max)
 {
-    /* Workers without a connection wait for one and take no job. */
-    size_t able = dm->connected_workers ? dm->connected_workers : (size_t)dm->nworkers;
+    /* Workers the database refused wait for a connection and take no job;
+     * those still connecting at start will take theirs in a moment. */
+    size_t able = (size_t)dm->nworkers > dm->refused_workers
+                      ? (size_t)dm->nworkers - dm->refused_workers
+                      : 1;
     size_t others = able > dm->busy_workers + 1 ? able - dm->busy_workers - 1 : 0;
     size_t share = dm->queued > others ? dm->queued - others : 1;
     return share < max ? share : max;
@@ -470,30 +474,46 @@ static void tell_pool_limited(worker_t *w, const ib_error_t *err, size_t others)
  * jobs and connect_for decides them as before) or the daemon stops.
  * thread: a db worker.
  */
+/* Marks this worker as refused by the database (or no longer). mu not held. */
+static void set_refused(daemon_t *dm, bool *refused, bool now)
+{
+    if (*refused == now)
+        return;
+    pthread_mutex_lock(&dm->mu);
+    if (now)
+        dm->refused_workers++;
+    else
+        dm->refused_workers--;
+    pthread_mutex_unlock(&dm->mu);
+    *refused = now;
+}
+
 static db_conn_t *connect_first(worker_t *w, int *fails)
 {
     daemon_t *dm = w->dm;
-    while (!atomic_load(&dm->stopping)) {
+    bool refused = false;
+    db_conn_t *dbc = NULL;
+    while (!dbc && !atomic_load(&dm->stopping)) {
         ib_error_t err;
         size_t others;
-        db_conn_t *dbc = db_conn_new(&dm->db.opt, &err);
-        if (dbc) {
+        if ((dbc = db_conn_new(&dm->db.opt, &err)) != NULL) {
             count_connected(dm, +1);
             *fails = 0;
-            return dbc;
+            break;
         }
-        others = count_connected(dm, 0);
-        if (others == 0)
-            return NULL;
+        if ((others = count_connected(dm, 0)) == 0)
+            break;
         tell_pool_limited(w, &err, others);
+        set_refused(dm, &refused, true);
         pthread_mutex_lock(&dm->mu);
         bool stop = dm->stop_workers;
         pthread_mutex_unlock(&dm->mu);
         if (stop)
-            return NULL;
+            break;
         ib_sleep_ms(ib_backoff_ms(1000, 5000, ++*fails, &w->seed), NULL);
     }
-    return NULL;
+    set_refused(dm, &refused, false);
+    return dbc;
 }
 
 /* Puts jobs a worker took back at the head of the queue, in order (mu not held). */
