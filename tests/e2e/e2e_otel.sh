@@ -117,6 +117,9 @@ port=$(http_port three)
 wait_until 30 items_at_least 60 || die "too slow before the collector stopped"
 kill -9 "$RECV_PID"; wait "$RECV_PID" 2>/dev/null || true
 wait_until 60 queue_empty late || die "messages stopped flowing without the collector"
+# The exporter finds out at its next send (at most a second away), /metrics at the next tick.
+spans_dropped() { [ "$(metric "$port" inboxd_otel_spans_dropped_total)" -gt 0 ]; }
+wait_until 10 spans_dropped || true
 dropped=$(metric "$port" inboxd_otel_spans_dropped_total)
 exported=$(metric "$port" inboxd_otel_spans_exported_total)
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
