@@ -96,7 +96,7 @@ dups=0 kills=0 pg_restarts=0 starts=0
 harvest() {
   [ -f "$W/inboxd.log" ] || return 0
   dups=$((dups + $(grep -c '"result":"duplicate"' "$W/inboxd.log" || true)))
-  rm -f "$W/inboxd.log"
+  if [ "${SOAK_KEEP:-0}" = 1 ]; then mv "$W/inboxd.log" "$W/inboxd.$starts.log"; else rm -f "$W/inboxd.log"; fi
 }
 start_inboxd() {
   harvest
