@@ -96,7 +96,7 @@ dups=0 kills=0 pg_restarts=0 starts=0
 harvest() {
   [ -f "$W/inboxd.log" ] || return 0
   dups=$((dups + $(grep -c '"result":"duplicate"' "$W/inboxd.log" || true)))
-  if [ "${SOAK_KEEP:-0}" = 1 ]; then mv "$W/inboxd.log" "$W/inboxd.$starts.log"; else rm -f "$W/inboxd.log"; fi
+  mv "$W/inboxd.log" "$W/inboxd.$starts.log" # read back when something was lost
 }
 start_inboxd() {
   harvest
@@ -164,4 +164,14 @@ lost:                  $lost
 applied twice:         $twice
 faults:                $kills kill -9 of inboxd, $pg_restarts PostgreSQL crash+restart, $(jq -r '.connections.forced_closed // 0' "$W/stats.json") connections dropped by sbemu
 EOF
+# What became of a few of the messages not applied: their inbox row, and
+# what every inboxd run logged of them.
+if [ "$lost" != 0 ]; then
+  psql -d soak -c "SELECT i FROM generate_series(1, $N) i WHERE NOT EXISTS
+                     (SELECT 1 FROM items WHERE id = 's-' || i) ORDER BY i LIMIT 5" |
+  while read -r i; do
+    echo "--- s-$i: inbox row: $(psql -d soak -c "SELECT status || ' ' || coalesce(error_class, '-') FROM inboxd_inbox WHERE message_id = 's-$i'")"
+    grep -h "\"message_id\":\"s-$i\"" "$W"/inboxd.*.log | cut -c1-600 || true
+  done
+fi
 [ "$sent" = "$N" ] && [ "$lost" = 0 ] && [ "$twice" = 0 ] && [ "$dead" = 0 ]
