@@ -933,6 +933,33 @@ static ib_err_t end_tran(db_conn_t *dbc, bool commit, ib_error_t *err)
     return rc;
 }
 
+/*
+ * True when the driver has given the connection up. psqlODBC, having read a
+ * FATAL message or lost the socket while a statement still reported
+ * success, forgets its transaction: SQLEndTran(SQL_COMMIT) then returns
+ * success without sending COMMIT, and the server has rolled everything
+ * back. Asked of PostgreSQL's and SQL Server's drivers only (for them it
+ * reads a flag; MySQL's driver would ping the server).
+ */
+static bool driver_says_dead(db_conn_t *dbc)
+{
+    SQLUINTEGER dead = SQL_CD_FALSE;
+    if (dbc->dialect != DB_DIALECT_POSTGRESQL && dbc->dialect != DB_DIALECT_MSSQL)
+        return false;
+    return ok(SQLGetConnectAttr(dbc->dbc, SQL_ATTR_CONNECTION_DEAD, &dead, 0, NULL)) &&
+           dead == SQL_CD_TRUE;
+}
+
+/* A commit on a connection the driver gave up: not committed as far as anyone knows. */
+static ib_err_t lost_at_commit(db_conn_t *dbc, ib_error_t *err, const char *when)
+{
+    dbc->broken = true;
+    return ib_error_set(err, IB_E_DB_CONN, IB_CLASS_TRANSIENT,
+                        "commit: the driver lost the connection %s the commit; its success "
+                        "means nothing (the inbox decides on the next attempt)",
+                        when);
+}
+
 ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
 {
     bool was_open = dbc->in_txn;
@@ -961,7 +988,13 @@ ib_err_t db_end(db_conn_t *dbc, bool commit, ib_error_t *err)
         return err->code;
     }
     dbc->in_txn = false;
-    return end_tran(dbc, commit, err);
+    if (commit && was_open && driver_says_dead(dbc))
+        return lost_at_commit(dbc, err, "before");
+    if (end_tran(dbc, commit, err) != IB_E_OK)
+        return err->code;
+    if (commit && was_open && driver_says_dead(dbc))
+        return lost_at_commit(dbc, err, "during");
+    return IB_E_OK;
 }
 
 /* ---- parameter arrays ---------------------------------------------------- */
