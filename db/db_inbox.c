@@ -396,6 +396,13 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
 db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib_class_t cls,
                                      const char *detail, ib_error_t *err)
 {
+    return db_inbox_record_failure_with(dbc, claim, cls, detail, NULL, 0, err);
+}
+
+db_outcome_t db_inbox_record_failure_with(db_conn_t *dbc, const db_claim_t *claim, ib_class_t cls,
+                                          const char *detail, const db_stmt_t *stmts,
+                                          size_t nstmts, ib_error_t *err)
+{
     ib_error_t local;
     char cut[DETAIL_MAX + 1];
     const char *status =
@@ -422,5 +429,10 @@ db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib
         return DB_FAILED;
     if (insert_row(dbc, claim, status, ib_class_name(cls), detail, err) != IB_E_OK)
         return insert_failed(dbc, claim, err);
+    if (run_stmts(dbc, stmts, nstmts, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        inbox_setup_transient(err); /* the outbox's table, not the message */
+        return DB_FAILED;
+    }
     return commit_or_fail(dbc, err);
 }

@@ -219,6 +219,16 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
  */
 db_outcome_t db_inbox_record_failure(db_conn_t *dbc, const db_claim_t *claim, ib_class_t cls,
                                      const char *detail, ib_error_t *err);
+/*
+ * The same, running stmts (a route's rejection events: outbox inserts)
+ * after the row's insert and before the COMMIT, so they commit with the
+ * failure or not at all; nothing runs when the row is already there
+ * (DB_DUPLICATE / DB_CONFLICT). A failing statement rolls the whole
+ * transaction back: DB_FAILED (a setup error, a missing table, transient).
+ */
+db_outcome_t db_inbox_record_failure_with(db_conn_t *dbc, const db_claim_t *claim, ib_class_t cls,
+                                          const char *detail, const db_stmt_t *stmts,
+                                          size_t nstmts, ib_error_t *err);
 
 /*
  * Retention: deletes 'processed' inbox rows whose processed_at is older

@@ -336,7 +336,33 @@ static bool replay_failed(run_t *r)
     return true;
 }
 
-/* Any other 4xx (and 3xx): the destination refused; recorded failed. */
+/*
+ * The route's rejection events (emit_on_failure) for f, to commit with the
+ * row's failed outcome: *n of them in rb (0 when the route has none, or
+ * when they cannot be bound: then the failure is recorded without them,
+ * and said so).
+ */
+static const db_stmt_t *rejection_events(run_t *r, const wk_failure_t *f, wk_binding_t *rb,
+                                         size_t *n)
+{
+    ib_error_t e;
+    *n = 0;
+    memset(rb, 0, sizeof(*rb));
+    if (!wk_route_rejects(r->route))
+        return NULL;
+    if (wk_route_bind_rejection(r->route, r->msg, f, rb, &e) != IB_E_OK) {
+        IB_LOG(IB_LOG_ERROR, "rejection_unbound",
+               IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
+                      "without its rejection event"),
+               IB_S("message_id", r->msg->message_id),
+               IB_I("route", (long long)wk_route_index(r->route)), IB_S("reason", f->reason),
+               IB_S("error", e.text));
+        return NULL;
+    }
+    return wk_binding_emits(rb, n);
+}
+
+/* Any other 4xx (and 3xx): the destination refused; recorded failed (with its rejection events). */
 static void rejected(run_t *r, const fx_response_t *resp)
 {
     char snip[SNIPPET_MAX + 1], detail[512];
@@ -344,10 +370,19 @@ static void rejected(run_t *r, const fx_response_t *resp)
     snprintf(detail, sizeof detail, "HTTP %ld: %s", resp->status, snip);
     db_effect_result_t res = {DB_ROW_FAILED, NULL, resp->status,
                               ib_class_name(IB_CLASS_PERMANENT), detail};
-    if (finish(r, &res, NULL, 0) != DB_APPLIED) {
+    wk_failure_t f = {wk_dl_reason_name(WK_DL_HTTP_REJECTED), ib_class_name(IB_CLASS_PERMANENT),
+                      detail};
+    wk_binding_t rb;
+    size_t n = 0;
+    const db_stmt_t *ev = rejection_events(r, &f, &rb, &n);
+    db_outcome_t o = finish(r, &res, ev, n);
+    wk_binding_free(&rb);
+    if (o != DB_APPLIED) {
         finish_failed(r);
         return;
     }
+    if (n)
+        wk_relay_wake(r->p->relay); /* the committed rejection: publish now */
     ib_error_set(&r->d->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld", resp->status);
     wk_decide_dead_letter(r->d, WK_DL_HTTP_REJECTED, "HTTP %ld from %s %s: %s", resp->status,
                           wk_http_method(r->h), r->call.url_redacted, snip);

@@ -39,7 +39,16 @@ typedef struct emit_spec {
 struct wk_emits {
     emit_spec_t *v;
     size_t n;
+    bool failure; /* emit_on_failure: the failure's sources, a default body describing it */
 };
+
+/* How one list compiles: its key in the route ("emit", "emit_on_failure") and its sources. */
+typedef struct emit_ctx {
+    const char *name;
+    unsigned allow;
+    bool *needs_json;
+    wk_problems_t *p;
+} emit_ctx_t;
 
 static void emit_free(emit_spec_t *e)
 {
@@ -73,17 +82,16 @@ size_t wk_emits_count(const wk_emits_t *emits)
     return emits ? emits->n : 0;
 }
 
-static void compile_emit_tmpl(tmpl_t *t, const json_t *j, const char *field, bool *needs_json,
-                              wk_problems_t *p)
+static void compile_emit_tmpl(tmpl_t *t, const json_t *j, const char *field, const emit_ctx_t *c)
 {
     if (!j)
         return;
     t->set = true;
     if (!json_is_string(j) || !*json_string_value(j)) {
-        wk_problem(p, field, "must be a non-empty string");
+        wk_problem(c->p, field, "must be a non-empty string");
         return;
     }
-    wk_tpl_compile(json_string_value(j), field, 0, &t->tpl, needs_json, p);
+    wk_tpl_compile(json_string_value(j), field, c->allow, &t->tpl, c->needs_json, c->p);
 }
 
 /* message_id must name the message: a template with a source that is the same in every copy. */
@@ -98,9 +106,19 @@ static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
         return;
     }
     for (size_t k = 0; k < t->tpl.n; k++) {
+        src_kind_t kind = t->tpl.v[k].src.kind;
         if (t->tpl.v[k].lit)
             continue;
-        if (wk_src_varies(t->tpl.v[k].src.kind)) {
+        if (kind == SRC_FAIL_ERROR) {
+            wk_problem(p, field,
+                       "{error} is a driver's or a destination's text, which may differ between "
+                       "two failures of one message; build the id from message_id, the body or "
+                       "properties (with {reason} if wanted)");
+            return;
+        }
+        if (kind == SRC_FAIL_REASON || kind == SRC_FAIL_CLASS)
+            continue; /* the same for every message: names none */
+        if (wk_src_varies(kind)) {
             wk_problem(p, field,
                        "{%s} differs between copies of one message (a resend or redelivery), "
                        "so the id would too and duplicates would get through; build it from "
@@ -118,8 +136,9 @@ static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
 }
 
 static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *field,
-                               wk_problems_t *p)
+                               const emit_ctx_t *c)
 {
+    wk_problems_t *p = c->p;
     const char *k;
     json_t *v;
     if (!json_is_object(j)) {
@@ -134,7 +153,7 @@ static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *fiel
     json_object_foreach((json_t *)j, k, v)
     {
         emit_prop_t *ep = &e->props[e->nprops];
-        if (!wk_src_compile_param(v, 0, &ep->src)) {
+        if (!wk_src_compile_param(v, c->allow, &ep->src)) {
             wk_problem(p, field, "%s: unknown source (use a field, prop:NAME, $.path or a literal)",
                        k);
             continue;
@@ -149,26 +168,27 @@ static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *fiel
 }
 
 /* The envelope's optional parts: "created_at": true, "schema_version": "text". */
-static void compile_envelope(emit_spec_t *e, const json_t *j, size_t i, wk_problems_t *p)
+static void compile_envelope(emit_spec_t *e, const json_t *j, size_t i, const char *name,
+                             wk_problems_t *p)
 {
     const json_t *c = json_object_get(j, "created_at"), *v = json_object_get(j, "schema_version");
     char f[64];
     if (c && !json_is_boolean(c)) {
-        snprintf(f, sizeof(f), "emit[%zu].created_at", i);
+        snprintf(f, sizeof(f), "%s[%zu].created_at", name, i);
         wk_problem(p, f, "must be true or false");
     }
     e->created_at = json_is_true(c);
     if (v && (!json_is_string(v) || !*json_string_value(v) || strlen(json_string_value(v)) > 64)) {
-        snprintf(f, sizeof(f), "emit[%zu].schema_version", i);
+        snprintf(f, sizeof(f), "%s[%zu].schema_version", name, i);
         wk_problem(p, f, "must be a string of 1 to 64 characters");
     } else if (v) {
         e->schema_version = strdup(json_string_value(v));
     }
 }
 
-static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, bool *needs_json,
-                             wk_problems_t *p)
+static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, const emit_ctx_t *c)
 {
+    wk_problems_t *p = c->p;
     static const char *const known[] = {"entity",         "message_id",     "subject",
                                         "session_id",     "correlation_id", "content_type",
                                         "body",           "properties",     "created_at",
@@ -177,9 +197,9 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, bool *ne
     const char *k;
     json_t *v, *entity;
 
-#define EMIT_FIELD(name) (snprintf(f, sizeof(f), "emit[%zu].%s", i, (name)), f)
+#define EMIT_FIELD(fld) (snprintf(f, sizeof(f), "%s[%zu].%s", c->name, i, (fld)), f)
     if (!json_is_object(j)) {
-        snprintf(f, sizeof(f), "emit[%zu]", i);
+        snprintf(f, sizeof(f), "%s[%zu]", c->name, i);
         wk_problem(p, f, "must be an object");
         return;
     }
@@ -198,35 +218,37 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, bool *ne
     else if (!(e->entity = strdup(json_string_value(entity))))
         wk_problem(p, EMIT_FIELD("entity"), "out of memory");
     compile_emit_tmpl(&e->message_id, json_object_get(j, "message_id"),
-                      EMIT_FIELD("message_id"), needs_json, p);
+                      EMIT_FIELD("message_id"), c);
     check_emit_id(&e->message_id, EMIT_FIELD("message_id"), p);
-    compile_emit_tmpl(&e->subject, json_object_get(j, "subject"), EMIT_FIELD("subject"), needs_json, p);
+    compile_emit_tmpl(&e->subject, json_object_get(j, "subject"), EMIT_FIELD("subject"), c);
     compile_emit_tmpl(&e->session_id, json_object_get(j, "session_id"),
-                      EMIT_FIELD("session_id"), needs_json, p);
+                      EMIT_FIELD("session_id"), c);
     compile_emit_tmpl(&e->correlation_id, json_object_get(j, "correlation_id"),
-                      EMIT_FIELD("correlation_id"), needs_json, p);
+                      EMIT_FIELD("correlation_id"), c);
     compile_emit_tmpl(&e->content_type, json_object_get(j, "content_type"),
-                      EMIT_FIELD("content_type"), needs_json, p);
+                      EMIT_FIELD("content_type"), c);
     if ((v = json_object_get(j, "body")) != NULL) {
-        if (!wk_src_compile_param(v, 0, &e->body))
+        if (!wk_src_compile_param(v, c->allow, &e->body))
             wk_problem(p, EMIT_FIELD("body"),
                        "unknown source (use body, $.path, a field, prop:NAME or {\"const\": ...})");
         else
             e->body_set = true;
         if (e->body_set && e->body.kind == SRC_JSON)
-            *needs_json = true;
+            *c->needs_json = true;
     }
     if ((v = json_object_get(j, "properties")) != NULL)
-        compile_emit_props(e, v, EMIT_FIELD("properties"), p);
-    compile_envelope(e, j, i, p);
+        compile_emit_props(e, v, EMIT_FIELD("properties"), c);
+    compile_envelope(e, j, i, c->name, p);
 #undef EMIT_FIELD
 }
 
-wk_emits_t *wk_emits_compile(const json_t *j, bool *needs_json, wk_problems_t *p)
+wk_emits_t *wk_emits_compile(const json_t *j, bool failure, bool *needs_json, wk_problems_t *p)
 {
     wk_emits_t *emits;
+    const emit_ctx_t c = {failure ? "emit_on_failure" : "emit", failure ? SRC_ALLOW_FAILURE : 0,
+                          needs_json, p};
     if (!json_is_array(j) || json_array_size(j) == 0) {
-        wk_problem(p, "emit", "must be a non-empty array of messages");
+        wk_problem(p, c.name, "must be a non-empty array of messages");
         return NULL;
     }
     emits = calloc(1, sizeof(*emits));
@@ -234,12 +256,13 @@ wk_emits_t *wk_emits_compile(const json_t *j, bool *needs_json, wk_problems_t *p
         emits->v = calloc(json_array_size(j), sizeof(*emits->v));
     if (!emits || !emits->v) {
         free(emits);
-        wk_problem(p, "emit", "out of memory");
+        wk_problem(p, c.name, "out of memory");
         return NULL;
     }
     emits->n = json_array_size(j);
+    emits->failure = failure;
     for (size_t i = 0; i < emits->n; i++)
-        compile_emit_one(&emits->v[i], json_array_get(j, i), i, needs_json, p);
+        compile_emit_one(&emits->v[i], json_array_get(j, i), i, &c);
     return emits;
 }
 
@@ -352,6 +375,28 @@ static ib_err_t bind_tmpl(const tmpl_t *t, const char *what, size_t max, const s
 }
 
 /*
+ * A rejection's default body: what failed and why, as JSON
+ * {"message_id", "reason", "error_class", "error"} (absent parts left out).
+ */
+static db_param_t failure_body(const sb_msg_t *msg, wk_binding_t *b)
+{
+    const wk_failure_t *f = b->failure;
+    json_t *o = json_object();
+    char *text;
+    if (msg->message_id)
+        json_object_set_new(o, "message_id", json_string(msg->message_id));
+    if (f && f->reason)
+        json_object_set_new(o, "reason", json_string(f->reason));
+    if (f && f->error_class)
+        json_object_set_new(o, "error_class", json_string(f->error_class));
+    if (f && f->error)
+        json_object_set_new(o, "error", json_string(f->error));
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return DB_TEXT(wk_binding_keep(b, text));
+}
+
+/*
  * The eight parameters of the outbox insert (db_outbox_sql_insert) for one
  * emit: entity, message_id, session_id, subject, correlation_id,
  * content_type, properties, body.
@@ -372,7 +417,11 @@ ib_err_t wk_emits_bind(const wk_emits_t *emits, size_t i, const sb_msg_t *msg, w
         out[4] = (msg->message_id ? DB_TEXT(msg->message_id) : DB_NULL()); /* the chain stays traceable */
     if ((rc = bind_emit_props(e, msg, b, &out[6], err)) != IB_E_OK)
         return rc;
-    if (!e->body_set || e->body.kind == SRC_BODY) {
+    if (emits->failure && !e->body_set) {
+        out[7] = failure_body(msg, b);
+        if (!e->content_type.set)
+            out[5] = DB_TEXT("application/json");
+    } else if (!e->body_set || e->body.kind == SRC_BODY) {
         rc = wk_src_eval(b, &(src_t){.kind = SRC_BODY}, msg, &out[7], err);
         if (!e->content_type.set)
             out[5] = (msg->content_type ? DB_TEXT(msg->content_type) : DB_NULL());

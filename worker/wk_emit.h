@@ -24,11 +24,14 @@
 typedef struct wk_emits wk_emits_t;
 
 /*
- * Compiles the "emit" array; problems are reported through p (under the
- * route's prefix) as "emit[I].FIELD: WHY". NULL when it is not an array.
- * Sets *needs_json when a source reads the body as JSON.
+ * Compiles an "emit" array, or with failure an "emit_on_failure" one (its
+ * sources may also be reason, error_class and error, read from the
+ * binding's failure; its body defaults to a JSON description of the
+ * failure). Problems are reported through p (under the route's prefix) as
+ * "emit[I].FIELD: WHY" (or "emit_on_failure[I]..."). NULL when it is not
+ * an array. Sets *needs_json when a source reads the body as JSON.
  */
-wk_emits_t *wk_emits_compile(const json_t *emit, bool *needs_json, wk_problems_t *p);
+wk_emits_t *wk_emits_compile(const json_t *emit, bool failure, bool *needs_json, wk_problems_t *p);
 void wk_emits_free(wk_emits_t *emits);
 size_t wk_emits_count(const wk_emits_t *emits);
 /* Binds emit i over msg into out[WK_EMIT_PARAMS]; strings are kept by b. */

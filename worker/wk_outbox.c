@@ -23,7 +23,7 @@ int wk_outbox_plan(const wk_config_t *cfg, const wk_routes_t *routes, bool relay
         problems++;
         if (errs)
             fprintf(errs, "config: outbox.enabled: is false, but a route emits messages "
-                          "(routes[].emit needs the outbox table)\n");
+                          "(routes[].emit and emit_on_failure need the outbox table)\n");
     }
     if (plan->relay && !plan->enabled) {
         problems++;

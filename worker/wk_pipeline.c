@@ -18,15 +18,57 @@
 #include "wk_effect.h"
 #include "wk_relay.h"
 
-/* A permanent failure: recorded and completed when the route says so. */
+/*
+ * The route's rejection events (emit_on_failure) of msg failing for
+ * reason; *n of them in rb (0 when the route has none, or when they cannot
+ * be bound: then the failure is recorded without them, and said so).
+ */
+static const db_stmt_t *rejection(const wk_route_t *route, const sb_msg_t *msg,
+                                  wk_dl_reason_t reason, const char *desc, wk_binding_t *rb,
+                                  size_t *n)
+{
+    wk_failure_t f = {wk_dl_reason_name(reason), ib_class_name(wk_dl_reason_class(reason)), desc};
+    ib_error_t e;
+    *n = 0;
+    memset(rb, 0, sizeof(*rb));
+    if (!wk_route_rejects(route))
+        return NULL;
+    if (wk_route_bind_rejection(route, msg, &f, rb, &e) != IB_E_OK) {
+        IB_LOG(IB_LOG_ERROR, "rejection_unbound",
+               IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
+                      "without its rejection event"),
+               IB_S("message_id", msg->message_id), IB_I("route", (long long)wk_route_index(route)),
+               IB_S("reason", f.reason), IB_S("error", e.text));
+        return NULL;
+    }
+    return wk_binding_emits(rb, n);
+}
+
+/*
+ * A permanent failure: recorded when the route says so (on_permanent
+ * "record": completed) or emits a rejection (emit_on_failure: the failure
+ * row and the events commit together, then it is dead-lettered unless
+ * recorded); else dead-lettered.
+ */
 static void permanent(wk_pipeline_t *p, db_conn_t *dbc, const wk_route_t *route,
-                      const db_claim_t *claim, wk_dl_reason_t reason, wk_decision_t *d)
+                      const sb_msg_t *msg, const db_claim_t *claim, wk_dl_reason_t reason,
+                      wk_decision_t *d)
 {
     char desc[sizeof(d->description)];
     wk_decide_describe_db(&d->err, desc, sizeof(desc));
-    if (route && wk_route_records_failures(route) && claim) {
+    if (route && claim && (wk_route_records_failures(route) || wk_route_rejects(route))) {
         ib_error_t rerr;
-        db_outcome_t o = db_inbox_record_failure(dbc, claim, d->err.cls, desc, &rerr);
+        wk_binding_t rb;
+        size_t n;
+        const db_stmt_t *ev = rejection(route, msg, reason, desc, &rb, &n);
+        db_outcome_t o = db_inbox_record_failure_with(dbc, claim, d->err.cls, desc, ev, n, &rerr);
+        wk_binding_free(&rb);
+        if (o == DB_APPLIED && n)
+            wk_relay_wake(p->relay); /* committed rejection: publish now */
+        if ((o == DB_APPLIED || o == DB_DUPLICATE) && !wk_route_records_failures(route)) {
+            wk_decide_dead_letter(d, reason, "%s", desc);
+            return;
+        }
         if (o == DB_APPLIED || o == DB_DUPLICATE) {
             wk_decide(d, o == DB_APPLIED ? WK_OUT_RECORDED : WK_OUT_DUPLICATE);
             return;
@@ -155,7 +197,7 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
             wk_decide(d, WK_OUT_ABANDONED);
             return PREP_DECIDED;
         }
-        permanent(p, dbc, it->route, &it->claim, wk_route_bind_reason(rc), d);
+        permanent(p, dbc, it->route, msg, &it->claim, wk_route_bind_reason(rc), d);
         return PREP_DECIDED;
     }
     it->bound = true;
@@ -339,7 +381,7 @@ static bool decide_db(wk_pipeline_t *p, db_conn_t *dbc, item_t *it, db_outcome_t
     }
     if (business_key_duplicate(dbc, it->route, d))
         return true;
-    permanent(p, dbc, it->route, claim, WK_DL_HANDLER_ERROR, d);
+    permanent(p, dbc, it->route, it->msg, claim, WK_DL_HANDLER_ERROR, d);
     return true;
 }
 

@@ -7,6 +7,7 @@
 
 #include "fx_client.h"
 #include "ib_enc.h"
+#include "ib_utf8.h"
 #include "wk_json.h"
 #include "db_outbox.h"
 #include "wk_emit.h"
@@ -56,6 +57,7 @@ struct wk_route {
     bool record;
     bool needs_json;
     wk_emits_t *emits;      /* NULL: the route emits nothing */
+    wk_emits_t *rejects;    /* emit_on_failure; NULL: a final failure emits nothing */
     const char *outbox_sql; /* the outbox insert, owned by wk_routes_t */
     bool unique_duplicate; /* on_unique_violation: "duplicate" */
     json_t *constraints;   /* array of names limiting it; NULL = any unique key */
@@ -118,6 +120,23 @@ void wk_src_free(src_t *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* The failure's own sources of an emit_on_failure: reason, error_class, error. */
+static bool failure_source(const char *t, src_t *out)
+{
+    static const struct {
+        const char *name;
+        src_kind_t kind;
+    } fail[] = {{"reason", SRC_FAIL_REASON}, {"error_class", SRC_FAIL_CLASS}, {"error", SRC_FAIL_ERROR}};
+    for (size_t i = 0; i < sizeof(fail) / sizeof(fail[0]); i++) {
+        if (strcmp(t, fail[i].name) == 0) {
+            out->kind = fail[i].kind;
+            out->text = strdup(t);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Compiles a source given as text (a field name, prop:NAME, $path, key, response:...). */
 bool wk_src_compile_text(const char *t, unsigned allow, src_t *out)
 {
@@ -145,6 +164,8 @@ bool wk_src_compile_text(const char *t, unsigned allow, src_t *out)
         }
         return false;
     }
+    if ((allow & SRC_ALLOW_FAILURE) && failure_source(t, out))
+        return true;
     for (size_t i = 0; i < sizeof(field_sources) / sizeof(field_sources[0]); i++) {
         if (strcmp(t, field_sources[i].name) == 0) {
             out->kind = field_sources[i].kind;
@@ -522,7 +543,7 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
                                         "idempotency_key", "on_permanent", "action",
                                         "reason",          "http",         "emit",
                                         "on_unique_violation",             "constraints",
-                                        "payload_hash",    NULL};
+                                        "payload_hash",    "emit_on_failure", NULL};
     const char *k;
     json_t *v, *action, *onp;
 
@@ -564,6 +585,10 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
             wk_problem(p, "http", "not allowed with action");
         if (json_object_get(j, "emit"))
             wk_problem(p, "emit", "not allowed with action");
+        if (json_object_get(j, "emit_on_failure"))
+            wk_problem(p, "emit_on_failure",
+                       "not allowed with action (the route's dead letter is the configuration's, "
+                       "not a failure)");
         if (json_object_get(j, "on_unique_violation"))
             wk_problem(p, "on_unique_violation", "not allowed with action");
         if (json_object_get(j, "payload_hash"))
@@ -592,7 +617,10 @@ static void compile_route(wk_route_t *r, const json_t *j, wk_problems_t *p)
     if (json_object_get(j, "idempotency_key"))
         compile_key(r, json_object_get(j, "idempotency_key"), p);
     if (json_object_get(j, "emit"))
-        r->emits = wk_emits_compile(json_object_get(j, "emit"), &r->needs_json, p);
+        r->emits = wk_emits_compile(json_object_get(j, "emit"), false, &r->needs_json, p);
+    if (json_object_get(j, "emit_on_failure"))
+        r->rejects =
+            wk_emits_compile(json_object_get(j, "emit_on_failure"), true, &r->needs_json, p);
     onp = json_object_get(j, "on_permanent");
     if (onp) {
         const char *o = json_is_string(onp) ? json_string_value(onp) : "";
@@ -647,6 +675,7 @@ void wk_routes_free(wk_routes_t *routes)
         wk_tpl_free(&r->key);
         wk_http_free(r->http);
         wk_emits_free(r->emits);
+        wk_emits_free(r->rejects);
         json_decref(r->constraints);
     }
     free(routes->v);
@@ -991,6 +1020,19 @@ ib_err_t wk_src_eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_pa
     case SRC_RESPONSE_HEADER:
     case SRC_RESPONSE_JSON:
         return eval_response(b, s, out, err);
+    case SRC_FAIL_REASON:
+    case SRC_FAIL_CLASS:
+    case SRC_FAIL_ERROR: {
+        const wk_failure_t *f = b->failure;
+        const char *t = !f                         ? NULL
+                        : s->kind == SRC_FAIL_REASON ? f->reason
+                        : s->kind == SRC_FAIL_CLASS  ? f->error_class
+                                                     : f->error;
+        /* Kept: the failure is the caller's and may be gone before the binding is used. */
+        *out = t ? DB_TEXT(wk_binding_keep(b, strdup(t))) : DB_NULL();
+        return b->nomem ? ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory")
+                        : IB_E_OK;
+    }
     case SRC_KEY:
         break; /* rendered by wk_tpl_render */
     }
@@ -1073,17 +1115,17 @@ ib_err_t wk_tpl_render(const template_t *tpl, const sb_msg_t *msg, wk_binding_t 
 }
 
 /* The route's statements with their parameters evaluated. */
-/* The emits' outbox inserts after the route's statements (room for them is allocated). */
-static ib_err_t bind_emits(const wk_route_t *r, const sb_msg_t *msg, wk_binding_t *out,
-                           size_t at, ib_error_t *err)
+/* The outbox inserts of emits after the statements in out (room for them is allocated). */
+static ib_err_t bind_emits(const wk_route_t *r, const wk_emits_t *emits, const sb_msg_t *msg,
+                           wk_binding_t *out, size_t at, ib_error_t *err)
 {
-    size_t n = wk_emits_count(r->emits);
+    size_t n = wk_emits_count(emits);
     if (n && !r->outbox_sql)
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_TRANSIENT,
                             "routes[%zu] emits but no outbox table is set", r->index);
     for (size_t e = 0; e < n; e++) {
         db_stmt_t *st = &out->stmts[out->nstmts];
-        ib_err_t rc = wk_emits_bind(r->emits, e, msg, out, out->params + at, err);
+        ib_err_t rc = wk_emits_bind(emits, e, msg, out, out->params + at, err);
         if (rc != IB_E_OK)
             return rc;
         *st = (db_stmt_t){r->outbox_sql, out->params + at, WK_EMIT_PARAMS};
@@ -1121,7 +1163,7 @@ static ib_err_t bind_stmts(const wk_route_t *r, const sb_msg_t *msg, wk_binding_
                 return rc;
         }
     }
-    ib_err_t rc = bind_emits(r, msg, out, at, err);
+    ib_err_t rc = bind_emits(r, r->emits, msg, out, at, err);
     if (rc == IB_E_OK && out->nomem)
         rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     return rc;
@@ -1149,6 +1191,39 @@ ib_err_t wk_route_bind_finish(const wk_route_t *r, const sb_msg_t *msg, const fx
     memset(out, 0, sizeof(*out));
     out->response = resp;
     ib_err_t rc = bind_stmts(r, msg, out, err);
+    if (rc == IB_E_OK)
+        ib_error_clear(err);
+    return rc;
+}
+
+bool wk_route_rejects(const wk_route_t *r)
+{
+    return r->rejects != NULL;
+}
+
+ib_err_t wk_route_bind_rejection(const wk_route_t *r, const sb_msg_t *msg, const wk_failure_t *f,
+                                 wk_binding_t *out, ib_error_t *err)
+{
+    size_t n = wk_emits_count(r->rejects);
+    char error[WK_FAILURE_ERROR_MAX + 1];
+    wk_failure_t bounded = *f;
+    ib_err_t rc;
+
+    memset(out, 0, sizeof(*out));
+    if (f->error) { /* a driver's or a destination's text: well-formed UTF-8, bounded */
+        ib_utf8_sanitize(error, sizeof(error), f->error);
+        bounded.error = error;
+    }
+    out->failure = &bounded;
+    out->stmts = calloc(n ? n : 1, sizeof(*out->stmts));
+    out->params = calloc(n ? n * WK_EMIT_PARAMS : 1, sizeof(*out->params));
+    if (!out->stmts || !out->params)
+        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    else
+        rc = bind_emits(r, r->rejects, msg, out, 0, err);
+    if (rc == IB_E_OK && out->nomem)
+        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    out->failure = NULL; /* bounded is gone after the return: every value is kept in out */
     if (rc == IB_E_OK)
         ib_error_clear(err);
     return rc;
@@ -1216,7 +1291,7 @@ bool wk_routes_set_outbox(wk_routes_t *routes, const char *table)
 bool wk_routes_emit(const wk_routes_t *routes)
 {
     for (size_t i = 0; i < routes->n; i++)
-        if (routes->v[i].emits)
+        if (routes->v[i].emits || routes->v[i].rejects)
             return true;
     return false;
 }

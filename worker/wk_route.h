@@ -34,6 +34,12 @@
  * body) is the value's text, JSON for objects; properties are sources; the
  * incoming traceparent / Diagnostic-Id / tracestate properties ride along.
  *
+ * emit_on_failure: the same list, inserted in the transaction that records
+ * the message's final failure (the inbox row 'failed') instead; its
+ * templates and sources may also use reason, error_class and error (the
+ * failure's reason word, class and description), and its body defaults to
+ * a JSON object of them with the incoming message id.
+ *
  * Routes are compiled once at start and immutable afterwards: any thread may
  * match and bind concurrently.
  */
@@ -95,6 +101,20 @@ bool wk_route_unique_is_duplicate(const wk_route_t *r, const char *constraint);
 /* Index in the routes array, for logs. */
 size_t wk_route_index(const wk_route_t *r);
 
+/*
+ * The final failure of a message, for its route's emit_on_failure: the
+ * sources {reason} (the dead-letter reason word, "HandlerError", ...),
+ * {error_class} ("permanent", ...) and {error} (the description; bound
+ * sanitised to UTF-8 and cut to WK_FAILURE_ERROR_MAX bytes). Borrowed.
+ */
+typedef struct wk_failure {
+    const char *reason;
+    const char *error_class;
+    const char *error;
+} wk_failure_t;
+
+#define WK_FAILURE_ERROR_MAX 1000
+
 /* The statements of one message, bound; owns every string it points to. */
 typedef struct wk_binding {
     db_stmt_t *stmts; /* the route's statements, then one outbox insert per emit */
@@ -110,6 +130,7 @@ typedef struct wk_binding {
     int body_checked; /* 0 not yet; 1 wk_json_checked accepted the body; -1 it did not */
     const fx_response_t *response; /* the call's answer (finishing statements of HTTP routes) */
     json_t *response_json;
+    const wk_failure_t *failure; /* the failure a rejection is bound for (emit_on_failure) */
 } wk_binding_t;
 
 /*
@@ -135,6 +156,18 @@ void wk_route_payload_hash(const wk_route_t *r, const wk_binding_t *b, char hex[
  * transaction) that must insert them before its COMMIT.
  */
 const db_stmt_t *wk_binding_emits(const wk_binding_t *b, size_t *n);
+
+/* True when the route has an emit_on_failure list (its final failures are recorded). */
+bool wk_route_rejects(const wk_route_t *r);
+/*
+ * The rejection events of a message that failed for good (emit_on_failure):
+ * one outbox insert per entry, out->stmts / out->nstmts (== out->nemits),
+ * to run in the transaction that records the failure. Fails (permanent)
+ * as wk_route_bind does when a template's source is missing; out must be
+ * freed with wk_binding_free either way. thread: any.
+ */
+ib_err_t wk_route_bind_rejection(const wk_route_t *r, const sb_msg_t *msg, const wk_failure_t *f,
+                                 wk_binding_t *out, ib_error_t *err);
 
 /* The dead-letter reason of a binding failure (WK_DL_MISSING_FIELD, ...). */
 wk_dl_reason_t wk_route_bind_reason(ib_err_t rc);

@@ -34,6 +34,9 @@ typedef enum {
     SRC_RESPONSE_STATUS, /* response:status; finishing SQL of http routes only */
     SRC_RESPONSE_HEADER, /* response:header:NAME */
     SRC_RESPONSE_JSON,   /* response:$.path */
+    SRC_FAIL_REASON,     /* reason: the failure's reason word; emit_on_failure only */
+    SRC_FAIL_CLASS,      /* error_class */
+    SRC_FAIL_ERROR,      /* error: the failure's description (sanitised, bounded) */
 } src_kind_t;
 
 typedef wk_json_step_t step_t; /* an object member (name), or an array index (name NULL) */
@@ -63,6 +66,7 @@ template_t;
 enum {
     SRC_ALLOW_KEY = 0x1,      /* {key} */
     SRC_ALLOW_RESPONSE = 0x2, /* response:... */
+    SRC_ALLOW_FAILURE = 0x4,  /* reason, error_class, error (emit_on_failure) */
 };
 
 /* A source given as text: field name, prop:NAME, $.path, {key}, response:... */

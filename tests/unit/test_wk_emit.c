@@ -261,9 +261,143 @@ static void test_outbox_metrics(void)
     wk_metrics_free(m);
 }
 
+#define FROUTE(rej) "[{\"match\":\"*\",\"sql\":\"SELECT 1\",\"emit_on_failure\":" rej "}]"
+
+/* emit_on_failure is checked like emit, under its own name; {error} never names the event. */
+static void test_reject_errors(void)
+{
+    static const struct {
+        const char *rej, *want;
+    } cases[] = {
+        {"[{\"entity\":\"q\"}]", "routes[0].emit_on_failure[0].message_id: missing"},
+        {"[{\"entity\":\"q\",\"message_id\":\"r:{delivery_count}\"}]",
+         "emit_on_failure[0].message_id: {delivery_count} differs between copies"},
+        {"[{\"entity\":\"q\",\"message_id\":\"r:{error}\"}]",
+         "emit_on_failure[0].message_id: {error} is a driver's or a destination's text"},
+        {"[{\"entity\":\"q\",\"message_id\":\"r:{reason}\"}]",
+         "emit_on_failure[0].message_id: is a constant"},
+        {"[{\"entity\":\"q\",\"message_id\":\"{message_id}\",\"colour\":1}]",
+         "routes[0].emit_on_failure[0].colour: unknown key"},
+        {"[]", "routes[0].emit_on_failure: must be a non-empty array"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char route[512];
+        wk_routes_t rs;
+        int n;
+        snprintf(route, sizeof(route), FROUTE("%s"), cases[i].rej);
+        char *e = compile_errors(route, &n, &rs);
+        ASSERT_TRUE(n >= 1);
+        ASSERT_CONTAINS(e, cases[i].want);
+        free(e);
+        wk_routes_free(&rs);
+    }
+    /* The failure's sources belong to emit_on_failure only. */
+    wk_routes_t rs;
+    int n;
+    char *e = compile_errors(ROUTE("[{\"entity\":\"q\",\"message_id\":\"{message_id}\","
+                                   "\"subject\":\"{reason}\"}]"),
+                             &n, &rs);
+    ASSERT_EQ(n, 1);
+    ASSERT_CONTAINS(e, "routes[0].emit[0].subject: unknown source {reason}");
+    free(e);
+    wk_routes_free(&rs);
+    e = compile_errors("[{\"match\":\"*\",\"action\":\"complete\",\"emit_on_failure\":[]}]", &n,
+                       &rs);
+    ASSERT_CONTAINS(e, "routes[0].emit_on_failure: not allowed with action");
+    free(e);
+    wk_routes_free(&rs);
+}
+
+/*
+ * A rejection bound over a failure: templates and properties read reason,
+ * error_class and error; the default body describes the failure as JSON;
+ * the route's own emits are not part of it; the description is sanitised
+ * and bounded.
+ */
+static void test_reject_bind(void)
+{
+    wk_routes_t rs;
+    wk_binding_t b;
+    ib_error_t err;
+    sb_msg_t m;
+    size_t n;
+    int problems;
+    char *e = compile_errors(
+        "[{\"match\":\"*\",\"sql\":\"SELECT 1\","
+        "\"emit\":[{\"entity\":\"shipments\",\"message_id\":\"ship:{$.orderId}\"}],"
+        "\"emit_on_failure\":[{\"entity\":\"rejections\",\"message_id\":\"{message_id}:rejected\","
+        "\"subject\":\"OrderRejected.{reason}\",\"properties\":{\"class\":\"error_class\","
+        "\"why\":\"error\",\"orderId\":\"$.orderId\"}},"
+        "{\"entity\":\"audit\",\"message_id\":\"audit:{$.orderId}:{reason}\",\"body\":\"error\","
+        "\"content_type\":\"text/plain\"}]}]",
+        &problems, &rs);
+    ASSERT_EQ(problems, 0);
+    free(e);
+    ASSERT_TRUE(wk_routes_emit(&rs));
+    ASSERT_TRUE(wk_routes_set_outbox(&rs, "inboxd_outbox"));
+    make_msg(&m, "{\"orderId\":\"o-9\"}");
+    const wk_route_t *r = wk_routes_match(&rs, &m);
+    ASSERT_TRUE(wk_route_rejects(r));
+    char error[1500];
+    memset(error, 'x', sizeof(error) - 1);
+    error[sizeof(error) - 1] = '\0';
+    memcpy(error, "HTTP 422: \xff bad", 15); /* an invalid byte and more than the bound */
+    wk_failure_t f = {"HandlerError", "permanent", error};
+    ASSERT_EQ(wk_route_bind_rejection(r, &m, &f, &b, &err), IB_E_OK);
+    ASSERT_EQ(b.nstmts, 2); /* the rejections only, not the route's emit */
+    const db_stmt_t *em = wk_binding_emits(&b, &n);
+    ASSERT_EQ(n, 2);
+    ASSERT_TRUE(em == b.stmts);
+    const db_param_t *p = em[0].params;
+    ASSERT_STREQ(p[0].text, "rejections");
+    ASSERT_STREQ(p[1].text, "order-msg-1:rejected");
+    ASSERT_STREQ(p[3].text, "OrderRejected.HandlerError");
+    ASSERT_STREQ(p[4].text, "order-msg-1");
+    ASSERT_STREQ(p[5].text, "application/json");
+    ASSERT_CONTAINS(p[6].text, "\"class\":\"permanent\"");
+    ASSERT_CONTAINS(p[6].text, "\"why\":\"HTTP 422: \xef\xbf\xbd bad");
+    ASSERT_CONTAINS(p[6].text, "\"orderId\":\"o-9\"");
+    ASSERT_CONTAINS(p[6].text, "\"causation-id\":\"order-msg-1\"");
+    json_t *body = json_loads(p[7].text, 0, NULL);
+    ASSERT_TRUE(body != NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(body, "message_id")), "order-msg-1");
+    ASSERT_STREQ(json_string_value(json_object_get(body, "reason")), "HandlerError");
+    ASSERT_STREQ(json_string_value(json_object_get(body, "error_class")), "permanent");
+    const char *why = json_string_value(json_object_get(body, "error"));
+    ASSERT_TRUE(why && strlen(why) <= WK_FAILURE_ERROR_MAX && strncmp(why, "HTTP 422: ", 10) == 0);
+    json_decref(body);
+    p = em[1].params;
+    ASSERT_STREQ(p[0].text, "audit");
+    ASSERT_STREQ(p[1].text, "audit:o-9:HandlerError");
+    ASSERT_STREQ(p[5].text, "text/plain");
+    ASSERT_TRUE(strncmp(p[7].text, "HTTP 422: \xef\xbf\xbd bad", 17) == 0);
+    ASSERT_TRUE(strlen(p[7].text) <= WK_FAILURE_ERROR_MAX);
+    wk_binding_free(&b);
+
+    /* A source the rejection needs is missing: it fails, nothing bound. */
+    make_msg(&m, "{}");
+    ASSERT_EQ(wk_route_bind_rejection(r, &m, &f, &b, &err), IB_E_MISSING_FIELD);
+    wk_binding_free(&b);
+    /* The route's own bind never includes the rejections. */
+    make_msg(&m, "{\"orderId\":\"o-9\"}");
+    ASSERT_EQ(wk_route_bind(r, &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(b.nemits, 1);
+    ASSERT_STREQ(b.stmts[1].params[0].text, "shipments");
+    wk_binding_free(&b);
+    wk_routes_free(&rs);
+
+    /* A route without emit_on_failure rejects nothing. */
+    free(compile_errors("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &rs));
+    ASSERT_TRUE(!wk_route_rejects(wk_routes_match(&rs, &m)));
+    ASSERT_TRUE(!wk_routes_emit(&rs));
+    wk_routes_free(&rs);
+}
+
 int main(void)
 {
     RUN(test_emit_errors);
+    RUN(test_reject_errors);
+    RUN(test_reject_bind);
     RUN(test_emit_bind);
     RUN(test_no_emit);
     RUN(test_props_parse);
