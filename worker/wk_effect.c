@@ -74,6 +74,7 @@ typedef struct run {
     db_claim_row_t row;
     wk_http_call_t call;
     bool reached; /* a call of this claim (or an earlier owner's) may have acted */
+    bool replayed; /* an operator's replay took a failed row over: its rejection was published */
     ib_rand_t seed; /* the backoff's state, seeded on first use */
 } run_t;
 
@@ -348,8 +349,8 @@ static const db_stmt_t *rejection_events(run_t *r, const wk_failure_t *f, wk_bin
     ib_error_t e;
     *n = 0;
     memset(rb, 0, sizeof(*rb));
-    if (!wk_route_rejects(r->route))
-        return NULL;
+    if (!wk_route_rejects(r->route) || r->replayed)
+        return NULL; /* a replay refused again: the row's first failure published it */
     if (wk_route_bind_rejection(r->route, r->msg, f, rb, &e) != IB_E_OK) {
         IB_LOG(IB_LOG_ERROR, "rejection_unbound",
                IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
@@ -629,6 +630,7 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
         already_done(&r);
         goto out;
     case DB_CLAIM_REPLAY:
+        r.replayed = true;
         if (replay_failed(&r))
             goto out;
         break;

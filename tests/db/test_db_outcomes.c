@@ -198,6 +198,35 @@ static void test_record_failure(void)
               1);
 }
 
+/*
+ * A failure recorded with statements (a route's rejection events): they
+ * commit with the failed row or not at all, and a second record of the
+ * same message runs none of them.
+ */
+static void test_record_failure_with(void)
+{
+    ib_error_t err;
+    char hash[65];
+    db_param_t ok[] = {DB_TEXT("ev1"), DB_INT(1)}, bad[] = {DB_TEXT("ev2"), DB_INT(0)};
+    db_stmt_t st = {"INSERT INTO orders (id, qty) VALUES (?, ?)", ok, 2};
+    db_claim_t c = tl_claim("billing", "rw1", NULL, "{\"w\":1}", hash);
+    ASSERT_EQ(db_inbox_record_failure_with(dbc, &c, IB_CLASS_PERMANENT, "no", &st, 1, &err),
+              DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rw1' AND status = 'failed'"), 1);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 'ev1'"), 1);
+    /* Recorded already: a duplicate, the statement does not run again. */
+    ASSERT_EQ(db_inbox_record_failure_with(dbc, &c, IB_CLASS_PERMANENT, "no", &st, 1, &err),
+              DB_DUPLICATE);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 'ev1'"), 1);
+    /* A statement that fails takes the failed row with it. */
+    st.params = bad;
+    c = tl_claim("billing", "rw2", NULL, "{\"w\":2}", hash);
+    ASSERT_EQ(db_inbox_record_failure_with(dbc, &c, IB_CLASS_PERMANENT, "no", &st, 1, &err),
+              DB_FAILED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id = 'rw2'"), 0);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id = 'ev2'"), 0);
+}
+
 static void test_sweep(void)
 {
     ib_error_t err;
@@ -437,6 +466,7 @@ int main(int argc, char **argv)
     RUN(test_permanent_errors);
     RUN(test_configured_native);
     RUN(test_record_failure);
+    RUN(test_record_failure_with);
     RUN(test_replay_takeover);
     RUN(test_unique_violation_name);
     RUN(test_sweep);
