@@ -167,6 +167,21 @@ jq '.routes = [{match: "*", http: {url: "https://pay.example/x"}}]' "$tmp/good.j
 check "an HTTP route without a key still checks out" test $? = 0
 check "and warns that it keys on the message id" grep -q '^config: warning: routes\[0\].idempotency_key: not set, so this HTTP route keys its call on the message id' "$tmp/err"
 
+# emit_on_failure: its message_id is checked like emit's (a source that
+# differs between copies, the failure's text, a constant: exit 2, named).
+for id in 'r:{delivery_count}' 'r:{error}' 'r:{reason}'; do
+  jq --arg id "$id" '.routes = [{match: "*", sql: "select 1",
+      emit_on_failure: [{entity: "rejections", message_id: $id}]}]' "$tmp/good.json" >"$tmp/rej.json"
+  "$inboxd" --check-config --config "$tmp/rej.json" >/dev/null 2>"$tmp/err"
+  check "emit_on_failure message_id '$id' exits 2" test $? = 2
+  check "emit_on_failure message_id '$id' is named" grep -q '^config: routes\[0\].emit_on_failure\[0\].message_id: ' "$tmp/err"
+done
+jq '.routes = [{match: "*", sql: "select 1", emit_on_failure: [{entity: "rejections",
+    message_id: "{message_id}:rejected", subject: "Rejected.{reason}", properties: {why: "error"}}]}]' \
+  "$tmp/good.json" >"$tmp/rej.json"
+"$inboxd" --check-config --config "$tmp/rej.json" >/dev/null 2>"$tmp/err"
+check "an emit_on_failure with the failure's sources checks out" test $? = 0
+
 # Retention against the replay window: a warning (exit 0) naming both keys
 # when db.inbox_retention_days is shorter than the entity's message TTL or
 # duplicate-detection history; none when it is longer, or when rows are kept.
