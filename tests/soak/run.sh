@@ -10,8 +10,9 @@
 # turned away), dead-lettered, lost, applied twice, and the faults fired.
 # Exit status 0 when nothing was lost, applied twice or dead-lettered.
 # Environment: BUILD (default build/), SOAK_BATCH (db.batch_max),
-# SOAK_FAULT_S (mean seconds between faults, default 2), SOAK_RATE (messages
-# sent per second, default 2000), SOAK_TIMEOUT_S.
+# SOAK_FAULT_S (mean seconds between faults, default 2), SOAK_FAULTS ("kill",
+# "pg" or the default "kill pg": which faults fire), SOAK_RATE (messages sent
+# per second, default 2000), SOAK_TIMEOUT_S.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 N=${1:-20000}
@@ -105,7 +106,12 @@ start_inboxd() {
   starts=$((starts + 1))
 }
 fault() {
-  case $((RANDOM % 3)) in
+  local pick=$((RANDOM % 3))
+  case "${SOAK_FAULTS:-kill pg}" in
+  kill) pick=0 ;;
+  pg) pick=2 ;;
+  esac
+  case $pick in
   0 | 1)
     kill -9 "$ipid" 2>/dev/null || true
     wait "$ipid" 2>/dev/null || true
