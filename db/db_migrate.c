@@ -15,28 +15,29 @@
 #define SWEEP_BATCH_DEFAULT 1000
 #define SWEEP_BATCH_MAX 10000
 
-/* The unique index on (consumer, idempotency_key): without it two racing copies both apply. */
-static ib_err_t probe_idem_key(db_conn_t *dbc, ib_error_t *err)
+typedef ib_err_t (*probe_sql_fn)(db_dialect_t d, const char *table, char *buf, size_t size);
+
+/*
+ * Runs a catalog query counting the unique keys of the inbox table (sql_of:
+ * db_sql_probe_key or db_sql_probe_idem_key) into *keys; what names the
+ * check in an error. Read-only: rolled back.
+ */
+static ib_err_t probe_count(db_conn_t *dbc, probe_sql_fn sql_of, const char *what,
+                            long long *keys, ib_error_t *err)
 {
     char sql[DB_SQL_MAX];
-    long long keys = 0;
 
-    if (db_sql_probe_idem_key(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
+    *keys = 0;
+    if (sql_of(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
-    if (db_run(dbc, sql, NULL, 0, db_row_first_int, &keys, NULL, err) != IB_E_OK) {
+    if (db_run(dbc, sql, NULL, 0, db_row_first_int, keys, NULL, err) != IB_E_OK) {
         db_rollback_quiet(dbc);
-        ib_error_prefix(err, "idempotency key index check");
+        ib_error_prefix(err, "%s", what);
         if (err->cls == IB_CLASS_DUPLICATE)
             err->cls = IB_CLASS_PERMANENT;
         return err->code;
     }
     db_rollback_quiet(dbc);
-    if (keys < 1)
-        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                            "db.inbox_table: table '%s' has no unique index on (consumer, "
-                            "idempotency_key) (%s_idem in db/schema/%s.sql); without it two "
-                            "racing copies of one key would both apply",
-                            dbc->table, dbc->table, db_dialect_name(dbc->dialect));
     return IB_E_OK;
 }
 
@@ -98,23 +99,25 @@ static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
         err->native = e.native;
         return IB_E_CONFIG;
     }
-    if (db_sql_probe_key(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
-        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
-    if (db_run(dbc, sql, NULL, 0, db_row_first_int, &keys, NULL, err) != IB_E_OK) {
-        db_rollback_quiet(dbc);
-        ib_error_prefix(err, "inbox key check");
-        if (err->cls == IB_CLASS_DUPLICATE)
-            err->cls = IB_CLASS_PERMANENT;
+    if (probe_count(dbc, db_sql_probe_key, "inbox key check", &keys, err) != IB_E_OK)
         return err->code;
-    }
-    db_rollback_quiet(dbc);
     if (keys < 1)
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                             "db.inbox_table: table '%s' has no primary key or unique index on "
                             "exactly (consumer, message_id); without it duplicates are not "
                             "detected",
                             dbc->table);
-    return probe_idem_key(dbc, err);
+    /* The unique index on (consumer, idempotency_key): without it two racing copies both apply. */
+    if (probe_count(dbc, db_sql_probe_idem_key, "idempotency key index check", &keys, err) !=
+        IB_E_OK)
+        return err->code;
+    if (keys < 1)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "db.inbox_table: table '%s' has no unique index on (consumer, "
+                            "idempotency_key) (%s_idem in db/schema/%s.sql); without it two "
+                            "racing copies of one key would both apply",
+                            dbc->table, dbc->table, db_dialect_name(dbc->dialect));
+    return IB_E_OK;
 }
 
 /* Releases the migration lock when it outlives the transaction (a session lock). */
