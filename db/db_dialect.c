@@ -739,22 +739,6 @@ const char *db_sql_session_setup(db_dialect_t d)
     return d == DB_DIALECT_MSSQL ? "SET XACT_ABORT ON; SET NOCOUNT OFF" : "";
 }
 
-ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t size)
-{
-    if (check(d, table) != IB_E_OK)
-        return IB_E_INVAL;
-    /*
-     * Under Microsoft's driver (IMPLICIT_TRANSACTIONS) a SELECT from a
-     * table opens the transaction, SAVE TRANSACTION does not (error 628),
-     * and BEGIN TRANSACTION would open two nested ones. Under FreeTDS the
-     * transaction is already open (its transaction-manager request) and
-     * this reads nothing.
-     */
-    if (d == DB_DIALECT_MSSQL)
-        return render(buf, size, "SELECT TOP (0) 1 FROM %s", table);
-    return render(buf, size, "%s", "");
-}
-
 ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size)
 {
     if (check(d, table) != IB_E_OK)

@@ -252,12 +252,6 @@ ib_err_t db_sql_migrate_unlock(db_dialect_t d, const char *table, char *buf, siz
  */
 const char *db_sql_session_setup(db_dialect_t d);
 /*
- * A statement that opens the transaction on SQL Server, where under the
- * drivers' IMPLICIT_TRANSACTIONS only a statement touching a table does
- * ("" elsewhere, where the first statement does).
- */
-ib_err_t db_sql_txn_open(db_dialect_t d, const char *table, char *buf, size_t size);
-/*
  * The claim of a batch: one statement inserting rows inbox rows (each row's
  * parameters as for db_sql_insert, row after row; see db_sql_claim_shared
  * for PostgreSQL) that skips every row whose key (message id or

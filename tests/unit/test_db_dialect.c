@@ -272,28 +272,6 @@ static void test_mssql_migrate_lock_is_session_owned(void)
 }
 
 /*
- * R2: a batch's first statement is SAVE TRANSACTION, which fails with 628
- * when no transaction is open and does not open one under implicit
- * transactions; a SELECT from a table opens it first (BEGIN TRANSACTION
- * would open two nested ones).
- */
-static void test_mssql_batch_opens_transaction(void)
-{
-    char buf[256];
-
-    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
-    ASSERT_STREQ(buf, "SELECT TOP (0) 1 FROM dbo.inbox");
-    ASSERT_NOT_CONTAINS(buf, "BEGIN");
-    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_POSTGRESQL, "inbox", buf, sizeof(buf)), IB_E_OK);
-    ASSERT_STREQ(buf, "");
-    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_SQLITE, "inbox", buf, sizeof(buf)), IB_E_OK);
-    ASSERT_STREQ(buf, "");
-    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_MARIADB, "inbox", buf, sizeof(buf)), IB_E_OK);
-    ASSERT_STREQ(buf, "");
-    ASSERT_EQ(db_sql_txn_open(DB_DIALECT_MSSQL, "x;y", buf, sizeof(buf)), IB_E_INVAL);
-}
-
-/*
  * R3: transient natives SQL Server's own clients retry, and the codes that
  * are configuration errors at start (login failed, cannot open database).
  */
@@ -692,7 +670,6 @@ int main(void)
     RUN(test_mssql_statement_text);
     RUN(test_mssql_ddl);
     RUN(test_mssql_migrate_lock_is_session_owned);
-    RUN(test_mssql_batch_opens_transaction);
     RUN(test_mssql_transient_natives);
     RUN(test_mssql_commit_is_bounded);
     RUN(test_mssql_xact_abort);
