@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "db_connstr.h"
 #include "db_inbox.h"
@@ -388,25 +389,36 @@ static bool is_section(const char *key)
     return false;
 }
 
-static void load_file(wk_config_t *cfg, const char *path, wk_problems_t *p)
+/*
+ * Applies the file's settings; false when the file cannot be read or parsed
+ * (one problem naming the path), so that the checks which would only repeat
+ * it as missing settings are skipped.
+ */
+static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *p)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root;
     const char *key;
     json_t *v;
+    struct stat st;
 
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        wk_problem(p, path, "cannot load: it is a directory, not a JSON file");
+        return false;
+    }
+    root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         char why[128];
         if (json_error_code(&jerr) == json_error_cannot_open_file)
             wk_problem(p, path, "cannot load: %s", jerr.text);
         else
             wk_problem(p, path, "cannot load: %s", wk_json_error_describe(&jerr, why, sizeof(why)));
-        return;
+        return false;
     }
     if (!json_is_object(root)) {
         wk_problem(p, path, "the top level must be a JSON object");
         json_decref(root);
-        return;
+        return false;
     }
     json_object_foreach(root, key, v)
     {
@@ -435,6 +447,7 @@ static void load_file(wk_config_t *cfg, const char *path, wk_problems_t *p)
         }
     }
     json_decref(root);
+    return true;
 }
 
 void wk_config_env_name(const char *name, char *buf, size_t size)
@@ -669,6 +682,7 @@ void wk_config_explain_budget(const wk_config_t *cfg, FILE *out)
 int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
 {
     wk_problems_t p = {.errs = errs};
+    bool file_ok = true;
 
     memset(cfg, 0, sizeof(*cfg));
     for (const wk_setting_t *s = wk_settings; s->name; s++)
@@ -676,7 +690,7 @@ int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
     if (!path || !*path)
         path = getenv("INBOXD_CONFIG");
     if (path && *path)
-        load_file(cfg, path, &p);
+        file_ok = load_file(cfg, path, &p);
     for (const wk_setting_t *s = wk_settings; s->name; s++) {
         char env[128];
         const char *v;
@@ -685,7 +699,9 @@ int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
         if (v)
             set_from_text(cfg, s, v, env, &p);
     }
-    validate(cfg, &p);
+    /* Settings the unread file would have given are not missing: its error is the news. */
+    if (file_ok)
+        validate(cfg, &p);
     register_secrets(cfg);
     return p.n;
 }

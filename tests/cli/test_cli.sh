@@ -68,6 +68,18 @@ check "help lists every section" bash -c "grep -q servicebus.prefetch '$tmp/help
 check "an unknown flag exits 2" test $? = 2
 "$inboxd" --config "$tmp/missing.json" --check-config >/dev/null 2>"$tmp/err"
 check "a missing config file exits 2" test $? = 2
+check "and it is the only finding (no missing-setting lines after it)" \
+  test "$(grep -c '^config: ' "$tmp/err")" = 1
+mkdir -p "$tmp/confdir"
+"$inboxd" --check-config --config "$tmp/confdir" >/dev/null 2>"$tmp/err"
+check "a directory as the config exits 2" test $? = 2
+check "and says it is a directory, naming the path" grep -q "^config: $tmp/confdir: cannot load: it is a directory" "$tmp/err"
+check "and nothing else" test "$(grep -c '^config: ' "$tmp/err")" = 1
+printf '{"consumer": "c1",\n' >"$tmp/cut.json"
+"$inboxd" --check-config --config "$tmp/cut.json" >/dev/null 2>"$tmp/err"
+check "a file cut short exits 2" test $? = 2
+check "names where the parse stopped" grep -q "^config: $tmp/cut.json: cannot load: .*line 2" "$tmp/err"
+check "and nothing else" test "$(grep -c '^config: ' "$tmp/err")" = 1
 
 # retry.max_deliveries not below the entity's MaxDeliveryCount: a warning, not an error.
 jq '.retry = {"max_deliveries": 10} | .servicebus.max_delivery_count = 10' "$tmp/good.json" >"$tmp/budget.json"
