@@ -441,6 +441,24 @@ long db_conn_reconnects(const db_conn_t *dbc)
     return dbc->reconnects;
 }
 
+ib_err_t db_conn_max_connections(db_conn_t *dbc, long long *limit, ib_error_t *err)
+{
+    const char *sql = db_sql_max_connections(dbc->dialect);
+    ib_err_t rc;
+
+    *limit = 0;
+    ib_error_clear(err);
+    if (!sql)
+        return IB_E_OK;
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    rc = db_run(dbc, sql, NULL, 0, db_row_first_int, limit, NULL, err);
+    db_rollback_quiet(dbc);
+    if (rc != IB_E_OK)
+        ib_error_prefix(err, "reading the server's connection limit");
+    return rc;
+}
+
 ib_err_t db_conn_ensure(db_conn_t *dbc, ib_error_t *err)
 {
     ib_err_t rc;

@@ -739,6 +739,29 @@ const char *db_sql_session_setup(db_dialect_t d)
     return d == DB_DIALECT_MSSQL ? "SET XACT_ABORT ON; SET NOCOUNT OFF" : "";
 }
 
+const char *db_sql_max_connections(db_dialect_t d)
+{
+    switch (d) {
+    case DB_DIALECT_POSTGRESQL:
+        /* reserved_connections is PostgreSQL 16's; missing_ok reads NULL before. */
+        return "SELECT LEAST("
+               "current_setting('max_connections')::int"
+               " - current_setting('superuser_reserved_connections')::int"
+               " - COALESCE(NULLIF(current_setting('reserved_connections', true), '')::int, 0),"
+               " COALESCE((SELECT NULLIF(rolconnlimit, -1) FROM pg_roles"
+               " WHERE rolname = current_user), 2147483647),"
+               " COALESCE((SELECT NULLIF(datconnlimit, -1) FROM pg_database"
+               " WHERE datname = current_database()), 2147483647))";
+    case DB_DIALECT_MSSQL:
+        return "SELECT @@MAX_CONNECTIONS";
+    case DB_DIALECT_MARIADB:
+        return "SELECT IF(@@max_user_connections > 0 AND @@max_user_connections < "
+               "@@max_connections, @@max_user_connections, @@max_connections)";
+    default:
+        return NULL;
+    }
+}
+
 ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size)
 {
     if (check(d, table) != IB_E_OK)

@@ -252,6 +252,14 @@ ib_err_t db_sql_migrate_unlock(db_dialect_t d, const char *table, char *buf, siz
  */
 const char *db_sql_session_setup(db_dialect_t d);
 /*
+ * One row, one integer: how many connections the server accepts for this
+ * login - PostgreSQL max_connections less the reserved slots, lowered by
+ * the role's and the database's CONNECTION LIMIT; SQL Server
+ * @@MAX_CONNECTIONS; MariaDB/MySQL max_connections, lowered by
+ * max_user_connections. NULL for SQLite (no server).
+ */
+const char *db_sql_max_connections(db_dialect_t d);
+/*
  * The claim of a batch: one statement inserting rows inbox rows (each row's
  * parameters as for db_sql_insert, row after row; see db_sql_claim_shared
  * for PostgreSQL) that skips every row whose key (message id or

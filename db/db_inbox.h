@@ -79,6 +79,12 @@ void db_conn_free(db_conn_t *dbc);
 db_dialect_t db_conn_dialect(const db_conn_t *dbc);
 /* The number of times the connection was reopened after breaking. */
 long db_conn_reconnects(const db_conn_t *dbc);
+/*
+ * How many connections the server accepts for this login
+ * (db_sql_max_connections), read-only and rolled back; *limit 0 when the
+ * database has no such limit (SQLite). thread: the owner of dbc.
+ */
+ib_err_t db_conn_max_connections(db_conn_t *dbc, long long *limit, ib_error_t *err);
 
 /*
  * create true: creates the inbox table and its indexes when absent, in one

@@ -13,6 +13,7 @@
 #include "sb_log.h"
 #include "wk_config.h"
 #include "wk_daemon.h"
+#include "wk_limits.h"
 #include "wk_outbox.h"
 #include "wk_route.h"
 
@@ -24,23 +25,33 @@ static int usage(const char *why)
     return EXIT_CONFIG;
 }
 
-/* Loads and checks the config and its routes; findings go to out. Returns the problems. */
-static int check_all(wk_config_t *cfg, const char *path, bool relay_only, FILE *out)
+/*
+ * Loads and checks the config and its routes; findings go to out. With live
+ * (--check-config) and no problem found, the settings are also held against
+ * the entity's description and the database's connection limit. Returns the
+ * problems.
+ */
+static int check_all(wk_config_t *cfg, const char *path, bool relay_only, bool live, FILE *out)
 {
     int problems = wk_config_load(cfg, path, out);
+    wk_routes_t routes = {0};
+    wk_outbox_plan_t plan = {0};
+    bool compiled = false;
     if (!relay_only)
         problems += wk_config_check_entity(cfg, out);
     if (cfg->routes) {
-        wk_routes_t routes;
-        wk_outbox_plan_t plan;
         int route_problems = wk_routes_compile(cfg->routes, &routes, out);
+        compiled = true;
         problems += route_problems;
         problems += wk_routes_check_limits(&routes, cfg->servicebus.max_auto_lock_renewal_s, out);
         wk_routes_warn(&routes, out);
         if (!route_problems)
             problems += wk_outbox_plan(cfg, &routes, relay_only, &plan, out);
-        wk_routes_free(&routes);
     }
+    if (live && !problems)
+        wk_limits_check_servers(cfg, compiled ? &routes : NULL, relay_only, plan.relay, out);
+    if (compiled)
+        wk_routes_free(&routes);
     return problems;
 }
 
@@ -114,7 +125,7 @@ int main(int argc, char **argv)
     FILE *out = mode == RUN ? open_memstream(&found, &found_len) : NULL;
     if (!out)
         out = stderr;
-    problems = check_all(&cfg, path, relay_only, out);
+    problems = check_all(&cfg, path, relay_only, mode == CHECK, out);
     if (out != stderr) {
         fclose(out);
         report_findings(found, problems);

@@ -70,7 +70,7 @@ const wk_setting_t wk_settings[] = {
      OFF(servicebus.settle_timeout_ms)},
     {"servicebus.max_delivery_count", WK_CT_INT, "0", 0, 2000, NULL, 0,
      "The entity's MaxDeliveryCount, when known (0 = unknown); --check-config warns when "
-     "retry.max_deliveries is not below it.",
+     "retry.max_deliveries is not below it, or when it differs from the one Service Bus gives.",
      OFF(servicebus.max_delivery_count)},
     {"servicebus.duplicate_detection_window_s", WK_CT_INT, "0", 0, 31536000, NULL, 0,
      "The entity's duplicate-detection history, when known (0 = unknown or off); "
@@ -156,8 +156,9 @@ const wk_setting_t wk_settings[] = {
     {"retry.max_deliveries", WK_CT_INT, "-1", -1, 2000, NULL, 0,
      "From this delivery on, a transient failure that outlasts the attempts (or a held "
      "message's lock renewal) dead-letters RetryBudgetExhausted naming the last error, before "
-     "the broker's MaxDeliveryCount (-1 = one below servicebus.max_delivery_count when known, "
-     "else 9, one below Service Bus's default of 10; 0 = off).",
+     "the broker's MaxDeliveryCount (-1 = one below the entity's MaxDeliveryCount once read from "
+     "Service Bus (servicebus.entity_poll_s), until then one below servicebus.max_delivery_count "
+     "when known, else 9, one below Service Bus's default of 10; 0 = off).",
      OFF(retry.max_deliveries)},
     {"retry.max_age_s", WK_CT_INT, "0", 0, 31536000, NULL, 0,
      "A transient failure of a message enqueued longer ago than this dead-letters it "

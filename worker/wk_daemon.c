@@ -31,6 +31,7 @@
 #include "sb_client.h"
 #include "wk_dbopt.h"
 #include "wk_entity.h"
+#include "wk_limits.h"
 #include "wk_http.h"
 #include "wk_metrics.h"
 #include "wk_outbox.h"
@@ -74,6 +75,7 @@ struct daemon {
     wk_pipeline_t pipe;
     wk_sweeper_t *sweeper;
     wk_entity_t *entity; /* servicebus.entity_poll_s; NULL when off */
+    bool entity_checked; /* the settings were held against its first read (thread: main) */
     bool curl_inited;    /* start_entity's curl_global_init, paired at stop */
     bool relay_only;         /* inboxd --relay-only: no receiver, no db workers */
     wk_outbox_plan_t outbox; /* whether the outbox table is used and relayed here */
@@ -629,16 +631,17 @@ static bool hold_spent(const daemon_t *dm, const job_t *j, long long now)
 static void unhold(daemon_t *dm, job_t *j, long long now)
 {
     wk_decision_t *d = &j->d;
+    long long budget =
+        wk_limits_max_deliveries(dm->cfg, wk_entity_max_delivery_count(dm->entity));
     d->held = false;
     if (atomic_load(&j->lock_lost) || draining(dm)) {
         wk_decide(d, WK_OUT_RELEASED);
-    } else if (dm->cfg->retry.max_deliveries > 0 &&
-               (long long)j->msg->delivery_count >= dm->cfg->retry.max_deliveries) {
+    } else if (budget > 0 && (long long)j->msg->delivery_count >= budget) {
         wk_metrics_held_expired(dm->metrics);
         wk_decide_dead_letter(d, WK_DL_RETRY_BUDGET,
                               "delivery %u reached retry.max_deliveries %lld, held %lld s for %s; "
                               "last error: %s",
-                              j->msg->delivery_count, dm->cfg->retry.max_deliveries,
+                              j->msg->delivery_count, budget,
                               (now - j->received_mono) / 1000, d->dest, d->err.text);
     } else {
         wk_metrics_held_expired(dm->metrics);
@@ -846,6 +849,61 @@ static void apply_breaker(daemon_t *dm)
         IB_LOG(IB_LOG_INFO, "circuit_closed", IB_MSG("a probe passed: receiving resumed"));
 }
 
+/* Findings of wk_limits ("config: warning: ..." lines) as warn log lines (event "config"). */
+static void log_limits(char *text)
+{
+    for (char *line = text, *end; line && *line; line = end ? end + 1 : NULL) {
+        end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        const char *msg = strncmp(line, "config: warning: ", 17) == 0 ? line + 17 : line;
+        IB_LOG(IB_LOG_WARN, "config", IB_MSG(msg));
+    }
+}
+
+/* db.pool_size (and the relay and sweeper) against the connections the server accepts. */
+static void check_pool_limit(daemon_t *dm, db_conn_t *dbc)
+{
+    long long limit = 0;
+    ib_error_t e;
+    char *text = NULL;
+    size_t len = 0;
+    if (db_conn_max_connections(dbc, &limit, &e) != IB_E_OK) {
+        IB_LOG(IB_LOG_WARN, "config", IB_MSG(e.text));
+        return;
+    }
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        return;
+    wk_limits_check_pool(dm->cfg, dm->relay_only, dm->outbox.relay, limit, out);
+    fclose(out);
+    log_limits(text);
+    free(text);
+}
+
+/* Once the poller has read the entity: the settings against its real figures. */
+static void check_entity_limits(daemon_t *dm)
+{
+    wk_entity_info_t e;
+    char *text = NULL;
+    size_t len = 0;
+    if (dm->entity_checked || !wk_entity_last(dm->entity, &e))
+        return;
+    dm->entity_checked = true;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        return;
+    wk_limits_check_entity(dm->cfg, &dm->routes, &e, out);
+    fclose(out);
+    log_limits(text);
+    free(text);
+    IB_LOG(IB_LOG_INFO, "retry_budget", IB_MSG("the entity's MaxDeliveryCount read from Service Bus"),
+           IB_I("max_delivery_count", e.max_delivery_count),
+           IB_I("retry_max_deliveries",
+                wk_limits_max_deliveries(dm->cfg, e.max_delivery_count)),
+           IB_I("lock_duration_ms", e.lock_duration_ms));
+}
+
 /*
  * Waits up to TICK_MS for a signal, then refreshes health, metrics and, when
  * due, the stats line. Returns the signal, or 0.
@@ -858,6 +916,7 @@ static int tick(daemon_t *dm)
 
     apply_breaker(dm);
     offer_held(dm, false);
+    check_entity_limits(dm);
     pthread_mutex_lock(&dm->mu);
     publish_oldest_enqueued(dm);
     pthread_mutex_unlock(&dm->mu);
@@ -942,6 +1001,7 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
                        IB_MSG(dm->cfg->db.migrate ? "inbox table ready" : "inbox table checked"),
                        IB_S("dialect", db_dialect_name(db_conn_dialect(dbc))),
                        IB_S("table", dm->cfg->db.inbox_table));
+            check_pool_limit(dm, dbc);
             db_conn_free(dbc);
             wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE, true);
             return IB_E_OK;
@@ -1054,8 +1114,8 @@ static ib_err_t start_client(daemon_t *dm, ib_error_t *err)
 
 /*
  * The relay (when this process relays; it sends on the client, whose sends
- * wait for its start), then the db workers, the client, the sweeper, the
- * entity poller.
+ * wait for its start), then the entity poller, the db workers, the client,
+ * the sweeper.
  */
 static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
 {
@@ -1068,6 +1128,9 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
     }
     if (dm->relay_only)
         return start_client(dm, err);
+    /* Before the workers, which read its MaxDeliveryCount (the retry budget default). */
+    start_entity(dm);
+    dm->pipe.entity = dm->entity;
     dm->workers = calloc((size_t)n, sizeof(*dm->workers));
     for (dm->nworkers = 0; dm->workers && dm->nworkers < n; dm->nworkers++) {
         worker_t *w = &dm->workers[dm->nworkers];
@@ -1082,7 +1145,6 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
     if (start_client(dm, err) != IB_E_OK)
         return err->code;
     dm->sweeper = wk_sweeper_start(&dm->db.opt, (long)dm->cfg->db.inbox_retention_days);
-    start_entity(dm);
     return IB_E_OK;
 }
 

@@ -72,6 +72,8 @@ typedef struct wk_pipeline {
     struct wk_relay *relay; /* woken after a commit that emitted (may be NULL) */
     /* HTTP destinations: calls held rather than retried in the worker (NULL: retried). */
     wk_dests_t *dests;
+    /* The entity poller: its MaxDeliveryCount sets retry.max_deliveries -1 (NULL: none). */
+    struct wk_entity *entity;
 } wk_pipeline_t;
 
 /*

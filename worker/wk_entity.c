@@ -475,3 +475,14 @@ long long wk_entity_lock_duration_ms(wk_entity_t *ep)
     pthread_mutex_unlock(&ep->mu);
     return v;
 }
+
+bool wk_entity_last(wk_entity_t *ep, wk_entity_info_t *out)
+{
+    if (!ep)
+        return false;
+    pthread_mutex_lock(&ep->mu);
+    bool known = ep->counted;
+    *out = ep->info;
+    pthread_mutex_unlock(&ep->mu);
+    return known;
+}

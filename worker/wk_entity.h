@@ -94,4 +94,7 @@ long long wk_entity_max_delivery_count(wk_entity_t *ep);
 /* The entity's LockDuration in ms as last read, 0 until known. thread: any. */
 long long wk_entity_lock_duration_ms(wk_entity_t *ep);
 
+/* The description as last read into out; false until a read succeeded (or ep NULL). thread: any. */
+bool wk_entity_last(wk_entity_t *ep, wk_entity_info_t *out);
+
 #endif

@@ -15,6 +15,7 @@
 #include "ib_backoff.h"
 #include "ib_log.h"
 #include "wk_decide.h"
+#include "wk_limits.h"
 #include "wk_effect.h"
 #include "wk_relay.h"
 
@@ -414,12 +415,14 @@ static bool budget_spent(const wk_pipeline_t *p, const sb_msg_t *msg, bool attem
             return true;
         }
     }
-    if (attempts_spent && cfg->retry.max_deliveries > 0 &&
-        (long long)msg->delivery_count >= cfg->retry.max_deliveries) {
+    long long budget = attempts_spent ? wk_limits_max_deliveries(
+                                            cfg, wk_entity_max_delivery_count(p->entity))
+                                      : 0;
+    if (budget > 0 && (long long)msg->delivery_count >= budget) {
         wk_decide_dead_letter(d, WK_DL_RETRY_BUDGET,
                               "delivery %u reached retry.max_deliveries %lld, %d attempts in it; "
                               "last error: %s",
-                              msg->delivery_count, cfg->retry.max_deliveries, d->attempts, last);
+                              msg->delivery_count, budget, d->attempts, last);
         return true;
     }
     return false;

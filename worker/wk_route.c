@@ -1382,6 +1382,25 @@ int wk_routes_check_limits(const wk_routes_t *routes, long long renewal_s, FILE 
     return p.n;
 }
 
+int wk_routes_check_lock(const wk_routes_t *routes, long long lock_ms, FILE *errs)
+{
+    int n = 0;
+    for (size_t i = 0; lock_ms > 0 && i < routes->n; i++) {
+        const wk_http_spec_t *h = routes->v[i].http;
+        if (!h || wk_http_lease_s(h) * 1000LL <= lock_ms)
+            continue;
+        n++;
+        if (errs)
+            fprintf(errs,
+                    "config: warning: routes[%zu].http.lease_s: %ld s is longer than the "
+                    "entity's LockDuration %lld ms (read from Service Bus): after a crash "
+                    "mid-call the message comes back while its claim is still leased, and each "
+                    "copy abandoned meanwhile costs a delivery\n",
+                    i, wk_http_lease_s(h), lock_ms);
+    }
+    return n;
+}
+
 void wk_binding_free(wk_binding_t *b)
 {
     for (size_t i = 0; i < b->nstrings; i++)

@@ -257,6 +257,12 @@ void wk_route_scrub(const wk_route_t *r, char *text);
  */
 int wk_routes_check_limits(const wk_routes_t *routes, long long renewal_s, FILE *errs);
 /*
+ * Each HTTP route's lease_s against the entity's LockDuration (lock_ms, as
+ * read from Service Bus; 0 = unknown: nothing): a warning per lease longer
+ * than the lock. Returns their number.
+ */
+int wk_routes_check_lock(const wk_routes_t *routes, long long lock_ms, FILE *errs);
+/*
  * Prints a warning (not a problem) for each route that works but is
  * fragile: an HTTP route without idempotency_key keys on the message id.
  * Returns the number of warnings.

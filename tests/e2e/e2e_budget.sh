@@ -5,12 +5,19 @@
 # description naming the last error; a message older than retry.max_age_s
 # meeting a transient failure is dead-lettered MaxAgeExceeded. Both carry
 # inboxd's context properties, and both show in
-# inboxd_dead_letters_total{reason,class}.
+# inboxd_dead_letters_total{reason,class}. With retry.max_deliveries left at
+# -1 the budget comes from the entity's MaxDeliveryCount as read from the
+# management endpoint (3 here: dead-lettered by inboxd on the second
+# delivery, none by the broker), and --check-config holds the settings
+# against that real figure.
 . "$(dirname "$0")/lib.sh"
 e2e_init "${1:-postgresql}"
 create_items_table
 start_emu '{"queues":[{"name":"budget","lock_duration_s":30,"max_delivery_count":10},
-                      {"name":"aged","lock_duration_s":30,"max_delivery_count":10}]}'
+                      {"name":"aged","lock_duration_s":30,"max_delivery_count":10},
+                      {"name":"derived","lock_duration_s":30,"max_delivery_count":3}]}' \
+  --http-listen 127.0.0.1:0
+EMU_HTTP=$(head -n 1 "$W/sbemu.log" | jq -r .http_port)
 routes='[{"match":"*","sql":"SELECT 1/0"}]'
 extra='{"errors":{"transient_native":["22012"]},"retry":{"attempts":1,"base_ms":10,"max_ms":20,"max_deliveries":3},"http":{"listen":"127.0.0.1:0"}}'
 printf '%s\n' '{"message_id":"b-1","subject":"Item","body":{"id":"b1","n":1}}' >"$W/b.jsonl"
@@ -47,3 +54,31 @@ check "dead-lettered at the first failure, without abandoning" "$(broker_stat ag
 check "description names the last error" \
   "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity aged --dlq | jq -r '.dead_letter_description | test("22012") and test("max_age_s")')" true
 check "no inbox rows" "$(sql 'SELECT count(*) FROM inboxd_inbox')" 0
+
+# The derived budget: retry.max_deliveries -1 (the default) and no
+# servicebus.max_delivery_count; the poller reads MaxDeliveryCount 3 from
+# the broker, so inboxd dead-letters on delivery 2, before the broker would.
+printf '%s\n' '{"message_id":"d-1","subject":"Item","body":{"id":"d1","n":1}}' >"$W/d.jsonl"
+write_config "$W/derived.json" derived "$routes" "$(jq -n --arg ep "http://127.0.0.1:$EMU_HTTP/" '{
+  servicebus: {entity_poll_s: 1, management_endpoint: $ep}, http: {listen: "127.0.0.1:0"},
+  errors: {transient_native: ["22012"]}, retry: {attempts: 1, base_ms: 10, max_ms: 20}}')"
+# --check-config reads the same description: a stale servicebus.max_delivery_count is named with both values.
+jq '.servicebus.max_delivery_count = 10' "$W/derived.json" >"$W/stale.json"
+"$INBOXD" --check-config --config "$W/stale.json" >"$W/check.out" 2>&1; rc=$?
+check "check-config against the real entity: exit status" "$rc" 0
+check "it names the stale setting and the entity's figure" \
+  "$(grep -c '^config: warning: servicebus.max_delivery_count: 10, but the entity.s MaxDeliveryCount is 3' "$W/check.out")" 1
+start_inboxd "$W/derived.json" derived
+port=$(http_port derived)
+# Sent once the first poll is in, so that both deliveries meet the derived budget.
+wait_until 30 bash -c "[ \"\$(curl -s http://127.0.0.1:$port/metrics | awk '\$1 == \"inboxd_entity_max_delivery_count\" { print \$2 }')\" = 3 ]" \
+  || die "MaxDeliveryCount never read from the broker"
+send_file derived "$W/d.jsonl"
+wait_until 60 queue_empty derived || die "not dead-lettered"
+stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
+check "dead-lettered by inboxd, budget from the entity" "$(dlq_reasons derived)" "d-1 RetryBudgetExhausted"
+check "on the second delivery (abandoned once)" "$(broker_stat derived abandoned)" 1
+check "none by the broker's MaxDeliveryCount" \
+  "$(broker_stat derived dead_lettered_by_reason | jq -r '.MaxDeliveryCountExceeded // 0')" 0
+check "the description names the derived budget" \
+  "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity derived --dlq | jq -r '.dead_letter_description | test("retry.max_deliveries 2")')" true
