@@ -24,6 +24,7 @@
 #define PEEK_PAGE 100
 #define SNAPSHOT_MAX 1000000L
 #define SETTLE_WAIT_MS 60000
+#define RELEASE_WAIT_MS 5000
 #define PROP_COUNT "inboxd-replay-count"
 #define PROP_AT "inboxd-replayed-at"
 
@@ -55,6 +56,11 @@ typedef struct replay {
     ib_error_t settle_res;
     int connected;
     ib_error_t why; /* the client's last reason for being down */
+    long releasing; /* releases asked for at the end, not yet answered */
+
+    /* Delivered but not replayed (not chosen, or left by a stop): released at the end. */
+    sb_msg_t *untouched[WK_REPLAY_HOLD];
+    size_t nuntouched;
 
     /* Counts (caller's thread). */
     long replayed, kept, failed, held;
@@ -223,9 +229,11 @@ static void on_message(sb_msg_t *msg, void *ctx)
 static void on_settled(sb_msg_t *msg, sb_disposition_t d, const ib_error_t *res, void *ctx)
 {
     replay_t *r = ctx;
-    (void)d;
     pthread_mutex_lock(&r->mu);
-    if (msg == r->settling) {
+    if (d == SB_RELEASE && r->releasing > 0) {
+        r->releasing--;
+        pthread_cond_broadcast(&r->cv);
+    } else if (msg == r->settling) {
         r->settled = true;
         r->settle_res = *res;
         r->settling = NULL;
@@ -483,6 +491,15 @@ static size_t remaining(const replay_t *r)
     return left;
 }
 
+/* Holds a delivered message the run does not replay, to release it at the end. */
+static void keep_untouched(replay_t *r, sb_msg_t *msg)
+{
+    r->held++;
+    /* The client hands out at most WK_REPLAY_HOLD unsettled messages at once. */
+    if (r->nuntouched < WK_REPLAY_HOLD)
+        r->untouched[r->nuntouched++] = msg;
+}
+
 /* Receives and replays until the snapshot is done; returns the stop reason. */
 static const char *replay_loop(replay_t *r, int *status)
 {
@@ -507,7 +524,7 @@ static const char *replay_loop(replay_t *r, int *status)
         }
         c = find_chosen(r, msg->sequence_number);
         if (!c || c->done || !msg->message_id || strcmp(c->message_id, msg->message_id) != 0) {
-            r->held++; /* not ours: released unchanged when the run ends */
+            keep_untouched(r, msg); /* not ours: released unchanged when the run ends */
             continue;
         }
         if (r->o->rate > 0) {
@@ -555,7 +572,36 @@ static void summary(replay_t *r, const char *stopped, int status)
                           "exit", status);
     if (status == WK_REPLAY_FAILED && !r->connected && r->why.code != IB_E_OK)
         json_object_set_new(j, "error", json_string(r->why.text));
+    if (!r->o->dry_run && remaining(r) > 0) {
+        char left[900];
+        snprintf(left, sizeof left,
+                 "%zu chosen dead letter%s not replayed: left untouched in %s (not re-sent, not "
+                 "completed, no delivery counted); run the same command again to move only them",
+                 remaining(r), remaining(r) == 1 ? "" : "s", r->dlq);
+        json_object_set_new(j, "left", json_string(left));
+    }
     emit(r, j);
+}
+
+/*
+ * Gives back every message delivered and not replayed, unchanged (a release
+ * counts no delivery), and waits up to RELEASE_WAIT_MS for the broker's
+ * answers: each is a settlement like the replayed ones', not a message the
+ * client had to drop at its stop.
+ */
+static void release_untouched(replay_t *r)
+{
+    long long until = ib_mono_ms() + RELEASE_WAIT_MS;
+    pthread_mutex_lock(&r->mu);
+    r->releasing = (long)r->nuntouched;
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < r->nuntouched; i++)
+        sb_client_settle(r->cli, r->untouched[i], SB_RELEASE, NULL, NULL);
+    r->nuntouched = 0;
+    pthread_mutex_lock(&r->mu);
+    while (r->releasing > 0 && ib_cond_wait_until(&r->cv, &r->mu, until) == 0)
+        ;
+    pthread_mutex_unlock(&r->mu);
 }
 
 /*
@@ -569,10 +615,12 @@ static void summary(replay_t *r, const char *stopped, int status)
 static void stop_receiver(replay_t *r)
 {
     long long until = ib_mono_ms() + 5000;
+    sb_msg_t *msg;
     sb_client_stop_receiving(r->cli);
-    while (ib_mono_ms() < until && next_delivered(r, 500))
-        r->held++;
-    sb_client_stop(r->cli); /* releases every message still held, unchanged */
+    while (ib_mono_ms() < until && (msg = next_delivered(r, 500)) != NULL)
+        keep_untouched(r, msg);
+    release_untouched(r);
+    sb_client_stop(r->cli); /* anything still held (a release unanswered) goes back too */
 }
 
 static void replay_free(replay_t *r)

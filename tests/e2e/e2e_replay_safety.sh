@@ -3,7 +3,9 @@
 # exit 3; --dry-run moves nothing; --max 10 moves ten, keeping message id,
 # subject, correlation id and properties and adding inboxd-replay-count and
 # inboxd-replayed-at; SIGINT mid-replay loses nothing (every message is in
-# the entity or the DLQ, none in both); a subscription's DLQ needs --to.
+# the entity or the DLQ, none in both), exits 130 with a summary naming what
+# it left untouched (and no line for each), and a rerun moves only that; a
+# subscription's DLQ needs --to.
 # Finally, with the fix, everything is applied exactly once.
 . "$(dirname "$0")/lib.sh"
 e2e_init "${1:-postgresql}"
@@ -79,6 +81,14 @@ ids orders --dlq >"$W/in_dlq"
 check "no message both in the entity and the DLQ" "$(comm -12 "$W/in_entity" "$W/in_dlq" | wc -l)" 0
 check "every message in the entity or the DLQ" "$(sort -u "$W/in_entity" "$W/in_dlq" | wc -l)" $N
 check "entity holds the ten and the interrupted run's" "$(wc -l <"$W/in_entity")" $((10 + moved))
+left=$(jq -r 'select(.event=="summary") | .remaining' "$W/int.out")
+check "summary: remaining = chosen - replayed" "$left" \
+  "$(jq -r 'select(.event=="summary") | .chosen - .replayed' "$W/int.out")"
+check "the DLQ holds exactly the remaining" "$(wc -l <"$W/in_dlq")" "$left"
+check "the summary says what was left untouched" \
+  "$(jq -r 'select(.event=="summary") | .left | test("^'"$left"' chosen dead letters not replayed: left untouched")' "$W/int.out")" true
+check "no line but the replayed messages and the summary" \
+  "$(jq -r 'select(.event != "replay" and .event != "summary") | .event' "$W/int.out" | wc -l)" 0
 
 # A subscription's DLQ: --to is required.
 "$INBOXCTL" dlq replay --connection-string "$SB_CS" --entity events/Subscriptions/billing --dry-run >/dev/null 2>"$W/sub.err"
@@ -103,6 +113,8 @@ drop_orders_rule
 start_inboxd "$W/inboxd.json" inboxd2
 replay --rate 0 >"$W/rest.out"
 check "rest exit status" "$?" 0
+check "the rerun moves only what the interrupted run left" \
+  "$(jq -r 'select(.event=="summary") | .replayed' "$W/rest.out")" "$left"
 wait_until 60 queue_empty orders || die "queue not drained"
 wait_until 10 dlq_has 0 || die "DLQ not empty: $(dlq_active)"
 check "every order applied once" "$(sql "SELECT count(*), count(DISTINCT id), sum(amount) FROM orders" | tr '|' ' ')" "$N $N -465"
