@@ -299,6 +299,9 @@ static void set_options(CURL *c, const fx_request_t *req, exchange_t *x, struct 
 static void classify_failure(fx_response_t *resp, CURLcode cc, const char *errbuf)
 {
     const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
+    /* libcurl's text for it ("seek callback returned error 1") names our refusal, not the event. */
+    if (cc == CURLE_SEND_FAIL_REWIND)
+        why = "the connection closed after the request was sent; not sent again";
     ib_err_t code = cc == CURLE_OPERATION_TIMEDOUT ? IB_E_TIMEOUT
                     : cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CONNECT_ERROR ||
                             cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_CERTPROBLEM

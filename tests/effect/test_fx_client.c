@@ -232,11 +232,15 @@ static void test_reset_on_reused_connection_is_not_resent(void)
     ASSERT_EQ(call("POST", url, "{\"orderId\":7}", "rst-small", 5000, NULL, &rs), 0);
     ASSERT_EQ(rs.cls, FX_AMBIGUOUS);
     ASSERT_TRUE(rs.sent);
+    /* Said as what happened, not as libcurl's refused rewind. */
+    ASSERT_CONTAINS(rs.err.text, "the connection closed after the request was sent");
+    ASSERT_NOT_CONTAINS(rs.err.text, "seek callback");
     fx_response_free(&rs);
     ASSERT_EQ(call("POST", url, "{}", "warm-2", 5000, NULL, &rs), 201);
     fx_response_free(&rs);
     ASSERT_EQ(call("PUT", url, big, "rst-big", 5000, NULL, &rs), 0);
     ASSERT_EQ(rs.cls, FX_AMBIGUOUS);
+    ASSERT_NOT_CONTAINS(rs.err.text, "seek callback");
     fx_response_free(&rs);
     free(big);
     json_t *led = ledger();
