@@ -484,6 +484,37 @@ bool wk_pipeline_alone(const wk_pipeline_t *p, const sb_msg_t *msg)
 }
 
 /*
+ * A transient failure that outlasted the retry budget (RetryBudgetExhausted,
+ * MaxAgeExceeded) is a final failure too: on a route with emit_on_failure
+ * its 'failed' row (error_class transient) and the rejection commit before
+ * the dead letter; when they cannot (the database is what fails), the
+ * message is abandoned and comes back rather than being dead-lettered
+ * without them.
+ */
+static void budget_rejection(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
+{
+    wk_decision_t *d = it->d;
+    wk_dl_reason_t reason = WK_DL_RETRY_BUDGET;
+    wk_binding_t rb;
+    ib_error_t rerr;
+    size_t n;
+    if (d->outcome != WK_OUT_DEAD_LETTERED || !wk_route_rejects(it->route))
+        return;
+    if (strcmp(d->reason, wk_dl_reason_name(WK_DL_MAX_AGE)) == 0)
+        reason = WK_DL_MAX_AGE;
+    const db_stmt_t *ev = rejection(it->route, it->msg, reason, d->description, &rb, &n);
+    db_outcome_t o = db_inbox_record_failure_with(dbc, &it->claim, wk_dl_reason_class(reason),
+                                                  d->description, ev, n, &rerr);
+    wk_binding_free(&rb);
+    if (o == DB_APPLIED && n)
+        wk_relay_wake(p->relay);
+    if (o == DB_FAILED) {
+        d->err = rerr;
+        wk_decide(d, WK_OUT_ABANDONED);
+    }
+}
+
+/*
  * One inbox transaction for the n messages in todo (a batch, or one
  * message alone); leaves in todo those to try again and returns how many.
  */
@@ -562,6 +593,8 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
             if (setup ? setup_retry(p, todo[i], wait) : may_retry(p, todo[i], wait)) {
                 todo[kept++] = todo[i];
                 paced |= setup && wk_breaker_is_open(p->breaker);
+            } else {
+                budget_rejection(p, dbc, todo[i]);
             }
         }
         if (kept && !paced)
