@@ -406,18 +406,12 @@ static db_claim_outcome_t take(db_conn_t *dbc, const db_claim_t *c, effect_sql_t
     return won;
 }
 
-static db_claim_outcome_t insert_claim(db_conn_t *dbc, const db_claim_t *c, long lease_s,
-                                       db_claim_row_t *row, ib_error_t *err)
+/* The binds of DB_ESQL_CLAIM_INSERT for claim c with claim token token. */
+static void insert_binds(const db_claim_t *c, const char *token, long long *received,
+                         db_bind_t b[10])
 {
-    char sql[DB_SQL_MAX];
-    long long received = c->received_at_ms > 0 ? c->received_at_ms : ib_now_ms();
-    if (effect_sql(dbc->dialect, dbc->table, DB_ESQL_CLAIM_INSERT, lease_s, sql, sizeof sql) !=
-        IB_E_OK) {
-        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "claim statement too long");
-        return DB_CLAIM_FAILED;
-    }
-    new_token(row->token);
-    db_bind_t b[10] = {DB_B(DB_TEXT(c->consumer)),
+    *received = c->received_at_ms > 0 ? c->received_at_ms : ib_now_ms();
+    db_bind_t v[10] = {DB_B(DB_TEXT(c->consumer)),
                        DB_B(DB_TEXT(c->message_id)),
                        DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL()),
                        DB_B(DB_TEXT(c->body_sha256)),
@@ -425,17 +419,39 @@ static db_claim_outcome_t insert_claim(db_conn_t *dbc, const db_claim_t *c, long
                        DB_B(DB_INT(c->sequence_number)),
                        DB_B(DB_INT(c->delivery_count)),
                        DB_B_TS(c->enqueued_at_ms),
-                       DB_B_TS(received),
-                       DB_B(DB_TEXT(row->token))};
+                       DB_B_TS(*received),
+                       DB_B(DB_TEXT(token))};
+    memcpy(b, v, sizeof v);
+}
+
+/* The row of a fresh claim of c, ours with token. */
+static void fresh_row(db_claim_row_t *row, const db_claim_t *c)
+{
+    ib_strlcpy(row->message_id, c->message_id, sizeof row->message_id);
+    row->status = DB_ROW_CLAIMED;
+    row->attempts = 1;
+}
+
+static db_claim_outcome_t insert_claim(db_conn_t *dbc, const db_claim_t *c, long lease_s,
+                                       db_claim_row_t *row, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    long long received;
+    db_bind_t b[10];
+    if (effect_sql(dbc->dialect, dbc->table, DB_ESQL_CLAIM_INSERT, lease_s, sql, sizeof sql) !=
+        IB_E_OK) {
+        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "claim statement too long");
+        return DB_CLAIM_FAILED;
+    }
+    new_token(row->token);
+    insert_binds(c, row->token, &received, b);
     if (db_run(dbc, sql, b, 10, NULL, NULL, NULL, err) != IB_E_OK) {
         db_rollback_quiet(dbc);
         return DB_CLAIM_FAILED;
     }
     if (db_end(dbc, true, err) != IB_E_OK)
         return claim_failed(dbc, err, "claim commit");
-    ib_strlcpy(row->message_id, c->message_id, sizeof row->message_id);
-    row->status = DB_ROW_CLAIMED;
-    row->attempts = 1;
+    fresh_row(row, c);
     return DB_CLAIM_NEW;
 }
 
@@ -502,6 +518,96 @@ db_claim_outcome_t db_effect_claim(db_conn_t *dbc, const db_claim_t *c, long lea
     return existing(dbc, c, lease_s, row, err);
 }
 
+/* True when a and b compete for one inbox row (message id or key). */
+static bool same_key(const db_claim_t *a, const db_claim_t *b)
+{
+    if (strcmp(a->message_id, b->message_id) == 0)
+        return true;
+    return a->idempotency_key && b->idempotency_key &&
+           strcmp(a->idempotency_key, b->idempotency_key) == 0;
+}
+
+/* Whether item i may be claimed in the batch: a plain, fresh-looking claim. */
+static bool batchable(const db_effect_claim_item_t *items, size_t i)
+{
+    const db_claim_t *c = items[i].claim;
+    if (!c || !c->consumer || !c->message_id || !c->body_sha256 || items[i].lease_s <= 0 ||
+        c->replay)
+        return false;
+    for (size_t k = 0; k < i; k++)
+        if (items[k].claimed && strcmp(items[k].claim->consumer, c->consumer) == 0 &&
+            same_key(items[k].claim, c))
+            return false;
+    return true;
+}
+
+/* Inserts item's claim in the open transaction unless its key holds a row already. */
+static ib_err_t claim_one_in_txn(db_conn_t *dbc, db_effect_claim_item_t *it, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    const db_claim_t *c = it->claim;
+    found_t f = {.dbc = dbc};
+    long long received;
+    db_bind_t b[10];
+
+    if (conn_sql(dbc, DB_ESQL_LOOKUP, it->lease_s, sql, sizeof sql, err) != IB_E_OK)
+        return err->code;
+    db_bind_t lb[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
+                       DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
+    if (db_run_kept(dbc, sql, lb, 3, found_row, &f, NULL, err) != IB_E_OK)
+        return err->code;
+    if (f.any)
+        return IB_E_OK; /* decided alone by db_effect_claim (duplicate, takeover, ...) */
+    if (conn_sql(dbc, DB_ESQL_CLAIM_INSERT, it->lease_s, sql, sizeof sql, err) != IB_E_OK)
+        return err->code;
+    memset(&it->row, 0, sizeof it->row);
+    new_token(it->row.token);
+    insert_binds(c, it->row.token, &received, b);
+    if (db_run_kept(dbc, sql, b, 10, NULL, NULL, NULL, err) != IB_E_OK)
+        return err->code;
+    fresh_row(&it->row, c);
+    it->claimed = true;
+    return IB_E_OK;
+}
+
+size_t db_effect_claim_batch(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n,
+                             ib_error_t *err)
+{
+    size_t claimed = 0;
+    ib_error_clear(err);
+    for (size_t i = 0; i < n; i++)
+        items[i].claimed = false;
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK) {
+        err->cls = IB_CLASS_TRANSIENT;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!batchable(items, i))
+            continue;
+        if (claim_one_in_txn(dbc, &items[i], err) != IB_E_OK)
+            goto fail;
+        claimed += items[i].claimed;
+    }
+    if (claimed == 0) {
+        db_rollback_quiet(dbc);
+        return 0;
+    }
+    if (db_end(dbc, true, err) != IB_E_OK)
+        goto fail;
+    return claimed;
+fail:
+    /* A key inserted meanwhile by another worker, a deadlock, the connection:
+     * nothing of the batch is claimed, each message is claimed alone. */
+    claim_failed(dbc, err, "batch claim");
+    for (size_t i = 0; i < n; i++) {
+        items[i].claimed = false;
+        memset(&items[i].row, 0, sizeof items[i].row);
+    }
+    return 0;
+}
+
 /* Runs one statement on our claimed row; IB_E_LOCK_LOST when it is not ours. */
 static ib_err_t on_ours(db_conn_t *dbc, effect_sql_t which, long lease_s, const char *consumer,
                         const db_claim_row_t *row, ib_error_t *err)
@@ -566,19 +672,13 @@ static ib_err_t run_route(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
     return IB_E_OK;
 }
 
-db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
-                              const db_effect_result_t *res, const db_stmt_t *stmts, size_t nstmts,
-                              ib_error_t *err)
+/* Our row gets res and the route's stmts run, in the open transaction. */
+static ib_err_t finish_in_txn(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                              const db_effect_result_t *res, const db_stmt_t *stmts,
+                              size_t nstmts, ib_error_t *err)
 {
     char sql[DB_SQL_MAX], detail[DETAIL_MAX + 1] = "";
     long long n = 0;
-    ib_error_clear(err);
-    if (dbc->in_txn)
-        db_rollback_quiet(dbc);
-    if (db_conn_ensure(dbc, err) != IB_E_OK) {
-        err->cls = IB_CLASS_TRANSIENT;
-        return DB_FAILED;
-    }
     if (res->error_detail) {
         ib_strlcpy(detail, res->error_detail, sizeof detail);
         size_t end = strlen(detail);
@@ -588,7 +688,7 @@ db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_cla
                 detail[--end] = '\0';
     }
     if (conn_sql(dbc, DB_ESQL_FINISH, 1, sql, sizeof sql, err) != IB_E_OK)
-        return DB_FAILED;
+        return err->code;
     db_bind_t b[8] = {DB_B(DB_TEXT(db_row_status_name(res->status))),
                       DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id) : DB_NULL()),
                       DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL()),
@@ -597,26 +697,53 @@ db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_cla
                       DB_B(DB_TEXT(consumer)),
                       DB_B(DB_TEXT(row->message_id)),
                       DB_B(DB_TEXT(row->token))};
-    if (db_run(dbc, sql, b, 8, NULL, NULL, &n, err) != IB_E_OK)
-        goto fail;
-    if (n != 1) {
-        db_rollback_quiet(dbc);
-        ib_error_set(err, IB_E_LOCK_LOST, IB_CLASS_TRANSIENT,
-                     "inbox claim was taken over by another worker");
-        return DB_FAILED;
-    }
-    if (run_route(dbc, stmts, nstmts, err) != IB_E_OK)
-        goto fail;
-    if (db_end(dbc, true, err) != IB_E_OK)
-        goto fail;
-    return DB_APPLIED;
-fail:
+    if (db_run_kept(dbc, sql, b, 8, NULL, NULL, &n, err) != IB_E_OK)
+        return err->code;
+    if (n != 1)
+        return ib_error_set(err, IB_E_LOCK_LOST, IB_CLASS_TRANSIENT,
+                            "inbox claim was taken over by another worker");
+    return run_route(dbc, stmts, nstmts, err);
+}
+
+/* After a failed finishing transaction: rolled back, err classified. */
+static db_outcome_t finish_failed(db_conn_t *dbc, ib_error_t *err)
+{
     db_rollback_quiet(dbc);
+    if (err->code == IB_E_LOCK_LOST)
+        return DB_FAILED;
     if (err->cls == IB_CLASS_DUPLICATE)
         err->cls = IB_CLASS_PERMANENT;
     if (err->code == IB_E_DB_CONN)
         err->cls = IB_CLASS_TRANSIENT;
     return DB_FAILED;
+}
+
+db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                              const db_effect_result_t *res, const db_stmt_t *stmts, size_t nstmts,
+                              ib_error_t *err)
+{
+    db_effect_finish_item_t one = {row, res, stmts, nstmts};
+    return db_effect_finish_batch(dbc, consumer, &one, 1, err);
+}
+
+db_outcome_t db_effect_finish_batch(db_conn_t *dbc, const char *consumer,
+                                    const db_effect_finish_item_t *items, size_t n,
+                                    ib_error_t *err)
+{
+    ib_error_clear(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_conn_ensure(dbc, err) != IB_E_OK) {
+        err->cls = IB_CLASS_TRANSIENT;
+        return DB_FAILED;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (finish_in_txn(dbc, consumer, items[i].row, items[i].res, items[i].stmts,
+                          items[i].nstmts, err) != IB_E_OK)
+            return finish_failed(dbc, err);
+    if (db_end(dbc, true, err) != IB_E_OK)
+        return finish_failed(dbc, err);
+    return DB_APPLIED;
 }
 
 /* ---- operators ------------------------------------------------------------- */

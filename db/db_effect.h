@@ -69,6 +69,28 @@ ib_err_t db_effect_migrate(db_conn_t *dbc, bool create, ib_error_t *err);
 db_claim_outcome_t db_effect_claim(db_conn_t *dbc, const db_claim_t *claim, long lease_s,
                                    db_claim_row_t *row, ib_error_t *err);
 
+/* One message of a batch claim (db_effect_claim_batch). */
+typedef struct db_effect_claim_item {
+    const db_claim_t *claim;
+    long lease_s;
+    bool claimed;       /* out: inserted claimed by this batch (DB_CLAIM_NEW), row filled */
+    db_claim_row_t row; /* out, when claimed */
+} db_effect_claim_item_t;
+
+/*
+ * The claims of several messages in one committed transaction: each item
+ * whose message id and key hold no row yet gets a fresh row, claimed with
+ * its own token and lease, exactly as db_effect_claim would insert it
+ * (claimed = true: DB_CLAIM_NEW). An item whose row exists (a duplicate, a
+ * takeover, a retry, a conflict), a replay, an invalid claim or a second
+ * item of one key is left unclaimed for db_effect_claim, which decides it
+ * alone. On any failure (a key inserted meanwhile, a deadlock, the
+ * connection) the transaction is rolled back and no item is claimed, err
+ * filled. Returns how many items were claimed.
+ */
+size_t db_effect_claim_batch(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n,
+                             ib_error_t *err);
+
 /*
  * Extends our lease before another call. IB_E_LOCK_LOST (transient) when
  * the claim is no longer ours: do not call.
@@ -94,6 +116,24 @@ typedef struct db_effect_result {
 db_outcome_t db_effect_finish(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
                               const db_effect_result_t *res, const db_stmt_t *stmts, size_t nstmts,
                               ib_error_t *err);
+
+/* One row's finish in db_effect_finish_batch. */
+typedef struct db_effect_finish_item {
+    const db_claim_row_t *row;
+    const db_effect_result_t *res;
+    const db_stmt_t *stmts;
+    size_t nstmts;
+} db_effect_finish_item_t;
+
+/*
+ * db_effect_finish of several rows in one transaction: all are written or
+ * none (rolled back, err says why for the first that failed: IB_E_LOCK_LOST
+ * when a claim was taken over). On DB_FAILED the caller finishes each row
+ * alone (db_effect_finish), so a bad one never poisons its neighbours.
+ */
+db_outcome_t db_effect_finish_batch(db_conn_t *dbc, const char *consumer,
+                                    const db_effect_finish_item_t *items, size_t n,
+                                    ib_error_t *err);
 
 /*
  * Gives our claim up without an outcome. reached false: no call of this

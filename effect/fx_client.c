@@ -12,6 +12,7 @@
  * thread: a client is used by one worker thread at a time.
  */
 #include "fx_client.h"
+#include "fx_int.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -27,17 +28,6 @@ struct fx_client {
     CURL *curl;
 };
 
-/* The state of one exchange, shared by the callbacks. */
-typedef struct exchange {
-    const fx_request_t *req;
-    fx_response_t *resp;
-    size_t read_pos;  /* next body byte handed to libcurl */
-    char tail[4];     /* the last outgoing bytes, to find the header end */
-    bool header_done; /* "\r\n\r\n" has gone out */
-    size_t body_out;  /* bytes written after the header end */
-    size_t body_cap;
-    size_t headers_cap;
-} exchange_t;
 
 ib_err_t fx_global_init(ib_error_t *err)
 {
@@ -330,36 +320,53 @@ static void classify_answer(fx_response_t *resp)
         ib_error_set(&resp->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld", resp->status);
 }
 
-ib_err_t fx_client_call(fx_client_t *fx, const fx_request_t *req, fx_response_t *resp)
+bool fx_exchange_begin(CURL *c, const fx_request_t *req, fx_response_t *resp, exchange_t *x)
 {
     memset(resp, 0, sizeof(*resp));
+    memset(x, 0, sizeof(*x));
     resp->retry_after_ms = -1;
-    exchange_t x = {.req = req, .resp = resp};
-    char errbuf[CURL_ERROR_SIZE] = "";
+    x->req = req;
+    x->resp = resp;
     bool oom;
-    struct curl_slist *hdrs = build_headers(req, &oom);
+    x->hdrs = build_headers(req, &oom);
     /* An empty body buffer, so callers may always read resp->body. */
-    append_bounded(&resp->body, &resp->body_len, &x.body_cap, FX_BODY_MAX, "", 0, NULL);
+    append_bounded(&resp->body, &resp->body_len, &x->body_cap, FX_BODY_MAX, "", 0, NULL);
     if (oom || !resp->body) {
-        curl_slist_free_all(hdrs);
+        curl_slist_free_all(x->hdrs);
+        x->hdrs = NULL;
         resp->cls = FX_TRANSIENT;
-        return ib_error_set(&resp->err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        ib_error_set(&resp->err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        return false;
     }
     /* reset keeps the connection and DNS caches: that is the reuse. */
-    curl_easy_reset(fx->curl);
-    set_options(fx->curl, req, &x, hdrs, errbuf);
-    CURLcode cc = curl_easy_perform(fx->curl);
-    curl_easy_getinfo(fx->curl, CURLINFO_RESPONSE_CODE, &resp->status);
-    curl_easy_getinfo(fx->curl, CURLINFO_TOTAL_TIME, &resp->duration_s);
-    curl_easy_setopt(fx->curl, CURLOPT_HTTPHEADER, NULL);
-    curl_easy_setopt(fx->curl, CURLOPT_ERRORBUFFER, NULL);
-    curl_slist_free_all(hdrs);
+    curl_easy_reset(c);
+    set_options(c, req, x, x->hdrs, x->errbuf);
+    return true;
+}
+
+ib_err_t fx_exchange_end(CURL *c, CURLcode cc, exchange_t *x)
+{
+    fx_response_t *resp = x->resp;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
+    curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &resp->duration_s);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+    curl_slist_free_all(x->hdrs);
+    x->hdrs = NULL;
     /* A status line that arrived is the destination's decision, even when
      * the rest of the answer was cut off. */
     if (cc == CURLE_OK || resp->status > 0) {
         classify_answer(resp);
         return IB_E_OK;
     }
-    classify_failure(resp, cc, errbuf);
+    classify_failure(resp, cc, x->errbuf);
     return resp->err.code;
+}
+
+ib_err_t fx_client_call(fx_client_t *fx, const fx_request_t *req, fx_response_t *resp)
+{
+    exchange_t x;
+    if (!fx_exchange_begin(fx->curl, req, resp, &x))
+        return resp->err.code;
+    return fx_exchange_end(fx->curl, curl_easy_perform(fx->curl), &x);
 }

@@ -349,22 +349,24 @@ static bool session_taken(job_t *const *batch, size_t n, const job_t *j)
 /*
  * Moves up to max queued jobs into batch, in queue order, at most one per
  * session (a job whose session is already in the batch stays queued for
- * the next one); a job that must go alone (an HTTP route) is taken only
- * as a batch of its own. Returns how many. mu held.
+ * the next one). A batch holds either jobs of HTTP routes only or none:
+ * the first job taken decides (their claims, calls and finishes are shared
+ * in wk_effect.c, the others' inbox transaction in db_batch.c). Returns
+ * how many. mu held.
  */
 static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
 {
     size_t n = 0;
-    bool alone = false;
+    bool http = false;
     job_t *prev = NULL, *j = dm->qhead;
 
-    while (j && n < max && !alone) {
+    while (j && n < max) {
         job_t *next = j->qnext;
-        bool solo = max > 1 && wk_pipeline_alone(&dm->pipe, j->msg);
-        if (session_taken(batch, n, j) || (solo && n > 0)) {
+        bool is_http = max > 1 && wk_pipeline_http(&dm->pipe, j->msg);
+        if (session_taken(batch, n, j) || (n > 0 && is_http != http)) {
             prev = j;
         } else {
-            alone = solo;
+            http = is_http;
             if (prev)
                 prev->qnext = next;
             else

@@ -24,6 +24,7 @@ typedef struct dest {
     double tokens;           /* rate_per_s bucket */
     long long refilled_ms;
     long in_flight;
+    long ok_streak; /* answers in a row that were not transient (the batch window) */
 } dest_t;
 
 struct wk_dests {
@@ -143,6 +144,8 @@ bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim,
         *wait_ms = d->probing ? d->interval_ms : d->next_probe_ms - now_ms;
     } else if (lim->max_concurrent > 0 && d->in_flight >= lim->max_concurrent) {
         *wait_ms = 50;
+    } else if (lim->ramp && d->in_flight >= WK_DEST_THRESHOLD + d->ok_streak) {
+        *wait_ms = 50;
     } else if ((d->rate = lim->rate_per_s, token(d, lim->rate_per_s, now_ms, true, wait_ms))) {
         ok = true;
         d->in_flight++;
@@ -151,6 +154,21 @@ bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim,
     }
     pthread_mutex_unlock(&ds->mu);
     return ok;
+}
+
+void wk_dest_cancel(wk_dests_t *ds, const char *key)
+{
+    pthread_mutex_lock(&ds->mu);
+    dest_t *d = find(ds, key, false);
+    if (d) {
+        if (d->in_flight > 0)
+            d->in_flight--;
+        d->probing = false;
+        if (d->rate > 0 && d->tokens >= 0)
+            d->tokens = d->tokens + 1 > (d->rate > 1 ? d->rate : 1) ? (d->rate > 1 ? d->rate : 1)
+                                                                   : d->tokens + 1;
+    }
+    pthread_mutex_unlock(&ds->mu);
 }
 
 bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long long retry_after_ms,
@@ -168,9 +186,12 @@ bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long lo
     if (retry_after_ms >= 0 && now_ms + retry_after_ms > d->not_before_ms)
         d->not_before_ms = now_ms + retry_after_ms;
     if (res == WK_DEST_OK) {
+        if (d->ok_streak < WK_DEST_WINDOW_MAX)
+            d->ok_streak++;
         d->failures = 0;
         d->open = d->probing = false;
     } else if (res == WK_DEST_TRANSIENT) {
+        d->ok_streak = 0;
         d->failures++;
         if (d->open) {
             d->interval_ms *= 2; /* the probe failed */

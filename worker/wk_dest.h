@@ -10,6 +10,11 @@
  *   not before  a Retry-After holds every call to it until then.
  *   rate     http.rate_per_s: a token bucket (burst of one second's worth).
  *   slots    http.max_concurrent: calls under way at once.
+ *   window   for calls made at once (a batch, wk_dest_limits_t.ramp): at most
+ *            WK_DEST_THRESHOLD plus the answers in a row that were not
+ *            transient under way at once, so a batch never sends more calls
+ *            to a destination that just failed than the circuit allows
+ *            (a destination that answers earns its concurrency back).
  *
  * A message refused a call is not retried in the worker: the caller hands
  * it back to the daemon, which holds it under its renewed lock and offers
@@ -30,6 +35,7 @@
 #define WK_DEST_THRESHOLD 3
 #define WK_DEST_PROBE_MIN_MS 500
 #define WK_DEST_PROBE_MAX_MS 30000
+#define WK_DEST_WINDOW_MAX 4096
 
 typedef struct wk_dests wk_dests_t;
 
@@ -43,6 +49,7 @@ typedef enum {
 typedef struct wk_dest_limits {
     double rate_per_s;   /* 0 = unlimited */
     long max_concurrent; /* 0 = unlimited */
+    bool ramp;           /* calls made at once: the window applies */
 } wk_dest_limits_t;
 
 /* NULL on out of memory. thread: main. */
@@ -70,6 +77,13 @@ bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim,
  */
 bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long long retry_after_ms,
                   long long now_ms);
+
+/*
+ * Undoes an admission whose call will not be made (its message turned out
+ * to be decided another way): the slot, the probe and the token are given
+ * back, the circuit unchanged. thread: a db worker.
+ */
+void wk_dest_cancel(wk_dests_t *ds, const char *key);
 
 /*
  * Whether a held message for key is worth offering now: the Retry-After

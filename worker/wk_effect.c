@@ -11,6 +11,15 @@
  * the answer the row stores, never a second call unless the destination is
  * idempotent (replay_failed).
  *
+ * A batch (wk_effect_process_batch) runs the same steps for several
+ * messages: each call admitted by its destination first (one it will not
+ * take now is held before any claim), their fresh claims in one transaction, their calls at once
+ * (fx_multi), the answers through the same outcome() as a call made alone,
+ * their finishes in one transaction (one by one when it fails). Its calls
+ * follow the claim at once, under the lease the claim just set, so no
+ * renewal precedes them; a message whose row already exists, and every
+ * retry, goes through the path of one message after the batch.
+ *
  * thread: a db worker. Each worker thread has its own HTTP client (kept in
  * thread-specific data, freed when the thread ends) so connections are
  * reused per worker.
@@ -25,6 +34,7 @@
 
 #include "db_effect.h"
 #include "fx_client.h"
+#include "fx_multi.h"
 #include "ib_log.h"
 #include "wk_decide.h"
 #include "wk_relay.h"
@@ -32,7 +42,7 @@
 #define SNIPPET_MAX 200
 
 static pthread_once_t client_once = PTHREAD_ONCE_INIT;
-static pthread_key_t client_key;
+static pthread_key_t client_key, multi_key;
 static bool client_ready;
 
 static void free_client(void *fx)
@@ -40,11 +50,31 @@ static void free_client(void *fx)
     fx_client_free(fx);
 }
 
+static void free_multi(void *fm)
+{
+    fx_multi_free(fm);
+}
+
 static void init_clients(void)
 {
     ib_error_t err;
-    client_ready =
-        fx_global_init(&err) == IB_E_OK && pthread_key_create(&client_key, free_client) == 0;
+    client_ready = fx_global_init(&err) == IB_E_OK &&
+                   pthread_key_create(&client_key, free_client) == 0 &&
+                   pthread_key_create(&multi_key, free_multi) == 0;
+}
+
+/* This thread's client of concurrent calls (a batch); NULL when it cannot start. */
+static fx_multi_t *thread_multi(void)
+{
+    pthread_once(&client_once, init_clients);
+    if (!client_ready)
+        return NULL;
+    fx_multi_t *fm = pthread_getspecific(multi_key);
+    if (!fm && (fm = fx_multi_new()) != NULL && pthread_setspecific(multi_key, fm) != 0) {
+        fx_multi_free(fm);
+        fm = NULL;
+    }
+    return fm;
 }
 
 /* This thread's client; NULL when libcurl could not start. */
@@ -61,6 +91,9 @@ static fx_client_t *thread_client(void)
     return fx;
 }
 
+/* A finish prepared for the row: what runs after its transaction. */
+typedef enum { FIN_NONE = 0, FIN_APPLIED, FIN_REJECTED, FIN_UNCERTAIN } fin_kind_t;
+
 /* The state of one message's run through the route. */
 typedef struct run {
     wk_pipeline_t *p;
@@ -76,6 +109,21 @@ typedef struct run {
     bool reached; /* a call of this claim (or an earlier owner's) may have acted */
     bool replayed; /* an operator's replay took a failed row over: its rejection was published */
     ib_rand_t seed; /* the backoff's state, seeded on first use */
+    /* In a batch (wk_effect_process_batch): the finish waits for the batch's
+     * transaction, a retry for the end of the batch. */
+    bool defer;
+    bool batched;            /* its call is made with the batch's (wk_dest's window) */
+    fin_kind_t fin;          /* the finish prepared, FIN_NONE when none */
+    db_effect_result_t res;  /* its outcome for the row */
+    wk_binding_t fb;         /* FIN_APPLIED: the route's finishing statements;
+                                FIN_REJECTED: the route's rejection events */
+    const db_stmt_t *fin_stmts; /* the statements of the finish, in fb */
+    size_t fin_nstmts;
+    char detail[512];        /* res.error_detail's storage */
+    char snip[SNIPPET_MAX + 1];
+    bool again;              /* a retry after the batch (retry_after_ms: again_ms) */
+    long long again_ms;
+    wk_trace_call_t tc;      /* the batch call's span */
 } run_t;
 
 static void set_abandon(wk_decision_t *d)
@@ -130,7 +178,7 @@ static void hold(run_t *r, long long wait)
 static bool admitted(run_t *r)
 {
     long long wait;
-    wk_dest_limits_t lim = {wk_http_rate_per_s(r->h), wk_http_max_concurrent(r->h)};
+    wk_dest_limits_t lim = {wk_http_rate_per_s(r->h), wk_http_max_concurrent(r->h), r->batched};
     if (!r->p->dests || !r->call.dest[0] ||
         wk_dest_admit(r->p->dests, r->call.dest, &lim, ib_mono_ms(), &wait))
         return true;
@@ -185,21 +233,41 @@ static void finish_failed(run_t *r)
     wk_decide_dead_letter(r->d, WK_DL_HANDLER_ERROR, "%s", r->d->err.text);
 }
 
+static void fin_run(run_t *r);
+
+/* Prepares the row's finish (fin, res) and runs it now unless the batch defers it. */
+static void fin_prepare(run_t *r, fin_kind_t kind, db_row_status_t status, const char *remote_id,
+                        long remote_status, const char *error_class, const char *detail)
+{
+    r->fin = kind;
+    if (detail && detail != r->detail)
+        ib_strlcpy(r->detail, detail, sizeof r->detail);
+    r->res = (db_effect_result_t){status, remote_id, remote_status, error_class,
+                                  detail ? r->detail : NULL};
+    if (!r->defer)
+        fin_run(r);
+}
+
 static void record_uncertain(run_t *r, const char *why)
 {
-    db_effect_result_t res = {DB_ROW_UNCERTAIN, NULL, r->d->http_status,
-                              ib_class_name(IB_CLASS_AMBIGUOUS), why};
-    if (finish(r, &res, NULL, 0) != DB_APPLIED) {
+    fin_prepare(r, FIN_UNCERTAIN, DB_ROW_UNCERTAIN, NULL, r->d->http_status,
+                ib_class_name(IB_CLASS_AMBIGUOUS), why);
+}
+
+/* After the uncertain row was written (or not). */
+static void uncertain_after(run_t *r, db_outcome_t o)
+{
+    if (o != DB_APPLIED) {
         finish_failed(r);
         return;
     }
     if (r->p->metrics)
         wk_metrics_uncertain(r->p->metrics);
-    ib_error_set(&r->d->err, IB_E_TIMEOUT, IB_CLASS_AMBIGUOUS, "%s", why);
+    ib_error_set(&r->d->err, IB_E_TIMEOUT, IB_CLASS_AMBIGUOUS, "%s", r->detail);
     wk_decide_dead_letter(r->d, WK_DL_UNCERTAIN,
                           "%s; recorded uncertain: resolve with inboxctl inbox resolve "
                           "--message-id %s",
-                          why, r->row.message_id);
+                          r->detail, r->row.message_id);
 }
 
 /* The effect happened but its finishing SQL cannot be bound: record that much. */
@@ -219,13 +287,20 @@ static void unbound(run_t *r, const fx_response_t *resp, const ib_error_t *e)
                           resp->status, r->d->remote_id, e->text);
 }
 
-/* The row becomes processed with the remote id, the route's bound SQL runs (fb is freed). */
+/* The row becomes processed with the remote id, the route's bound SQL runs (fb is taken). */
 static void finish_applied(run_t *r, const fx_response_t *resp, wk_binding_t *fb)
 {
-    db_effect_result_t res = {DB_ROW_PROCESSED, r->d->remote_id, resp->status, NULL, NULL};
-    db_outcome_t o = finish(r, &res, fb->stmts, fb->nstmts);
-    bool emitted = fb->nemits > 0;
-    wk_binding_free(fb);
+    r->fb = *fb;
+    r->fin_stmts = r->fb.stmts;
+    r->fin_nstmts = r->fb.nstmts;
+    fin_prepare(r, FIN_APPLIED, DB_ROW_PROCESSED, r->d->remote_id, resp->status, NULL, NULL);
+}
+
+/* After the processed row and the route's SQL were written (or not); fb is freed. */
+static void applied_after(run_t *r, db_outcome_t o)
+{
+    bool emitted = r->fb.nemits > 0;
+    wk_binding_free(&r->fb);
     if (o == DB_APPLIED) {
         if (emitted)
             wk_relay_wake(r->p->relay); /* committed emits: publish now, not at the next poll */
@@ -236,7 +311,7 @@ static void finish_applied(run_t *r, const fx_response_t *resp, wk_binding_t *fb
     if (r->d->err.cls == IB_CLASS_PERMANENT && r->d->err.code != IB_E_LOCK_LOST) {
         /* The route's own SQL failed: say so on the row, with the remote id. */
         ib_error_t sqlerr = r->d->err;
-        db_effect_result_t bad = {DB_ROW_FAILED, r->d->remote_id, resp->status,
+        db_effect_result_t bad = {DB_ROW_FAILED, r->d->remote_id, r->res.remote_status,
                                   ib_class_name(IB_CLASS_PERMANENT), sqlerr.text};
         if (finish(r, &bad, NULL, 0) == DB_APPLIED)
             r->d->err = sqlerr;
@@ -366,27 +441,56 @@ static const db_stmt_t *rejection_events(run_t *r, const wk_failure_t *f, wk_bin
 /* Any other 4xx (and 3xx): the destination refused; recorded failed (with its rejection events). */
 static void rejected(run_t *r, const fx_response_t *resp)
 {
-    char snip[SNIPPET_MAX + 1], detail[512];
-    snippet(r, resp, snip, sizeof snip);
-    snprintf(detail, sizeof detail, "HTTP %ld: %s", resp->status, snip);
-    db_effect_result_t res = {DB_ROW_FAILED, NULL, resp->status,
-                              ib_class_name(IB_CLASS_PERMANENT), detail};
+    snippet(r, resp, r->snip, sizeof r->snip);
+    snprintf(r->detail, sizeof r->detail, "HTTP %ld: %s", resp->status, r->snip);
     wk_failure_t f = {wk_dl_reason_name(WK_DL_HTTP_REJECTED), ib_class_name(IB_CLASS_PERMANENT),
-                      detail};
-    wk_binding_t rb;
-    size_t n = 0;
-    const db_stmt_t *ev = rejection_events(r, &f, &rb, &n);
-    db_outcome_t o = finish(r, &res, ev, n);
-    wk_binding_free(&rb);
+                      r->detail};
+    r->fin_stmts = rejection_events(r, &f, &r->fb, &r->fin_nstmts);
+    fin_prepare(r, FIN_REJECTED, DB_ROW_FAILED, NULL, resp->status,
+                ib_class_name(IB_CLASS_PERMANENT), r->detail);
+}
+
+/* After the refused row and its rejection events were written (or not); fb is freed. */
+static void rejected_after(run_t *r, db_outcome_t o)
+{
+    size_t events = r->fin_nstmts;
+    wk_binding_free(&r->fb);
     if (o != DB_APPLIED) {
         finish_failed(r);
         return;
     }
-    if (n)
+    if (events)
         wk_relay_wake(r->p->relay); /* the committed rejection: publish now */
-    ib_error_set(&r->d->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld", resp->status);
-    wk_decide_dead_letter(r->d, WK_DL_HTTP_REJECTED, "HTTP %ld from %s %s: %s", resp->status,
-                          wk_http_method(r->h), r->call.url_redacted, snip);
+    long status = r->res.remote_status;
+    ib_error_set(&r->d->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld", status);
+    wk_decide_dead_letter(r->d, WK_DL_HTTP_REJECTED, "HTTP %ld from %s %s: %s", status,
+                          wk_http_method(r->h), r->call.url_redacted, r->snip);
+}
+
+/* What follows the row's finishing transaction, by the finish prepared. */
+static void fin_after(run_t *r, db_outcome_t o)
+{
+    fin_kind_t kind = r->fin;
+    r->fin = FIN_NONE;
+    switch (kind) {
+    case FIN_APPLIED:
+        applied_after(r, o);
+        break;
+    case FIN_REJECTED:
+        rejected_after(r, o);
+        break;
+    case FIN_UNCERTAIN:
+        uncertain_after(r, o);
+        break;
+    case FIN_NONE:
+        break;
+    }
+}
+
+/* The prepared finish in a transaction of its own (retrying the database), then what follows. */
+static void fin_run(run_t *r)
+{
+    fin_after(r, finish(r, &r->res, r->fin_stmts, r->fin_nstmts));
 }
 
 static void count_call(run_t *r, const fx_response_t *resp)
@@ -431,18 +535,85 @@ static reconcile_t reconcile(run_t *r, fx_client_t *fx)
     return rc;
 }
 
+/*
+ * A retry of the call after a backoff (at least retry_after_ms); returns
+ * true when the message is decided (given up). In a batch the wait and the
+ * retry come after the batch's finish (again).
+ */
+static bool retry_later(run_t *r, long long retry_after_ms)
+{
+    if (r->defer) {
+        r->again = true;
+        r->again_ms = retry_after_ms;
+        return true;
+    }
+    bool decided =
+        !wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, retry_after_ms);
+    if (decided)
+        give_up(r);
+    return decided;
+}
+
+/*
+ * What the call's answer means for the message (the one place: a call made
+ * alone and a call made in a batch); returns true when it is decided.
+ */
+static bool outcome(run_t *r, const fx_response_t *resp)
+{
+    switch (resp->cls) {
+    case FX_APPLIED:
+        applied(r, resp);
+        return true;
+    case FX_PERMANENT:
+        if (wk_http_applied_status(r->h, resp->status))
+            applied(r, resp); /* http.applied_statuses: "already done" */
+        else
+            rejected(r, resp);
+        return true;
+    case FX_TRANSIENT:
+        r->d->err = resp->err;
+        if (resp->err.code == IB_E_TLS)
+            IB_LOG(IB_LOG_ERROR, "http_tls", IB_MSG(resp->err.text),
+                   IB_S("message_id", r->msg->message_id), IB_S("url", r->call.url_redacted));
+        if (r->p->dests && r->call.dest[0]) {
+            /* Held, not retried here nor abandoned: the destination paces it. */
+            long long wait = ib_backoff_ms(r->p->cfg->retry.base_ms, r->p->cfg->retry.max_ms,
+                                           r->d->attempts, &r->seed);
+            hold(r, resp->retry_after_ms > wait ? resp->retry_after_ms : wait);
+            return true;
+        }
+        return retry_later(r, resp->retry_after_ms);
+    case FX_AMBIGUOUS:
+        r->d->err = resp->err;
+        r->reached = true;
+        if (!wk_http_idempotent(r->h) && !wk_http_has_reconcile(r->h)) {
+            record_uncertain(r, resp->err.text);
+            return true;
+        }
+        /* Same key again (idempotent), or reconcile first: both after a backoff. */
+        return retry_later(r, 0);
+    }
+    return true;
+}
+
+/* The request of the run's call. */
+static fx_request_t request(const run_t *r)
+{
+    return (fx_request_t){.method = wk_http_method(r->h),
+                          .url = r->call.url,
+                          .body = r->call.body,
+                          .body_len = r->call.body_len,
+                          .headers = r->call.headers,
+                          .nheaders = r->call.nheaders,
+                          .timeout_ms = wk_http_timeout_ms(r->h),
+                          .ca_file = wk_http_ca_file(r->h)};
+}
+
 /* The call itself; returns true when the message is decided. */
 static bool call_once(run_t *r, fx_client_t *fx)
 {
     fx_response_t resp;
-    fx_request_t rq = {.method = wk_http_method(r->h),
-                       .url = r->call.url,
-                       .body = r->call.body,
-                       .body_len = r->call.body_len,
-                       .headers = r->call.headers,
-                       .nheaders = r->call.nheaders,
-                       .timeout_ms = wk_http_timeout_ms(r->h),
-                       .ca_file = wk_http_ca_file(r->h)};
+    fx_request_t rq = request(r);
     if (!admitted(r))
         return true;
     wk_trace_call_t tc;
@@ -451,47 +622,7 @@ static bool call_once(run_t *r, fx_client_t *fx)
     wk_trace_call_end(&tc, &resp);
     dest_done(r, &resp);
     count_call(r, &resp);
-    bool decided = true;
-    switch (resp.cls) {
-    case FX_APPLIED:
-        applied(r, &resp);
-        break;
-    case FX_PERMANENT:
-        if (wk_http_applied_status(r->h, resp.status))
-            applied(r, &resp); /* http.applied_statuses: "already done" */
-        else
-            rejected(r, &resp);
-        break;
-    case FX_TRANSIENT:
-        r->d->err = resp.err;
-        if (resp.err.code == IB_E_TLS)
-            IB_LOG(IB_LOG_ERROR, "http_tls", IB_MSG(resp.err.text),
-                   IB_S("message_id", r->msg->message_id), IB_S("url", r->call.url_redacted));
-        if (r->p->dests && r->call.dest[0]) {
-            /* Held, not retried here nor abandoned: the destination paces it. */
-            long long wait = ib_backoff_ms(r->p->cfg->retry.base_ms, r->p->cfg->retry.max_ms,
-                                           r->d->attempts, &r->seed);
-            hold(r, resp.retry_after_ms > wait ? resp.retry_after_ms : wait);
-            break;
-        }
-        decided = !wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d,
-                                          resp.retry_after_ms);
-        if (decided)
-            give_up(r);
-        break;
-    case FX_AMBIGUOUS:
-        r->d->err = resp.err;
-        r->reached = true;
-        if (!wk_http_idempotent(r->h) && !wk_http_has_reconcile(r->h)) {
-            record_uncertain(r, resp.err.text);
-            break;
-        }
-        /* Same key again (idempotent), or reconcile first: both after a backoff. */
-        decided = !wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, 0);
-        if (decided)
-            give_up(r);
-        break;
-    }
+    bool decided = outcome(r, &resp);
     fx_response_free(&resp);
     return decided;
 }
@@ -595,6 +726,24 @@ static void already_done(run_t *r)
     wk_decide(d, WK_OUT_DUPLICATE);
 }
 
+/* Binds the call (URL, headers, body); false when the message is decided. */
+static bool bind_call(run_t *r)
+{
+    const db_claim_t *c = r->claim;
+    if (wk_route_bind_http(r->route, r->msg, c->idempotency_key ? c->idempotency_key
+                                                                : r->msg->message_id,
+                           &r->call, &r->d->err) == IB_E_OK)
+        return true;
+    /* Nothing was called: give the row up and dead-letter the message. */
+    ib_error_t e;
+    db_effect_release(r->dbc, r->p->cfg->consumer, &r->row, r->reached, &e);
+    if (r->d->err.cls == IB_CLASS_TRANSIENT)
+        set_abandon(r->d);
+    else
+        wk_decide_dead_letter(r->d, wk_route_bind_reason(r->d->err.code), "%s", r->d->err.text);
+    return false;
+}
+
 void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                        const wk_route_t *route, const db_claim_t *dbclaim,
                        const atomic_bool *lock_lost, wk_decision_t *d)
@@ -654,20 +803,203 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
     default:
         break;
     }
-    if (wk_route_bind_http(route, msg,
-                           dbclaim->idempotency_key ? dbclaim->idempotency_key : msg->message_id,
-                           &r.call, &d->err) != IB_E_OK) {
-        /* Nothing was called: give the row up and dead-letter the message. */
-        ib_error_t e;
-        db_effect_release(dbc, p->cfg->consumer, &r.row, r.reached, &e);
-        if (d->err.cls == IB_CLASS_TRANSIENT)
-            set_abandon(d);
-        else
-            wk_decide_dead_letter(d, wk_route_bind_reason(d->err.code), "%s", d->err.text);
-        goto out;
-    }
-    call_loop(&r, fx);
+    if (bind_call(&r))
+        call_loop(&r, fx);
 out:
     wk_http_call_free(&r.call);
     d->duration_ms += ib_mono_ms() - t0;
+}
+
+/* ---- a batch of messages on HTTP routes ------------------------------------ */
+
+/* Where a message of a batch stands. */
+typedef enum {
+    B_ALONE = 0, /* decided by wk_effect_process after the batch */
+    B_HELD,      /* its destination would not take a call: held, no claim made */
+    B_CALL,      /* claimed by the batch: called with it */
+} bstate_t;
+
+/* The batch's state (thread: its db worker). */
+typedef struct batch {
+    wk_pipeline_t *p;
+    db_conn_t *dbc;
+    run_t *runs;
+    bstate_t *st;
+    db_effect_claim_item_t *claims;
+    fx_request_t *reqs;
+    fx_response_t *resps;
+    size_t *called; /* the run of each request */
+    size_t n, ncalled;
+} batch_t;
+
+static void batch_free(batch_t *b)
+{
+    free(b->runs);
+    free(b->st);
+    free(b->claims);
+    free(b->reqs);
+    free(b->resps);
+    free(b->called);
+}
+
+static bool batch_alloc(batch_t *b, size_t n)
+{
+    b->n = n;
+    b->runs = calloc(n, sizeof(*b->runs));
+    b->st = calloc(n, sizeof(*b->st));
+    b->claims = calloc(n, sizeof(*b->claims));
+    b->reqs = calloc(n, sizeof(*b->reqs));
+    b->resps = calloc(n, sizeof(*b->resps));
+    b->called = calloc(n, sizeof(*b->called));
+    return b->runs && b->st && b->claims && b->reqs && b->resps && b->called;
+}
+
+/*
+ * Binds each message's call and asks its destination first: one it will
+ * not take now is held before any claim is made (no claim, no release); a
+ * message that cannot be bound, a replay or one whose lock is lost is left
+ * to the path of one message.
+ */
+static void admit_all(batch_t *b, const wk_effect_item_t *items)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        run_t *r = &b->runs[i];
+        *r = (run_t){.p = b->p,
+                     .dbc = b->dbc,
+                     .msg = items[i].msg,
+                     .route = items[i].route,
+                     .h = wk_route_http(items[i].route),
+                     .claim = items[i].claim,
+                     .lock_lost = items[i].lock_lost,
+                     .d = items[i].d,
+                     .batched = true};
+        const db_claim_t *c = r->claim;
+        ib_error_t e;
+        b->st[i] = B_ALONE;
+        if (c->replay || atomic_load(r->lock_lost))
+            continue;
+        if (wk_route_bind_http(r->route, r->msg,
+                               c->idempotency_key ? c->idempotency_key : r->msg->message_id,
+                               &r->call, &e) != IB_E_OK) {
+            wk_http_call_free(&r->call);
+            continue;
+        }
+        r->d->attempts++;
+        b->st[i] = admitted(r) ? B_CALL : B_HELD;
+        if (b->st[i] == B_CALL)
+            b->claims[i] = (db_effect_claim_item_t){.claim = c, .lease_s = wk_http_lease_s(r->h)};
+    }
+}
+
+/* The admitted messages' claims in one transaction; those claimed go into reqs. */
+static void claim_together(batch_t *b)
+{
+    ib_error_t e;
+    if (db_effect_claim_batch(b->dbc, b->claims, b->n, &e) == 0 && e.code != IB_E_OK)
+        IB_LOG(IB_LOG_INFO, "http_batch_claim_fallback",
+               IB_MSG("batch claim rolled back; its messages are claimed one by one"),
+               IB_I("messages", (long long)b->n), IB_S("sqlstate", e.sqlstate),
+               IB_S("error", e.text));
+    for (size_t i = 0; i < b->n; i++) {
+        run_t *r = &b->runs[i];
+        if (b->st[i] != B_CALL)
+            continue;
+        if (!b->claims[i].claimed) {
+            /* Its row exists (or the claim failed): decided alone, after the batch. */
+            if (r->p->dests && r->call.dest[0])
+                wk_dest_cancel(r->p->dests, r->call.dest);
+            wk_http_call_free(&r->call);
+            r->d->attempts--;
+            b->st[i] = B_ALONE;
+            continue;
+        }
+        r->row = b->claims[i].row;
+        fx_request_t *rq = &b->reqs[b->ncalled];
+        *rq = request(r);
+        wk_trace_call_begin(&r->tc, r->msg, rq->method, r->call.url_redacted, &rq->headers,
+                            rq->nheaders);
+        b->called[b->ncalled++] = i;
+    }
+}
+
+/* The finishing transactions of the batch's runs as one; one by one when it fails. */
+static void finish_together(batch_t *b)
+{
+    db_effect_finish_item_t *fi = calloc(b->ncalled ? b->ncalled : 1, sizeof(*fi));
+    size_t m = 0;
+    ib_error_t e;
+    for (size_t k = 0; fi && k < b->ncalled; k++) {
+        run_t *r = &b->runs[b->called[k]];
+        if (r->fin != FIN_NONE)
+            fi[m++] = (db_effect_finish_item_t){&r->row, &r->res, r->fin_stmts, r->fin_nstmts};
+    }
+    db_outcome_t o = m > 1 ? db_effect_finish_batch(b->dbc, b->p->cfg->consumer, fi, m, &e)
+                           : DB_FAILED;
+    if (m > 1 && o != DB_APPLIED) {
+        if (b->p->metrics)
+            wk_metrics_batch_fallback(b->p->metrics);
+        IB_LOG(IB_LOG_INFO, "http_batch_finish_fallback",
+               IB_MSG("batch finish rolled back; its rows are finished one by one"),
+               IB_I("messages", (long long)m), IB_S("sqlstate", e.sqlstate),
+               IB_S("error", e.text));
+    }
+    free(fi);
+    for (size_t k = 0; k < b->ncalled; k++) {
+        run_t *r = &b->runs[b->called[k]];
+        if (r->fin == FIN_NONE)
+            continue;
+        if (o == DB_APPLIED)
+            fin_after(r, DB_APPLIED);
+        else
+            fin_run(r);
+    }
+}
+
+void wk_effect_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_effect_item_t *items,
+                             size_t n)
+{
+    batch_t b = {.p = p, .dbc = dbc};
+    fx_client_t *fx = thread_client();
+    fx_multi_t *fm = thread_multi();
+    long long t0 = ib_mono_ms();
+
+    if (n < 2 || !fx || !fm || !batch_alloc(&b, n)) {
+        batch_free(&b);
+        for (size_t i = 0; i < n; i++)
+            wk_effect_process(p, dbc, items[i].msg, items[i].route, items[i].claim,
+                              items[i].lock_lost, items[i].d);
+        return;
+    }
+    admit_all(&b, items);
+    claim_together(&b);
+    fx_multi_call(fm, b.reqs, b.resps, b.ncalled);
+    for (size_t k = 0; k < b.ncalled; k++) {
+        run_t *r = &b.runs[b.called[k]];
+        wk_trace_call_end(&r->tc, &b.resps[k]);
+        dest_done(r, &b.resps[k]);
+        count_call(r, &b.resps[k]);
+        r->defer = true;
+        outcome(r, &b.resps[k]);
+        r->defer = false;
+    }
+    finish_together(&b);
+    for (size_t k = 0; k < b.ncalled; k++) {
+        run_t *r = &b.runs[b.called[k]];
+        if (r->again && !retry_later(r, r->again_ms))
+            call_loop(r, fx);
+        fx_response_free(&b.resps[k]);
+    }
+    long long took = ib_mono_ms() - t0;
+    for (size_t i = 0; i < n; i++) {
+        if (b.st[i] == B_ALONE) {
+            /* Decided alone, after the batch's rows are finished (a copy of a
+             * message of this batch finds its row done: a duplicate). */
+            wk_effect_process(p, dbc, items[i].msg, items[i].route, items[i].claim,
+                              items[i].lock_lost, items[i].d);
+            continue;
+        }
+        wk_http_call_free(&b.runs[i].call);
+        items[i].d->duration_ms += took;
+    }
+    batch_free(&b);
 }

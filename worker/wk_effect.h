@@ -2,8 +2,8 @@
  * wk_effect.h - HTTP routes: one message through claim, call and finish
  * (wk_effect.c). The pipeline hands a message here (wk_pipeline.c,
  * hand_off_http) when its route has an "http" section, after routing and
- * binding it; such a message is always processed alone (never in a
- * batch), because its claim and its finish are transactions of their own.
+ * binding it: alone (wk_effect_process), or with the other HTTP messages
+ * of its batch (wk_effect_process_batch).
  */
 #ifndef WK_EFFECT_H
 #define WK_EFFECT_H
@@ -25,5 +25,28 @@
 void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                        const wk_route_t *route, const db_claim_t *claim,
                        const atomic_bool *lock_lost, wk_decision_t *d);
+
+/* One message of a batch on HTTP routes. */
+typedef struct wk_effect_item {
+    const sb_msg_t *msg;
+    const wk_route_t *route;
+    const db_claim_t *claim;
+    const atomic_bool *lock_lost;
+    wk_decision_t *d;
+} wk_effect_item_t;
+
+/*
+ * Several messages on HTTP routes, each ending exactly as wk_effect_process
+ * would end it alone: each call bound and admitted by wk_dest first (one
+ * its destination will not take now is held before any claim), the fresh
+ * claims in one transaction (db_effect_claim_batch), their calls made at
+ * once (fx_multi_call), their finishing transactions committed as one
+ * (db_effect_finish_batch, one by one when it fails). A message whose row
+ * exists (a duplicate, a takeover, a retry, a replay) is decided alone
+ * after the batch, and a call to retry is retried after it.
+ * thread: a db worker (the owner of dbc).
+ */
+void wk_effect_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_effect_item_t *items,
+                             size_t n);
 
 #endif

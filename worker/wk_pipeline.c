@@ -208,12 +208,25 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
 }
 
 /*
- * The hand-off of an HTTP route's message: claim, call and finish run in
- * transactions of their own (wk_effect.c), never in a batch.
+ * The hand-off of the batch's messages on HTTP routes (the nh items in
+ * http): claim, call and finish run in transactions of their own
+ * (wk_effect.c), shared by the messages of the batch.
  */
-static void hand_off_http(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
+static void hand_off_http(wk_pipeline_t *p, db_conn_t *dbc, item_t **http, size_t nh)
 {
-    wk_effect_process(p, dbc, it->msg, it->route, &it->claim, it->lock_lost, it->d);
+    wk_effect_item_t one, *ei = nh == 1 ? &one : calloc(nh, sizeof(*ei));
+    if (!ei) {
+        for (size_t i = 0; i < nh; i++)
+            wk_effect_process(p, dbc, http[i]->msg, http[i]->route, &http[i]->claim,
+                              http[i]->lock_lost, http[i]->d);
+        return;
+    }
+    for (size_t i = 0; i < nh; i++)
+        ei[i] = (wk_effect_item_t){http[i]->msg, http[i]->route, &http[i]->claim,
+                                   http[i]->lock_lost, http[i]->d};
+    wk_effect_process_batch(p, dbc, ei, nh);
+    if (ei != &one)
+        free(ei);
 }
 
 /* The message is handed back untouched: released, no delivery counted. */
@@ -477,7 +490,7 @@ bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_
     return true;
 }
 
-bool wk_pipeline_alone(const wk_pipeline_t *p, const sb_msg_t *msg)
+bool wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg)
 {
     const wk_route_t *route = wk_routes_match(p->routes, msg);
     return route && wk_route_http(route);
@@ -560,7 +573,7 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
     item_t *todo_one, **todo = n == 1 ? &todo_one : calloc(n, sizeof(*todo));
     db_batch_item_t bi_one, *bi = n == 1 ? &bi_one : calloc(n, sizeof(*bi));
     ib_rand_t seed = 0; /* seeded on first use */
-    size_t k = 0;
+    size_t k = 0, nh = 0;
 
     if (!items || !todo || !bi) {
         /* Out of memory: every message comes back later. */
@@ -578,12 +591,20 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
             todo[k++] = &items[i];
             break;
         case PREP_HTTP:
-            hand_off_http(p, dbc, &items[i]);
+            /* Collected from the end of todo; the inbox ones fill it from the start. */
+            todo[n - ++nh] = &items[i];
             break;
         case PREP_DECIDED:
             break;
         }
     }
+    for (size_t i = 0; i < nh / 2; i++) { /* back to queue order */
+        item_t *t = todo[n - nh + i];
+        todo[n - nh + i] = todo[n - 1 - i];
+        todo[n - 1 - i] = t;
+    }
+    if (nh)
+        hand_off_http(p, dbc, todo + (n - nh), nh);
     for (int round = 1; k > 0; round++) {
         size_t again = apply_round(p, dbc, todo, k, bi), kept = 0;
         long long wait = ib_backoff_ms(p->cfg->retry.base_ms, p->cfg->retry.max_ms, round, &seed);

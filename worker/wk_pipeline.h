@@ -36,20 +36,22 @@ typedef struct wk_batch_msg {
 /*
  * Decides the fate of n messages together: what needs no database is
  * decided first, the rest run their inbox transactions as one batch
- * (db_inbox_apply_batch: each ends exactly as it would alone). Messages
- * that failed transiently are retried together after one backoff while
- * each one's lock holds; n == 1 is wk_pipeline_process. Sessions: the
- * caller never puts two messages of one session in a batch, nor a message
- * whose route is HTTP (wk_pipeline_alone) with others.
+ * (db_inbox_apply_batch: each ends exactly as it would alone), those on
+ * HTTP routes share their claims, calls and finishes
+ * (wk_effect_process_batch, same promise). Messages that failed
+ * transiently are retried together after one backoff while each one's
+ * lock holds; n == 1 is wk_pipeline_process. Sessions: the caller never
+ * puts two messages of one session in a batch, and keeps messages on HTTP
+ * routes (wk_pipeline_http) apart from the others.
  * thread: a db worker (the owner of dbc).
  */
 void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_msg_t *m, size_t n);
 
 /*
- * True when msg must be processed alone, never in a batch: its route calls
- * out over HTTP (claim, call, finish in transactions of their own).
+ * True when msg's route calls out over HTTP (claim, call and finish in
+ * transactions of their own, batched with other such messages only).
  * thread: any.
  */
-bool wk_pipeline_alone(const wk_pipeline_t *p, const sb_msg_t *msg);
+bool wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg);
 
 #endif

@@ -23,7 +23,7 @@ static void test_key(void)
     ASSERT_TRUE(!wk_dest_key("https://a\"b/x", k, sizeof k)); /* never in a metric label */
 }
 
-static const wk_dest_limits_t NONE = {0, 0};
+static const wk_dest_limits_t NONE = {0, 0, false};
 
 static void test_circuit_one_probe_backoff(void)
 {
@@ -78,7 +78,7 @@ static void test_retry_after_rate_slots(void)
     ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 5000, &w));
     wk_dest_done(ds, a, WK_DEST_OK, -1, 5000);
     /* 10/s: one call at once, then one every 100 ms; a second's worth at most after idling. */
-    wk_dest_limits_t rate = {10, 0};
+    wk_dest_limits_t rate = {10, 0, false};
     const char *r = "http://r:80";
     ASSERT_TRUE(wk_dest_admit(ds, r, &rate, 0, &w));
     ASSERT_TRUE(!wk_dest_admit(ds, r, &rate, 0, &w));
@@ -89,7 +89,7 @@ static void test_retry_after_rate_slots(void)
         n++;
     ASSERT_EQ(n, 10);
     /* Two slots: a third call waits for one to come back. */
-    wk_dest_limits_t slots = {0, 2};
+    wk_dest_limits_t slots = {0, 2, false};
     const char *s = "http://s:80";
     ASSERT_TRUE(wk_dest_admit(ds, s, &slots, 0, &w));
     ASSERT_TRUE(wk_dest_admit(ds, s, &slots, 0, &w));
@@ -99,10 +99,42 @@ static void test_retry_after_rate_slots(void)
     wk_dests_free(ds);
 }
 
+/* Calls made at once (a batch): WK_DEST_THRESHOLD at first, more as answers come back. */
+static void test_batch_window(void)
+{
+    wk_dests_t *ds = wk_dests_new();
+    wk_dest_limits_t ramp = {0, 0, true};
+    const char *d = "http://d:80";
+    long long w;
+    int n = 0;
+    while (n < 100 && wk_dest_admit(ds, d, &ramp, 0, &w))
+        n++;
+    ASSERT_EQ(n, WK_DEST_THRESHOLD);
+    ASSERT_TRUE(wk_dest_admit(ds, d, &NONE, 0, &w)); /* a call made alone is not windowed */
+    for (int i = 0; i < WK_DEST_THRESHOLD + 1; i++)
+        wk_dest_done(ds, d, WK_DEST_OK, -1, 1);
+    /* Four answers in a row: a window of THRESHOLD + 4, none under way. */
+    n = 0;
+    while (n < 100 && wk_dest_admit(ds, d, &ramp, 2, &w))
+        n++;
+    ASSERT_EQ(n, WK_DEST_THRESHOLD + 4);
+    /* A transient failure shrinks it back. */
+    wk_dest_done(ds, d, WK_DEST_TRANSIENT, -1, 3);
+    ASSERT_TRUE(!wk_dest_admit(ds, d, &ramp, 3, &w));
+    for (int i = 0; i < WK_DEST_THRESHOLD + 3; i++)
+        wk_dest_done(ds, d, WK_DEST_UNKNOWN, -1, 4);
+    n = 0;
+    while (n < 100 && wk_dest_admit(ds, d, &ramp, 5, &w))
+        n++;
+    ASSERT_EQ(n, WK_DEST_THRESHOLD);
+    wk_dests_free(ds);
+}
+
 int main(void)
 {
     RUN(test_key);
     RUN(test_circuit_one_probe_backoff);
     RUN(test_retry_after_rate_slots);
+    RUN(test_batch_window);
     return ib_test_done();
 }

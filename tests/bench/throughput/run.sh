@@ -30,6 +30,13 @@
 #               to tests/otel/receiver.mjs: CPU per 1,000 beside defaults
 #   slow        four messages whose SQL sleeps 3 s, four db workers, batches
 #               on, against one transaction per message: the time of each
+#   http        an HTTP route at inboxd's defaults to a local destination
+#               answering 201 at once (tests/fakehttp/fakehttp.js, idempotent:
+#               its ledger counts one effect per key), the finishing SQL the
+#               business insert; against the SDK peer of an HTTP route
+#               (peer/peer-http.mjs: claim -> POST with the key -> finish ->
+#               complete, maxConcurrentCalls CONCURRENCY), same messages,
+#               same database, same destination
 # Prints rates, the ratios, inboxd's CPU ms per 1,000 messages and its peak
 # RSS. A rate is timed from the first completed message to the last (inboxd:
 # the broker's stats file, rewritten every 50 ms; the peer: its own), as
@@ -45,7 +52,7 @@ CALLS=${CALLS:-$((C * 32))} # messages in flight in batch mode
 SESSIONS=${SESSIONS:-100}
 PER_SESSION=${PER_SESSION:-200}
 build=${BUILD:-$root/build}
-PHASES=${PHASES:-pm pgbench batch defaults traced peer sessions sqlite large latency slow}
+PHASES=${PHASES:-pm pgbench batch defaults traced peer sessions sqlite large latency slow http}
 LARGE_N=${LARGE_N:-200}
 LARGE_KIB=${LARGE_KIB:-1024}
 [ "${SKIP_PEER:-0}" = 1 ] && PHASES=${PHASES//peer/}
@@ -57,7 +64,7 @@ command -v pgbench >/dev/null || { echo "bench: pgbench missing (apt-get install
 command -v jq >/dev/null || { echo "bench: jq missing"; exit 2; }
 
 # The peer's npm packages: scripts/test installs only tests/*/, so install here.
-if want peer && { [ ! -f "$here/peer/node_modules/.package-lock.json" ] ||
+if { want peer || { want http && [ "${SKIP_PEER:-0}" != 1 ]; }; } && { [ ! -f "$here/peer/node_modules/.package-lock.json" ] ||
      [ "$here/peer/package-lock.json" -nt "$here/peer/node_modules/.package-lock.json" ]; }; then
   echo "bench: npm ci in tests/bench/throughput/peer" >&2
   (cd "$here/peer" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
@@ -88,7 +95,9 @@ cat >"$W/topo.json" <<'JSON'
            {"name":"large","lock_duration_s":60,"max_delivery_count":10},
            {"name":"lat","lock_duration_s":60,"max_delivery_count":10},
            {"name":"slow1","lock_duration_s":60,"max_delivery_count":10},
-           {"name":"slowb","lock_duration_s":60,"max_delivery_count":10}]}
+           {"name":"slowb","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"http","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"httppeer","lock_duration_s":60,"max_delivery_count":10}]}
 JSON
 # Completion is timed by the stats file: rewritten every 50 ms, not every second.
 "$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" \
@@ -127,7 +136,11 @@ exec {tick_fd}<> <(:) # read -t on it is a sleep without a process
 
 # run_inboxd NAME QUEUE COUNT CALLS DB_JSON SB_EXTRA_JSON -> "rate cpu_ms_per_1000 peak_mib"
 # (C database connections; CALLS messages in flight, as many again prefetched)
+# (the route: ROUTES when set, otherwise the SQL route of the items)
+sql_routes='[{"match": "*", "sql": "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)",
+             "params": ["$.id", "$.n", "message_id"], "idempotency_key": "item:{$.id}"}]'
 run_inboxd() {
+  local routes=${ROUTES:-$sql_routes}
   local name=$1 q=$2 count=$3 calls=$4 db=$5 sbx=$6 top=${7:-} ipid start="" end peak=0 done0 first k v
   local tuning=', "prefetch": '$calls', "max_concurrent_calls": '$calls
   [ "$calls" = default ] && tuning=""
@@ -135,8 +148,7 @@ run_inboxd() {
 {"consumer": "$name", "servicebus": {"connection_string": "$SB_CS", "entity": "$q"
   $tuning $sbx},
  "db": $db,
- "routes": [{"match": "*", "sql": "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)",
-             "params": ["\$.id", "\$.n", "message_id"], "idempotency_key": "item:{\$.id}"}],
+ "routes": $routes,
  "http": {"listen": ""}, "log": {"level": "warn"} $top}
 JSON
   completed "$q"; done0=$n_completed
@@ -343,12 +355,47 @@ JSON
   echo "bench:   one per transaction $slow1 s, batches $slowb s" >&2
 fi
 
+h_rate=0 h_cpu=0 h_rss=0 hp_rate=0 hp_cpu=0 hp_rss=0
+if want http; then
+  echo "bench: http (defaults; destination answering 201 at once)" >&2
+  node "$root/tests/fakehttp/fakehttp.js" --mode idempotent --detach >"$W/dest.port" 2>"$W/dest.log" &
+  pids+=($!)
+  for _ in $(seq 1 100); do dport=$(head -n 1 "$W/dest.port" 2>/dev/null || true); [ -n "$dport" ] && break; sleep 0.05; done
+  [ -n "$dport" ] || { echo "bench: the destination did not start" >&2; exit 1; }
+  DEST="http://127.0.0.1:$dport"
+  dest_effects() { curl -sf "$DEST/_ledger" | jq '.effects | length'; }
+  preload http "$N"
+  reset_db
+  http_routes=$(jq -n --arg url "$DEST/charges" '[{match: "*", idempotency_key: "item:{$.id}",
+    http: {method: "POST", url: $url, body: "body", headers: {"Content-Type": "application/json"},
+           idempotency_header: "Idempotency-Key", idempotent: true, remote_id: "$.id"},
+    sql: ["INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)"],
+    params: [["$.id", "$.n", "message_id"]]}]')
+  read -r h_rate h_cpu h_rss < <(ROUTES=$http_routes run_inboxd http http "$N" default \
+    '{"connection_string": "'"$PG_CS"'", "dialect": "postgresql"}' "")
+  check_rows "$N"
+  [ "$(dest_effects)" = "$N" ] || { echo "bench: $(dest_effects) effects at the destination for $N messages" >&2; exit 1; }
+  echo "bench:   $h_rate msg/s, $h_cpu CPU ms/1000, $h_rss MiB" >&2
+  if [ "${SKIP_PEER:-0}" != 1 ]; then
+    curl -sf -X POST "$DEST/_reset" >/dev/null
+    preload httppeer "$N"
+    reset_db
+    read -r hp_rate hp_cpu hp_rss < <(cd "$here/peer" && SB_CS="$SB_CS" ENTITY=httppeer N="$N" \
+      C="$C" PGPORT="$port" PGDATABASE=bench DEST="$DEST" node peer-http.mjs \
+      | jq -r '"\(.rate) \(.cpu_ms_per_1000) \(.peak_rss_mib)"')
+    check_rows "$N"
+    [ "$(dest_effects)" = "$N" ] || { echo "bench: the peer left $(dest_effects) effects for $N messages" >&2; exit 1; }
+    echo "bench:   sdk peer $hp_rate msg/s, $hp_cpu CPU ms/1000, $hp_rss MiB" >&2
+  fi
+fi
+
 awk -v n="$N" -v c="$C" -v pgb="$pgb" -v pm="$pm_rate" -v pmc="$pm_cpu" -v pmr="$pm_rss" \
     -v b="$b_rate" -v bc="$b_cpu" -v br="$b_rss" -v peer="$peer_rate" -v batch="${BATCH:-default}" \
     -v s="$s_rate" -v sc="$s_cpu" -v sr="$s_rss" -v sn="$SESSIONS x $PER_SESSION" \
     -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" -v d="$d_rate" -v dc="$d_cpu" -v dr="$d_rss" \
     -v g="$g_rate" -v gr="$g_rss" -v gn="$LARGE_N x $LARGE_KIB KiB" -v p50="$lat_p50" -v p99="$lat_p99" \
-    -v s1="$slow1" -v sb="$slowb" -v t="$t_rate" -v tc="$t_cpu" -v tr="$t_rss" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
+    -v s1="$slow1" -v sb="$slowb" -v t="$t_rate" -v tc="$t_cpu" -v tr="$t_rss" \
+    -v h="$h_rate" -v hc="$h_cpu" -v hr="$h_rss" -v hp="$hp_rate" -v hpc="$hp_cpu" -v hpr="$hp_rss" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
 BEGIN {
   printf "messages %d (1 KiB JSON), concurrency %d, PostgreSQL fsync on, batch_max %s\n", n, c, batch
   printf "%-26s %10s %10s %10s %14s %10s\n", "", "msg/s", "/pgbench", "/sdk peer", "CPU ms/1000", "peak RSS"
@@ -363,4 +410,9 @@ BEGIN {
   printf "%-26s %10.0f %10s %10s %14s %7.1f MiB\n", "defaults, " gn, g, "", "", "", gr
   printf "low load (10 msg/s, defaults): enqueued -> committed p50 %s ms, p99 %s ms\n", p50, p99
   if (s1 > 0) printf "slow handler 4 x 3 s: one per transaction %.2f s, batches %.2f s (%s x)\n", s1, sb, ratio(sb, s1)
+  if (h > 0) {
+    printf "%-26s %10s %10s %10s %14s %10s\n", "HTTP route (201 at once)", "msg/s", "", "/sdk peer", "CPU ms/1000", "peak RSS"
+    printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd at its defaults", h, "", ratio(h, hp), hc, hr
+    if (hp > 0) printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "sdk peer (fetch, pg pool)", hp, "", "1.00", hpc, hpr
+  }
 }'
