@@ -113,6 +113,18 @@ struct daemon {
 
 /* ---- job queue and in-flight list (mu held) --------------------------- */
 
+/* Appends j to the job queue (the caller wakes a worker). */
+static void queue_push(daemon_t *dm, job_t *j)
+{
+    j->qnext = NULL;
+    if (dm->qtail)
+        dm->qtail->qnext = j;
+    else
+        dm->qhead = j;
+    dm->qtail = j;
+    dm->queued++;
+}
+
 static void inflight_add(daemon_t *dm, job_t *j)
 {
     j->prev = dm->newest;
@@ -199,12 +211,7 @@ static void on_message(sb_msg_t *msg, void *ctx)
     pthread_mutex_lock(&dm->mu);
     inflight_add(dm, j);
     publish_in_flight(dm, j);
-    if (dm->qtail)
-        dm->qtail->qnext = j;
-    else
-        dm->qhead = j;
-    dm->qtail = j;
-    dm->queued++;
+    queue_push(dm, j);
     pthread_cond_signal(&dm->cv);
     pthread_mutex_unlock(&dm->mu);
 }
@@ -693,13 +700,7 @@ static void offer_held(daemon_t *dm, bool all)
             done = j;
             continue;
         }
-        j->qnext = NULL;
-        if (dm->qtail)
-            dm->qtail->qnext = j;
-        else
-            dm->qhead = j;
-        dm->qtail = j;
-        dm->queued++;
+        queue_push(dm, j);
         woke = true;
     }
     wk_metrics_held_set(dm->metrics, (long long)dm->nheld);
