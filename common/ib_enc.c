@@ -66,6 +66,28 @@ char *ib_enc_pct_dup(const char *s)
     return out;
 }
 
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+char *ib_dec_pct(char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        int hi = r[0] == '%' ? hex_value(r[1]) : -1, lo = hi >= 0 ? hex_value(r[2]) : -1;
+        if (lo >= 0) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+    return s;
+}
+
 /* The escape of the byte c (< 0x80) into e; returns its length. */
 static size_t ascii_escape(unsigned char c, char e[6])
 {

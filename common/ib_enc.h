@@ -5,6 +5,8 @@
  *   ib_enc_pct   RFC 3986 percent-encoding: everything but the unreserved
  *                characters A-Z a-z 0-9 - . _ ~ becomes %XX (uppercase hex),
  *                for SAS token audiences, form bodies and URL templates
+ *   ib_dec_pct   the reverse of ib_enc_pct, in place (OTLP header and
+ *                resource attribute values)
  *   ib_enc_json  the inside of a JSON string: " and \ escaped, control
  *                characters (and DEL) as \n \r \t \b \f or \u00XX,
  *                well-formed UTF-8 kept, any other byte as \ufffd, so the
@@ -30,6 +32,13 @@ size_t ib_enc_pct(char *dst, size_t size, const char *src, size_t n);
 
 /* The percent-encoding of the string s, malloc'd; NULL when out of memory. */
 char *ib_enc_pct_dup(const char *s);
+
+/*
+ * Percent-decodes the string s in place: each %XX (either case of hex)
+ * becomes its byte; a '%' not followed by two hex digits stays as it is.
+ * Returns s.
+ */
+char *ib_dec_pct(char *s);
 
 /*
  * Escapes the n bytes at src as the inside of a JSON string (no quotes) into

@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 
+#include "ib_enc.h"
 #include "ib_log.h"
 #include "ib_time.h"
 #include "ot_int.h"
@@ -56,22 +57,6 @@ static const char *pick(const char *given, const char *var1, const char *var2)
     return NULL;
 }
 
-/* Percent-decodes s in place (OTLP header and resource values may be encoded). */
-static void pct_decode(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (r[0] == '%' && isxdigit((unsigned char)r[1]) && isxdigit((unsigned char)r[2])) {
-            char hex[3] = {r[1], r[2], 0};
-            *w++ = (char)strtol(hex, NULL, 16);
-            r += 2;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
-}
-
 static char *trim(char *s)
 {
     char *e;
@@ -89,7 +74,8 @@ static char *trim(char *s)
  * carry secrets).
  */
 static bool each_pair(const char *list, const char *what, ib_error_t *err,
-                      bool (*each)(ot_exporter_t *, char *, char *), ot_exporter_t *x)
+                      bool (*each)(ot_exporter_t *, const char *, const char *),
+                      ot_exporter_t *x)
 {
     char *copy = strdup(list), *save = NULL;
     int n = 0;
@@ -106,8 +92,8 @@ static bool each_pair(const char *list, const char *what, ib_error_t *err,
         }
         *eq = '\0';
         char *k = trim(p), *v = trim(eq + 1);
-        pct_decode(k);
-        pct_decode(v);
+        ib_dec_pct(k); /* OTLP header and resource values may be encoded */
+        ib_dec_pct(v);
         if (!*k || !each(x, k, v)) {
             ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "%s: entry %d is not usable",
                          what, n);
@@ -118,7 +104,7 @@ static bool each_pair(const char *list, const char *what, ib_error_t *err,
     return ok;
 }
 
-static bool add_header(ot_exporter_t *x, char *k, char *v)
+static bool add_header(ot_exporter_t *x, const char *k, const char *v)
 {
     char line[1024];
     struct curl_slist *h;
@@ -149,11 +135,6 @@ static bool set_res(ot_exporter_t *x, const char *k, const char *v)
         return false;
     x->nres++;
     return true;
-}
-
-static bool add_res(ot_exporter_t *x, char *k, char *v)
-{
-    return set_res(x, k, v);
 }
 
 static bool parse_sampler(ot_exporter_t *x, const ot_options_t *o, ib_error_t *err)
@@ -238,7 +219,7 @@ static bool configure(ot_exporter_t *x, const ot_options_t *o, ib_error_t *err)
     if (hdrs && !each_pair(hdrs, "otel.headers (OTEL_EXPORTER_OTLP_HEADERS)", err, add_header, x))
         return false;
     if (res && !each_pair(res, "otel.resource_attributes (OTEL_RESOURCE_ATTRIBUTES)", err,
-                          add_res, x))
+                          set_res, x))
         return false;
     if (svc && !set_res(x, "service.name", svc))
         return !ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");

@@ -107,6 +107,18 @@ static void test_pct(void)
     free(d);
 }
 
+/* Decoding in place: either case of hex; a '%' without two hex digits stays. */
+static void test_dec_pct(void)
+{
+    char a[] = "Bearer%20abc%3D%3d", b[] = "100%25 %zz %4 %", c[] = "";
+    ASSERT_STREQ(ib_dec_pct(a), "Bearer abc==");
+    ASSERT_STREQ(ib_dec_pct(b), "100% %zz %4 %");
+    ASSERT_STREQ(ib_dec_pct(c), "");
+    char *enc = ib_enc_pct_dup("k=v, x/y \xC3\xA9");
+    ASSERT_STREQ(ib_dec_pct(enc), "k=v, x/y \xC3\xA9"); /* the round trip */
+    free(enc);
+}
+
 static void json_is(const char *in, size_t n, const char *want)
 {
     char out[128], quoted[132];
@@ -201,6 +213,7 @@ int main(void)
     RUN(test_backoff_jitter);
     RUN(test_seeds_differ);
     RUN(test_hex);
+    RUN(test_dec_pct);
     RUN(test_pct);
     RUN(test_json);
     RUN(test_sleep);
