@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_backoff.h"
+
 struct wk_breaker {
     pthread_mutex_t mu;
     bool open;
@@ -16,6 +18,8 @@ struct wk_breaker {
     long key_native;         /* and their native code */
     ib_error_t reason;       /* the error that opened the circuit */
     long long interval_ms;   /* current probe interval */
+    int probes_failed;       /* since the circuit opened (the backoff's attempt) */
+    ib_rand_t seed;          /* the probe backoff's jitter */
     long long next_probe_ms; /* when the next probe may start */
     bool probing;            /* a probe is running */
     int fail_streak;         /* attempts in a row failed for a database reason */
@@ -61,6 +65,20 @@ static void note_health(wk_breaker_t *b, const ib_error_t *err)
     }
 }
 
+/*
+ * The wait before the next probe after failed probes: at least
+ * WK_BREAKER_PROBE_MIN_MS, plus ib_backoff_ms's full-jitter draw whose
+ * ceiling doubles with each failure, so never more than
+ * WK_BREAKER_PROBE_MAX_MS and replicas that opened together do not probe
+ * together.
+ */
+static long long probe_interval(wk_breaker_t *b, int failed)
+{
+    return WK_BREAKER_PROBE_MIN_MS + ib_backoff_ms(WK_BREAKER_PROBE_MIN_MS,
+                                                   WK_BREAKER_PROBE_MAX_MS - WK_BREAKER_PROBE_MIN_MS,
+                                                   failed + 1, &b->seed);
+}
+
 bool wk_breaker_record(wk_breaker_t *b, const ib_error_t *err, long long now_ms)
 {
     bool opened = false;
@@ -85,15 +103,14 @@ bool wk_breaker_record(wk_breaker_t *b, const ib_error_t *err, long long now_ms)
     }
     b->consecutive++;
     if (b->open) {
-        /* A probe failed: wait twice as long before the next one. */
-        b->interval_ms *= 2;
-        if (b->interval_ms > WK_BREAKER_PROBE_MAX_MS)
-            b->interval_ms = WK_BREAKER_PROBE_MAX_MS;
+        /* A probe failed: the next one after a longer draw. */
+        b->interval_ms = probe_interval(b, ++b->probes_failed);
         b->next_probe_ms = now_ms + b->interval_ms;
     } else if (b->consecutive >= WK_BREAKER_THRESHOLD) {
         b->open = opened = true;
         b->reason = *err;
-        b->interval_ms = WK_BREAKER_PROBE_MIN_MS;
+        b->probes_failed = 0;
+        b->interval_ms = probe_interval(b, 0);
         b->next_probe_ms = now_ms + b->interval_ms;
     }
     pthread_mutex_unlock(&b->mu);

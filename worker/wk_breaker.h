@@ -7,8 +7,9 @@
  *   open    WK_BREAKER_THRESHOLD consecutive attempts failed with the same
  *           setup error (same SQLSTATE and native code). No message is run
  *           except one probe at a time, when the probe is due; the probe
- *           interval starts at WK_BREAKER_PROBE_MIN_MS and doubles up to
- *           WK_BREAKER_PROBE_MAX_MS. A probe that passes closes the circuit.
+ *           interval is WK_BREAKER_PROBE_MIN_MS plus a full-jitter draw
+ *           (ib_backoff_ms) whose ceiling doubles with each failed probe, at
+ *           most WK_BREAKER_PROBE_MAX_MS. A probe that passes closes it.
  *
  * It also keeps the database's health for /readyz, with hysteresis: not
  * healthy after WK_DB_UNHEALTHY_AFTER attempts in a row failed for a reason

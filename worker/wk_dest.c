@@ -10,11 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_backoff.h"
+
 typedef struct dest {
     char key[WK_DEST_KEY_MAX];
     bool open;
     int failures;            /* transient failures in a row */
     long long interval_ms;   /* probe interval while open */
+    int probes_failed;       /* since the circuit opened (the backoff's attempt) */
     long long next_probe_ms; /* when the next probe may start */
     bool probing;            /* a probe is under way */
     long long offered_ms;    /* start of wk_dest_ready's current window */
@@ -31,6 +34,7 @@ struct wk_dests {
     pthread_mutex_t mu;
     dest_t *v;
     size_t n;
+    ib_rand_t seed; /* the probe backoff's jitter (under mu) */
 };
 
 wk_dests_t *wk_dests_new(void)
@@ -171,6 +175,19 @@ void wk_dest_cancel(wk_dests_t *ds, const char *key)
     pthread_mutex_unlock(&ds->mu);
 }
 
+/*
+ * The wait before the next probe after failed probes: at least
+ * WK_DEST_PROBE_MIN_MS, plus ib_backoff_ms's full-jitter draw whose ceiling
+ * doubles with each failure, so never more than WK_DEST_PROBE_MAX_MS and
+ * workers or replicas that opened together do not probe together. mu held.
+ */
+static long long probe_interval(wk_dests_t *ds, int failed)
+{
+    return WK_DEST_PROBE_MIN_MS + ib_backoff_ms(WK_DEST_PROBE_MIN_MS,
+                                                WK_DEST_PROBE_MAX_MS - WK_DEST_PROBE_MIN_MS,
+                                                failed + 1, &ds->seed);
+}
+
 bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long long retry_after_ms,
                   long long now_ms)
 {
@@ -194,13 +211,12 @@ bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long lo
         d->ok_streak = 0;
         d->failures++;
         if (d->open) {
-            d->interval_ms *= 2; /* the probe failed */
-            if (d->interval_ms > WK_DEST_PROBE_MAX_MS)
-                d->interval_ms = WK_DEST_PROBE_MAX_MS;
+            d->interval_ms = probe_interval(ds, ++d->probes_failed); /* the probe failed */
             d->next_probe_ms = now_ms + d->interval_ms;
         } else if (d->failures >= WK_DEST_THRESHOLD) {
             d->open = opened = true;
-            d->interval_ms = WK_DEST_PROBE_MIN_MS;
+            d->probes_failed = 0;
+            d->interval_ms = probe_interval(ds, 0);
             d->next_probe_ms = now_ms + d->interval_ms;
         }
         d->probing = false;

@@ -5,7 +5,9 @@
  *   circuit  closed: calls go. WK_DEST_THRESHOLD transient failures in a
  *            row (refused, DNS, TLS, a timeout before sending, 408, 429,
  *            5xx) open it: no call goes, except one probe at a time when it
- *            is due (WK_DEST_PROBE_MIN_MS doubling to WK_DEST_PROBE_MAX_MS).
+ *            is due: WK_DEST_PROBE_MIN_MS plus a full-jitter draw
+ *            (ib_backoff_ms) whose ceiling doubles with each failed probe,
+ *            at most WK_DEST_PROBE_MAX_MS.
  *            Any answer that is not transient closes it.
  *   not before  a Retry-After holds every call to it until then.
  *   rate     http.rate_per_s: a token bucket (burst of one second's worth).

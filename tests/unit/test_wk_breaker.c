@@ -46,20 +46,29 @@ static void test_probes_back_off_and_close(void)
         wk_breaker_record(b, &priv, t);
     ASSERT_TRUE(wk_breaker_is_open(b));
     ASSERT_TRUE(!wk_breaker_admit(b, t, &wait));
-    ASSERT_EQ(wait, WK_BREAKER_PROBE_MIN_MS);
-    t += WK_BREAKER_PROBE_MIN_MS;
+    /* The first probe: the floor plus a draw up to the floor again. */
+    ASSERT_TRUE(wait >= WK_BREAKER_PROBE_MIN_MS && wait <= 2 * WK_BREAKER_PROBE_MIN_MS);
+    ASSERT_TRUE(!wk_breaker_admit(b, t + wait - 1, NULL)); /* not before it is due */
+    t += wait;
     ASSERT_TRUE(wk_breaker_admit(b, t, NULL));  /* one probe */
     ASSERT_TRUE(!wk_breaker_admit(b, t, NULL)); /* and only one */
     ASSERT_TRUE(!wk_breaker_record(b, &priv, t));
-    ASSERT_TRUE(!wk_breaker_admit(b, t + WK_BREAKER_PROBE_MIN_MS, &wait));
-    ASSERT_EQ(wait, WK_BREAKER_PROBE_MIN_MS); /* interval doubled */
-    for (int i = 0; i < 20; i++) {            /* capped */
+    ASSERT_TRUE(!wk_breaker_admit(b, t, &wait));
+    ASSERT_TRUE(wait >= WK_BREAKER_PROBE_MIN_MS && wait <= 3 * WK_BREAKER_PROBE_MIN_MS);
+    /* Failing probes: the draws spread (jitter) and stay within the cap. */
+    long long lo = WK_BREAKER_PROBE_MAX_MS, hi = 0;
+    for (int i = 0; i < 40; i++) {
         t += WK_BREAKER_PROBE_MAX_MS;
         ASSERT_TRUE(wk_breaker_admit(b, t, NULL));
         wk_breaker_record(b, &priv, t);
+        ASSERT_TRUE(!wk_breaker_admit(b, t, &wait));
+        ASSERT_TRUE(wait >= WK_BREAKER_PROBE_MIN_MS && wait <= WK_BREAKER_PROBE_MAX_MS);
+        if (i >= 10) {
+            lo = wait < lo ? wait : lo;
+            hi = wait > hi ? wait : hi;
+        }
     }
-    ASSERT_TRUE(!wk_breaker_admit(b, t, &wait));
-    ASSERT_EQ(wait, WK_BREAKER_PROBE_MAX_MS);
+    ASSERT_TRUE(hi - lo > WK_BREAKER_PROBE_MIN_MS); /* 30 draws over 0.5-30 s are not one value */
     t += WK_BREAKER_PROBE_MAX_MS;
     ASSERT_TRUE(wk_breaker_admit(b, t, NULL));
     ASSERT_TRUE(!wk_breaker_record(b, NULL, t)); /* the probe passed */

@@ -37,20 +37,26 @@ static void test_circuit_one_probe_backoff(void)
     ASSERT_EQ(wk_dest_open_count(ds), 1);
     /* Open: nothing goes until the probe is due; another destination is untouched. */
     ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 100, &w));
-    ASSERT_EQ(w, WK_DEST_PROBE_MIN_MS - 100);
+    /* The first probe: the floor plus a draw up to the floor again (jitter). */
+    ASSERT_TRUE(w >= WK_DEST_PROBE_MIN_MS - 100 && w <= 2 * WK_DEST_PROBE_MIN_MS - 100);
+    long long due = 100 + w;
     ASSERT_TRUE(wk_dest_admit(ds, b, &NONE, 100, &w));
     ASSERT_TRUE(!wk_dest_done(ds, b, WK_DEST_OK, -1, 100));
     ASSERT_TRUE(!wk_dest_ready(ds, a, 100));
+    ASSERT_TRUE(!wk_dest_ready(ds, a, due - 1));
     /* Due: one held message is offered, one caller probes, the rest wait. */
-    ASSERT_TRUE(wk_dest_ready(ds, a, WK_DEST_PROBE_MIN_MS));
-    ASSERT_TRUE(!wk_dest_ready(ds, a, WK_DEST_PROBE_MIN_MS));
-    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, WK_DEST_PROBE_MIN_MS, &w));
-    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, WK_DEST_PROBE_MIN_MS, &w));
-    /* The probe fails: the next one twice as late. */
+    ASSERT_TRUE(wk_dest_ready(ds, a, due));
+    ASSERT_TRUE(!wk_dest_ready(ds, a, due));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, due, &w));
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, due, &w));
+    /* The probe fails: the next after a draw whose ceiling doubled. */
     wk_dest_done(ds, a, WK_DEST_TRANSIENT, -1, 1000);
-    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 1000 + 2 * WK_DEST_PROBE_MIN_MS - 1, &w));
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 1000, &w));
+    ASSERT_TRUE(w >= WK_DEST_PROBE_MIN_MS && w <= 3 * WK_DEST_PROBE_MIN_MS);
+    due = 1000 + w;
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, due - 1, &w));
     ASSERT_EQ(w, 1);
-    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 1000 + 2 * WK_DEST_PROBE_MIN_MS, &w));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, due, &w));
     /* It passes: closed, everything goes. */
     wk_dest_done(ds, a, WK_DEST_OK, -1, 2000);
     ASSERT_EQ(wk_dest_open_count(ds), 0);
