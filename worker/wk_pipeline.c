@@ -523,6 +523,7 @@ static void budget_rejection(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
         wk_relay_wake(p->relay);
     if (o == DB_FAILED) {
         d->err = rerr;
+        d->reason[0] = d->description[0] = '\0'; /* no dead letter after all */
         wk_decide(d, WK_OUT_ABANDONED);
     }
 }

@@ -12,6 +12,8 @@
  *              "subject": "...", "session_id": "{$.customerId}",
  *              "correlation_id": "{message_id}", "content_type": "...",
  *              "body": "$.shipping", "properties": {"k": "$.x", "c": {"const": "v"}}}],
+ *    "emit_on_failure": [{"entity": "rejections", "message_id": "{message_id}:rejected",
+ *                         "subject": "Rejected.{reason}", "properties": {"why": "error"}}],
  *    "on_unique_violation": "permanent" | "duplicate",
  *    "constraints": ["ux_shipments_order"]}
  *   {"match": ..., "action": "deadletter", "reason": "Unsupported"}
