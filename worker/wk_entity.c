@@ -1,8 +1,8 @@
 /*
  * wk_entity.c - the entity poller (see wk_entity.h): a thread of its own
  * that reads the entity's description from Service Bus's management
- * endpoint with libcurl and peeks its oldest message on a blocking
- * connection of its own (sb_send.h).
+ * endpoint with effect's HTTP client (fx_client.h) and peeks its oldest
+ * message on a blocking connection of its own (sb_send.h).
  *
  * thread: wk_entity_start/stop on main; poll_main on the poller thread; the
  * readers (metrics source, wk_entity_max_delivery_count) on any thread,
@@ -16,14 +16,14 @@
 #include <string.h>
 #include <time.h>
 
-#include <curl/curl.h>
-
+#include "fx_client.h"
 #include "ib_log.h"
 #include "ib_time.h"
 #include "sb_connstr.h"
 #include "sb_send.h"
 
-#define MAX_RESPONSE (1024 * 1024)
+/* An Authorization header value: a SAS token or an Azure AD JWT. */
+#define AUTH_MAX 16384
 
 /* One failing source (the management endpoint or the peek) and its last logged condition. */
 typedef struct {
@@ -148,30 +148,6 @@ ib_err_t wk_entity_parse(const char *xml, wk_entity_info_t *out, ib_error_t *err
 
 /* ---- one read of the management endpoint ---------------------------------------- */
 
-typedef struct {
-    char *p;
-    size_t len;
-    bool overflow;
-} body_t;
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
-{
-    body_t *b = arg;
-    size_t k = size * n;
-    if (b->len + k > MAX_RESPONSE) {
-        b->overflow = true;
-        return 0;
-    }
-    char *p = realloc(b->p, b->len + k + 1);
-    if (!p)
-        return 0;
-    memcpy(p + b->len, data, k);
-    b->p = p;
-    b->len += k;
-    b->p[b->len] = '\0';
-    return k;
-}
-
 /* URL and token audience from the options; false when the connection string is unusable. */
 static bool make_urls(const wk_entity_opts_t *o, const sb_connstr_t *cs, char *url, size_t ul,
                       char *aud, size_t al)
@@ -191,7 +167,7 @@ static bool make_urls(const wk_entity_opts_t *o, const sb_connstr_t *cs, char *u
            (size_t)snprintf(url, ul, "%s?api-version=2021-05", aud) < ul;
 }
 
-/* "Authorization: ..." for the request, into hdr. */
+/* The Authorization header's value for the request, into hdr. */
 static ib_err_t auth_header(const wk_entity_opts_t *o, const sb_connstr_t *cs, const char *aud,
                             char *hdr, size_t size, ib_error_t *err)
 {
@@ -201,61 +177,55 @@ static ib_err_t auth_header(const wk_entity_opts_t *o, const sb_connstr_t *cs, c
     if (rc != IB_E_OK)
         return rc;
     bool jwt = tok.type && strcmp(tok.type, SB_TOKEN_TYPE_JWT) == 0;
-    int n = snprintf(hdr, size, "Authorization: %s%s", jwt ? "Bearer " : "", tok.token);
+    int n = snprintf(hdr, size, "%s%s", jwt ? "Bearer " : "", tok.token);
     sb_token_clear(&tok);
     if (n < 0 || (size_t)n >= size)
         return ib_error_set(err, IB_E_AUTH, IB_CLASS_PERMANENT, "token too long");
     return IB_E_OK;
 }
 
+/* One GET of the description through effect's HTTP client (no redirect followed). */
 static ib_err_t fetch(const wk_entity_opts_t *o, const sb_connstr_t *cs, const char *url,
                       const char *aud, wk_entity_info_t *out, ib_error_t *err)
 {
-    char *hdr = malloc(16384);
+    char *hdr = malloc(AUTH_MAX);
     if (!hdr)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    ib_err_t rc = auth_header(o, cs, aud, hdr, 16384, err);
-    CURL *c = rc == IB_E_OK ? curl_easy_init() : NULL;
-    if (rc == IB_E_OK && !c)
-        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "curl_easy_init failed");
+    ib_err_t rc = auth_header(o, cs, aud, hdr, AUTH_MAX, err);
+    fx_client_t *fx = rc == IB_E_OK ? fx_client_new() : NULL;
+    if (rc == IB_E_OK && !fx)
+        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "cannot create an HTTP client");
     if (rc != IB_E_OK) {
+        memset(hdr, 0, AUTH_MAX);
         free(hdr);
         return rc;
     }
-    long tmo = o->http_timeout_ms > 0 ? o->http_timeout_ms : 10000;
-    body_t body = {0};
-    struct curl_slist *hdrs = curl_slist_append(NULL, hdr);
-    hdrs = curl_slist_append(hdrs, "Accept: application/atom+xml");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, tmo);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, tmo);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-    if (o->ca_file && *o->ca_file)
-        curl_easy_setopt(c, CURLOPT_CAINFO, o->ca_file);
-    CURLcode cc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(c);
-    memset(hdr, 0, 16384); /* the token */
+    const fx_header_t hdrs[] = {{"Authorization", hdr}, {"Accept", "application/atom+xml"}};
+    fx_request_t req = {.method = "GET",
+                        .url = url,
+                        .headers = hdrs,
+                        .nheaders = 2,
+                        .timeout_ms = o->http_timeout_ms > 0 ? o->http_timeout_ms : 10000,
+                        .ca_file = o->ca_file && *o->ca_file ? o->ca_file : NULL};
+    fx_response_t resp;
+    fx_client_call(fx, &req, &resp);
+    fx_client_free(fx);
+    memset(hdr, 0, AUTH_MAX); /* the token */
     free(hdr);
-    if (cc != CURLE_OK)
-        rc = ib_error_set(err, IB_E_IO, IB_CLASS_TRANSIENT, "unreachable: %s",
-                          body.overflow ? "response too large" : curl_easy_strerror(cc));
-    else if (status == 401 || status == 403)
+    if (resp.status == 0)
+        rc = ib_error_set(err, IB_E_IO, IB_CLASS_TRANSIENT, "unreachable: %s", resp.err.text);
+    else if (resp.status == 401 || resp.status == 403)
         rc = ib_error_set(err, IB_E_AUTH, IB_CLASS_PERMANENT,
                           "unauthorized: HTTP %ld (the token needs the Manage right, or the "
-                          "Azure Service Bus Data Owner role)", status);
-    else if (status != 200)
-        rc = ib_error_set(err, IB_E_IO, IB_CLASS_TRANSIENT, "HTTP %ld", status);
+                          "Azure Service Bus Data Owner role)", resp.status);
+    else if (resp.status != 200)
+        rc = ib_error_set(err, IB_E_IO, IB_CLASS_TRANSIENT, "HTTP %ld", resp.status);
+    else if (resp.body_truncated)
+        rc = ib_error_set(err, IB_E_DECODE, IB_CLASS_TRANSIENT,
+                          "the description is larger than %d bytes", FX_BODY_MAX);
     else
-        rc = wk_entity_parse(body.p ? body.p : "", out, err);
-    free(body.p);
+        rc = wk_entity_parse(resp.body, out, err);
+    fx_response_free(&resp);
     return rc;
 }
 

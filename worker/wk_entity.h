@@ -70,8 +70,8 @@ ib_err_t wk_entity_fetch(const wk_entity_opts_t *o, wk_entity_info_t *out, ib_er
  * Starts the polling thread (first poll at once) and registers it as the
  * metrics' entity source. o is copied; the strings and the token context
  * must outlive the poller. NULL with err filled when the connection string
- * cannot be used or the thread cannot start. Call curl_global_init first
- * (wk_daemon does). thread: main.
+ * cannot be used or the thread cannot start. Call curl_global_init (or
+ * fx_global_init) first (wk_daemon does). thread: main.
  */
 wk_entity_t *wk_entity_start(const wk_entity_opts_t *o, ib_error_t *err);
 
