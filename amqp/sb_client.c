@@ -316,6 +316,7 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     c->session_wait_ms = opt->session_wait_ms ? opt->session_wait_ms : 60000;
     c->renew_margin_ms = opt->renew_margin_ms;
     c->session_prefetch = opt->session_prefetch ? opt->session_prefetch : 1;
+    c->park = opt->session_park && c->sessions;
     c->settle_timeout_ms = opt->settle_timeout_ms ? opt->settle_timeout_ms : 10000;
     if (!c->entity || !c->audience || (c->sessions && sb_session_fifo_init(c) != 0)) {
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
@@ -463,6 +464,7 @@ void sb_client_free(sb_client_t *c)
     sb_out_fini(&c->out);
     sb_core_fini(&c->core);
     sb_session_fifo_free(c);
+    sb_sstate_free(c);
     free(c->entity);
     free(c->audience);
     free(c->ca_file);

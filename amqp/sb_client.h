@@ -44,7 +44,15 @@
  * session back (the broker keeps the order). A drain left unanswered for
  * session_idle_timeout_s gives the session back too. prefetch and
  * max_concurrent_calls do not apply; "no session available" answers are
- * routine and retried quietly.
+ * routine and retried quietly. With session_park, the first message of a
+ * session that the worker dead-letters parks the session: its session state
+ * gets inboxd's parked record (com.microsoft:set-session-state) and the
+ * session is given back once the dead letter settled, its buffered messages
+ * released untouched. Every accepted session's state is read first
+ * (get-session-state); a parked one (or one whose state cannot be read) is
+ * held without credit, taking no slot, and given back a quarter of its lock
+ * before it ends, so the broker offers the other sessions meanwhile and the
+ * parked one is looked at again once per lock duration, not in a loop.
  *
  * Lock renewal: automatic, for every unsettled message - buffered ones too,
  * so prefetch never lets a lock lapse unseen - until
@@ -119,6 +127,10 @@ typedef struct sb_options {
     unsigned session_wait_ms;  /* com.microsoft:timeout of a next-session attach;
                                   default 60000 */
     unsigned session_prefetch; /* messages of one session fetched per drain; 0 = 1 */
+    bool session_park;         /* sessions: when a message of a session is dead-lettered,
+                                  record the session as parked in its session state and
+                                  give it back; a session accepted with that state is held
+                                  without receiving and given back before its lock ends */
     unsigned renew_margin_ms;  /* overrides the renewal margin above */
     unsigned settle_timeout_ms; /* a disposition unanswered this long: outcome unknown,
                                    the link is recycled; default 10000 */
@@ -175,6 +187,8 @@ typedef struct sb_stats {
     unsigned in_flight;                     /* handed to the worker, not yet settled */
     unsigned buffered;                      /* waiting in the prefetch buffer */
     unsigned max_sessions_held;             /* high-water mark of sessions_held */
+    unsigned sessions_parked; /* session_park: sessions this process saw parked (set or
+                                 found so), not since seen unparked; at most 256 */
     long long loop_mono_ms; /* ib_mono_ms() when the proactor last finished an event batch;
                                it wakes at least every 100 ms, so an old value means a
                                stalled event loop (the /healthz heartbeat) */

@@ -16,6 +16,7 @@
 #include "sb_condition.h"
 #include "sb_core.h"
 #include "sb_outlink.h"
+#include "sb_sstate.h"
 
 struct sb_sender {
     sb_core_t core;
@@ -23,6 +24,10 @@ struct sb_sender {
     unsigned timeout_ms;
     bool down;
     ib_error_t down_err;
+    /* sb_sender_session_state: the session receiver, while it is attached */
+    pn_link_t *slink;
+    bool slink_open, slink_closed;
+    ib_error_t slink_err;
 };
 
 /*
@@ -54,6 +59,20 @@ static void on_down(void *owner, const ib_error_t *why)
 static void on_link_event(void *owner, pn_event_t *e, pn_link_t *link)
 {
     sb_sender_t *s = owner;
+    if (link == s->slink) {
+        pn_event_type_t t = pn_event_type(e);
+        if (t == PN_LINK_REMOTE_OPEN && pn_link_remote_source(link) &&
+            pn_terminus_get_address(pn_link_remote_source(link)))
+            s->slink_open = true;
+        if (t == PN_LINK_REMOTE_DETACH || t == PN_LINK_REMOTE_CLOSE) {
+            ib_error_set(&s->slink_err, IB_E_BROKER, IB_CLASS_TRANSIENT,
+                         "the broker refused the session receiver");
+            sb_log_condition("detach", "session receiver refused", pn_link_remote_condition(link),
+                             &s->slink_err);
+            s->slink_closed = true;
+        }
+        return;
+    }
     sb_out_event(&s->out, e, link);
 }
 
@@ -254,6 +273,169 @@ void sb_peek_free(sb_msg_t **msgs, size_t n)
     for (size_t k = 0; k < n; k++)
         sb_msg_free(msgs[k]);
     free(msgs);
+}
+
+typedef struct sstate_call {
+    bool done;
+    int status;
+    ib_error_t err;
+    char *state;
+    size_t len;
+} sstate_call_t;
+
+static void on_sstate(void *ctx, int status, pn_message_t *resp, const ib_error_t *err)
+{
+    sstate_call_t *sc = ctx;
+    sc->done = true;
+    sc->status = status;
+    if (status < 0)
+        sc->err = *err;
+    else if (status != 200)
+        sb_resp_error(resp, status, &sc->err);
+    else if (!sb_sstate_parse(resp, &sc->state, &sc->len))
+        ib_error_set(&sc->err, IB_E_BROKER, IB_CLASS_TRANSIENT, "answer without session-state");
+}
+
+/* Sends req on entity's $management and waits for its answer into *sc. */
+static ib_err_t sstate_call(sb_sender_t *s, const char *entity, pn_message_t *req,
+                            sstate_call_t *sc, ib_error_t *err)
+{
+    sb_rr_t *rr = sb_rr_mgmt(&s->core, entity);
+    memset(sc, 0, sizeof(*sc));
+    if (!rr) {
+        pn_message_free(req);
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    }
+    sb_rr_request(rr, req, on_sstate, sc);
+    run_until(s, &sc->done, ib_mono_ms() + s->timeout_ms + 1000);
+    if (!sc->done) {
+        sb_rr_forget(&s->core, sc);
+        if (check_alive(s, err) == IB_E_OK)
+            ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT, "session state request on %s "
+                         "timed out", entity);
+        return err->code ? err->code : IB_E_CLOSED;
+    }
+    if (sc->err.code != IB_E_OK) {
+        *err = sc->err;
+        free(sc->state);
+        sc->state = NULL;
+        return err->code;
+    }
+    return IB_E_OK;
+}
+
+static void authorized(void *ctx, const ib_error_t *err)
+{
+    sstate_call_t *sc = ctx;
+    sc->err = *err;
+    sc->done = true;
+}
+
+/* Attaches s->slink for session_id of entity; IB_E_OK once the broker granted it. */
+static ib_err_t accept_session(sb_sender_t *s, const char *entity, const char *session_id,
+                               ib_error_t *err)
+{
+    sstate_call_t auth = {0};
+    char name[128];
+    char *aud = sb_core_audience(&s->core, entity);
+    pn_session_t *ssn;
+    pn_data_t *f;
+    if (!aud)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    sb_cbs_authorize(&s->core, aud, authorized, &auth);
+    free(aud);
+    if (!run_until(s, &auth.done, ib_mono_ms() + s->timeout_ms + 1000) ||
+        auth.err.code != IB_E_OK) {
+        if (auth.done)
+            *err = auth.err;
+        else if (check_alive(s, err) == IB_E_OK)
+            ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT, "authorization timed out");
+        return err->code ? err->code : IB_E_CLOSED;
+    }
+    ssn = pn_session(s->core.conn);
+    pn_session_open(ssn);
+    sb_core_name(&s->core, "sess", name, sizeof(name));
+    s->slink = pn_receiver(ssn, name);
+    s->slink_open = s->slink_closed = false;
+    pn_terminus_set_address(pn_link_source(s->slink), entity);
+    pn_terminus_set_address(pn_link_target(s->slink), name);
+    pn_link_set_snd_settle_mode(s->slink, PN_SND_UNSETTLED);
+    pn_link_set_rcv_settle_mode(s->slink, PN_RCV_SECOND);
+    f = pn_terminus_filter(pn_link_source(s->slink));
+    pn_data_put_map(f);
+    pn_data_enter(f);
+    sb_put_sym(f, "com.microsoft:session-filter");
+    sb_put_str(f, session_id);
+    pn_data_exit(f);
+    pn_link_open(s->slink);
+    {
+        bool any = false;
+        long long deadline = ib_mono_ms() + s->timeout_ms;
+        while (!s->slink_open && !s->slink_closed && !s->down && ib_mono_ms() < deadline)
+            run_until(s, &any, ib_mono_ms() + 100);
+    }
+    if (s->slink_open && !s->slink_closed)
+        return IB_E_OK;
+    if (s->slink_closed)
+        *err = s->slink_err;
+    else if (check_alive(s, err) == IB_E_OK)
+        ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT, "accepting session %s timed out",
+                     session_id);
+    return err->code ? err->code : IB_E_CLOSED;
+}
+
+/* Gives the session back (closes and frees the link and its AMQP session). */
+static void release_session(sb_sender_t *s)
+{
+    pn_session_t *ssn;
+    bool never = false;
+    if (!s->slink)
+        return;
+    ssn = pn_link_session(s->slink);
+    if (!s->down) {
+        pn_link_close(s->slink);
+        pn_session_close(ssn);
+        run_until(s, &never, ib_mono_ms() + 200);
+    }
+    if (!s->down) {
+        pn_link_free(s->slink);
+        pn_session_free(ssn);
+    }
+    s->slink = NULL;
+}
+
+bool sb_session_state_parked(const char *state, size_t len)
+{
+    return sb_sstate_is_parked(state, len);
+}
+
+ib_err_t sb_sender_session_state(sb_sender_t *s, const char *entity, const char *session_id,
+                                 bool unpark, char **before, size_t *before_len, ib_error_t *err)
+{
+    sstate_call_t sc;
+    ib_err_t rc;
+    char link[128];
+    *before = NULL;
+    *before_len = 0;
+    ib_error_clear(err);
+    if (check_alive(s, err) != IB_E_OK)
+        return err->code;
+    rc = accept_session(s, entity, session_id, err);
+    if (rc == IB_E_OK) {
+        snprintf(link, sizeof(link), "%s", pn_link_name(s->slink));
+        rc = sstate_call(s, entity, sb_sstate_request(session_id, link, false, NULL, 0), &sc, err);
+        if (rc == IB_E_OK) {
+            *before = sc.state;
+            *before_len = sc.len;
+        }
+        if (rc == IB_E_OK && unpark && sb_sstate_is_parked(*before, *before_len)) {
+            rc = sstate_call(s, entity, sb_sstate_request(session_id, link, true, NULL, 0), &sc,
+                             err);
+            free(sc.state);
+        }
+    }
+    release_session(s);
+    return rc;
 }
 
 void sb_sender_close(sb_sender_t *s)

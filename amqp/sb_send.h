@@ -66,6 +66,21 @@ ib_err_t sb_sender_peek(sb_sender_t *s, const char *entity, long long from_seq, 
                         sb_msg_t ***out, size_t *n, ib_error_t *err);
 void sb_peek_free(sb_msg_t **msgs, size_t n);
 
+/*
+ * Accepts session session_id of entity (a session-filtered receive link that
+ * is given no credit: no message is received, none is touched), reads its
+ * session state (com.microsoft:get-session-state) into *before (malloc'd,
+ * NUL added, *before_len without it; NULL when the session has none), then,
+ * when unpark and that state is inboxd's parked record (and only then),
+ * clears it (com.microsoft:set-session-state, null), and gives the session
+ * back. A session locked by another receiver fails with IB_E_BROKER,
+ * condition com.microsoft:session-cannot-be-locked in err->text (transient).
+ */
+ib_err_t sb_sender_session_state(sb_sender_t *s, const char *entity, const char *session_id,
+                                 bool unpark, char **before, size_t *before_len, ib_error_t *err);
+/* Whether a session state is inboxd's parked record. */
+bool sb_session_state_parked(const char *state, size_t len);
+
 /* Closes the connection and frees. thread: the caller's. */
 void sb_sender_close(sb_sender_t *s);
 

@@ -84,8 +84,11 @@ bool sb_session_opened(sb_rcv_t *r)
     r->drain_at = 0;
     r->drain_got = r->done_msgs = 0;
     r->give_back = false;
+    r->state_pending = r->parked_hold = r->parking = r->park_setting = false;
     if (r->session_id)
         switch_accepted(r->c, ib_mono_ms());
+    if (r->session_id && r->c->park)
+        sb_sstate_check(r);
     return r->session_id != NULL;
 }
 
@@ -179,21 +182,29 @@ void sb_session_none(sb_client_t *c)
 
 /* ---- the per-session flow ---- */
 
+/* A parked session held without credit does not count: it takes no slot. */
 static bool busy(const sb_rcv_t *r)
 {
     if (r->state == RCV_AUTH || r->state == RCV_ATTACHING)
         return true;
-    return r->state == RCV_OPEN && !finishing(r);
+    return r->state == RCV_OPEN && !finishing(r) && !r->parked_hold;
 }
 
 void sb_session_fill(sb_client_t *c)
 {
-    unsigned n = 0;
+    unsigned n = 0, idle = 0, holds = 0, all = 0;
     long long now = ib_mono_ms();
     if (!c->sessions || !c->core.up || c->stopping || c->receiving_stopped)
         return;
-    for (sb_rcv_t *r = c->rcvs; r; r = r->next)
+    for (sb_rcv_t *r = c->rcvs; r; r = r->next) {
         n += busy(r);
+        idle += r->state == RCV_IDLE;
+        holds += r->state == RCV_OPEN && r->parked_hold;
+        all++;
+    }
+    /* Parked sessions hold receivers: one more, so a slot still takes other sessions. */
+    if (holds && !idle && n < c->max_sessions && all < 2 * c->max_sessions + SB_PARK_HOLD_MAX)
+        sb_rcv_new(c, true);
     for (sb_rcv_t *r = c->rcvs; r && n < c->max_sessions; r = r->next)
         if (r->state == RCV_IDLE && now >= r->retry_at) {
             sb_rcv_start(r);
@@ -202,7 +213,7 @@ void sb_session_fill(sb_client_t *c)
 }
 
 /* Closes r's link: the broker frees the session and everything still locked in it. */
-static void give_back(sb_rcv_t *r, const char *why)
+void sb_session_give_back(sb_rcv_t *r, const char *why)
 {
     sb_client_t *c = r->c;
     bool done = strcmp(why, "done") == 0;
@@ -274,11 +285,18 @@ void sb_session_step(sb_rcv_t *r)
          * documents for a session closed with messages locked.
          */
         if (inflight == 0)
-            give_back(r, "stopping");
+            sb_session_give_back(r, "stopping");
+        return;
+    }
+    if (r->parked_hold || r->state_pending)
+        return; /* nothing of a parked (or not yet checked) session is received */
+    if (r->parking) {
+        if (inflight == 0 && !r->park_setting)
+            sb_session_give_back(r, "parked");
         return;
     }
     if (inflight == 0 && r->give_back) {
-        give_back(r, "abandoned");
+        sb_session_give_back(r, "abandoned");
         return;
     }
     if (inflight == 0 && r->nbuf > 0) {
@@ -292,7 +310,7 @@ void sb_session_step(sb_rcv_t *r)
     if (r->drain_at && r->drain_got == 0) {
         /* The last drain came back empty: done once the one in flight settles. */
         if (inflight == 0)
-            give_back(r, "done");
+            sb_session_give_back(r, "done");
         else
             sb_session_fill(c);
         return;
@@ -366,14 +384,14 @@ void sb_session_tick(sb_client_t *c)
     if (!c->sessions || !c->core.up || c->stopping)
         return;
     for (sb_rcv_t *r = c->rcvs; r; r = r->next) {
-        if (r->state != RCV_OPEN || !r->session_id)
+        if (r->state != RCV_OPEN || !r->session_id || r->parked_hold)
             continue;
         /* The upper bound for a drain the broker does not answer. */
         if (r->held == 0 && r->drain_at && pn_link_credit(r->link) > 0 &&
             mono - r->drain_at > (long long)c->idle_s * 1000) {
             IB_LOG(IB_LOG_INFO, "session_release", IB_MSG("drain unanswered, session given back"),
                    IB_S("session_id", r->session_id), IB_I("idle_s", c->idle_s));
-            give_back(r, "idle");
+            sb_session_give_back(r, "idle");
             continue;
         }
         if (c->renew_max_s && !r->session_renewing) {
@@ -385,5 +403,6 @@ void sb_session_tick(sb_client_t *c)
                 renew_session(c, r);
         }
     }
+    sb_sstate_tick(c);
     sb_session_fill(c);
 }

@@ -202,6 +202,9 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
             pn_condition_t *cond = pn_disposition_condition(disp);
             pn_data_t *info;
             outcome = PN_REJECTED;
+            if (st->session && st->rcv && c->park && st->rcv->state == RCV_OPEN &&
+                !st->rcv->parking)
+                sb_sstate_park(st->rcv, msg);
             pn_condition_set_name(cond, "com.microsoft:dead-letter");
             info = pn_condition_info(cond);
             pn_data_put_map(info);

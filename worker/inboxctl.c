@@ -13,6 +13,7 @@
  *   inboxctl outbox list [--status pending|published|failed] [--max N] --config F
  *   inboxctl outbox retry --id N --config F        (the database, see inboxctl_outbox.c)
  *   inboxctl outbox skip --id N [--note TEXT] --config F
+ *   inboxctl session show|unpark --session S [--entity E] [--wait S]  (inboxctl_session.c)
  *
  * The connection string comes from --connection-string, else
  * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
@@ -23,7 +24,8 @@
  * (worker/wk_replay.c) one per message moved and a summary.
  *
  * Exit status: 0 success, 1 broker or I/O failure, 2 usage; dlq replay also
- * 3 when a canary came back to the dead-letter queue and 130 after SIGINT.
+ * 3 when a canary came back to the dead-letter queue and 130 after SIGINT;
+ * session unpark 4 when the session was not parked.
  */
 #include <errno.h>
 #include <signal.h>
@@ -37,6 +39,7 @@
 #include "ib_log.h"
 #include "ib_utf8.h"
 #include "inboxctl_outbox.h"
+#include "inboxctl_session.h"
 #include "sb_connstr.h"
 #include "sb_send.h"
 #include "wk_config.h"
@@ -64,6 +67,8 @@ typedef struct opts {
     size_t nreasons, nmessage_ids;
     double rate;
     long canary, canary_wait_s;
+    const char *session_cmd; /* session show|unpark */
+    long wait_s;             /* session: how long a session locked by a receiver is waited for */
 } opts_t;
 
 static int usage(const char *why)
@@ -96,6 +101,11 @@ static int usage(const char *why)
         "       inboxctl outbox list [--status pending|published|failed] [--max N] --config F\n"
         "       inboxctl outbox retry --id N --config F\n"
         "       inboxctl outbox skip --id N [--note TEXT] --config F\n"
+        "       inboxctl session show|unpark --session S [--entity E] [--wait SECONDS]\n"
+        "         Reads a session's state; unpark clears the parked record inboxd left there\n"
+        "         (servicebus.session_on_dead_letter park), so its later messages flow again.\n"
+        "         Exits 4 when it was not parked. A session inboxd holds is waited for\n"
+        "         (--wait, default 120 s). Replay its dead letter first to keep the order.\n"
         "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
         why);
     return 2;
@@ -607,6 +617,7 @@ static int parse_args(opts_t *o, int argc, char **argv, int first)
         OPT("--message-id", message_id)
         OPT("--subject", subject)
         OPT("--session-id", session_id)
+        OPT("--session", session_id)
         OPT("--correlation-id", correlation_id)
         OPT("--content-type", content_type)
         OPT("--body", body)
@@ -620,6 +631,12 @@ static int parse_args(opts_t *o, int argc, char **argv, int first)
         } else if ((strcmp(a, "--prop") == 0 || strcmp(a, "--prop-int") == 0) && v) {
             if (!add_prop(o, v, strcmp(a, "--prop-int") == 0))
                 return usage("--prop takes KEY=VALUE (--prop-int KEY=INTEGER)");
+            i++;
+        } else if (o->session_cmd && strcmp(a, "--wait") == 0 && v) {
+            char *end;
+            o->wait_s = strtol(v, &end, 10);
+            if (*end || o->wait_s < 0)
+                return usage("--wait takes seconds");
             i++;
         } else if (strcmp(a, "--max") == 0 && v) {
             o->max = atoi(v);
@@ -652,7 +669,10 @@ static int run_broker_cmd(const char *cmd, opts_t *o)
             fprintf(stderr, "inboxctl: cannot connect: %s\n", err.text);
             rc = 1;
         } else {
-            rc = o->replay                  ? cmd_replay(o, so.ca_file)
+            rc = o->session_cmd
+                     ? inboxctl_session(s, o->entity, o->session_id,
+                                        strcmp(o->session_cmd, "unpark") == 0, o->wait_s)
+                 : o->replay                ? cmd_replay(o, so.ca_file)
                  : o->stats                 ? wk_dlq_stats_run(s, o->entity, o->json, stdout)
                  : strcmp(cmd, "send") == 0 ? cmd_send(&s, &so, o)
                                             : cmd_peek(s, o);
@@ -689,6 +709,12 @@ int main(int argc, char **argv)
         o.replay = strcmp(argv[2], "replay") == 0;
         o.stats = strcmp(argv[2], "stats") == 0;
         first = 3;
+    } else if (strcmp(cmd, "session") == 0) {
+        if (argc < 3 || (strcmp(argv[2], "show") != 0 && strcmp(argv[2], "unpark") != 0))
+            return usage("session takes 'show' or 'unpark'");
+        o.session_cmd = argv[2];
+        o.wait_s = 120;
+        first = 3;
     } else if (strcmp(cmd, "send") != 0 && strcmp(cmd, "peek") != 0) {
         if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
             usage("help");
@@ -699,6 +725,8 @@ int main(int argc, char **argv)
     rc = parse_args(&o, argc, argv, first);
     if (rc == 0 && strcmp(cmd, "send") == 0 && !!o.body + !!o.body_file + !!o.file != 1)
         rc = usage("send takes exactly one of --body, --body-file, --file");
+    if (rc == 0 && o.session_cmd && !o.session_id)
+        rc = usage("session takes --session S");
     if (rc == 0)
         rc = run_broker_cmd(cmd, &o);
     for (size_t i = 0; i < o.nprops; i++) {

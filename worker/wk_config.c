@@ -62,6 +62,11 @@ const wk_setting_t wk_settings[] = {
     {"servicebus.session_idle_timeout_s", WK_CT_INT, "60", 1, 3600, NULL, 0,
      "Upper bound before a session whose drain the broker leaves unanswered is given back.",
      OFF(servicebus.session_idle_timeout_s)},
+    {"servicebus.session_on_dead_letter", WK_CT_ENUM, "continue", NOLIM, "continue|park", 0,
+     "When inboxd dead-letters a message of a session: continue with the session's next "
+     "message, or park the session (its Service Bus session state records why; its later "
+     "messages wait untouched until inboxctl session unpark).",
+     OFF(servicebus.session_on_dead_letter)},
     {"servicebus.reconnect_max_ms", WK_CT_INT, "30000", 100, 600000, NULL, 0,
      "Upper bound of the reconnect backoff.", OFF(servicebus.reconnect_max_ms)},
     {"servicebus.settle_timeout_ms", WK_CT_INT, "10000", 100, 600000, NULL, 0,

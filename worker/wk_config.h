@@ -33,6 +33,7 @@ typedef struct wk_config {
         long long max_auto_lock_renewal_s;
         long long session_idle_timeout_s;
         long long session_prefetch;
+        char *session_on_dead_letter; /* "continue" or "park" */
         long long reconnect_max_ms;
         long long settle_timeout_ms;
         char *ca_file;

@@ -800,6 +800,7 @@ static void sync_client_metrics(daemon_t *dm)
     for (unsigned long long i = prev->reconnects; i < now.reconnects; i++)
         wk_metrics_reconnect(dm->metrics);
     wk_metrics_sessions_active_set(dm->metrics, now.sessions_held);
+    wk_metrics_sessions_parked_set(dm->metrics, now.sessions_parked);
     wk_metrics_session_switches_add(dm->metrics,
                                     now.sessions_given_back - prev->sessions_given_back);
     if (dm->otel)
@@ -1084,6 +1085,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .max_auto_lock_renewal_s = (unsigned)cfg->servicebus.max_auto_lock_renewal_s,
         .session_idle_timeout_s = (unsigned)cfg->servicebus.session_idle_timeout_s,
         .session_prefetch = (unsigned)cfg->servicebus.session_prefetch,
+        .session_park = strcmp(cfg->servicebus.session_on_dead_letter, "park") == 0,
         .reconnect_max_ms = (unsigned)cfg->servicebus.reconnect_max_ms,
         .settle_timeout_ms = (unsigned)cfg->servicebus.settle_timeout_ms,
         .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,

@@ -76,6 +76,7 @@ struct wk_metrics {
     wk_counter_t duration_buckets[NBUCKETS + 1];
     wk_counter_t duration_sum_us;
     _Atomic long long sessions_active;
+    _Atomic long long sessions_parked;
     wk_counter_t session_switches;
     wk_counter_t switch_buckets[NSWITCH + 1]; /* per bucket, like duration_buckets */
     wk_counter_t switch_sum_us;
@@ -320,6 +321,12 @@ void wk_metrics_sessions_active_set(wk_metrics_t *m, long long n)
 {
     if (m)
         atomic_store_explicit(&m->sessions_active, n < 0 ? 0 : n, memory_order_relaxed);
+}
+
+void wk_metrics_sessions_parked_set(wk_metrics_t *m, long long n)
+{
+    if (m)
+        atomic_store_explicit(&m->sessions_parked, n < 0 ? 0 : n, memory_order_relaxed);
 }
 
 void wk_metrics_session_switches_add(wk_metrics_t *m, unsigned long long n)
@@ -711,6 +718,11 @@ static void render_sessions(wk_buf_t *b, wk_metrics_t *m)
     header(b, "inboxd_sessions_active", "gauge", "Sessions held now (session entities).");
     long long active = atomic_load_explicit(&m->sessions_active, memory_order_relaxed);
     buf_printf(b, "inboxd_sessions_active %lld\n", active < 0 ? 0 : active);
+
+    header(b, "inboxd_sessions_parked", "gauge",
+           "Sessions this process saw parked (session_on_dead_letter park) and not since unparked.");
+    buf_printf(b, "inboxd_sessions_parked %lld\n",
+               atomic_load_explicit(&m->sessions_parked, memory_order_relaxed));
 
     header(b, "inboxd_session_switches_total", "counter",
            "Sessions given back (done, idle or at shutdown), each freeing a slot for the next.");

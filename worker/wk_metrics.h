@@ -18,6 +18,7 @@
  *   inboxd_message_age_seconds           histogram: enqueue to completed / dead-lettered
  *   inboxd_reconnects_total              AMQP reconnects
  *   inboxd_sessions_active               sessions held now (session entities)
+ *   inboxd_sessions_parked               sessions seen parked, not since unparked
  *   inboxd_session_switches_total        sessions given back so their slot takes the next
  *   inboxd_session_switch_seconds        histogram: last message of a session settled ->
  *                                        its slot holding the next session
@@ -236,6 +237,8 @@ void wk_metrics_reasons_json(wk_metrics_t *m, char *buf, size_t size);
 void wk_metrics_otel_set(wk_metrics_t *m, unsigned long long exported,
                          unsigned long long dropped);
 
+/* Sets inboxd_sessions_parked. thread: any. */
+void wk_metrics_sessions_parked_set(wk_metrics_t *m, long long n);
 /* Sets inboxd_sessions_active. thread: any. */
 void wk_metrics_sessions_active_set(wk_metrics_t *m, long long n);
 /* Adds n to inboxd_session_switches_total. thread: any. */

@@ -28,6 +28,10 @@ typedef enum {
 } sb_msg_state_t;
 
 typedef struct sb_rcv sb_rcv_t;
+
+/* Sessions remembered as parked; parked sessions held at once besides the working ones. */
+#define SB_PARKED_MAX 256
+#define SB_PARK_HOLD_MAX 16
 typedef struct sb_renew_batch sb_renew_batch_t;
 
 struct sb_msg_state {
@@ -89,6 +93,12 @@ struct sb_rcv {
     unsigned done_msgs;  /* messages of this session finished since the attach */
     bool give_back;      /* close once nothing is in flight (abandon with later ones buffered) */
     long long attach_at; /* mono ms of the attach */
+    /* Parking (sb_sstate.c, servicebus.session_on_dead_letter "park"). */
+    bool state_pending; /* get-session-state sent after the accept: nothing handed out yet */
+    bool parked_hold;   /* the session is parked: held without credit, given back before its
+                           lock ends (the broker offers the other sessions meanwhile) */
+    bool parking;       /* one of its messages was dead-lettered: give it back once settled */
+    bool park_setting;  /* set-session-state of the parked record awaits its answer */
     bool recycling;          /* sb_rcv_recycle: draining, then closed and attached again */
     long long recycle_close_at; /* mono ms: close even without the drain's answer */
     sb_rcv_t *next;
@@ -108,6 +118,12 @@ struct sb_client {
     bool send_only; /* no receive links: sb_client_send_each only */
     unsigned prefetch, mcc, max_sessions, renew_max_s, idle_s, reconnect_max_ms, reconnect_min_ms;
     unsigned session_wait_ms, renew_margin_ms, session_prefetch, settle_timeout_ms;
+    bool park; /* sessions: park a session when one of its messages is dead-lettered */
+    struct sb_parked {
+        char *id;
+        long long seen; /* mono ms */
+    } parked[SB_PARKED_MAX]; /* sessions seen parked (the gauge), most recent kept */
+    unsigned n_parked;
     sb_ms_fifo_t sw_done;  /* sessions given back, not yet replaced: when */
     sb_ms_fifo_t sw_ahead; /* replacements accepted before the session they replace ended */
 
@@ -197,6 +213,8 @@ void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg);
 void sb_session_fill(sb_client_t *c);
 /* Removes msg (BUFFERED) from its session receiver's buffer. */
 void sb_session_unbuffer(sb_rcv_t *r, sb_msg_t *msg);
+/* Closes r's link (why: done, idle, stopping, abandoned, parked); the broker frees the session. */
+void sb_session_give_back(sb_rcv_t *r, const char *why);
 /* A session receiver's attach ended without a session (timeout, refused). */
 void sb_session_none(sb_client_t *c);
 int sb_session_fifo_init(sb_client_t *c);
@@ -210,6 +228,15 @@ void sb_settle_tick(sb_client_t *c);
 void sb_settle_shutdown(sb_client_t *c);
 /* Puts a message back at the head of the settle queue (its settlement is retried). */
 void sb_settle_requeue(sb_client_t *c, sb_msg_t *msg);
+
+/* sb_sstate.c: parking (servicebus.session_on_dead_letter "park") */
+/* A session was accepted: reads its state; the session waits for the answer. */
+void sb_sstate_check(sb_rcv_t *r);
+/* A message of r's session is being dead-lettered: records the session as parked. */
+void sb_sstate_park(sb_rcv_t *r, sb_msg_t *msg);
+/* Gives back parked sessions held long enough (before their lock ends). */
+void sb_sstate_tick(sb_client_t *c);
+void sb_sstate_free(sb_client_t *c);
 
 /* sb_renew.c */
 void sb_renew_tick(sb_client_t *c);

@@ -405,6 +405,12 @@ static void op_session(mgmt_ctx_t *c, const char *op)
         return;
     }
     emu_session_t *s = emu_session_get(c->ent, sid, false);
+    /* As Service Bus: the state is read and written by the holder of the session lock. */
+    if (!s || !s->holder || s->lock_expiry_ms <= c->now) {
+        finish(c, 410, "com.microsoft:session-lock-lost",
+               "The session lock has expired or is not held.");
+        return;
+    }
     if (strcmp(op, "com.microsoft:get-session-state") == 0) {
         begin_body(c);
         put_str(c->out, "session-state");

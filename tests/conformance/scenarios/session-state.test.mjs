@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { client, sleep } from "../lib.mjs";
+import { client, receiveN, sleep } from "../lib.mjs";
 
 test("get/setSessionState round-trips and renewSessionLock extends the lock", async () => {
   const sb = client();
@@ -17,6 +17,38 @@ test("get/setSessionState round-trips and renewSessionLock extends the lock", as
     await r.close();
     const again = await sb.acceptSession("q-sess-state", "st");
     assert.deepEqual(await again.getSessionState(), { step: 3 }, "state outlives the receiver");
+  } finally {
+    await sb.close();
+  }
+});
+
+test("session state is kept per session, outlives its messages, and clears to null", async () => {
+  const sb = client();
+  try {
+    const sender = sb.createSender("q-sess-state");
+    await sender.sendMessages([
+      { body: "a1", sessionId: "st-a" },
+      { body: "b1", sessionId: "st-b" },
+    ]);
+    const a = await sb.acceptSession("q-sess-state", "st-a", { maxAutoLockRenewalDurationInMs: 0 });
+    await a.setSessionState({ parked: true, why: "poison" });
+    // The session's only message leaves; the state stays with the session.
+    const [m] = await receiveN(a, 1);
+    assert.equal(m.body, "a1");
+    await a.completeMessage(m);
+    await a.close();
+    const b = await sb.acceptSession("q-sess-state", "st-b", { maxAutoLockRenewalDurationInMs: 0 });
+    assert.equal(await b.getSessionState(), null, "another session's state is its own");
+    await b.close();
+    const a2 = await sb.acceptSession("q-sess-state", "st-a", { maxAutoLockRenewalDurationInMs: 0 });
+    assert.deepEqual(await a2.getSessionState(), { parked: true, why: "poison" },
+      "state of a session without messages survives its release");
+    await a2.setSessionState(null);
+    assert.equal(await a2.getSessionState(), null, "cleared");
+    await a2.close();
+    const a3 = await sb.acceptSession("q-sess-state", "st-a", { maxAutoLockRenewalDurationInMs: 0 });
+    assert.equal(await a3.getSessionState(), null, "stays cleared after a release");
+    await a3.close();
   } finally {
     await sb.close();
   }
