@@ -26,6 +26,7 @@ struct sb_sender {
     ib_error_t down_err;
     /* sb_sender_session_state: the session receiver, while it is attached */
     pn_link_t *slink;
+    sb_link_tag_t slink_tag; /* its context (events of a link without one are dropped) */
     bool slink_open, slink_closed;
     ib_error_t slink_err;
 };
@@ -65,10 +66,15 @@ static void on_link_event(void *owner, pn_event_t *e, pn_link_t *link)
             pn_terminus_get_address(pn_link_remote_source(link)))
             s->slink_open = true;
         if (t == PN_LINK_REMOTE_DETACH || t == PN_LINK_REMOTE_CLOSE) {
+            /* Not logged: the caller decides (a locked session is retried). */
+            pn_condition_t *cond = pn_link_remote_condition(link);
+            bool set = pn_condition_is_set(cond);
             ib_error_set(&s->slink_err, IB_E_BROKER, IB_CLASS_TRANSIENT,
-                         "the broker refused the session receiver");
-            sb_log_condition("detach", "session receiver refused", pn_link_remote_condition(link),
-                             &s->slink_err);
+                         "the broker refused the session receiver: %s: %s",
+                         set ? pn_condition_get_name(cond) : "(no condition)",
+                         set && pn_condition_get_description(cond)
+                             ? pn_condition_get_description(cond)
+                             : "");
             s->slink_closed = true;
         }
         return;
@@ -277,6 +283,7 @@ void sb_peek_free(sb_msg_t **msgs, size_t n)
 
 typedef struct sstate_call {
     bool done;
+    bool set; /* a set: the answer is an empty map */
     int status;
     ib_error_t err;
     char *state;
@@ -292,16 +299,17 @@ static void on_sstate(void *ctx, int status, pn_message_t *resp, const ib_error_
         sc->err = *err;
     else if (status != 200)
         sb_resp_error(resp, status, &sc->err);
-    else if (!sb_sstate_parse(resp, &sc->state, &sc->len))
+    else if (!sc->set && !sb_sstate_parse(resp, &sc->state, &sc->len))
         ib_error_set(&sc->err, IB_E_BROKER, IB_CLASS_TRANSIENT, "answer without session-state");
 }
 
 /* Sends req on entity's $management and waits for its answer into *sc. */
-static ib_err_t sstate_call(sb_sender_t *s, const char *entity, pn_message_t *req,
+static ib_err_t sstate_call(sb_sender_t *s, const char *entity, pn_message_t *req, bool set,
                             sstate_call_t *sc, ib_error_t *err)
 {
     sb_rr_t *rr = sb_rr_mgmt(&s->core, entity);
     memset(sc, 0, sizeof(*sc));
+    sc->set = set;
     if (!rr) {
         pn_message_free(req);
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
@@ -367,6 +375,8 @@ static ib_err_t accept_session(sb_sender_t *s, const char *entity, const char *s
     sb_put_sym(f, "com.microsoft:session-filter");
     sb_put_str(f, session_id);
     pn_data_exit(f);
+    s->slink_tag.kind = SB_KIND_RECEIVER;
+    pn_link_set_context(s->slink, &s->slink_tag);
     pn_link_open(s->slink);
     {
         bool any = false;
@@ -392,6 +402,7 @@ static void release_session(sb_sender_t *s)
     if (!s->slink)
         return;
     ssn = pn_link_session(s->slink);
+    pn_link_set_context(s->slink, NULL);
     if (!s->down) {
         pn_link_close(s->slink);
         pn_session_close(ssn);
@@ -423,14 +434,15 @@ ib_err_t sb_sender_session_state(sb_sender_t *s, const char *entity, const char 
     rc = accept_session(s, entity, session_id, err);
     if (rc == IB_E_OK) {
         snprintf(link, sizeof(link), "%s", pn_link_name(s->slink));
-        rc = sstate_call(s, entity, sb_sstate_request(session_id, link, false, NULL, 0), &sc, err);
+        rc = sstate_call(s, entity, sb_sstate_request(session_id, link, false, NULL, 0), false,
+                         &sc, err);
         if (rc == IB_E_OK) {
             *before = sc.state;
             *before_len = sc.len;
         }
         if (rc == IB_E_OK && unpark && sb_sstate_is_parked(*before, *before_len)) {
-            rc = sstate_call(s, entity, sb_sstate_request(session_id, link, true, NULL, 0), &sc,
-                             err);
+            rc = sstate_call(s, entity, sb_sstate_request(session_id, link, true, NULL, 0), true,
+                             &sc, err);
             free(sc.state);
         }
     }

@@ -206,7 +206,7 @@ void sb_session_fill(sb_client_t *c)
     if (holds && !idle && n < c->max_sessions && all < 2 * c->max_sessions + SB_PARK_HOLD_MAX)
         sb_rcv_new(c, true);
     for (sb_rcv_t *r = c->rcvs; r && n < c->max_sessions; r = r->next)
-        if (r->state == RCV_IDLE && now >= r->retry_at) {
+        if (r->state == RCV_IDLE && now >= r->retry_at && now >= r->cool_until) {
             sb_rcv_start(r);
             n++;
         }

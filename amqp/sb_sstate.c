@@ -119,6 +119,14 @@ static void call_free(sstate_call_t *call)
     free(call);
 }
 
+static struct sb_parked *find(sb_client_t *c, const char *id)
+{
+    for (unsigned i = 0; i < c->n_parked; i++)
+        if (strcmp(c->parked[i].id, id) == 0)
+            return &c->parked[i];
+    return NULL;
+}
+
 /* Remembers id as parked (seen now) or forgets it; the oldest entry makes room. */
 static void remember(sb_client_t *c, const char *id, bool parked)
 {
@@ -141,6 +149,7 @@ static void remember(sb_client_t *c, const char *id, bool parked)
                 free(c->parked[i].id);
             c->parked[i].id = copy;
             c->parked[i].seen = ib_mono_ms();
+            c->parked[i].cool_until = 0;
         }
     }
     c->stats.sessions_parked = c->n_parked;
@@ -175,7 +184,21 @@ static void on_state(void *ctx, int status, pn_message_t *resp, const ib_error_t
                IB_S("error", status < 0 ? err->text : NULL));
         r->parked_hold = true;
     } else if (sb_sstate_is_parked(state, len)) {
+        struct sb_parked *p;
         remember(r->c, r->session_id, true);
+        p = find(r->c, r->session_id);
+        if (p && p->cool_until > ib_mono_ms()) {
+            /*
+             * Just given back: leave it free (this receiver waits) so that
+             * inboxctl session unpark, which needs the session's lock, can
+             * take it; next-available receivers waiting at the broker would
+             * otherwise take it back the moment it is free.
+             */
+            r->cool_until = p->cool_until;
+            free(state);
+            sb_session_give_back(r, "parked");
+            return;
+        }
         r->parked_hold = true;
         IB_LOG(IB_LOG_INFO, "session_parked_skip",
                IB_MSG("session is parked: left untouched (no message received), given back "
@@ -261,8 +284,13 @@ void sb_sstate_tick(sb_client_t *c)
         if (r->state != RCV_OPEN || !r->parked_hold)
             continue;
         margin = r->session_lock_dur / 4 > 500 ? r->session_lock_dur / 4 : 500;
-        if (now >= r->session_locked_until - margin)
+        if (now >= r->session_locked_until - margin) {
+            struct sb_parked *p = find(c, r->session_id);
+            long long cool = r->session_lock_dur / 2;
+            if (p)
+                p->cool_until = ib_mono_ms() + (cool < 1000 ? 1000 : cool > 5000 ? 5000 : cool);
             sb_session_give_back(r, "parked");
+        }
     }
 }
 

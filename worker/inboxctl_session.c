@@ -33,8 +33,9 @@ static ib_err_t call(sb_sender_t *s, const char *entity, const char *sid, bool u
         if (rc != IB_E_BROKER || !strstr(err->text, "session-cannot-be-locked") ||
             ib_mono_ms() >= deadline)
             return rc;
-        /* inboxd holds a parked session for most of its lock duration: wait for it. */
-        ib_sleep_ms(500, NULL);
+        /* inboxd holds a parked session for most of its lock duration, then leaves it free
+         * for a moment: wait for that. */
+        ib_sleep_ms(250, NULL);
     }
 }
 

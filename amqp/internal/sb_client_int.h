@@ -99,6 +99,7 @@ struct sb_rcv {
                            lock ends (the broker offers the other sessions meanwhile) */
     bool parking;       /* one of its messages was dead-lettered: give it back once settled */
     bool park_setting;  /* set-session-state of the parked record awaits its answer */
+    long long cool_until; /* mono ms: no accept before (it was handed a cooling parked session) */
     bool recycling;          /* sb_rcv_recycle: draining, then closed and attached again */
     long long recycle_close_at; /* mono ms: close even without the drain's answer */
     sb_rcv_t *next;
@@ -121,7 +122,8 @@ struct sb_client {
     bool park; /* sessions: park a session when one of its messages is dead-lettered */
     struct sb_parked {
         char *id;
-        long long seen; /* mono ms */
+        long long seen;      /* mono ms */
+        long long cool_until; /* mono ms: given back, left free for an operator till then */
     } parked[SB_PARKED_MAX]; /* sessions seen parked (the gauge), most recent kept */
     unsigned n_parked;
     sb_ms_fifo_t sw_done;  /* sessions given back, not yet replaced: when */
