@@ -90,7 +90,8 @@ static void test_wrong_types_and_enums(void)
     wk_config_t cfg;
     int n;
     char *errs = load_errors(
-        "{\"consumer\":7,\"servicebus\":{\"sessions\":\"yes\",\"prefetch\":\"5\",\"bogus\":1},"
+        "{\"consumer\":7,\"servicebus\":{\"sessions\":\"yes\",\"prefetch\":\"5\",\"bogus\":1,"
+        "\"session_on_dead_letter\":\"stop\"},"
         "\"db\":{\"dialect\":\"oracle\"},\"retry\":{\"base_ms\":5000,\"max_ms\":100},"
         "\"routes\":{},\"errors\":{\"permanent_native\":[50400,\"HY000\",\"nope\"]},\"log\":5}",
         &n, &cfg);
@@ -98,6 +99,7 @@ static void test_wrong_types_and_enums(void)
     ASSERT_CONTAINS(errs, "config: servicebus.sessions: wrong type");
     ASSERT_CONTAINS(errs, "config: servicebus.prefetch: wrong type");
     ASSERT_CONTAINS(errs, "config: servicebus.bogus: unknown key");
+    ASSERT_CONTAINS(errs, "config: servicebus.session_on_dead_letter: file: must be one of continue|park");
     ASSERT_CONTAINS(errs, "config: db.dialect:");
     ASSERT_CONTAINS(errs, "must be one of");
     ASSERT_CONTAINS(errs, "config: retry.base_ms:");
