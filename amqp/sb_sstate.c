@@ -253,8 +253,8 @@ static void on_parked(void *ctx, int status, pn_message_t *resp, const ib_error_
 void sb_sstate_park(sb_rcv_t *r, sb_msg_t *msg)
 {
     sb_client_t *c = r->c;
-    char *rec = sb_sstate_record(msg->st->reason, msg->message_id, msg->sequence_number,
-                                 ib_now_ms());
+    char *rec =
+        sb_sstate_record(msg->st->reason, msg->message_id, msg->sequence_number, ib_now_ms());
     sstate_call_t *call = rec ? call_new(r) : NULL;
     r->parking = true; /* given back once the dead letter settled: nothing more is handed out */
     if (!call) {
