@@ -144,8 +144,10 @@ static ib_err_t claim_chunk(batch_t *b, ib_error_t *err)
     nbinds = claim_binds(b, binds, err);
     b->next = 0;
     b->unmatched = 0;
+    long long t0 = db_phase_now(dbc);
     rc = nbinds ? db_run_kept(dbc, dbc->sql_claim, binds, nbinds, claimed_row, b, &inserted, err)
                 : err->code;
+    db_phase_report(dbc, DB_PHASE_CLAIM, DB_PHASE_BATCH, 0, rows, t0, rc ? err : NULL);
     free(binds);
     if (rc != IB_E_OK) {
         if (err->cls == IB_CLASS_DUPLICATE)
@@ -289,8 +291,11 @@ static ib_err_t run_group_stmt(batch_t *b, const size_t *members, size_t m, size
     if (!s->sql || (s->nparams && !s->params))
         rc = ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "statement %zu: no SQL or params",
                           k + 1);
-    else
+    else {
+        long long t0 = db_phase_now(b->dbc);
         rc = db_run_array(b->dbc, s->sql, sets, m, s->nparams, err);
+        db_phase_report(b->dbc, DB_PHASE_STMT, DB_PHASE_BATCH, k, m, t0, rc ? err : NULL);
+    }
     free(sets);
     if (rc != IB_E_OK) {
         if (err->cls == IB_CLASS_DUPLICATE)
@@ -359,7 +364,10 @@ static ib_err_t run_batch(batch_t *b, ib_error_t *err)
     if (claim_all(b, err) != IB_E_OK || decide_lookups(b, err) != IB_E_OK ||
         run_routes(b, err) != IB_E_OK)
         return err->code;
-    if (db_end(dbc, true, err) != IB_E_OK) {
+    long long t0 = db_phase_now(dbc);
+    ib_err_t rc = db_end(dbc, true, err);
+    db_phase_report(dbc, DB_PHASE_COMMIT, DB_PHASE_BATCH, 0, b->n, t0, rc ? err : NULL);
+    if (rc != IB_E_OK) {
         ib_error_prefix(err, "commit");
         return err->code;
     }
@@ -381,7 +389,9 @@ static void apply_alone(batch_t *b)
             it->err = *down;
             continue;
         }
+        b->dbc->phase_item = i;
         it->outcome = db_inbox_apply(b->dbc, it->claim, it->stmts, it->nstmts, &it->err);
+        b->dbc->phase_item = 0;
         if (it->outcome == DB_FAILED && it->err.code == IB_E_DB_CONN && !b->dbc->connected)
             down = &it->err;
     }
@@ -443,8 +453,10 @@ size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n, ib
                 items[i].outcome = DB_APPLIED;
                 ib_error_clear(&items[i].err);
             } else if (b.st[i] == ITEM_ALONE) {
+                dbc->phase_item = i;
                 items[i].outcome = db_inbox_apply(dbc, items[i].claim, items[i].stmts,
                                                   items[i].nstmts, &items[i].err);
+                dbc->phase_item = 0;
             }
     }
     for (size_t i = 0; i < n; i++)

@@ -459,6 +459,32 @@ ib_err_t db_conn_max_connections(db_conn_t *dbc, long long *limit, ib_error_t *e
     return rc;
 }
 
+void db_conn_set_phase_hook(db_conn_t *dbc, db_phase_fn fn, void *arg)
+{
+    dbc->phase_fn = fn;
+    dbc->phase_arg = arg;
+    dbc->phase_item = 0;
+}
+
+long long db_phase_now(const db_conn_t *dbc)
+{
+    struct timespec ts;
+    if (!dbc->phase_fn)
+        return 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void db_phase_report(db_conn_t *dbc, db_phase_t phase, size_t item, size_t stmt, size_t rows,
+                     long long start_ns, const ib_error_t *err)
+{
+    db_phase_info_t info = {phase, item, stmt, rows, start_ns, 0, err};
+    if (!dbc->phase_fn)
+        return;
+    info.end_ns = db_phase_now(dbc);
+    dbc->phase_fn(dbc->phase_arg, &info);
+}
+
 ib_err_t db_conn_ensure(db_conn_t *dbc, ib_error_t *err)
 {
     ib_err_t rc;

@@ -300,7 +300,10 @@ static db_outcome_t take_over(db_conn_t *dbc, const db_claim_t *c, const db_stmt
 
 static db_outcome_t commit_or_fail(db_conn_t *dbc, ib_error_t *err)
 {
-    if (db_end(dbc, true, err) != IB_E_OK) {
+    long long t0 = db_phase_now(dbc);
+    ib_err_t rc = db_end(dbc, true, err);
+    db_phase_report(dbc, DB_PHASE_COMMIT, dbc->phase_item, 0, 1, t0, rc ? err : NULL);
+    if (rc != IB_E_OK) {
         /*
          * A lost connection during COMMIT leaves the outcome unknown, but a
          * retry is safe: the inbox row turns a committed first attempt into
@@ -334,7 +337,9 @@ static ib_err_t run_stmts(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
             for (size_t k = 0; k < stmts[i].nparams; k++)
                 b[k] = DB_B(stmts[i].params[k]);
         }
+        long long t0 = db_phase_now(dbc);
         rc = db_run_kept(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
+        db_phase_report(dbc, DB_PHASE_STMT, dbc->phase_item, i, 1, t0, rc ? err : NULL);
         free(b);
         if (rc != IB_E_OK) {
             if (err->cls == IB_CLASS_DUPLICATE)
@@ -379,7 +384,10 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
     }
     if (conn_ready(dbc, err) != IB_E_OK)
         return DB_FAILED;
-    if (insert_row(dbc, claim, "processed", NULL, NULL, err) != IB_E_OK) {
+    long long t0 = db_phase_now(dbc);
+    ib_err_t rc = insert_row(dbc, claim, "processed", NULL, NULL, err);
+    db_phase_report(dbc, DB_PHASE_CLAIM, dbc->phase_item, 0, 1, t0, rc ? err : NULL);
+    if (rc != IB_E_OK) {
         if (claim->replay && err->code != IB_E_DB_CONN &&
             db_dialect_is_unique_violation(dbc->dialect, err->sqlstate, err->native))
             return take_over(dbc, claim, stmts, nstmts, err);

@@ -87,6 +87,32 @@ long db_conn_reconnects(const db_conn_t *dbc);
 ib_err_t db_conn_max_connections(db_conn_t *dbc, long long *limit, ib_error_t *err);
 
 /*
+ * A phase of an inbox transaction, reported to the connection's phase hook
+ * as it ends, for tracing: its start and end (ns since the epoch), the
+ * item of db_inbox_apply_batch it belongs to (DB_PHASE_BATCH: the batch's
+ * own transaction, shared by its items; db_inbox_apply alone: item 0), for
+ * DB_PHASE_STMT the statement's index (0-based), the rows it covers (the
+ * claim's or the parameter array's) and err when it failed (else NULL).
+ */
+typedef enum { DB_PHASE_CLAIM = 0, DB_PHASE_STMT, DB_PHASE_COMMIT } db_phase_t;
+#define DB_PHASE_BATCH ((size_t)-1)
+typedef struct db_phase_info {
+    db_phase_t phase;
+    size_t item;
+    size_t stmt;
+    size_t rows;
+    long long start_ns, end_ns;
+    const ib_error_t *err;
+} db_phase_info_t;
+typedef void (*db_phase_fn)(void *arg, const db_phase_info_t *info);
+/*
+ * Sets (fn NULL: clears) the hook called after each phase of the inbox
+ * transactions that follow on dbc; with none set no clock is read.
+ * thread: the owner of dbc.
+ */
+void db_conn_set_phase_hook(db_conn_t *dbc, db_phase_fn fn, void *arg);
+
+/*
  * create true: creates the inbox table and its indexes when absent, in one
  * transaction serialised across replicas (advisory lock / sp_getapplock);
  * safe to run any number of times, concurrently.

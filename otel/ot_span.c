@@ -125,8 +125,8 @@ bool ot_sample(ot_sampler_t s, double ratio, const ot_ctx_t *parent, const uint8
     return false;
 }
 
-ot_span_t *ot_span_start(ot_exporter_t *x, const char *name, ot_kind_t kind,
-                         const ot_ctx_t *parent, bool remote, long long start_ns)
+static ot_span_t *span_start(ot_exporter_t *x, const char *name, bool copy, ot_kind_t kind,
+                             const ot_ctx_t *parent, bool remote, long long start_ns)
 {
     ot_sampler_t sampler;
     double ratio;
@@ -135,7 +135,8 @@ ot_span_t *ot_span_start(ot_exporter_t *x, const char *name, ot_kind_t kind,
         return NULL;
     s->x = x;
     s->kind = kind;
-    s->name = strdup(name ? name : "");
+    s->name = copy ? strdup(name ? name : "") : name ? name : "";
+    s->name_owned = copy;
     s->start_ns = start_ns ? start_ns : ot_now_ns();
     if (parent && parent->valid) {
         memcpy(s->ctx.trace_id, parent->trace_id, 16);
@@ -151,6 +152,18 @@ ot_span_t *ot_span_start(ot_exporter_t *x, const char *name, ot_kind_t kind,
     s->ctx.flags = s->recording ? 1 : 0;
     s->ctx.valid = true;
     return s;
+}
+
+ot_span_t *ot_span_start(ot_exporter_t *x, const char *name, ot_kind_t kind,
+                         const ot_ctx_t *parent, bool remote, long long start_ns)
+{
+    return span_start(x, name, true, kind, parent, remote, start_ns);
+}
+
+ot_span_t *ot_span_start_const(ot_exporter_t *x, const char *name, ot_kind_t kind,
+                               const ot_ctx_t *parent, bool remote, long long start_ns)
+{
+    return span_start(x, name, false, kind, parent, remote, start_ns);
 }
 
 ot_exporter_t *ot_span_exporter(const ot_span_t *s)
@@ -174,6 +187,7 @@ static ot_attr_t *new_attr(ot_span_t *s, const char *key, ot_vtype_t type)
     ot_attr_t *a = &s->attrs[s->nattrs++];
     a->key = key;
     a->type = type;
+    a->borrowed = false;
     return a;
 }
 
@@ -186,6 +200,15 @@ void ot_span_str(ot_span_t *s, const char *key, const char *value)
         s->nattrs--;
         s->dropped_attrs++;
     }
+}
+
+void ot_span_str_const(ot_span_t *s, const char *key, const char *value)
+{
+    ot_attr_t *a;
+    if (!value || !(a = new_attr(s, key, OT_V_STR)))
+        return;
+    a->s = value;
+    a->borrowed = true;
 }
 
 void ot_span_int(ot_span_t *s, const char *key, long long value)
@@ -231,10 +254,12 @@ void ot_span_free(ot_span_t *s)
     if (!s)
         return;
     for (unsigned i = 0; i < s->nattrs; i++)
-        free(s->attrs[i].s);
+        if (!s->attrs[i].borrowed)
+            free((char *)s->attrs[i].s);
     free(s->links);
     free(s->status_msg);
-    free(s->name);
+    if (s->name_owned)
+        free((char *)s->name);
     free(s);
 }
 

@@ -91,12 +91,17 @@ unsigned long long ot_exporter_dropped(const ot_exporter_t *x);
  */
 ot_span_t *ot_span_start(ot_exporter_t *x, const char *name, ot_kind_t kind,
                          const ot_ctx_t *parent, bool remote, long long start_ns);
+/* As ot_span_start, but name is not copied: it must outlive the span (a constant). */
+ot_span_t *ot_span_start_const(ot_exporter_t *x, const char *name, ot_kind_t kind,
+                               const ot_ctx_t *parent, bool remote, long long start_ns);
 /* The exporter a span belongs to (for its children). */
 ot_exporter_t *ot_span_exporter(const ot_span_t *s);
 /* The span's own context (for children and traceparent headers). */
 const ot_ctx_t *ot_span_ctx(const ot_span_t *s);
 /* Attributes; key must outlive the span (a string constant). NULL s: no-op. */
 void ot_span_str(ot_span_t *s, const char *key, const char *value);
+/* As ot_span_str without a copy: value must outlive the span (constant, or config). */
+void ot_span_str_const(ot_span_t *s, const char *key, const char *value);
 void ot_span_int(ot_span_t *s, const char *key, long long value);
 void ot_span_bool(ot_span_t *s, const char *key, bool value);
 /* A link to another span (a batch's transaction to each message it carries). */

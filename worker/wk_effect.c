@@ -380,6 +380,8 @@ static bool replay_failed(run_t *r)
 
     IB_LOG(IB_LOG_INFO, "replay_failed_row", IB_MSG("a replay took a failed inbox row over"),
            IB_S("message_id", r->msg->message_id), IB_S("inbox_message_id", r->row.message_id),
+           IB_S("trace_id", r->d->trace_id[0] ? r->d->trace_id : NULL),
+           IB_S("span_id", wk_span_id(r->msg)),
            IB_I("remote_status", status), IB_B("call_succeeded", status >= 200 && status <= 299));
     if (status < 200 || status > 299)
         return false;
@@ -502,6 +504,8 @@ static void count_call(run_t *r, const fx_response_t *resp)
                                 fx_response_metric_class(resp), resp->duration_s);
     IB_LOG(IB_LOG_DEBUG, "http_call", IB_MSG("destination answered"),
            IB_S("message_id", r->msg->message_id), IB_I("http_status", resp->status),
+           IB_S("trace_id", r->d->trace_id[0] ? r->d->trace_id : NULL),
+           IB_S("span_id", wk_span_id(r->msg)),
            IB_S("class", fx_class_name(resp->cls)), IB_B("sent", resp->sent),
            IB_D("duration_s", resp->duration_s),
            IB_S("error", resp->cls == FX_APPLIED ? NULL : resp->err.text));
@@ -519,7 +523,11 @@ static reconcile_t reconcile(run_t *r, fx_client_t *fx)
                        .nheaders = r->call.nheaders,
                        .timeout_ms = wk_http_timeout_ms(r->h),
                        .ca_file = wk_http_ca_file(r->h)};
+    wk_trace_call_t tc;
+    wk_trace_call_begin(&tc, r->msg, rq.method, r->call.reconcile_url_redacted, &rq.headers,
+                        rq.nheaders);
     fx_client_call(fx, &rq, &resp);
+    wk_trace_call_end(&tc, &resp);
     count_call(r, &resp);
     reconcile_t rc = REC_UNKNOWN;
     if (resp.cls == FX_APPLIED && wk_http_reconcile_found(r->h, &resp)) {
@@ -574,7 +582,8 @@ static bool outcome(run_t *r, const fx_response_t *resp)
         r->d->err = resp->err;
         if (resp->err.code == IB_E_TLS)
             IB_LOG(IB_LOG_ERROR, "http_tls", IB_MSG(resp->err.text),
-                   IB_S("message_id", r->msg->message_id), IB_S("url", r->call.url_redacted));
+                   IB_S("message_id", r->msg->message_id), IB_S("url", r->call.url_redacted),
+                   IB_S("span_id", wk_span_id(r->msg)));
         if (r->p->dests && r->call.dest[0]) {
             /* Held, not retried here nor abandoned: the destination paces it. */
             long long wait = ib_backoff_ms(r->p->cfg->retry.base_ms, r->p->cfg->retry.max_ms,
@@ -798,7 +807,8 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
         IB_LOG(IB_LOG_WARN, "claim_taken_over",
                IB_MSG("an expired claim was taken over; its earlier call may have acted"),
                IB_S("consumer", p->cfg->consumer), IB_S("message_id", msg->message_id),
-               IB_S("inbox_message_id", r.row.message_id), IB_I("claims", r.row.attempts));
+               IB_S("inbox_message_id", r.row.message_id), IB_I("claims", r.row.attempts),
+               IB_S("span_id", wk_span_id(msg)));
         break;
     default:
         break;

@@ -83,6 +83,12 @@ const char *wk_traceparent(const sb_msg_t *msg)
     return NULL;
 }
 
+const char *wk_span_id(const sb_msg_t *msg)
+{
+    const wk_trace_t *t = msg->user;
+    return t && t->span_id[0] ? t->span_id : NULL;
+}
+
 size_t wk_dl_props(const wk_dl_context_t *ctx, sb_prop_t *props, char at[32])
 {
     size_t n = 0;

@@ -32,6 +32,13 @@ bool wk_trace_id(const sb_msg_t *msg, char out[WK_TRACE_ID_MAX]);
  */
 const char *wk_traceparent(const sb_msg_t *msg);
 
+/*
+ * The span id (16 hex characters) of msg's consumer span for log lines, so
+ * they join the exported spans; NULL when tracing is off (or the message
+ * has no span). Points into the message's trace (wk_trace.h).
+ */
+const char *wk_span_id(const sb_msg_t *msg);
+
 /* The application properties a dead letter carries (see the README). */
 #define WK_DL_PROPS 7
 typedef struct wk_dl_context {

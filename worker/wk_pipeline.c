@@ -18,6 +18,7 @@
 #include "wk_limits.h"
 #include "wk_effect.h"
 #include "wk_relay.h"
+#include "wk_trace.h"
 
 /*
  * The route's rejection events (emit_on_failure) of msg failing for
@@ -304,7 +305,8 @@ static bool setup_retry(wk_pipeline_t *p, item_t *it, long long wait)
     IB_LOG(IB_LOG_WARN, "msg_retry", IB_MSG("the database's setup refused the statement"),
            IB_S("message_id", it->msg->message_id), IB_S("sqlstate", d->err.sqlstate), IB_S("error", d->err.text),
            IB_I("attempt", d->attempts), IB_I("backoff_ms", wait),
-           IB_S("trace_id", d->trace_id[0] ? d->trace_id : NULL));
+           IB_S("trace_id", d->trace_id[0] ? d->trace_id : NULL),
+           IB_S("span_id", wk_span_id(it->msg)));
     return true;
 }
 
@@ -465,7 +467,8 @@ static bool may_retry(wk_pipeline_t *p, item_t *it, long long wait)
            IB_S("error_class", ib_class_name(d->err.cls)),
            IB_S("sqlstate", d->err.sqlstate), IB_I("native_error", d->err.native),
            IB_S("error", d->err.text), IB_I("attempt", d->attempts), IB_I("backoff_ms", wait),
-           IB_S("trace_id", d->trace_id[0] ? d->trace_id : NULL));
+           IB_S("trace_id", d->trace_id[0] ? d->trace_id : NULL),
+           IB_S("span_id", wk_span_id(it->msg)));
     return true;
 }
 
@@ -494,6 +497,12 @@ bool wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg)
 {
     const wk_route_t *route = wk_routes_match(p->routes, msg);
     return route && wk_route_http(route);
+}
+
+/* The i-th message of a round's todo (wk_trace_txn_begin). */
+static const sb_msg_t *todo_msg(void *arg, size_t i)
+{
+    return ((item_t **)arg)[i]->msg;
 }
 
 /*
@@ -543,9 +552,12 @@ static size_t apply_round(wk_pipeline_t *p, db_conn_t *dbc, item_t **todo, size_
     for (size_t i = 0; i < n; i++)
         bi[i] =
             (db_batch_item_t){&todo[i]->claim, todo[i]->b.stmts, todo[i]->b.nstmts, DB_FAILED, {0}};
+    wk_trace_txn_t tx;
+    wk_trace_txn_begin(&tx, dbc, n, todo_msg, todo);
     long long t0 = ib_mono_ms();
     db_inbox_apply_batch(dbc, bi, n, &fallback);
     long long took = ib_mono_ms() - t0;
+    wk_trace_txn_end(&tx, &fallback);
     breaker_record(p, bi, n);
     if (fallback.code != IB_E_OK) {
         if (p->metrics)

@@ -218,6 +218,7 @@ typedef struct wk_http_call {
     char dest[300]; /* its destination: scheme://host:port (wk_dest_key) */
     char *url_redacted; /* scheme://host/path, for logs and dead letters */
     char *reconcile_url;
+    char *reconcile_url_redacted; /* as url_redacted; NULL without reconcile */
     const char *body; /* NULL: no body */
     size_t body_len;
     fx_header_t *headers; /* the route's, Content-Type, the key header, traceparent */

@@ -573,6 +573,8 @@ ib_err_t wk_route_bind_http(const wk_route_t *r, const sb_msg_t *msg, const char
                             &c->reconcile_url, err)) != IB_E_OK)
         return rc;
     c->url_redacted = wk_binding_keep(b, redact_url(c->url));
+    if (c->reconcile_url)
+        c->reconcile_url_redacted = wk_binding_keep(b, redact_url(c->reconcile_url));
     if (!host_allowed(h, c->url, c->dest, sizeof c->dest) ||
         (c->reconcile_url && !host_allowed(h, c->reconcile_url, (char[WK_DEST_KEY_MAX]){0},
                                            WK_DEST_KEY_MAX)))

@@ -26,9 +26,35 @@ static ot_options_t options_of(const wk_config_t *cfg)
     };
 }
 
+/*
+ * What every consumer span shares, computed once at start (wk_trace_exporter,
+ * before any worker runs) and only read afterwards: spans borrow these.
+ */
+static struct {
+    char name[300];   /* "process <entity>" */
+    char topic[260];  /* messaging.destination.name */
+    const char *sub;  /* messaging.destination.subscription.name, or NULL */
+    const char *consumer;
+} consts;
+
+/* messaging.destination.name and .subscription.name from "topic/Subscriptions/sub". */
+static void consts_set(const wk_config_t *cfg)
+{
+    const char *entity = cfg->servicebus.entity;
+    const char *sub = entity ? strstr(entity, "/Subscriptions/") : NULL;
+    snprintf(consts.name, sizeof(consts.name), "process %s",
+             entity && *entity ? entity : "servicebus");
+    snprintf(consts.topic, sizeof(consts.topic), "%.*s",
+             (int)(sub ? (size_t)(sub - entity) : entity ? strlen(entity) : 0),
+             entity ? entity : "");
+    consts.sub = sub ? sub + strlen("/Subscriptions/") : NULL;
+    consts.consumer = cfg->consumer;
+}
+
 ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err)
 {
     ot_options_t o = options_of(cfg);
+    consts_set(cfg);
     return ot_exporter_new(&o, err);
 }
 
@@ -50,40 +76,27 @@ static bool parent_of(const sb_msg_t *msg, ot_ctx_t *parent)
     return false;
 }
 
-/* messaging.destination.name and .subscription.name from "topic/Subscriptions/sub". */
-static void destination(ot_span_t *s, const char *entity)
-{
-    const char *sub = entity ? strstr(entity, "/Subscriptions/") : NULL;
-    char topic[260];
-    if (!entity || !*entity)
-        return;
-    if (!sub) {
-        ot_span_str(s, "messaging.destination.name", entity);
-        return;
-    }
-    snprintf(topic, sizeof(topic), "%.*s", (int)(sub - entity), entity);
-    ot_span_str(s, "messaging.destination.name", topic);
-    ot_span_str(s, "messaging.destination.subscription.name", sub + strlen("/Subscriptions/"));
-}
-
 void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_trace_t *t)
 {
     ot_ctx_t parent;
-    char name[300];
-    const char *entity = cfg->servicebus.entity;
-    memset(t, 0, sizeof(*t));
+    (void)cfg; /* its constants are in consts */
+    t->span = NULL;
+    t->traceparent[0] = t->trace_id[0] = t->span_id[0] = '\0';
+    t->settle_ns = 0;
     if (!x)
         return;
     bool has_parent = parent_of(msg, &parent);
-    snprintf(name, sizeof(name), "process %s", entity && *entity ? entity : "servicebus");
-    t->span = ot_span_start(x, name, OT_KIND_CONSUMER, has_parent ? &parent : NULL, true, 0);
+    t->span =
+        ot_span_start_const(x, consts.name, OT_KIND_CONSUMER, has_parent ? &parent : NULL, true, 0);
     if (!t->span)
         return;
-    ot_span_str(t->span, "messaging.system", "servicebus");
-    ot_span_str(t->span, "messaging.operation.name", "process");
-    ot_span_str(t->span, "messaging.operation.type", "process");
-    destination(t->span, entity);
-    ot_span_str(t->span, "messaging.consumer.group.name", cfg->consumer);
+    ot_span_str_const(t->span, "messaging.system", "servicebus");
+    ot_span_str_const(t->span, "messaging.operation.name", "process");
+    ot_span_str_const(t->span, "messaging.operation.type", "process");
+    if (consts.topic[0])
+        ot_span_str_const(t->span, "messaging.destination.name", consts.topic);
+    ot_span_str_const(t->span, "messaging.destination.subscription.name", consts.sub);
+    ot_span_str_const(t->span, "messaging.consumer.group.name", consts.consumer);
     ot_span_str(t->span, "messaging.message.id", msg->message_id);
     ot_span_str(t->span, "messaging.message.conversation_id", msg->correlation_id);
     ot_span_int(t->span, "azure.servicebus.message.delivery_count", msg->delivery_count);
@@ -107,11 +120,11 @@ void wk_trace_settling(wk_trace_t *t)
 static void settle_span(wk_trace_t *t, const char *disposition, long long now)
 {
     ot_exporter_t *x = ot_span_exporter(t->span);
-    ot_span_t *s = ot_span_start(x, disposition, OT_KIND_CLIENT, ot_span_ctx(t->span), false,
-                                 t->settle_ns ? t->settle_ns : now);
-    ot_span_str(s, "messaging.system", "servicebus");
-    ot_span_str(s, "messaging.operation.name", disposition);
-    ot_span_str(s, "messaging.operation.type", "settle");
+    ot_span_t *s = ot_span_start_const(x, disposition, OT_KIND_CLIENT, ot_span_ctx(t->span),
+                                       false, t->settle_ns ? t->settle_ns : now);
+    ot_span_str_const(s, "messaging.system", "servicebus");
+    ot_span_str_const(s, "messaging.operation.name", disposition);
+    ot_span_str_const(s, "messaging.operation.type", "settle");
     ot_span_end(s, now);
 }
 
@@ -125,11 +138,11 @@ void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcom
         return;
     now = ot_now_ns();
     settle_span(t, sb_disposition_name(disp), now);
-    ot_span_str(t->span, "azure.servicebus.disposition_status", sb_disposition_name(disp));
-    ot_span_str(t->span, "inboxd.outcome", wk_outcome_name(o));
+    ot_span_str_const(t->span, "azure.servicebus.disposition_status", sb_disposition_name(disp));
+    ot_span_str_const(t->span, "inboxd.outcome", wk_outcome_name(o));
     if (d->err.code) {
-        ot_span_str(t->span, "inboxd.error_class", ib_class_name(d->err.cls));
-        ot_span_str(t->span, "error.type", ib_err_name(d->err.code));
+        ot_span_str_const(t->span, "inboxd.error_class", ib_class_name(d->err.cls));
+        ot_span_str_const(t->span, "error.type", ib_err_name(d->err.code));
     }
     if (d->disposition == SB_DEADLETTER)
         ot_span_str(t->span, "inboxd.dead_letter_reason", d->reason);
@@ -199,4 +212,87 @@ void wk_trace_call_end(wk_trace_call_t *c, const fx_response_t *resp)
     }
     ot_span_end(c->span, 0);
     c->span = NULL;
+}
+
+/* ---- the inbox transaction's phases --------------------------------------- */
+
+static const char *const phase_names[] = {"inbox claim", "route statement", "inbox commit"};
+
+/* The consumer span of the i-th message of the round, or NULL. */
+static ot_span_t *msg_span(const wk_trace_txn_t *tx, size_t i)
+{
+    const wk_trace_t *t = i < tx->n ? tx->msg_at(tx->arg, i)->user : NULL;
+    return t ? t->span : NULL;
+}
+
+/* db.system.name as OpenTelemetry's database conventions spell it. */
+static const char *db_system(const db_conn_t *dbc)
+{
+    db_dialect_t d = db_conn_dialect(dbc);
+    return d == DB_DIALECT_MSSQL ? "microsoft.sql_server" : db_dialect_name(d);
+}
+
+/* The phase hook (db_conn_set_phase_hook): one CLIENT span per phase. */
+static void on_phase(void *arg, const db_phase_info_t *info)
+{
+    wk_trace_txn_t *tx = arg;
+    ot_span_t *parent = info->item == DB_PHASE_BATCH ? tx->batch : msg_span(tx, info->item);
+    ot_span_t *s;
+    if (!parent || !(s = ot_span_start_const(ot_span_exporter(parent), phase_names[info->phase],
+                                             OT_KIND_CLIENT, ot_span_ctx(parent), false,
+                                             info->start_ns)))
+        return;
+    ot_span_str_const(s, "db.system.name", db_system(tx->dbc));
+    if (info->phase == DB_PHASE_STMT)
+        ot_span_int(s, "inboxd.statement", (long long)info->stmt + 1);
+    if (info->rows > 1)
+        ot_span_int(s, "db.operation.batch.size", (long long)info->rows);
+    if (info->err) {
+        ot_span_str(s, "db.response.status_code", info->err->sqlstate);
+        ot_span_str_const(s, "error.type", ib_class_name(info->err->cls));
+        ot_span_error(s, info->err->text);
+    }
+    ot_span_end(s, info->end_ns);
+}
+
+void wk_trace_txn_begin(wk_trace_txn_t *tx, db_conn_t *dbc, size_t n,
+                        const sb_msg_t *(*msg_at)(void *arg, size_t i), void *arg)
+{
+    ot_span_t *any = NULL;
+    *tx = (wk_trace_txn_t){NULL, NULL, msg_at, arg, n};
+    for (size_t i = 0; i < n && !any; i++)
+        any = msg_span(tx, i);
+    if (!any)
+        return; /* tracing off */
+    tx->dbc = dbc;
+    db_conn_set_phase_hook(dbc, on_phase, tx);
+    if (n < 2)
+        return;
+    tx->batch = ot_span_start_const(ot_span_exporter(any), "inbox batch", OT_KIND_INTERNAL, NULL,
+                                    false, 0);
+    if (!tx->batch)
+        return;
+    ot_span_str_const(tx->batch, "db.system.name", db_system(dbc));
+    ot_span_int(tx->batch, "inboxd.batch.messages", (long long)n);
+    for (size_t i = 0; i < n; i++) {
+        ot_span_t *m = msg_span(tx, i);
+        if (m) {
+            ot_span_link(tx->batch, ot_span_ctx(m));
+            ot_span_link(m, ot_span_ctx(tx->batch));
+        }
+    }
+}
+
+void wk_trace_txn_end(wk_trace_txn_t *tx, const ib_error_t *fallback)
+{
+    if (!tx->dbc)
+        return;
+    db_conn_set_phase_hook(tx->dbc, NULL, NULL);
+    if (tx->batch && fallback && fallback->code) {
+        ot_span_str_const(tx->batch, "error.type", ib_class_name(fallback->cls));
+        ot_span_error(tx->batch, fallback->text);
+    }
+    ot_span_end(tx->batch, 0);
+    tx->batch = NULL;
+    tx->dbc = NULL;
 }

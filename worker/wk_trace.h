@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 
+#include "db_inbox.h"
 #include "fx_client.h"
 #include "ot_trace.h"
 #include "sb_client.h"
@@ -27,7 +28,11 @@ typedef struct wk_trace {
     long long settle_ns;                     /* when the settlement was handed over */
 } wk_trace_t;
 
-/* The exporter from the otel.* settings (NULL: off, or err set). thread: main. */
+/*
+ * The exporter from the otel.* settings (NULL: off, or err set); also
+ * computes once what every consumer span shares (its name, destination,
+ * consumer group), before any message. thread: main, once at start.
+ */
 ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err);
 /* Checks the otel.* settings as wk_trace_exporter would, without starting it. */
 bool wk_trace_check(const wk_config_t *cfg, ib_error_t *err);
@@ -42,6 +47,29 @@ void wk_trace_settling(wk_trace_t *t);
  */
 void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcome_t o,
                   const wk_decision_t *d);
+
+/*
+ * One inbox transaction round of wk_pipeline (db_inbox_apply_batch): while
+ * it runs, the connection's phase hook makes a CLIENT span of the inbox
+ * claim, each route statement and the commit. Alone (n == 1), or a
+ * message applied alone after its batch rolled back, they are children of
+ * the message's consumer span; in a batch (n > 1) they are children of the
+ * batch's own transaction span ("inbox batch"), which links to every
+ * message span it carries (and each message span links back to it).
+ * msg_at(arg, i) is the i-th message. thread: the db worker owning dbc.
+ */
+typedef struct wk_trace_txn {
+    db_conn_t *dbc; /* NULL: nothing traced */
+    ot_span_t *batch;
+    const sb_msg_t *(*msg_at)(void *arg, size_t i);
+    void *arg;
+    size_t n;
+} wk_trace_txn_t;
+
+void wk_trace_txn_begin(wk_trace_txn_t *tx, db_conn_t *dbc, size_t n,
+                        const sb_msg_t *(*msg_at)(void *arg, size_t i), void *arg);
+/* Ends the round: fallback is the failure that rolled the batch back (code 0: none). */
+void wk_trace_txn_end(wk_trace_txn_t *tx, const ib_error_t *fallback);
 
 /* An HTTP call's CLIENT span, child of the message's consumer span. */
 #define WK_TRACE_MAX_HEADERS 32

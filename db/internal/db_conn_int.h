@@ -42,7 +42,16 @@ struct db_conn {
     db_kept_t *kept; /* statements kept prepared (db_stmt.c); owned */
     size_t nkept;
     unsigned long kept_clock;
+    db_phase_fn phase_fn; /* tracing hook (db_conn_set_phase_hook); NULL: none */
+    void *phase_arg;
+    size_t phase_item; /* the batch item db_inbox_apply runs for (0 alone) */
 };
+
+/* The clock phases are timed by (ns since the epoch); 0 when no hook is set. */
+long long db_phase_now(const db_conn_t *dbc);
+/* Reports a phase that started at start_ns to the hook, if any. */
+void db_phase_report(db_conn_t *dbc, db_phase_t phase, size_t item, size_t stmt, size_t rows,
+                     long long start_ns, const ib_error_t *err);
 
 /* A bound parameter, including the internal timestamp type. */
 typedef enum { DB_BIND_PARAM, DB_BIND_TS } db_bind_kind_t;

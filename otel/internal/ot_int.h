@@ -18,7 +18,8 @@ typedef enum { OT_V_STR, OT_V_INT, OT_V_BOOL } ot_vtype_t;
 typedef struct ot_attr {
     const char *key;
     ot_vtype_t type;
-    char *s; /* owned, OT_V_STR */
+    const char *s; /* OT_V_STR: owned unless borrowed */
+    bool borrowed; /* s outlives the span (ot_span_str_const): not freed */
     long long i;
 } ot_attr_t;
 
@@ -28,7 +29,8 @@ struct ot_span {
     uint8_t parent[8];
     bool has_parent, parent_remote, recording;
     ot_kind_t kind;
-    char *name;
+    const char *name;
+    bool name_owned; /* name was copied (ot_span_start) */
     long long start_ns, end_ns;
     ot_attr_t attrs[OT_MAX_ATTRS];
     unsigned nattrs, dropped_attrs;

@@ -6,7 +6,13 @@
 #    exported as http/protobuf -> 50 consumer spans in the senders' traces,
 #    parented on the senders' spans, each with a settlement child span; the
 #    emitted messages, read back from the broker, carry a traceparent naming
-#    their consumer span.
+#    their consumer span. The inbox transaction's claim, route statements
+#    and commit are CLIENT spans: children of the consumer span when the
+#    message ran alone, else children of its batch's "inbox batch" span,
+#    which links to every message span it carries (and they back to it).
+#    INBOXD_TEST_BATCH_MAX 1: no batch span; > 1: batches did form (the 50
+#    messages wait in the queue before inboxd starts). msg_done's span_id
+#    names the exported consumer span of its message.
 # 2. An HTTP route, traces as http/json -> the destination received a
 #    traceparent whose parent is inboxd's CLIENT span of the call, itself a
 #    child of the consumer span.
@@ -73,6 +79,31 @@ check "messaging attributes" "$(spans_q pb "$consumer"' | map(select(.attributes
 check "settlement child spans" "$(spans_q pb '(map(select(.kind == 5) | .spanId)) as $ids |
   map(select(.name == "complete" and (.parentSpanId as $p | $ids | index($p)))) | length')" 50
 check "service.name" "$(spans_q pb '[.[].resource["service.name"]] | unique | join(",")')" inboxd
+phases='(map(select(.kind == 3 and (.name == "inbox claim" or .name == "route statement"
+                                  or .name == "inbox commit")))) as $ph |
+  def phases($s): [$ph[] | select(.parentSpanId == $s.spanId and .traceId == $s.traceId
+                                  and .attributes["db.system.name"] == "postgresql") | .name] | unique;
+  def all3: . == ["inbox claim", "inbox commit", "route statement"];
+  def links($a; $b): any($a.links[]; .traceId == $b.traceId and .spanId == $b.spanId);
+  (map(select(.name == "inbox batch"))) as $b | (map(select(.kind == 5))) as $c'
+check "claim, statement and commit spans of every message (its own, or its batch's)" \
+  "$(spans_q pb "$phases"' | [$c[] | . as $m | select((phases($m) | all3) or
+      any($b[]; links(.; $m) and links($m; .) and (phases(.) | all3)))] | length')" 50
+check "batch spans link to each message span they carry, and only to those" \
+  "$(spans_q pb "$phases"' | [$b[] | . as $x | select((.links | length) == .attributes["inboxd.batch.messages"]
+      and all(.links[]; . as $l | any($c[]; .traceId == $l.traceId and .spanId == $l.spanId)))]
+      | length == ($b | length)')" true
+batches=$(spans_q pb '[.[] | select(.name == "inbox batch")] | length')
+if [ "${INBOXD_TEST_BATCH_MAX:-32}" -gt 1 ]; then
+  [ "$batches" -ge 1 ] || die "no batch span with db.batch_max ${INBOXD_TEST_BATCH_MAX:-32}"
+else
+  check "no batch span with db.batch_max 1" "$batches" 0
+fi
+jq -R 'fromjson? | select(.event == "msg_done")' "$W/one.log" | jq -s '.' >"$W/done.json"
+check "msg_done's span_id is its message's exported consumer span" \
+  "$(jq -rs --slurpfile dn "$W/done.json" 'map(select(.kind == 5)) as $c | [$dn[0][] | . as $d |
+      select(any($c[]; .spanId == $d.span_id and .traceId == $d.trace_id
+                 and .attributes["messaging.message.id"] == $d.message_id))] | length' "$W/pb.jsonl")" 50
 peek_all out >"$W/out.jsonl" || die "cannot peek the emitted messages"
 check "emitted messages" "$(wc -l <"$W/out.jsonl")" 50
 check "emitted messages carry their consumer span" \

@@ -1,7 +1,10 @@
-/* otel/: W3C traceparent parsing and formatting, the samplers, and the
- * OTLP/JSON body (parsed back with jansson). The protobuf body is decoded
- * with the official opentelemetry-proto definitions by tests/otel. */
+/* otel/: W3C traceparent parsing and formatting, the samplers, the
+ * OTLP/JSON body (parsed back with jansson) and a span's links in both
+ * bodies (the protobuf one read back with a small wire-format reader here;
+ * tests/otel decodes whole bodies with the official opentelemetry-proto
+ * definitions). */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -122,6 +125,125 @@ static void test_json_body(void)
     ot_exporter_free(x);
 }
 
+/* ---- a protobuf wire-format reader, enough to walk to the links ---- */
+
+static uint64_t rd_varint(const uint8_t **p, const uint8_t *end)
+{
+    uint64_t v = 0;
+    for (int sh = 0; *p < end && sh < 64; sh += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << sh;
+        if (!(b & 0x80))
+            break;
+    }
+    return v;
+}
+
+/*
+ * The n-th (0-based) occurrence of field in the message [p, end): its bytes
+ * (length-delimited) or, for fixed32, its 4 bytes. NULL when absent.
+ */
+static const uint8_t *pb_find(const uint8_t *p, const uint8_t *end, unsigned field, int n,
+                              size_t *len)
+{
+    while (p < end) {
+        uint64_t key = rd_varint(&p, end);
+        unsigned f = (unsigned)(key >> 3), wt = (unsigned)(key & 7);
+        size_t l = wt == 0 ? 0 : wt == 1 ? 8 : wt == 5 ? 4 : 0;
+        if (wt == 0)
+            rd_varint(&p, end);
+        else if (wt == 2)
+            l = (size_t)rd_varint(&p, end);
+        if (f == field && n-- == 0) {
+            *len = l;
+            return p;
+        }
+        p += l;
+    }
+    return NULL;
+}
+
+static const char *hex_of(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+    return out;
+}
+
+#define TP2 "00-11111111111111111111111111111111-2222222222222222-01"
+#define TP3 "00-33333333333333333333333333333333-4444444444444444-00"
+
+/* A batch's span links to the message spans it carries: OTLP Span.links = 13. */
+static void test_links_encoded(void)
+{
+    ot_exporter_t *x = exporter(NULL);
+    ot_ctx_t a, b;
+    ot_buf_t pb = {0}, js = {0};
+    ot_kv_t res[] = {{"service.name", "svc"}};
+    const uint8_t *rs, *ss, *sp, *lk, *f;
+    size_t n, l;
+    char hex[40];
+    ASSERT_TRUE(x && ot_ctx_parse(TP2, &a) && ot_ctx_parse(TP3, &b));
+    ot_span_t *s = ot_span_start_const(x, "inbox batch", OT_KIND_INTERNAL, NULL, false, 1000);
+    ASSERT_TRUE(s != NULL);
+    ot_span_str_const(s, "db.system.name", "postgresql");
+    for (int i = 0; i < 9; i++) /* past the first growth of the array */
+        ot_span_link(s, i % 2 ? &b : &a);
+    ot_span_link(s, NULL); /* ignored */
+    s->end_ns = 2000;
+    ASSERT_TRUE(ot_encode_protobuf(res, 1, s, &pb));
+    ASSERT_TRUE((rs = pb_find(pb.p, pb.p + pb.len, 1, 0, &n)) != NULL);
+    ASSERT_TRUE((ss = pb_find(rs, rs + n, 2, 0, &n)) != NULL);
+    ASSERT_TRUE((sp = pb_find(ss, ss + n, 2, 0, &n)) != NULL);
+    ASSERT_TRUE((f = pb_find(sp, sp + n, 5, 0, &l)) != NULL);
+    ASSERT_EQ(l, 11);
+    ASSERT_TRUE(memcmp(f, "inbox batch", 11) == 0);
+    for (int i = 0; i < 9; i++) {
+        size_t ln;
+        ASSERT_TRUE((lk = pb_find(sp, sp + n, 13, i, &ln)) != NULL);
+        ASSERT_TRUE((f = pb_find(lk, lk + ln, 1, 0, &l)) != NULL && l == 16);
+        ASSERT_STREQ(hex_of(f, 16, hex), i % 2 ? "33333333333333333333333333333333"
+                                               : "11111111111111111111111111111111");
+        ASSERT_TRUE((f = pb_find(lk, lk + ln, 2, 0, &l)) != NULL && l == 8);
+        ASSERT_STREQ(hex_of(f, 8, hex), i % 2 ? "4444444444444444" : "2222222222222222");
+        ASSERT_TRUE((f = pb_find(lk, lk + ln, 6, 0, &l)) != NULL && l == 4);
+        ASSERT_EQ(f[0], i % 2 ? 0 : 1); /* the linked span's W3C flags */
+    }
+    ASSERT_TRUE(pb_find(sp, sp + n, 13, 9, &l) == NULL);
+    ASSERT_TRUE(ot_encode_json(res, 1, s, &js));
+    json_error_t je;
+    json_t *root = json_loadb((const char *)js.p, js.len, 0, &je);
+    json_t *jsp = json_array_get(json_object_get(json_array_get(json_object_get(
+                      json_array_get(json_object_get(root, "resourceSpans"), 0), "scopeSpans"), 0),
+                                                 "spans"), 0);
+    json_t *links = json_object_get(jsp, "links");
+    ASSERT_EQ(json_array_size(links), 9);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(links, 1), "traceId")),
+                 "33333333333333333333333333333333");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(links, 1), "spanId")),
+                 "4444444444444444");
+    ASSERT_STREQ(json_string_value(json_object_get(jsp, "name")), "inbox batch");
+    json_decref(root);
+    ot_buf_free(&pb);
+    ot_buf_free(&js);
+    ot_span_free(s);
+    ot_exporter_free(x);
+}
+
+/* A span that is not recorded keeps no links (nothing to export). */
+static void test_links_unrecorded(void)
+{
+    ot_exporter_t *x = exporter(NULL);
+    ot_ctx_t a, off;
+    ASSERT_TRUE(x && ot_ctx_parse(TP2, &a) && ot_ctx_parse(TP3, &off));
+    ot_span_t *s = ot_span_start(x, "m", OT_KIND_CONSUMER, &off, true, 0); /* parent unsampled */
+    ASSERT_TRUE(s != NULL && !s->recording);
+    ot_span_link(s, &a);
+    ASSERT_EQ(s->nlinks, 0);
+    ot_span_free(s);
+    ot_exporter_free(x);
+}
+
 /* Spans to a collector that is not there are dropped and counted, never kept. */
 static void test_drop_counted(void)
 {
@@ -165,6 +287,8 @@ int main(void)
     RUN(test_parse_refuses);
     RUN(test_samplers);
     RUN(test_json_body);
+    RUN(test_links_encoded);
+    RUN(test_links_unrecorded);
     RUN(test_drop_counted);
     RUN(test_settings_refused);
     return ib_test_done();
