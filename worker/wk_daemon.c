@@ -1126,7 +1126,8 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
 {
     int n = (int)dm->cfg->db.pool_size;
     if (dm->outbox.relay) {
-        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->db.opt, dm->client, dm->metrics, err);
+        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->db.opt, dm->otel, dm->client,
+                                          dm->metrics, err);
         if (!dm->relay)
             return err->code;
         dm->pipe.relay = dm->relay;

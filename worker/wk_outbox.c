@@ -49,6 +49,7 @@ ib_err_t wk_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *e
 }
 
 wk_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *dbopt,
+                                  ot_exporter_t *otel,
                                   sb_client_t *client, wk_metrics_t *metrics, ib_error_t *err)
 {
     wk_relay_options_t ro = {
@@ -59,6 +60,7 @@ wk_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *db
         .batch = (int)cfg->outbox.batch,
         .retention_s = cfg->outbox.retention_s,
         .backoff_max_ms = cfg->outbox.backoff_max_ms,
+        .otel = otel,
     };
     wk_relay_t *r = wk_relay_start(&ro, err);
     if (!r) {

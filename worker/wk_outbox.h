@@ -41,6 +41,7 @@ ib_err_t wk_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *e
  * inboxd_outbox_* metrics.
  */
 wk_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *dbopt,
+                                  ot_exporter_t *otel,
                                   sb_client_t *client, wk_metrics_t *metrics, ib_error_t *err);
 
 #endif

@@ -256,6 +256,10 @@ static size_t group_len(const db_outbox_row_t *rows, size_t from, size_t n)
     return len;
 }
 
+static ot_span_t *publish_begin(wk_relay_t *r, const db_outbox_row_t *row, sb_prop_t *props,
+                                size_t nprops, char tp[OT_TRACEPARENT_LEN]);
+static void publish_end(ot_span_t *s, const ib_error_t *res);
+
 /* Sends rows [from, from + len) and fills res[] with each row's result. */
 static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, ib_error_t *res)
 {
@@ -264,6 +268,8 @@ static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, i
     void *holders[GROUP_MAX];
     ib_error_t ok_res[GROUP_MAX];
     size_t map[GROUP_MAX], nok = 0;
+    ot_span_t *spans[GROUP_MAX] = {0};
+    char tps[GROUP_MAX][OT_TRACEPARENT_LEN];
 
     for (size_t k = 0; k < len; k++) {
         size_t np = 0;
@@ -277,6 +283,8 @@ static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, i
             holders[k] = NULL;
             continue; /* never sent */
         }
+        if (r->opt.otel)
+            spans[k] = publish_begin(r, &rows[k], props[k], np, tps[k]);
         row_msg(&rows[k], props[k], np, &msgs[k]);
         ok_msgs[nok] = msgs[k];
         map[nok++] = k;
@@ -285,8 +293,51 @@ static void send_group(wk_relay_t *r, const db_outbox_row_t *rows, size_t len, i
         sb_client_send_each(r->opt.client, rows[0].entity, ok_msgs, nok, SEND_TIMEOUT_MS, ok_res);
     for (size_t j = 0; j < nok; j++)
         res[map[j]] = ok_res[j];
-    for (size_t k = 0; k < len; k++)
+    for (size_t k = 0; k < len; k++) {
+        publish_end(spans[k], &res[k]);
         wk_relay_props_free(props[k], holders[k]);
+    }
+}
+
+/*
+ * The publish span of a row (kind PRODUCER), a child of the span that wrote
+ * it: the row's traceparent property (an emit carries its consumer span's),
+ * else a trace of its own. The message then carries the publish span's
+ * context in traceparent and Diagnostic-Id instead, so the next consumer is
+ * its child. tp holds the new value while the message is sent.
+ */
+static ot_span_t *publish_begin(wk_relay_t *r, const db_outbox_row_t *row, sb_prop_t *props,
+                                size_t nprops, char tp[OT_TRACEPARENT_LEN])
+{
+    ot_ctx_t parent = {0};
+    ot_span_t *s;
+    for (size_t i = 0; i < nprops && !parent.valid; i++)
+        if (strcmp(props[i].key, "traceparent") == 0 && props[i].type == SB_PROP_STRING)
+            ot_ctx_parse(props[i].str, &parent);
+    if (!(s = ot_span_start_const(r->opt.otel, "send", OT_KIND_PRODUCER, &parent, false, 0)))
+        return NULL;
+    ot_span_str_const(s, "messaging.system", "servicebus");
+    ot_span_str_const(s, "messaging.operation.name", "send");
+    ot_span_str_const(s, "messaging.operation.type", "send");
+    ot_span_str(s, "messaging.destination.name", row->entity);
+    ot_span_str(s, "messaging.message.id", row->message_id);
+    ot_span_str(s, "messaging.message.conversation_id", row->correlation_id);
+    ot_span_int(s, "inboxd.outbox.attempts", row->attempts);
+    ot_ctx_format(ot_span_ctx(s), tp);
+    for (size_t i = 0; i < nprops; i++)
+        if (props[i].type == SB_PROP_STRING && (strcmp(props[i].key, "traceparent") == 0 ||
+                                                strcmp(props[i].key, "Diagnostic-Id") == 0))
+            props[i].str = tp; /* the holder still frees the parsed value */
+    return s;
+}
+
+static void publish_end(ot_span_t *s, const ib_error_t *res)
+{
+    if (s && res->code) {
+        ot_span_str(s, "error.type", res->condition[0] ? res->condition : ib_err_name(res->code));
+        ot_span_error(s, res->text);
+    }
+    ot_span_end(s, 0);
 }
 
 /*

@@ -28,6 +28,7 @@
 
 #include "db_inbox.h"
 #include "ib_err.h"
+#include "ot_trace.h"
 #include "sb_client.h"
 #include "wk_metrics.h"
 
@@ -41,6 +42,7 @@ typedef struct wk_relay_options {
     int batch;                        /* rows per round */
     long long retention_s;            /* published rows kept this long; 0: deleted at once */
     long long backoff_max_ms;         /* longest wait after a transient failure */
+    ot_exporter_t *otel;              /* NULL: no publish spans; must outlive the relay */
 } wk_relay_options_t;
 
 /*

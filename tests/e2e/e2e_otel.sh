@@ -6,8 +6,9 @@
 #    exported as http/protobuf -> 50 consumer spans in the senders' traces,
 #    parented on the senders' spans, each with a settlement child span; the
 #    emitted messages, read back from the broker, carry a traceparent naming
-#    their consumer span. The inbox transaction's claim, route statements
-#    and commit are CLIENT spans: children of the consumer span when the
+#    their publish span: the relay's PRODUCER span "send", a child of the
+#    consumer span that wrote the outbox row. The inbox transaction's
+#    claim, route statements and commit are CLIENT spans: children of the consumer span when the
 #    message ran alone, else children of its batch's "inbox batch" span,
 #    which links to every message span it carries (and they back to it).
 #    INBOXD_TEST_BATCH_MAX 1: no batch span; > 1: batches did form (the 50
@@ -108,11 +109,19 @@ check "msg_done's span_id is its message's exported consumer span" \
                  and .attributes["messaging.message.id"] == $d.message_id))] | length' "$W/pb.jsonl")" 50
 peek_all out >"$W/out.jsonl" || die "cannot peek the emitted messages"
 check "emitted messages" "$(wc -l <"$W/out.jsonl")" 50
-check "emitted messages carry their consumer span" \
-  "$(jq -rs --slurpfile sp <(jq -s "$consumer" "$W/pb.jsonl") 'map(. as $m |
+check "publish spans (PRODUCER), children of the consumer span that wrote the row" \
+  "$(spans_q pb '(map(select(.kind == 5))) as $c | map(select(.kind == 4 and .name == "send"
+      and .attributes["messaging.destination.name"] == "out"
+      and .attributes["messaging.operation.type"] == "send") | . as $p |
+      select(any($c[]; .spanId == $p.parentSpanId and .traceId == $p.traceId
+                 and ("out:" + .attributes["messaging.message.id"])
+                     == $p.attributes["messaging.message.id"]))) | length')" 50
+check "emitted messages, read back, carry their publish span" \
+  "$(jq -rs --slurpfile sp <(jq -s 'map(select(.kind == 4))' "$W/pb.jsonl") 'map(. as $m |
       ($m.properties.traceparent | split("-")) as $tp | $sp[0][] |
-      select(.attributes["messaging.message.id"] == ($m.correlation_id // "")
-             and .traceId == $tp[1] and .spanId == $tp[2])) | length' "$W/out.jsonl")" 50
+      select(.attributes["messaging.message.id"] == $m.message_id
+             and .traceId == $tp[1] and .spanId == $tp[2]
+             and $m.properties["Diagnostic-Id"] == $m.properties.traceparent)) | length' "$W/out.jsonl")" 50
 
 # --- 2. HTTP route, http/json: the destination's parent is inboxd's CLIENT span
 start_receiver js
