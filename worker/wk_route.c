@@ -927,6 +927,65 @@ const json_t *wk_src_json(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, 
     return v;
 }
 
+/* The enqueue time as "YYYY-MM-DD hh:mm:ss.mmm" UTC text, NULL when unknown. */
+static ib_err_t eval_enqueued_at(wk_binding_t *b, const sb_msg_t *msg, db_param_t *out,
+                                 ib_error_t *err)
+{
+    time_t sec = (time_t)(msg->enqueued_ms / 1000);
+    struct tm tm;
+    char *t;
+    if (!msg->enqueued_ms) {
+        *out = DB_NULL();
+        return IB_E_OK;
+    }
+    if (!(t = malloc(32)))
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    gmtime_r(&sec, &tm);
+    snprintf(t, 32, "%04d-%02d-%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(msg->enqueued_ms % 1000));
+    *out = DB_TEXT(wk_binding_keep(b, t));
+    return IB_E_OK;
+}
+
+/* An application property by its type; missing is a permanent MissingField. */
+static ib_err_t eval_prop(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_param_t *out,
+                          ib_error_t *err)
+{
+    const sb_prop_t *pr = sb_msg_prop(msg, s->text);
+    if (!pr)
+        return ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
+                            "application property '%s' is missing", s->text);
+    switch (pr->type) {
+    case SB_PROP_INT64:
+    case SB_PROP_BOOL:
+        *out = DB_INT(pr->i);
+        break;
+    case SB_PROP_DOUBLE:
+        *out = DB_FLOAT(pr->d);
+        break;
+    case SB_PROP_NULL:
+        *out = DB_NULL();
+        break;
+    default:
+        *out = opt_text(b, pr->str);
+    }
+    return IB_E_OK;
+}
+
+/* {reason}, {error_class} or {error} of the failure an emit_on_failure binding carries. */
+static ib_err_t eval_failure(wk_binding_t *b, const src_t *s, db_param_t *out, ib_error_t *err)
+{
+    const wk_failure_t *f = b->failure;
+    const char *t = !f                         ? NULL
+                    : s->kind == SRC_FAIL_REASON ? f->reason
+                    : s->kind == SRC_FAIL_CLASS  ? f->error_class
+                                                 : f->error;
+    /* Kept: the failure is the caller's and may be gone before the binding is used. */
+    *out = t ? DB_TEXT(wk_binding_keep(b, strdup(t))) : DB_NULL();
+    return b->nomem ? ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory")
+                    : IB_E_OK;
+}
+
 ib_err_t wk_src_eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_param_t *out,
                      ib_error_t *err)
 {
@@ -959,48 +1018,16 @@ ib_err_t wk_src_eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_pa
     case SRC_CONTENT_TYPE:
         *out = opt_text(b, msg->content_type);
         return IB_E_OK;
-    case SRC_ENQUEUED_AT: {
-        char *t;
-        time_t sec = (time_t)(msg->enqueued_ms / 1000);
-        struct tm tm;
-        if (!msg->enqueued_ms) {
-            *out = DB_NULL();
-            return IB_E_OK;
-        }
-        t = malloc(32);
-        gmtime_r(&sec, &tm);
-        snprintf(t, 32, "%04d-%02d-%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900, tm.tm_mon + 1,
-                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(msg->enqueued_ms % 1000));
-        *out = DB_TEXT(wk_binding_keep(b, t));
-        return IB_E_OK;
-    }
+    case SRC_ENQUEUED_AT:
+        return eval_enqueued_at(b, msg, out, err);
     case SRC_SEQUENCE_NUMBER:
         *out = DB_INT(msg->sequence_number);
         return IB_E_OK;
     case SRC_DELIVERY_COUNT:
         *out = DB_INT(msg->delivery_count);
         return IB_E_OK;
-    case SRC_PROP: {
-        const sb_prop_t *pr = sb_msg_prop(msg, s->text);
-        if (!pr)
-            return ib_error_set(err, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
-                                "application property '%s' is missing", s->text);
-        switch (pr->type) {
-        case SB_PROP_INT64:
-        case SB_PROP_BOOL:
-            *out = DB_INT(pr->i);
-            break;
-        case SB_PROP_DOUBLE:
-            *out = DB_FLOAT(pr->d);
-            break;
-        case SB_PROP_NULL:
-            *out = DB_NULL();
-            break;
-        default:
-            *out = opt_text(b, pr->str);
-        }
-        return IB_E_OK;
-    }
+    case SRC_PROP:
+        return eval_prop(b, s, msg, out, err);
     case SRC_JSON: {
         const json_t *v;
         ib_err_t rc;
@@ -1022,17 +1049,8 @@ ib_err_t wk_src_eval(wk_binding_t *b, const src_t *s, const sb_msg_t *msg, db_pa
         return eval_response(b, s, out, err);
     case SRC_FAIL_REASON:
     case SRC_FAIL_CLASS:
-    case SRC_FAIL_ERROR: {
-        const wk_failure_t *f = b->failure;
-        const char *t = !f                         ? NULL
-                        : s->kind == SRC_FAIL_REASON ? f->reason
-                        : s->kind == SRC_FAIL_CLASS  ? f->error_class
-                                                     : f->error;
-        /* Kept: the failure is the caller's and may be gone before the binding is used. */
-        *out = t ? DB_TEXT(wk_binding_keep(b, strdup(t))) : DB_NULL();
-        return b->nomem ? ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory")
-                        : IB_E_OK;
-    }
+    case SRC_FAIL_ERROR:
+        return eval_failure(b, s, out, err);
     case SRC_KEY:
         break; /* rendered by wk_tpl_render */
     }
