@@ -115,6 +115,15 @@ static pn_message_t *build(const sb_out_msg_t *om)
     if (om->ttl_ms > 0)
         pn_message_set_ttl(m, (pn_millis_t)om->ttl_ms);
     pn_message_set_durable(m, true);
+    if (om->scheduled_ms > 0) { /* the broker holds it (scheduled) until then */
+        static const char key[] = "x-opt-scheduled-enqueue-time";
+        pn_data_t *ma = pn_message_annotations(m);
+        pn_data_put_map(ma);
+        pn_data_enter(ma);
+        pn_data_put_symbol(ma, pn_bytes(sizeof key - 1, key));
+        pn_data_put_timestamp(ma, (pn_timestamp_t)om->scheduled_ms);
+        pn_data_exit(ma);
+    }
     if (om->props_enc_len || om->nprops) {
         ap = pn_message_properties(m);
         if (!put_app_props(ap, om)) {

@@ -43,6 +43,7 @@ typedef struct sb_out_msg {
     const void *body; /* one data section (may be empty) */
     size_t body_len;
     long long ttl_ms; /* header ttl; 0: none */
+    long long scheduled_ms; /* x-opt-scheduled-enqueue-time, Unix ms; 0: enqueued at once */
 } sb_out_msg_t;
 
 /*

@@ -19,7 +19,8 @@
  * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
  * inboxd reads); the entity from --entity, else the config, else EntityPath.
  * A line of --file is {"message_id":..,"subject":..,"session_id":..,
- * "correlation_id":..,"content_type":..,"properties":{..},"body": text or JSON}.
+ * "correlation_id":..,"content_type":..,"properties":{..},"body": text or JSON,
+ * "scheduled_in_s": N (optional: the broker enqueues it N seconds from now)}.
  * peek and dlq list print one JSON object per message on stdout; dlq replay
  * (worker/wk_replay.c) one per message moved and a summary.
  *
@@ -216,6 +217,12 @@ static bool msg_from_json(json_t *j, sb_out_msg_t *m, sb_prop_t *props, char **b
     m->session_id = json_string_value(json_object_get(j, "session_id"));
     m->correlation_id = json_string_value(json_object_get(j, "correlation_id"));
     m->content_type = json_string_value(json_object_get(j, "content_type"));
+    /* Scheduled: the broker enqueues it this many seconds from now. */
+    json_t *sched = json_object_get(j, "scheduled_in_s");
+    if (sched && !json_is_integer(sched))
+        return false;
+    if (sched && json_integer_value(sched) > 0)
+        m->scheduled_ms = ib_now_ms() + json_integer_value(sched) * 1000;
     pr = json_object_get(j, "properties");
     json_object_foreach(pr, k, v)
     {
