@@ -8,7 +8,9 @@
 # from a peek; `inboxctl dlq stats` shows the two groups, and `dlq replay
 # --group` interrupted part-way then run again moves each message once; the
 # management endpoint refusing (401) or unreachable costs a metric and one
-# log line each while receiving goes on.
+# log line each while receiving goes on; a scheduled message moves the
+# scheduled count (1, then 0 once due and applied). The scheduled message
+# waits 5 s.
 # Scaled down: MaxDeliveryCount 3, lock 5 s, poll every second. One message
 # at a time (prefetch 0, one call, one db worker, no batches) so that the
 # slow handler holds the others back in the broker.
@@ -56,6 +58,20 @@ check "MaxDeliveryCount read from the broker" "$(metric "$port" inboxd_entity_ma
 check "LockDuration read from the broker" "$(metric "$port" inboxd_entity_lock_duration_seconds)" 5.000
 check "empty entity: oldest age 0" "$(metric "$port" inboxd_entity_oldest_enqueued_age_seconds)" 0.000
 check "no poll errors" "$(metric "$port" 'inboxd_entity_poll_errors_total{source="management"}')" 0
+
+# A scheduled message: counted as scheduled while the broker holds it, then
+# received and applied once it is due (5 s; inboxctl send's scheduled_in_s).
+printf '%s\n' '{"message_id":"sch-1","subject":"Item","body":{"id":"sch1","n":1},"scheduled_in_s":5}' >"$W/sch.jsonl"
+send_file ent "$W/sch.jsonl"
+sched_metric_is() { [ "$(curl -s "http://127.0.0.1:$port/metrics" | awk '$1 == "inboxd_entity_messages{state=\"scheduled\"}" { print $2 }')" = "$1" ]; }
+broker_sched_is() { [ "$(broker_stat ent scheduled)" = "$1" ]; }
+sch_applied() { [ "$(sql "SELECT count(*) FROM items WHERE id = 'sch1'")" = 1 ]; }
+wait_until 2 broker_sched_is 1 || die "the broker does not hold it scheduled"
+wait_until 3 sched_metric_is 1 || die "scheduled metric $(metric "$port" 'inboxd_entity_messages{state="scheduled"}') != 1"
+wait_until 30 sch_applied || die "the scheduled message was not applied once due"
+wait_until 5 sched_metric_is 0 || die "scheduled metric $(metric "$port" 'inboxd_entity_messages{state="scheduled"}') != 0 after it was due"
+wait_until 2 broker_sched_is 0 || die "the broker still holds it scheduled"
+wait_until 10 queue_empty ent || die "not drained after the scheduled message"
 
 # One slow message holds the only slot (prefetch 0); six more wait.
 { gen_items 1 s Slow; gen_items 6 w Item; } >"$W/slow.jsonl"
