@@ -4,7 +4,7 @@
  *
  * A route's emitted messages, and rows that applications insert in their
  * own transactions, are rows of this table with status 'pending'. The relay
- * (worker/wk_relay.c) claims pending rows in id order in a short
+ * (relay/rl_relay.c) claims pending rows in id order in a short
  * transaction, sends them, and marks them 'published' (or 'failed' with the
  * broker's condition) before committing. Replicas share the table through
  * row locks only: PostgreSQL and MariaDB FOR UPDATE SKIP LOCKED, SQL Server

@@ -5,7 +5,7 @@
  * db/; worker/ builds the request and decides what the answer means for the
  * message.
  *
- * Not to be confused with worker/wk_http.c, the metrics and health server.
+ * Not to be confused with worker/wk_health.c, the metrics and health server.
  *
  *   fx_client_t *fx = fx_client_new();
  *   fx_request_t rq = {.method = "POST", .url = url, .body = b, .body_len = n,

@@ -14,8 +14,8 @@
 #include "wk_config.h"
 #include "wk_daemon.h"
 #include "wk_limits.h"
-#include "wk_outbox.h"
-#include "wk_route.h"
+#include "rl_outbox.h"
+#include "rt_route.h"
 
 #define EXIT_CONFIG 2
 
@@ -34,24 +34,24 @@ static int usage(const char *why)
 static int check_all(wk_config_t *cfg, const char *path, bool relay_only, bool live, FILE *out)
 {
     int problems = wk_config_load(cfg, path, out);
-    wk_routes_t routes = {0};
-    wk_outbox_plan_t plan = {0};
+    rt_routes_t routes = {0};
+    rl_outbox_plan_t plan = {0};
     bool compiled = false;
     if (!relay_only)
         problems += wk_config_check_entity(cfg, out);
     if (cfg->routes) {
-        int route_problems = wk_routes_compile(cfg->routes, &routes, out);
+        int route_problems = rt_routes_compile(cfg->routes, &routes, out);
         compiled = true;
         problems += route_problems;
-        problems += wk_routes_check_limits(&routes, cfg->servicebus.max_auto_lock_renewal_s, out);
-        wk_routes_warn(&routes, out);
+        problems += rt_routes_check_limits(&routes, cfg->servicebus.max_auto_lock_renewal_s, out);
+        rt_routes_warn(&routes, out);
         if (!route_problems)
-            problems += wk_outbox_plan(cfg, &routes, relay_only, &plan, out);
+            problems += rl_outbox_plan(cfg, &routes, relay_only, &plan, out);
     }
     if (live && !problems)
         wk_limits_check_servers(cfg, compiled ? &routes : NULL, relay_only, plan.relay, out);
     if (compiled)
-        wk_routes_free(&routes);
+        rt_routes_free(&routes);
     return problems;
 }
 

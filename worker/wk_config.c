@@ -14,8 +14,8 @@
 #include "db_outbox.h"
 #include "ib_log.h"
 #include "sb_connstr.h"
-#include "wk_http.h"
-#include "wk_json.h"
+#include "wk_health.h"
+#include "rt_json.h"
 
 #define OFF(field) offsetof(wk_config_t, field)
 
@@ -330,7 +330,7 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
             char why[128];
             /* Never jansson's text: it quotes the value, which may be a secret. */
             wk_problem(p, s->name, "%s: invalid JSON: %s", origin,
-                       wk_json_error_describe(&jerr, why, sizeof(why)));
+                       rt_json_error_describe(&jerr, why, sizeof(why)));
             return;
         }
         if (!json_is_array(v)) {
@@ -418,7 +418,7 @@ static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *p)
         if (json_error_code(&jerr) == json_error_cannot_open_file)
             wk_problem(p, path, "cannot load: %s", jerr.text);
         else
-            wk_problem(p, path, "cannot load: %s", wk_json_error_describe(&jerr, why, sizeof(why)));
+            wk_problem(p, path, "cannot load: %s", rt_json_error_describe(&jerr, why, sizeof(why)));
         return false;
     }
     if (!json_is_object(root)) {
@@ -631,7 +631,7 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
                 cfg->servicebus.max_concurrent_calls, cfg->db.pool_size);
     {
         ib_error_t err;
-        if (wk_http_listen_check(cfg->http.listen, &err) != IB_E_OK)
+        if (wk_health_listen_check(cfg->http.listen, &err) != IB_E_OK)
             wk_problem(p, "http.listen", "%s", err.text);
     }
     {

@@ -154,7 +154,7 @@ void wk_config_env_name(const char *name, char *buf, size_t size);
  * Problems found while reading the configuration: counted, and each one
  * written to errs (when not NULL) as "config: <prefix>.<key>: <text>" (the
  * prefix, such as "routes[2]", may be empty). Shared by wk_config.c and
- * wk_route.c so every bad key is reported the same way. thread: main.
+ * rt_route.c so every bad key is reported the same way. thread: main.
  */
 /* Service Bus's MaxDeliveryCount when the entity's is not known. */
 #define WK_SB_DEFAULT_MAX_DELIVERY_COUNT 10

@@ -1,7 +1,7 @@
 /*
  * The daemon: one proactor thread (inside the sb client), pool_size db
  * worker threads, the retention sweeper (wk_sweeper.c), the HTTP thread
- * (wk_http.c), and the main thread, which runs wk_daemon_run: start, run
+ * (wk_health.c), and the main thread, which runs wk_daemon_run: start, run
  * until a signal, drain, stop.
  *
  * Life of a job (who holds it in each state):
@@ -32,11 +32,11 @@
 #include "wk_dbopt.h"
 #include "wk_entity.h"
 #include "wk_limits.h"
-#include "wk_http.h"
+#include "wk_health.h"
 #include "wk_metrics.h"
-#include "wk_outbox.h"
+#include "rl_outbox.h"
 #include "wk_pipeline.h"
-#include "wk_route.h"
+#include "rt_route.h"
 #include "wk_sweeper.h"
 #include "wk_trace.h"
 
@@ -66,10 +66,10 @@ typedef struct worker {
 struct daemon {
     const wk_config_t *cfg;
     sigset_t sigs; /* SIGTERM, SIGINT: taken by the main thread alone */
-    wk_routes_t routes;
+    rt_routes_t routes;
     wk_dbopt_t db; /* database options, db.auth's token source */
     wk_metrics_t *metrics;
-    wk_http_t *http;
+    wk_health_t *http;
     sb_aad_t *aad;    /* servicebus.auth workload_identity */
     sb_client_t *client;
     wk_pipeline_t pipe;
@@ -78,8 +78,8 @@ struct daemon {
     bool entity_checked; /* the settings were held against its first read (thread: main) */
     bool curl_inited;    /* start_entity's curl_global_init, paired at stop */
     bool relay_only;         /* inboxd --relay-only: no receiver, no db workers */
-    wk_outbox_plan_t outbox; /* whether the outbox table is used and relayed here */
-    wk_relay_t *relay;
+    rl_outbox_plan_t outbox; /* whether the outbox table is used and relayed here */
+    rl_relay_t *relay;
     worker_t *workers;
     int nworkers; /* started */
 
@@ -198,7 +198,7 @@ static void on_message(sb_msg_t *msg, void *ctx)
     daemon_t *dm = ctx;
     job_t *j = calloc(1, sizeof(*j));
 
-    wk_http_heartbeat(dm->http);
+    wk_health_heartbeat(dm->http);
     if (!j) {
         /* Cannot track it: hand it back at once, it will be redelivered. */
         sb_client_settle(dm->client, msg, SB_RELEASE, NULL, NULL);
@@ -282,7 +282,7 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
     job_t *j;
     wk_decision_t none = {.outcome = WK_OUT_RELEASED, .disposition = SB_RELEASE};
 
-    wk_http_heartbeat(dm->http);
+    wk_health_heartbeat(dm->http);
     j = inflight_take(dm, msg);
     const wk_decision_t *d = j ? &j->d : &none;
 
@@ -327,9 +327,9 @@ static void on_state(int up, const ib_error_t *why, void *ctx)
 {
     daemon_t *dm = ctx;
     (void)why;
-    wk_http_heartbeat(dm->http);
-    wk_http_set_condition(dm->http, WK_HTTP_AMQP_CONNECTED, up);
-    wk_http_set_condition(dm->http, WK_HTTP_LINKS_ATTACHED, up);
+    wk_health_heartbeat(dm->http);
+    wk_health_set_condition(dm->http, WK_HEALTH_AMQP_CONNECTED, up);
+    wk_health_set_condition(dm->http, WK_HEALTH_LINKS_ATTACHED, up);
 }
 
 /* A session slot moved on to the next session. thread: proactor. */
@@ -841,7 +841,7 @@ static void apply_breaker(daemon_t *dm)
 {
     bool open = wk_breaker_is_open(dm->breaker);
     bool healthy = wk_breaker_db_healthy(dm->breaker);
-    wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE,
+    wk_health_set_condition(dm->http, WK_HEALTH_DB_REACHABLE,
                           atomic_load(&dm->pipe.db_reachable) && healthy);
     if (open == dm->circuit_open)
         return;
@@ -928,7 +928,7 @@ static int tick(daemon_t *dm)
         sync_client_metrics(dm);
     /* Live while the proactor keeps turning (it wakes every 100 ms); relay only: while this loop does. */
     if (!dm->client || (dm->client_seen.loop_mono_ms && now - dm->client_seen.loop_mono_ms < 5000))
-        wk_http_heartbeat(dm->http);
+        wk_health_heartbeat(dm->http);
     if (now >= dm->next_stats && dm->client && !dm->relay_only) {
         log_stats(dm);
         dm->next_stats = now + STATS_INTERVAL_MS;
@@ -940,12 +940,12 @@ static int tick(daemon_t *dm)
 
 static ib_err_t compile_routes(daemon_t *dm, ib_error_t *err)
 {
-    /* wk_routes_compile and wk_outbox_plan have already named every bad key on stderr. */
-    if (wk_routes_compile(dm->cfg->routes, &dm->routes, stderr) != 0 ||
-        wk_routes_check_limits(&dm->routes, dm->cfg->servicebus.max_auto_lock_renewal_s, stderr))
+    /* rt_routes_compile and rl_outbox_plan have already named every bad key on stderr. */
+    if (rt_routes_compile(dm->cfg->routes, &dm->routes, stderr) != 0 ||
+        rt_routes_check_limits(&dm->routes, dm->cfg->servicebus.max_auto_lock_renewal_s, stderr))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "routes: invalid");
-    if (wk_outbox_plan(dm->cfg, &dm->routes, dm->relay_only, &dm->outbox, stderr) != 0 ||
-        !wk_routes_set_outbox(&dm->routes, dm->cfg->outbox.table))
+    if (rl_outbox_plan(dm->cfg, &dm->routes, dm->relay_only, &dm->outbox, stderr) != 0 ||
+        !rt_routes_set_outbox(&dm->routes, dm->cfg->outbox.table))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "outbox: invalid");
     return IB_E_OK;
 }
@@ -967,10 +967,10 @@ static ib_err_t start_http(daemon_t *dm, ib_error_t *err)
 {
     dm->metrics = wk_metrics_new(NULL);
     dm->pipe.metrics = dm->metrics;
-    if (dm->metrics && wk_routes_have_http(&dm->routes))
+    if (dm->metrics && rt_routes_have_http(&dm->routes))
         wk_metrics_dest_source(dm->metrics, dest_metrics, dm->dests);
-    dm->http = wk_http_start(
-        &(wk_http_opts_t){.listen = dm->cfg->http.listen, .metrics = dm->metrics}, err);
+    dm->http = wk_health_start(
+        &(wk_health_opts_t){.listen = dm->cfg->http.listen, .metrics = dm->metrics}, err);
     if (!dm->http) {
         IB_LOG(IB_LOG_ERROR, "http", IB_MSG(err->text), IB_S("listen", dm->cfg->http.listen));
         return err->code;
@@ -997,9 +997,9 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
         if (dbc &&
             (dm->relay_only ||
              (db_migrate(dbc, dm->cfg->db.migrate, err) == IB_E_OK &&
-              wk_routes_check_unique(&dm->routes, dbc, err) == IB_E_OK &&
-              (!wk_routes_have_http(&dm->routes) || db_effect_migrate(dbc, false, err) == IB_E_OK))) &&
-            (!dm->outbox.enabled || wk_outbox_prepare(dm->cfg, dbc, err) == IB_E_OK)) {
+              rt_routes_check_unique(&dm->routes, dbc, err) == IB_E_OK &&
+              (!rt_routes_have_http(&dm->routes) || db_effect_migrate(dbc, false, err) == IB_E_OK))) &&
+            (!dm->outbox.enabled || rl_outbox_prepare(dm->cfg, dbc, err) == IB_E_OK)) {
             if (!dm->relay_only)
                 IB_LOG(IB_LOG_INFO, "db_ready",
                        IB_MSG(dm->cfg->db.migrate ? "inbox table ready" : "inbox table checked"),
@@ -1007,7 +1007,7 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
                        IB_S("table", dm->cfg->db.inbox_table));
             check_pool_limit(dm, dbc);
             db_conn_free(dbc);
-            wk_http_set_condition(dm->http, WK_HTTP_DB_REACHABLE, true);
+            wk_health_set_condition(dm->http, WK_HEALTH_DB_REACHABLE, true);
             return IB_E_OK;
         }
         db_conn_free(dbc);
@@ -1016,7 +1016,7 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
                IB_I("attempt", attempt));
         if (err->cls != IB_CLASS_TRANSIENT)
             return err->code;
-        wk_http_heartbeat(dm->http); /* alive, waiting for the database */
+        wk_health_heartbeat(dm->http); /* alive, waiting for the database */
         struct timespec ts = {attempt < 5 ? 1 : 5, 0};
         if (sigtimedwait(&dm->sigs, NULL, &ts) > 0)
             return ib_error_set(err, IB_E_SHUTDOWN, IB_CLASS_PERMANENT,
@@ -1126,7 +1126,7 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
 {
     int n = (int)dm->cfg->db.pool_size;
     if (dm->outbox.relay) {
-        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->db.opt, dm->otel, dm->client,
+        dm->relay = rl_outbox_relay_start(dm->cfg, &dm->db.opt, dm->otel, dm->client,
                                           dm->metrics, err);
         if (!dm->relay)
             return err->code;
@@ -1169,8 +1169,8 @@ static ib_err_t daemon_start(daemon_t *dm, ib_error_t *err)
         return rc;
     if (dm->relay_only) {
         /* Nothing to receive: ready once the outbox table is there. */
-        wk_http_set_condition(dm->http, WK_HTTP_AMQP_CONNECTED, true);
-        wk_http_set_condition(dm->http, WK_HTTP_LINKS_ATTACHED, true);
+        wk_health_set_condition(dm->http, WK_HEALTH_AMQP_CONNECTED, true);
+        wk_health_set_condition(dm->http, WK_HEALTH_LINKS_ATTACHED, true);
         IB_LOG(IB_LOG_INFO, "start", IB_MSG("inboxd running (relay only)"),
                IB_S("table", cfg->outbox.table), IB_S("version", INBOXD_VERSION));
         return IB_E_OK;
@@ -1203,7 +1203,7 @@ static bool daemon_drain(daemon_t *dm, int sig)
     long long deadline = ib_mono_ms() + dm->cfg->shutdown.drain_timeout_s * 1000;
 
     atomic_store(&dm->retry_deadline_ms, deadline);
-    wk_http_set_draining(dm->http, true);
+    wk_health_set_draining(dm->http, true);
     IB_LOG(IB_LOG_INFO, "shutdown", IB_MSG("draining"), IB_S("signal", strsignal(sig)),
            IB_I("drain_timeout_s", dm->cfg->shutdown.drain_timeout_s));
     if (dm->client)
@@ -1239,7 +1239,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
 {
     atomic_store(&dm->stopping, true);
     wk_sweeper_stop(dm->sweeper);
-    wk_relay_halt(dm->relay); /* its last round's sends still get their answers */
+    rl_relay_halt(dm->relay); /* its last round's sends still get their answers */
     if (dm->client && !dm->relay_only) {
         sb_client_stop(dm->client);
         log_stats(dm);
@@ -1260,8 +1260,8 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     ot_exporter_free(dm->otel); /* after the client: its callbacks end spans */
     wk_entity_stop(dm->entity); /* before its token source */
     sb_aad_free(dm->aad);
-    wk_http_stop(dm->http);
-    wk_relay_stop(dm->relay); /* after the http thread: /metrics reads the relay */
+    wk_health_stop(dm->http);
+    rl_relay_stop(dm->relay); /* after the http thread: /metrics reads the relay */
     wk_entity_free(dm->entity); /* likewise */
     if (dm->curl_inited)
         curl_global_cleanup();
@@ -1269,7 +1269,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     wk_breaker_free(dm->breaker);
     wk_dests_free(dm->dests);
     wk_dbopt_free(&dm->db); /* after the workers, the sweeper and the relay: its callers */
-    wk_routes_free(&dm->routes);
+    rt_routes_free(&dm->routes);
     pthread_mutex_destroy(&dm->mu);
     pthread_cond_destroy(&dm->cv);
     free(dm);

@@ -25,7 +25,7 @@
 #include "wk_metrics.h"
 #include "wk_msgctx.h"
 #include "wk_outcome.h"
-#include "wk_route.h"
+#include "rt_route.h"
 
 typedef struct wk_decision {
     wk_outcome_t outcome;
@@ -56,7 +56,7 @@ typedef struct wk_decision {
 /* What a db worker needs; shared read-only, except the atomics. */
 typedef struct wk_pipeline {
     const wk_config_t *cfg;
-    const wk_routes_t *routes;
+    const rt_routes_t *routes;
     wk_metrics_t *metrics;           /* may be NULL */
     atomic_bool *stopping;           /* stop retrying when set (may be NULL) */
     atomic_llong *retry_deadline_ms; /* mono ms after which no retry starts (0 = none) */
@@ -69,7 +69,7 @@ typedef struct wk_pipeline {
      * the message waits for its turn to probe. May be NULL (tests).
      */
     wk_breaker_t *breaker;
-    struct wk_relay *relay; /* woken after a commit that emitted (may be NULL) */
+    struct rl_relay *relay; /* woken after a commit that emitted (may be NULL) */
     /* HTTP destinations: calls held rather than retried in the worker (NULL: retried). */
     wk_dests_t *dests;
     /* The entity poller: its MaxDeliveryCount sets retry.max_deliveries -1 (NULL: none). */

@@ -37,7 +37,7 @@
 #include "fx_multi.h"
 #include "ib_log.h"
 #include "wk_decide.h"
-#include "wk_relay.h"
+#include "rl_relay.h"
 
 #define SNIPPET_MAX 200
 
@@ -99,13 +99,13 @@ typedef struct run {
     wk_pipeline_t *p;
     db_conn_t *dbc;
     const sb_msg_t *msg;
-    const wk_route_t *route;
-    const wk_http_spec_t *h;
+    const rt_route_t *route;
+    const rt_http_spec_t *h;
     const db_claim_t *claim;
     const atomic_bool *lock_lost;
     wk_decision_t *d;
     db_claim_row_t row;
-    wk_http_call_t call;
+    rt_http_call_t call;
     bool reached; /* a call of this claim (or an earlier owner's) may have acted */
     bool replayed; /* an operator's replay took a failed row over: its rejection was published */
     ib_rand_t seed; /* the backoff's state, seeded on first use */
@@ -115,7 +115,7 @@ typedef struct run {
     bool batched;            /* its call is made with the batch's (wk_dest's window) */
     fin_kind_t fin;          /* the finish prepared, FIN_NONE when none */
     db_effect_result_t res;  /* its outcome for the row */
-    wk_binding_t fb;         /* FIN_APPLIED: the route's finishing statements;
+    rt_binding_t fb;         /* FIN_APPLIED: the route's finishing statements;
                                 FIN_REJECTED: the route's rejection events */
     const db_stmt_t *fin_stmts; /* the statements of the finish, in fb */
     size_t fin_nstmts;
@@ -145,7 +145,7 @@ static void snippet(const run_t *r, const fx_response_t *resp, char *buf, size_t
         wide[i] = c >= 0x20 && c < 0x7f ? (char)c : ' ';
     }
     wide[n] = '\0';
-    wk_route_scrub(r->route, wide);
+    rt_route_scrub(r->route, wide);
     snprintf(buf, size, "%.*s", SNIPPET_MAX, wide);
 }
 
@@ -178,7 +178,7 @@ static void hold(run_t *r, long long wait)
 static bool admitted(run_t *r)
 {
     long long wait;
-    wk_dest_limits_t lim = {wk_http_rate_per_s(r->h), wk_http_max_concurrent(r->h), r->batched};
+    wk_dest_limits_t lim = {rt_http_rate_per_s(r->h), rt_http_max_concurrent(r->h), r->batched};
     if (!r->p->dests || !r->call.dest[0] ||
         wk_dest_admit(r->p->dests, r->call.dest, &lim, ib_mono_ms(), &wait))
         return true;
@@ -281,14 +281,14 @@ static void unbound(run_t *r, const fx_response_t *resp, const ib_error_t *e)
         return;
     }
     r->d->err = *e;
-    wk_decide_dead_letter(r->d, wk_route_bind_reason(e->code),
+    wk_decide_dead_letter(r->d, rt_route_bind_reason(e->code),
                           "the call succeeded (HTTP %ld, remote id '%s') but the finishing SQL "
                           "could not be bound: %s",
                           resp->status, r->d->remote_id, e->text);
 }
 
 /* The row becomes processed with the remote id, the route's bound SQL runs (fb is taken). */
-static void finish_applied(run_t *r, const fx_response_t *resp, wk_binding_t *fb)
+static void finish_applied(run_t *r, const fx_response_t *resp, rt_binding_t *fb)
 {
     r->fb = *fb;
     r->fin_stmts = r->fb.stmts;
@@ -300,10 +300,10 @@ static void finish_applied(run_t *r, const fx_response_t *resp, wk_binding_t *fb
 static void applied_after(run_t *r, db_outcome_t o)
 {
     bool emitted = r->fb.nemits > 0;
-    wk_binding_free(&r->fb);
+    rt_binding_free(&r->fb);
     if (o == DB_APPLIED) {
         if (emitted)
-            wk_relay_wake(r->p->relay); /* committed emits: publish now, not at the next poll */
+            rl_relay_wake(r->p->relay); /* committed emits: publish now, not at the next poll */
         ib_error_clear(&r->d->err);
         wk_decide(r->d, WK_OUT_APPLIED);
         return;
@@ -322,11 +322,11 @@ static void applied_after(run_t *r, db_outcome_t o)
 /* 2xx: the row becomes processed with the remote id, the route's SQL runs. */
 static void applied(run_t *r, const fx_response_t *resp)
 {
-    wk_binding_t fb;
+    rt_binding_t fb;
     ib_error_t e;
-    wk_route_remote_id(r->route, resp, r->d->remote_id, sizeof r->d->remote_id);
-    if (wk_route_bind_finish(r->route, r->msg, resp, &fb, &e) != IB_E_OK) {
-        wk_binding_free(&fb);
+    rt_route_remote_id(r->route, resp, r->d->remote_id, sizeof r->d->remote_id);
+    if (rt_route_bind_finish(r->route, r->msg, resp, &fb, &e) != IB_E_OK) {
+        rt_binding_free(&fb);
         unbound(r, resp, &e);
         return;
     }
@@ -365,7 +365,7 @@ static void not_stored(run_t *r, long status, const ib_error_t *e)
  * is ours again). Returns true when the message is decided, false to call.
  * A row whose call was answered 2xx: the effect happened, so the finishing
  * transaction runs with the answer the row stores (status and remote id,
- * wk_route_stored_answer). When the finishing SQL needs more of the answer,
+ * rt_route_stored_answer). When the finishing SQL needs more of the answer,
  * an idempotent destination is called again (the same key: the same answer,
  * no second effect) and any other is not (not_stored). Any other failed row
  * (refused, HttpRejected, or failed before a call): the destination did not
@@ -375,7 +375,7 @@ static bool replay_failed(run_t *r)
 {
     long status = r->row.remote_status;
     fx_response_t stored;
-    wk_binding_t fb;
+    rt_binding_t fb;
     ib_error_t e;
 
     IB_LOG(IB_LOG_INFO, "replay_failed_row", IB_MSG("a replay took a failed inbox row over"),
@@ -387,20 +387,20 @@ static bool replay_failed(run_t *r)
         return false;
     r->reached = true; /* given up, the row is kept (expired), never deleted */
     ib_strlcpy(r->d->remote_id, r->row.remote_id, sizeof r->d->remote_id);
-    if (wk_route_stored_answer(r->route, status, r->row.remote_id, &stored, &e) != IB_E_OK) {
+    if (rt_route_stored_answer(r->route, status, r->row.remote_id, &stored, &e) != IB_E_OK) {
         r->d->err = e;
         give_up(r);
         return true;
     }
-    if (wk_route_finish_reads_headers(r->route)) {
+    if (rt_route_finish_reads_headers(r->route)) {
         ib_error_set(&e, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
                      "the finishing SQL reads response headers, which the row does not store");
-    } else if (wk_route_bind_finish(r->route, r->msg, &stored, &fb, &e) == IB_E_OK) {
+    } else if (rt_route_bind_finish(r->route, r->msg, &stored, &fb, &e) == IB_E_OK) {
         finish_applied(r, &stored, &fb);
         fx_response_free(&stored);
         return true;
     } else {
-        wk_binding_free(&fb);
+        rt_binding_free(&fb);
     }
     fx_response_free(&stored);
     if (e.cls == IB_CLASS_TRANSIENT) { /* out of memory */
@@ -408,7 +408,7 @@ static bool replay_failed(run_t *r)
         give_up(r);
         return true;
     }
-    if (wk_http_idempotent(r->h))
+    if (rt_http_idempotent(r->h))
         return false;
     not_stored(r, status, &e);
     return true;
@@ -420,24 +420,24 @@ static bool replay_failed(run_t *r)
  * when they cannot be bound: then the failure is recorded without them,
  * and said so).
  */
-static const db_stmt_t *rejection_events(run_t *r, const wk_failure_t *f, wk_binding_t *rb,
+static const db_stmt_t *rejection_events(run_t *r, const rt_failure_t *f, rt_binding_t *rb,
                                          size_t *n)
 {
     ib_error_t e;
     *n = 0;
     memset(rb, 0, sizeof(*rb));
-    if (!wk_route_rejects(r->route) || r->replayed)
+    if (!rt_route_rejects(r->route) || r->replayed)
         return NULL; /* a replay refused again: the row's first failure published it */
-    if (wk_route_bind_rejection(r->route, r->msg, f, rb, &e) != IB_E_OK) {
+    if (rt_route_bind_rejection(r->route, r->msg, f, rb, &e) != IB_E_OK) {
         IB_LOG(IB_LOG_ERROR, "rejection_unbound",
                IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
                       "without its rejection event"),
                IB_S("message_id", r->msg->message_id),
-               IB_I("route", (long long)wk_route_index(r->route)), IB_S("reason", f->reason),
+               IB_I("route", (long long)rt_route_index(r->route)), IB_S("reason", f->reason),
                IB_S("error", e.text));
         return NULL;
     }
-    return wk_binding_emits(rb, n);
+    return rt_binding_emits(rb, n);
 }
 
 /* Any other 4xx (and 3xx): the destination refused; recorded failed (with its rejection events). */
@@ -445,7 +445,7 @@ static void rejected(run_t *r, const fx_response_t *resp)
 {
     snippet(r, resp, r->snip, sizeof r->snip);
     snprintf(r->detail, sizeof r->detail, "HTTP %ld: %s", resp->status, r->snip);
-    wk_failure_t f = {wk_dl_reason_name(WK_DL_HTTP_REJECTED), ib_class_name(IB_CLASS_PERMANENT),
+    rt_failure_t f = {wk_dl_reason_name(WK_DL_HTTP_REJECTED), ib_class_name(IB_CLASS_PERMANENT),
                       r->detail};
     r->fin_stmts = rejection_events(r, &f, &r->fb, &r->fin_nstmts);
     fin_prepare(r, FIN_REJECTED, DB_ROW_FAILED, NULL, resp->status,
@@ -456,17 +456,17 @@ static void rejected(run_t *r, const fx_response_t *resp)
 static void rejected_after(run_t *r, db_outcome_t o)
 {
     size_t events = r->fin_nstmts;
-    wk_binding_free(&r->fb);
+    rt_binding_free(&r->fb);
     if (o != DB_APPLIED) {
         finish_failed(r);
         return;
     }
     if (events)
-        wk_relay_wake(r->p->relay); /* the committed rejection: publish now */
+        rl_relay_wake(r->p->relay); /* the committed rejection: publish now */
     long status = r->res.remote_status;
     ib_error_set(&r->d->err, IB_E_BROKER, IB_CLASS_PERMANENT, "http: status %ld", status);
     wk_decide_dead_letter(r->d, WK_DL_HTTP_REJECTED, "HTTP %ld from %s %s: %s", status,
-                          wk_http_method(r->h), r->call.url_redacted, r->snip);
+                          rt_http_method(r->h), r->call.url_redacted, r->snip);
 }
 
 /* What follows the row's finishing transaction, by the finish prepared. */
@@ -500,7 +500,7 @@ static void count_call(run_t *r, const fx_response_t *resp)
     r->d->http_status = resp->status;
     r->d->calls++;
     if (r->p->metrics)
-        wk_metrics_http_request(r->p->metrics, wk_route_index(r->route),
+        wk_metrics_http_request(r->p->metrics, rt_route_index(r->route),
                                 fx_response_metric_class(resp), resp->duration_s);
     IB_LOG(IB_LOG_DEBUG, "http_call", IB_MSG("destination answered"),
            IB_S("message_id", r->msg->message_id), IB_I("http_status", resp->status),
@@ -517,12 +517,12 @@ typedef enum { REC_APPLIED, REC_ABSENT, REC_UNKNOWN } reconcile_t;
 static reconcile_t reconcile(run_t *r, fx_client_t *fx)
 {
     fx_response_t resp;
-    fx_request_t rq = {.method = wk_http_reconcile_method(r->h),
+    fx_request_t rq = {.method = rt_http_reconcile_method(r->h),
                        .url = r->call.reconcile_url,
                        .headers = r->call.headers,
                        .nheaders = r->call.nheaders,
-                       .timeout_ms = wk_http_timeout_ms(r->h),
-                       .ca_file = wk_http_ca_file(r->h)};
+                       .timeout_ms = rt_http_timeout_ms(r->h),
+                       .ca_file = rt_http_ca_file(r->h)};
     wk_trace_call_t tc;
     wk_trace_call_begin(&tc, r->msg, rq.method, r->call.reconcile_url_redacted, &rq.headers,
                         rq.nheaders);
@@ -530,7 +530,7 @@ static reconcile_t reconcile(run_t *r, fx_client_t *fx)
     wk_trace_call_end(&tc, &resp);
     count_call(r, &resp);
     reconcile_t rc = REC_UNKNOWN;
-    if (resp.cls == FX_APPLIED && wk_http_reconcile_found(r->h, &resp)) {
+    if (resp.cls == FX_APPLIED && rt_http_reconcile_found(r->h, &resp)) {
         applied(r, &resp);
         rc = REC_APPLIED;
     } else if (resp.status == 404 || resp.cls == FX_APPLIED) {
@@ -573,7 +573,7 @@ static bool outcome(run_t *r, const fx_response_t *resp)
         applied(r, resp);
         return true;
     case FX_PERMANENT:
-        if (wk_http_applied_status(r->h, resp->status))
+        if (rt_http_applied_status(r->h, resp->status))
             applied(r, resp); /* http.applied_statuses: "already done" */
         else
             rejected(r, resp);
@@ -595,7 +595,7 @@ static bool outcome(run_t *r, const fx_response_t *resp)
     case FX_AMBIGUOUS:
         r->d->err = resp->err;
         r->reached = true;
-        if (!wk_http_idempotent(r->h) && !wk_http_has_reconcile(r->h)) {
+        if (!rt_http_idempotent(r->h) && !rt_http_has_reconcile(r->h)) {
             record_uncertain(r, resp->err.text);
             return true;
         }
@@ -608,14 +608,14 @@ static bool outcome(run_t *r, const fx_response_t *resp)
 /* The request of the run's call. */
 static fx_request_t request(const run_t *r)
 {
-    return (fx_request_t){.method = wk_http_method(r->h),
+    return (fx_request_t){.method = rt_http_method(r->h),
                           .url = r->call.url,
                           .body = r->call.body,
                           .body_len = r->call.body_len,
                           .headers = r->call.headers,
                           .nheaders = r->call.nheaders,
-                          .timeout_ms = wk_http_timeout_ms(r->h),
-                          .ca_file = wk_http_ca_file(r->h)};
+                          .timeout_ms = rt_http_timeout_ms(r->h),
+                          .ca_file = rt_http_ca_file(r->h)};
 }
 
 /* The call itself; returns true when the message is decided. */
@@ -641,7 +641,7 @@ static bool renew(run_t *r)
 {
     for (;;) {
         ib_error_t e;
-        if (db_effect_renew(r->dbc, r->p->cfg->consumer, &r->row, wk_http_lease_s(r->h), &e) ==
+        if (db_effect_renew(r->dbc, r->p->cfg->consumer, &r->row, rt_http_lease_s(r->h), &e) ==
             IB_E_OK)
             return true;
         r->d->err = e;
@@ -668,8 +668,8 @@ static void call_loop(run_t *r, fx_client_t *fx)
             give_up(r);
             return;
         }
-        if (prior && !wk_http_idempotent(r->h)) {
-            if (!wk_http_has_reconcile(r->h)) {
+        if (prior && !rt_http_idempotent(r->h)) {
+            if (!rt_http_has_reconcile(r->h)) {
                 record_uncertain(r, "the claim was taken over after its lease ran out: an "
                                     "earlier call may have reached the destination");
                 return;
@@ -700,7 +700,7 @@ static bool claim(run_t *r, db_claim_outcome_t *out)
 {
     for (;;) {
         db_claim_outcome_t o =
-            db_effect_claim(r->dbc, r->claim, wk_http_lease_s(r->h), &r->row, &r->d->err);
+            db_effect_claim(r->dbc, r->claim, rt_http_lease_s(r->h), &r->row, &r->d->err);
         *out = o;
         if (o != DB_CLAIM_FAILED)
             return false;
@@ -739,7 +739,7 @@ static void already_done(run_t *r)
 static bool bind_call(run_t *r)
 {
     const db_claim_t *c = r->claim;
-    if (wk_route_bind_http(r->route, r->msg, c->idempotency_key ? c->idempotency_key
+    if (rt_route_bind_http(r->route, r->msg, c->idempotency_key ? c->idempotency_key
                                                                 : r->msg->message_id,
                            &r->call, &r->d->err) == IB_E_OK)
         return true;
@@ -749,19 +749,19 @@ static bool bind_call(run_t *r)
     if (r->d->err.cls == IB_CLASS_TRANSIENT)
         set_abandon(r->d);
     else
-        wk_decide_dead_letter(r->d, wk_route_bind_reason(r->d->err.code), "%s", r->d->err.text);
+        wk_decide_dead_letter(r->d, rt_route_bind_reason(r->d->err.code), "%s", r->d->err.text);
     return false;
 }
 
 void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
-                       const wk_route_t *route, const db_claim_t *dbclaim,
+                       const rt_route_t *route, const db_claim_t *dbclaim,
                        const atomic_bool *lock_lost, wk_decision_t *d)
 {
     run_t r = {.p = p,
                .dbc = dbc,
                .msg = msg,
                .route = route,
-               .h = wk_route_http(route),
+               .h = rt_route_http(route),
                .claim = dbclaim,
                .lock_lost = lock_lost,
                .d = d};
@@ -816,7 +816,7 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
     if (bind_call(&r))
         call_loop(&r, fx);
 out:
-    wk_http_call_free(&r.call);
+    rt_http_call_free(&r.call);
     d->duration_ms += ib_mono_ms() - t0;
 }
 
@@ -878,7 +878,7 @@ static void admit_all(batch_t *b, const wk_effect_item_t *items)
                      .dbc = b->dbc,
                      .msg = items[i].msg,
                      .route = items[i].route,
-                     .h = wk_route_http(items[i].route),
+                     .h = rt_route_http(items[i].route),
                      .claim = items[i].claim,
                      .lock_lost = items[i].lock_lost,
                      .d = items[i].d,
@@ -888,16 +888,16 @@ static void admit_all(batch_t *b, const wk_effect_item_t *items)
         b->st[i] = B_ALONE;
         if (c->replay || atomic_load(r->lock_lost))
             continue;
-        if (wk_route_bind_http(r->route, r->msg,
+        if (rt_route_bind_http(r->route, r->msg,
                                c->idempotency_key ? c->idempotency_key : r->msg->message_id,
                                &r->call, &e) != IB_E_OK) {
-            wk_http_call_free(&r->call);
+            rt_http_call_free(&r->call);
             continue;
         }
         r->d->attempts++;
         b->st[i] = admitted(r) ? B_CALL : B_HELD;
         if (b->st[i] == B_CALL)
-            b->claims[i] = (db_effect_claim_item_t){.claim = c, .lease_s = wk_http_lease_s(r->h)};
+            b->claims[i] = (db_effect_claim_item_t){.claim = c, .lease_s = rt_http_lease_s(r->h)};
     }
 }
 
@@ -918,7 +918,7 @@ static void claim_together(batch_t *b)
             /* Its row exists (or the claim failed): decided alone, after the batch. */
             if (r->p->dests && r->call.dest[0])
                 wk_dest_cancel(r->p->dests, r->call.dest);
-            wk_http_call_free(&r->call);
+            rt_http_call_free(&r->call);
             r->d->attempts--;
             b->st[i] = B_ALONE;
             continue;
@@ -1008,7 +1008,7 @@ void wk_effect_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_effect_i
                               items[i].lock_lost, items[i].d);
             continue;
         }
-        wk_http_call_free(&b.runs[i].call);
+        rt_http_call_free(&b.runs[i].call);
         items[i].d->duration_ms += took;
     }
     batch_free(&b);

@@ -13,7 +13,7 @@
 #include "db_inbox.h"
 #include "sb_msg.h"
 #include "wk_decide.h"
-#include "wk_route.h"
+#include "rt_route.h"
 
 /*
  * Decides the fate of msg on an HTTP route and fills d: claim the inbox
@@ -23,13 +23,13 @@
  * thread: a db worker (the owner of dbc).
  */
 void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
-                       const wk_route_t *route, const db_claim_t *claim,
+                       const rt_route_t *route, const db_claim_t *claim,
                        const atomic_bool *lock_lost, wk_decision_t *d);
 
 /* One message of a batch on HTTP routes. */
 typedef struct wk_effect_item {
     const sb_msg_t *msg;
-    const wk_route_t *route;
+    const rt_route_t *route;
     const db_claim_t *claim;
     const atomic_bool *lock_lost;
     wk_decision_t *d;

@@ -77,7 +77,7 @@ static int check_deliveries(const wk_config_t *cfg, long long mdc, FILE *out)
 }
 
 /* LockDuration: retries and lock renewal within one lock, each HTTP route's lease. */
-static int check_lock(const wk_config_t *cfg, const wk_routes_t *routes, long long lock_ms,
+static int check_lock(const wk_config_t *cfg, const rt_routes_t *routes, long long lock_ms,
                       FILE *out)
 {
     int n = 0;
@@ -102,11 +102,11 @@ static int check_lock(const wk_config_t *cfg, const wk_routes_t *routes, long lo
                 cfg->retry.attempts, wait_ms, cfg->servicebus.max_auto_lock_renewal_s, lock_ms);
     }
     if (routes)
-        n += wk_routes_check_lock(routes, lock_ms, out);
+        n += rt_routes_check_lock(routes, lock_ms, out);
     return n;
 }
 
-int wk_limits_check_entity(const wk_config_t *cfg, const wk_routes_t *routes,
+int wk_limits_check_entity(const wk_config_t *cfg, const rt_routes_t *routes,
                            const wk_entity_info_t *e, FILE *out)
 {
     int n = 0;
@@ -147,7 +147,7 @@ int wk_limits_check_pool(const wk_config_t *cfg, bool relay_only, bool relay, lo
 }
 
 /* The entity's description, once; any failure is one warning line. */
-static void check_entity_live(const wk_config_t *cfg, const wk_routes_t *routes, FILE *out)
+static void check_entity_live(const wk_config_t *cfg, const rt_routes_t *routes, FILE *out)
 {
     sb_connstr_t cs;
     bool sas = false;
@@ -221,7 +221,7 @@ static void check_pool_live(const wk_config_t *cfg, bool relay_only, bool relay,
         wk_limits_check_pool(cfg, relay_only, relay, limit, out);
 }
 
-void wk_limits_check_servers(const wk_config_t *cfg, const wk_routes_t *routes, bool relay_only,
+void wk_limits_check_servers(const wk_config_t *cfg, const rt_routes_t *routes, bool relay_only,
                              bool relay, FILE *out)
 {
     if (!relay_only)

@@ -15,7 +15,7 @@
 #include "db_inbox.h"
 #include "wk_config.h"
 #include "wk_entity.h"
-#include "wk_route.h"
+#include "rt_route.h"
 
 /*
  * The retry budget in effect: retry.max_deliveries as set, or with -1 (the
@@ -31,7 +31,7 @@ long long wk_limits_max_deliveries(const wk_config_t *cfg, long long entity_mdc)
  * renewal vs LockDuration, each HTTP route's lease_s vs LockDuration
  * (routes may be NULL). Warnings to out; returns their number. thread: any.
  */
-int wk_limits_check_entity(const wk_config_t *cfg, const wk_routes_t *routes,
+int wk_limits_check_entity(const wk_config_t *cfg, const rt_routes_t *routes,
                            const wk_entity_info_t *e, FILE *out);
 
 /* The connections inboxd opens: db.pool_size, the sweeper, the relay when it relays. */
@@ -51,7 +51,7 @@ int wk_limits_check_pool(const wk_config_t *cfg, bool relay_only, bool relay, lo
  * and checks the settings against them. An unreachable endpoint or database
  * is one warning line, never a problem. thread: main.
  */
-void wk_limits_check_servers(const wk_config_t *cfg, const wk_routes_t *routes, bool relay_only,
+void wk_limits_check_servers(const wk_config_t *cfg, const rt_routes_t *routes, bool relay_only,
                              bool relay, FILE *out);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * wk_metrics.h - the metrics registry of inboxd and its Prometheus text
- * rendering (exposition format 0.0.4), served on /metrics by wk_http.
+ * rendering (exposition format 0.0.4), served on /metrics by wk_health.
  *
  * The registry holds exactly the metrics the operator documentation lists:
  *

@@ -17,7 +17,7 @@
 #include "wk_decide.h"
 #include "wk_limits.h"
 #include "wk_effect.h"
-#include "wk_relay.h"
+#include "rl_relay.h"
 #include "wk_trace.h"
 
 /*
@@ -25,25 +25,25 @@
  * reason; *n of them in rb (0 when the route has none, or when they cannot
  * be bound: then the failure is recorded without them, and said so).
  */
-static const db_stmt_t *rejection(const wk_route_t *route, const sb_msg_t *msg,
-                                  wk_dl_reason_t reason, const char *desc, wk_binding_t *rb,
+static const db_stmt_t *rejection(const rt_route_t *route, const sb_msg_t *msg,
+                                  wk_dl_reason_t reason, const char *desc, rt_binding_t *rb,
                                   size_t *n)
 {
-    wk_failure_t f = {wk_dl_reason_name(reason), ib_class_name(wk_dl_reason_class(reason)), desc};
+    rt_failure_t f = {wk_dl_reason_name(reason), ib_class_name(wk_dl_reason_class(reason)), desc};
     ib_error_t e;
     *n = 0;
     memset(rb, 0, sizeof(*rb));
-    if (!wk_route_rejects(route))
+    if (!rt_route_rejects(route))
         return NULL;
-    if (wk_route_bind_rejection(route, msg, &f, rb, &e) != IB_E_OK) {
+    if (rt_route_bind_rejection(route, msg, &f, rb, &e) != IB_E_OK) {
         IB_LOG(IB_LOG_ERROR, "rejection_unbound",
                IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
                       "without its rejection event"),
-               IB_S("message_id", msg->message_id), IB_I("route", (long long)wk_route_index(route)),
+               IB_S("message_id", msg->message_id), IB_I("route", (long long)rt_route_index(route)),
                IB_S("reason", f.reason), IB_S("error", e.text));
         return NULL;
     }
-    return wk_binding_emits(rb, n);
+    return rt_binding_emits(rb, n);
 }
 
 /*
@@ -52,22 +52,22 @@ static const db_stmt_t *rejection(const wk_route_t *route, const sb_msg_t *msg,
  * row and the events commit together, then it is dead-lettered unless
  * recorded); else dead-lettered.
  */
-static void permanent(wk_pipeline_t *p, db_conn_t *dbc, const wk_route_t *route,
+static void permanent(wk_pipeline_t *p, db_conn_t *dbc, const rt_route_t *route,
                       const sb_msg_t *msg, const db_claim_t *claim, wk_dl_reason_t reason,
                       wk_decision_t *d)
 {
     char desc[sizeof(d->description)];
     wk_decide_describe_db(&d->err, desc, sizeof(desc));
-    if (route && claim && (wk_route_records_failures(route) || wk_route_rejects(route))) {
+    if (route && claim && (rt_route_records_failures(route) || rt_route_rejects(route))) {
         ib_error_t rerr;
-        wk_binding_t rb;
+        rt_binding_t rb;
         size_t n;
         const db_stmt_t *ev = rejection(route, msg, reason, desc, &rb, &n);
         db_outcome_t o = db_inbox_record_failure_with(dbc, claim, d->err.cls, desc, ev, n, &rerr);
-        wk_binding_free(&rb);
+        rt_binding_free(&rb);
         if (o == DB_APPLIED && n)
-            wk_relay_wake(p->relay); /* committed rejection: publish now */
-        if ((o == DB_APPLIED || o == DB_DUPLICATE) && !wk_route_records_failures(route)) {
+            rl_relay_wake(p->relay); /* committed rejection: publish now */
+        if ((o == DB_APPLIED || o == DB_DUPLICATE) && !rt_route_records_failures(route)) {
             wk_decide_dead_letter(d, reason, "%s", desc);
             return;
         }
@@ -99,10 +99,10 @@ static bool stopping(const wk_pipeline_t *p)
  * dead-letters it outright. Returns the route when the inbox must run, NULL
  * when d is decided.
  */
-static const wk_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
+static const rt_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
                                       const atomic_bool *lock_lost, wk_decision_t *d)
 {
-    const wk_route_t *route;
+    const rt_route_t *route;
     if (atomic_load(lock_lost)) {
         wk_decide(d, WK_OUT_RELEASED);
         return NULL;
@@ -123,21 +123,21 @@ static const wk_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
                               "the inbox needs a message-id of 1 to 128 characters");
         return NULL;
     }
-    route = wk_routes_match(p->routes, msg);
+    route = rt_routes_match(p->routes, msg);
     if (!route) {
         ib_error_set(&d->err, IB_E_NO_ROUTE, IB_CLASS_PERMANENT, "no route matches");
         wk_decide_dead_letter(d, WK_DL_NO_ROUTE, "no route matches subject '%s'",
                               msg->subject ? msg->subject : "");
         return NULL;
     }
-    d->route_index = (long)wk_route_index(route);
-    if (wk_route_action(route) == WK_ACT_COMPLETE) {
+    d->route_index = (long)rt_route_index(route);
+    if (rt_route_action(route) == RT_ACT_COMPLETE) {
         wk_decide(d, WK_OUT_SKIPPED);
         return NULL;
     }
-    if (wk_route_action(route) == WK_ACT_DEADLETTER) {
-        wk_decide_route_dead_letter(d, wk_route_reason(route), "routes[%zu] dead-letters it",
-                                    wk_route_index(route));
+    if (rt_route_action(route) == RT_ACT_DEADLETTER) {
+        wk_decide_route_dead_letter(d, rt_route_reason(route), "routes[%zu] dead-letters it",
+                                    rt_route_index(route));
         return NULL;
     }
     return route;
@@ -148,8 +148,8 @@ typedef struct item {
     const sb_msg_t *msg;
     const atomic_bool *lock_lost;
     wk_decision_t *d;
-    const wk_route_t *route;
-    wk_binding_t b;
+    const rt_route_t *route;
+    rt_binding_t b;
     bool bound; /* b holds a binding to free */
     db_claim_t claim;
     char sha[65];
@@ -192,20 +192,20 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
         /* An operator's replay takes a row recorded 'failed' over (db_inbox_apply). */
         .replay = sb_msg_prop(msg, "inboxd-replay-count") != NULL,
     };
-    rc = wk_route_bind(it->route, msg, &it->b, &d->err);
+    rc = rt_route_bind(it->route, msg, &it->b, &d->err);
     if (rc != IB_E_OK) {
-        wk_binding_free(&it->b);
+        rt_binding_free(&it->b);
         if (d->err.cls == IB_CLASS_TRANSIENT) { /* out of memory */
             wk_decide(d, WK_OUT_ABANDONED);
             return PREP_DECIDED;
         }
-        permanent(p, dbc, it->route, msg, &it->claim, wk_route_bind_reason(rc), d);
+        permanent(p, dbc, it->route, msg, &it->claim, rt_route_bind_reason(rc), d);
         return PREP_DECIDED;
     }
     it->bound = true;
     it->claim.idempotency_key = it->b.idempotency_key;
-    wk_route_payload_hash(it->route, &it->b, it->sha); /* payload_hash "params" */
-    return wk_route_http(it->route) ? PREP_HTTP : PREP_INBOX;
+    rt_route_payload_hash(it->route, &it->b, it->sha); /* payload_hash "params" */
+    return rt_route_http(it->route) ? PREP_HTTP : PREP_INBOX;
 }
 
 /*
@@ -317,11 +317,11 @@ static bool setup_retry(wk_pipeline_t *p, item_t *it, long long wait)
  * id. The transaction was rolled back; the message completes as a
  * duplicate. Returns true when it decided d.
  */
-static bool business_key_duplicate(db_conn_t *dbc, const wk_route_t *route, wk_decision_t *d)
+static bool business_key_duplicate(db_conn_t *dbc, const rt_route_t *route, wk_decision_t *d)
 {
     char name[sizeof(d->constraint)];
     if (!db_unique_violation(db_conn_dialect(dbc), &d->err, name, sizeof(name)) ||
-        !wk_route_unique_is_duplicate(route, name))
+        !rt_route_unique_is_duplicate(route, name))
         return false;
     wk_decide(d, WK_OUT_DUPLICATE);
     d->business_key = true;
@@ -495,8 +495,8 @@ bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_
 
 bool wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg)
 {
-    const wk_route_t *route = wk_routes_match(p->routes, msg);
-    return route && wk_route_http(route);
+    const rt_route_t *route = rt_routes_match(p->routes, msg);
+    return route && rt_route_http(route);
 }
 
 /* The i-th message of a round's todo (wk_trace_txn_begin). */
@@ -517,19 +517,19 @@ static void budget_rejection(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
 {
     wk_decision_t *d = it->d;
     wk_dl_reason_t reason = WK_DL_RETRY_BUDGET;
-    wk_binding_t rb;
+    rt_binding_t rb;
     ib_error_t rerr;
     size_t n;
-    if (d->outcome != WK_OUT_DEAD_LETTERED || !wk_route_rejects(it->route))
+    if (d->outcome != WK_OUT_DEAD_LETTERED || !rt_route_rejects(it->route))
         return;
     if (strcmp(d->reason, wk_dl_reason_name(WK_DL_MAX_AGE)) == 0)
         reason = WK_DL_MAX_AGE;
     const db_stmt_t *ev = rejection(it->route, it->msg, reason, d->description, &rb, &n);
     db_outcome_t o = db_inbox_record_failure_with(dbc, &it->claim, wk_dl_reason_class(reason),
                                                   d->description, ev, n, &rerr);
-    wk_binding_free(&rb);
+    rt_binding_free(&rb);
     if (o == DB_APPLIED && n)
-        wk_relay_wake(p->relay);
+        rl_relay_wake(p->relay);
     if (o == DB_FAILED) {
         d->err = rerr;
         d->reason[0] = d->description[0] = '\0'; /* no dead letter after all */
@@ -638,9 +638,9 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
     for (size_t i = 0; i < n; i++) {
         /* Committed emits: publish now, not at the relay's next poll. */
         if (items[i].bound && items[i].b.nemits && m[i].d->outcome == WK_OUT_APPLIED)
-            wk_relay_wake(p->relay);
+            rl_relay_wake(p->relay);
         if (items[i].bound)
-            wk_binding_free(&items[i].b);
+            rt_binding_free(&items[i].b);
     }
 out:
     if (n != 1) {

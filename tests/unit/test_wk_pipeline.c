@@ -10,7 +10,7 @@
 
 static char dbpath[128], cfgpath[128];
 static wk_config_t cfg;
-static wk_routes_t routes;
+static rt_routes_t routes;
 static wk_pipeline_t pipe_;
 static db_conn_t *dbc;
 
@@ -41,7 +41,7 @@ static void setup(void)
             cs);
     fclose(fp);
     if (wk_config_load(&cfg, cfgpath, stderr) != 0 ||
-        wk_routes_compile(cfg.routes, &routes, stderr))
+        rt_routes_compile(cfg.routes, &routes, stderr))
         abort();
     memset(&opt, 0, sizeof(opt));
     opt.connection_string = cfg.db.connection_string;
@@ -63,7 +63,7 @@ static void setup(void)
 static void teardown(void)
 {
     db_conn_free(dbc);
-    wk_routes_free(&routes);
+    rt_routes_free(&routes);
     wk_config_free(&cfg);
     unlink(dbpath);
     unlink(cfgpath);

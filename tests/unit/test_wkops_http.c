@@ -17,7 +17,7 @@
 
 #include "ib_log.h"
 #include "ib_test.h"
-#include "wk_http.h"
+#include "wk_health.h"
 #include "wk_metrics.h"
 
 static void sleep_ms(long ms)
@@ -89,35 +89,35 @@ static const char *body_of(const char *resp)
     return b ? b + 4 : "";
 }
 
-static wk_http_t *start(wk_http_opts_t o)
+static wk_health_t *start(wk_health_opts_t o)
 {
     ib_error_t err;
     if (!o.listen)
         o.listen = "127.0.0.1:0";
-    wk_http_t *h = wk_http_start(&o, &err);
+    wk_health_t *h = wk_health_start(&o, &err);
     if (!h)
-        fprintf(stderr, "wk_http_start: %s\n", err.text);
+        fprintf(stderr, "wk_health_start: %s\n", err.text);
     return h;
 }
 
 static void test_disabled(void)
 {
     ib_error_t err;
-    wk_http_opts_t o = {.listen = ""};
-    wk_http_t *h = wk_http_start(&o, &err);
+    wk_health_opts_t o = {.listen = ""};
+    wk_health_t *h = wk_health_start(&o, &err);
     ASSERT_TRUE(h != NULL);
-    ASSERT_EQ(wk_http_port(h), 0);
-    ASSERT_TRUE(wk_http_is_live(h));
-    ASSERT_TRUE(!wk_http_is_ready(h, NULL, 0));
-    for (int c = 0; c < WK_HTTP__COND_COUNT; c++)
-        wk_http_set_condition(h, (wk_http_cond_t)c, true);
-    ASSERT_TRUE(wk_http_is_ready(h, NULL, 0));
-    wk_http_stop(h);
+    ASSERT_EQ(wk_health_port(h), 0);
+    ASSERT_TRUE(wk_health_is_live(h));
+    ASSERT_TRUE(!wk_health_is_ready(h, NULL, 0));
+    for (int c = 0; c < WK_HEALTH__COND_COUNT; c++)
+        wk_health_set_condition(h, (wk_health_cond_t)c, true);
+    ASSERT_TRUE(wk_health_is_ready(h, NULL, 0));
+    wk_health_stop(h);
     /* Every setter accepts the NULL a failed start leaves behind. */
-    wk_http_heartbeat(NULL);
-    wk_http_set_condition(NULL, WK_HTTP_DB_REACHABLE, true);
-    wk_http_set_draining(NULL, true);
-    wk_http_stop(NULL);
+    wk_health_heartbeat(NULL);
+    wk_health_set_condition(NULL, WK_HEALTH_DB_REACHABLE, true);
+    wk_health_set_draining(NULL, true);
+    wk_health_stop(NULL);
 }
 
 static void test_bad_listen(void)
@@ -126,39 +126,39 @@ static void test_bad_listen(void)
     const char *bad[] = {"nonsense",     "127.0.0.1:", "127.0.0.1:99999",
                          "127.0.0.1:9x", "[::1]9090",  "::1:9090"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        wk_http_opts_t o = {.listen = bad[i]};
+        wk_health_opts_t o = {.listen = bad[i]};
         ib_error_clear(&err);
-        ASSERT_TRUE(wk_http_start(&o, &err) == NULL);
+        ASSERT_TRUE(wk_health_start(&o, &err) == NULL);
         ASSERT_EQ(err.code, IB_E_CONFIG);
         ASSERT_CONTAINS(err.text, "http.listen");
     }
     /* A port already bound is an I/O error naming the address. */
-    wk_http_t *h = start((wk_http_opts_t){0});
+    wk_health_t *h = start((wk_health_opts_t){0});
     ASSERT_TRUE(h != NULL);
     char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", wk_http_port(h));
-    wk_http_opts_t o = {.listen = addr};
-    ASSERT_TRUE(wk_http_start(&o, &err) == NULL);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", wk_health_port(h));
+    wk_health_opts_t o = {.listen = addr};
+    ASSERT_TRUE(wk_health_start(&o, &err) == NULL);
     ASSERT_EQ(err.code, IB_E_IO);
     ASSERT_CONTAINS(err.text, addr);
-    wk_http_stop(h);
+    wk_health_stop(h);
 }
 
 static void test_ipv6_listen(void)
 {
     /* "[v6]:port" form; skipped where the machine has no IPv6 loopback. */
     ib_error_t err;
-    wk_http_opts_t o = {.listen = "[::1]:0"};
-    wk_http_t *h = wk_http_start(&o, &err);
+    wk_health_opts_t o = {.listen = "[::1]:0"};
+    wk_health_t *h = wk_health_start(&o, &err);
     if (!h && err.code == IB_E_IO) {
         fprintf(stderr, "skip test_ipv6_listen: %s\n", err.text);
         return;
     }
     ASSERT_TRUE(h != NULL);
-    ASSERT_TRUE(wk_http_port(h) > 0);
+    ASSERT_TRUE(wk_health_port(h) > 0);
     int fd = socket(AF_INET6, SOCK_STREAM, 0);
     struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
-                              .sin6_port = htons((unsigned short)wk_http_port(h))};
+                              .sin6_port = htons((unsigned short)wk_health_port(h))};
     sa.sin6_addr = in6addr_loopback;
     ASSERT_EQ(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     const char *req = "GET /healthz HTTP/1.1\r\n\r\n";
@@ -166,66 +166,66 @@ static void test_ipv6_listen(void)
     char resp[512];
     ASSERT_EQ(read_response(fd, resp, sizeof resp), 200);
     close(fd);
-    wk_http_stop(h);
+    wk_health_stop(h);
 }
 
 static void test_liveness(void)
 {
     char resp[4096];
     double k = ib_test_timeout(1);
-    wk_http_t *h = start((wk_http_opts_t){.heartbeat_max_age_ms = (long long)(300 * k)});
+    wk_health_t *h = start((wk_health_opts_t){.heartbeat_max_age_ms = (long long)(300 * k)});
     ASSERT_TRUE(h != NULL);
-    ASSERT_TRUE(wk_http_port(h) > 0);
-    ASSERT_EQ(get(wk_http_port(h), "/healthz", resp, sizeof resp), 200);
+    ASSERT_TRUE(wk_health_port(h) > 0);
+    ASSERT_EQ(get(wk_health_port(h), "/healthz", resp, sizeof resp), 200);
     ASSERT_STREQ(body_of(resp), "ok\n");
     sleep_ms((long)(600 * k));
-    ASSERT_EQ(get(wk_http_port(h), "/healthz", resp, sizeof resp), 503);
+    ASSERT_EQ(get(wk_health_port(h), "/healthz", resp, sizeof resp), 503);
     ASSERT_CONTAINS(body_of(resp), "event loop stalled");
-    ASSERT_TRUE(!wk_http_is_live(h));
-    wk_http_heartbeat(h);
-    ASSERT_EQ(get(wk_http_port(h), "/healthz", resp, sizeof resp), 200);
+    ASSERT_TRUE(!wk_health_is_live(h));
+    wk_health_heartbeat(h);
+    ASSERT_EQ(get(wk_health_port(h), "/healthz", resp, sizeof resp), 200);
     /* Draining does not make the process dead. */
-    wk_http_set_draining(h, true);
-    ASSERT_EQ(get(wk_http_port(h), "/healthz", resp, sizeof resp), 200);
-    wk_http_stop(h);
+    wk_health_set_draining(h, true);
+    ASSERT_EQ(get(wk_health_port(h), "/healthz", resp, sizeof resp), 200);
+    wk_health_stop(h);
 }
 
 static void test_readiness(void)
 {
     char resp[4096];
-    wk_http_t *h = start((wk_http_opts_t){0});
+    wk_health_t *h = start((wk_health_opts_t){0});
     ASSERT_TRUE(h != NULL);
-    int port = wk_http_port(h);
+    int port = wk_health_port(h);
     ASSERT_EQ(get(port, "/readyz", resp, sizeof resp), 503);
     ASSERT_STREQ(body_of(resp),
                  "not ready: amqp not connected; links not attached; database unreachable\n");
-    wk_http_set_condition(h, WK_HTTP_AMQP_CONNECTED, true);
-    wk_http_set_condition(h, WK_HTTP_LINKS_ATTACHED, true);
+    wk_health_set_condition(h, WK_HEALTH_AMQP_CONNECTED, true);
+    wk_health_set_condition(h, WK_HEALTH_LINKS_ATTACHED, true);
     ASSERT_EQ(get(port, "/readyz", resp, sizeof resp), 503);
     ASSERT_STREQ(body_of(resp), "not ready: database unreachable\n");
-    wk_http_set_condition(h, WK_HTTP_DB_REACHABLE, true);
+    wk_health_set_condition(h, WK_HEALTH_DB_REACHABLE, true);
     ASSERT_EQ(get(port, "/readyz", resp, sizeof resp), 200);
     ASSERT_STREQ(body_of(resp), "ready\n");
     ASSERT_CONTAINS(resp, "Content-Length: 6\r\n");
     ASSERT_CONTAINS(resp, "Connection: close\r\n");
     /* A query string does not change the route. */
     ASSERT_EQ(get(port, "/readyz?verbose=1", resp, sizeof resp), 200);
-    wk_http_set_draining(h, true);
+    wk_health_set_draining(h, true);
     ASSERT_EQ(get(port, "/readyz", resp, sizeof resp), 503);
     ASSERT_STREQ(body_of(resp), "not ready: draining\n");
-    wk_http_set_draining(h, false);
-    wk_http_set_condition(h, WK_HTTP_DB_REACHABLE, false);
+    wk_health_set_draining(h, false);
+    wk_health_set_condition(h, WK_HEALTH_DB_REACHABLE, false);
     ASSERT_EQ(get(port, "/readyz", resp, sizeof resp), 503);
-    wk_http_stop(h);
+    wk_health_stop(h);
 }
 
 static void test_metrics(void)
 {
     char resp[16384];
     wk_metrics_t *m = wk_metrics_new("9.9.9");
-    wk_http_t *h = start((wk_http_opts_t){.metrics = m});
+    wk_health_t *h = start((wk_health_opts_t){.metrics = m});
     ASSERT_TRUE(h != NULL);
-    int port = wk_http_port(h);
+    int port = wk_health_port(h);
     ASSERT_EQ(get(port, "/metrics", resp, sizeof resp), 200);
     ASSERT_CONTAINS(resp, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n");
     ASSERT_CONTAINS(body_of(resp), "inboxd_messages_total{result=\"applied\"} 0\n");
@@ -242,16 +242,16 @@ static void test_metrics(void)
     ASSERT_TRUE(cl != NULL);
     clen = (size_t)atol(cl + 16);
     ASSERT_EQ(clen, strlen(body_of(resp)));
-    wk_http_stop(h);
+    wk_health_stop(h);
     wk_metrics_free(m);
 }
 
 static void test_errors(void)
 {
     char resp[4096];
-    wk_http_t *h = start((wk_http_opts_t){0}); /* no metrics registry */
+    wk_health_t *h = start((wk_health_opts_t){0}); /* no metrics registry */
     ASSERT_TRUE(h != NULL);
-    int port = wk_http_port(h);
+    int port = wk_health_port(h);
     ASSERT_EQ(get(port, "/nope", resp, sizeof resp), 404);
     ASSERT_EQ(get(port, "/metrics", resp, sizeof resp), 404);
     ASSERT_EQ(get(port, "/healthzz", resp, sizeof resp), 404);
@@ -267,13 +267,13 @@ static void test_errors(void)
     ASSERT_STREQ(body_of(resp), "");
     /* HTTP/1.0 and bare LF line ends are accepted. */
     ASSERT_EQ(exchange(port, "GET /healthz HTTP/1.0\n\n", resp, sizeof resp), 200);
-    wk_http_stop(h);
+    wk_health_stop(h);
 }
 
 static void test_oversize_request(void)
 {
     char resp[4096];
-    wk_http_t *h = start((wk_http_opts_t){.max_request_bytes = 8192});
+    wk_health_t *h = start((wk_health_opts_t){.max_request_bytes = 8192});
     ASSERT_TRUE(h != NULL);
     size_t big = 20000;
     char *raw = malloc(big + 64);
@@ -281,7 +281,7 @@ static void test_oversize_request(void)
     size_t n = strlen(raw);
     memset(raw + n, 'a', big);
     strcpy(raw + n + big, "\r\n\r\n");
-    int fd = connect_to(wk_http_port(h));
+    int fd = connect_to(wk_health_port(h));
     ASSERT_TRUE(fd >= 0);
     /* The server may answer and stop reading before all of it is sent. */
     ssize_t sent = send(fd, raw, strlen(raw), MSG_NOSIGNAL);
@@ -291,8 +291,8 @@ static void test_oversize_request(void)
     free(raw);
     ASSERT_EQ(status, 431);
     /* The server is still serving afterwards. */
-    ASSERT_EQ(get(wk_http_port(h), "/healthz", resp, sizeof resp), 200);
-    wk_http_stop(h);
+    ASSERT_EQ(get(wk_health_port(h), "/healthz", resp, sizeof resp), 200);
+    wk_health_stop(h);
 }
 
 static double elapsed_s(struct timespec a)
@@ -306,9 +306,9 @@ static void test_slow_client_does_not_block_others(void)
 {
     char resp[4096];
     double k = ib_test_timeout(1); /* the slow client's deadline scales with the machine */
-    wk_http_t *h = start((wk_http_opts_t){.read_timeout_ms = (int)(1500 * k)});
+    wk_health_t *h = start((wk_health_opts_t){.read_timeout_ms = (int)(1500 * k)});
     ASSERT_TRUE(h != NULL);
-    int port = wk_http_port(h);
+    int port = wk_health_port(h);
     /* A slowloris: half a request line, then silence. */
     int slow = connect_to(port);
     ASSERT_TRUE(slow >= 0);
@@ -324,16 +324,16 @@ static void test_slow_client_does_not_block_others(void)
     ASSERT_EQ(status, 408);
     double waited = elapsed_s(t0);
     ASSERT_TRUE(waited >= 1.3 * k && waited < 5 * k);
-    wk_http_stop(h);
+    wk_health_stop(h);
 }
 
 static void test_connection_flood_does_not_lock_out(void)
 {
     char resp[4096];
     enum { MAXC = 4, IDLE = 12 };
-    wk_http_t *h = start((wk_http_opts_t){.max_connections = MAXC, .read_timeout_ms = 20000});
+    wk_health_t *h = start((wk_health_opts_t){.max_connections = MAXC, .read_timeout_ms = 20000});
     ASSERT_TRUE(h != NULL);
-    int port = wk_http_port(h);
+    int port = wk_health_port(h);
     int idle[IDLE];
     for (int i = 0; i < IDLE; i++) {
         idle[i] = connect_to(port);
@@ -355,20 +355,20 @@ static void test_connection_flood_does_not_lock_out(void)
         close(idle[i]);
     }
     ASSERT_TRUE(closed >= IDLE - MAXC);
-    wk_http_stop(h);
+    wk_health_stop(h);
 }
 
 static void test_stop_with_open_connections(void)
 {
-    wk_http_t *h = start((wk_http_opts_t){0});
+    wk_health_t *h = start((wk_health_opts_t){0});
     ASSERT_TRUE(h != NULL);
-    int fd = connect_to(wk_http_port(h));
+    int fd = connect_to(wk_health_port(h));
     ASSERT_TRUE(fd >= 0);
     ASSERT_EQ(send(fd, "GET /", 5, MSG_NOSIGNAL), 5);
     sleep_ms(50);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    wk_http_stop(h); /* must not wait for the half-sent request (5 s deadline) */
+    wk_health_stop(h); /* must not wait for the half-sent request (5 s deadline) */
     ASSERT_TRUE(elapsed_s(t0) < ib_test_timeout(1));
     char c;
     ASSERT_TRUE(recv(fd, &c, 1, 0) <= 0);

@@ -1,0 +1,543 @@
+/*
+ * rl_relay.c - the outbox relay thread: claim, send (on the client's
+ * sender link, sb_client_send_each), mark, commit; backoff
+ * on transient failures; bounded cleanup turns; counters for /metrics.
+ * See rl_relay.h. Every function runs on the relay thread unless its
+ * comment says otherwise.
+ */
+#include "rl_relay.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "db_outbox.h"
+#include "ib_backoff.h"
+#include "ib_log.h"
+#include "sb_condition.h"
+#include "sb_msg.h"
+#include "sb_client.h"
+#include "wk_pipeline.h"
+
+#define BACKOFF_BASE_MS 200
+#define SEND_TIMEOUT_MS 10000
+#define STATS_EVERY_MS 1000
+#define CLEANUP_EVERY_MS 60000
+#define CLEANUP_FIRST_MS 5000
+#define CLEANUP_BATCH 1000
+#define CLEANUP_BATCHES_PER_TURN 20
+#define GROUP_MAX 64 /* messages in flight at once on the sender link */
+
+struct rl_relay {
+    rl_relay_options_t opt;
+    char *table;
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, woken, joined;
+    wk_metrics_outbox_t stats; /* guarded by mu */
+    /* relay thread only */
+    db_conn_t *dbc;
+    int failures; /* consecutive transient failures: the backoff step */
+    ib_rand_t seed; /* the backoff's state, seeded on first use */
+    long long next_stats_ms, next_cleanup_ms;
+};
+
+/* ---- application properties ------------------------------------------------ */
+
+ib_err_t rl_relay_props_parse(const char *text, sb_prop_t **props, size_t *n, void **holder,
+                              ib_error_t *err)
+{
+    json_error_t jerr;
+    json_t *j, *v;
+    const char *k;
+    size_t i = 0;
+
+    *props = NULL;
+    *n = 0;
+    *holder = NULL;
+    if (!text || !*text)
+        return IB_E_OK;
+    j = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                            "properties is not a JSON object of application properties");
+    }
+    *props = calloc(json_object_size(j) ? json_object_size(j) : 1, sizeof(**props));
+    if (!*props) {
+        json_decref(j);
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    }
+    /* Strings point into j (kept in *holder). */
+    json_object_foreach(j, k, v)
+    {
+        sb_prop_t *p = &(*props)[i++];
+        p->key = (char *)k;
+        switch (json_typeof(v)) {
+        case JSON_STRING:
+            p->type = SB_PROP_STRING;
+            p->str = (char *)json_string_value(v);
+            break;
+        case JSON_INTEGER:
+            p->type = SB_PROP_INT64;
+            p->i = json_integer_value(v);
+            break;
+        case JSON_REAL:
+            p->type = SB_PROP_DOUBLE;
+            p->d = json_real_value(v);
+            break;
+        case JSON_TRUE:
+        case JSON_FALSE:
+            p->type = SB_PROP_BOOL;
+            p->i = json_is_true(v);
+            break;
+        case JSON_NULL:
+            p->type = SB_PROP_NULL;
+            break;
+        default:
+            /* An object or array has no faithful application-property form. */
+            ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                         "properties.%s is a JSON %s; application properties are strings, "
+                         "numbers, booleans or null",
+                         k, json_is_object(v) ? "object" : "array");
+            free(*props);
+            *props = NULL;
+            json_decref(j);
+            return IB_E_INVALID_JSON;
+        }
+    }
+    *n = i;
+    *holder = j;
+    return IB_E_OK;
+}
+
+void rl_relay_props_free(sb_prop_t *props, void *holder)
+{
+    free(props);
+    json_decref(holder);
+}
+
+/* ---- waiting ----------------------------------------------------------------- */
+
+/* Sleeps up to ms, returning early on stop (and on a wake when wakeable). */
+static void nap(rl_relay_t *r, long long ms, bool wakeable)
+{
+    long long until = ib_mono_ms() + ms;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop && !(wakeable && r->woken))
+        if (ib_cond_wait_until(&r->cv, &r->mu, until) == ETIMEDOUT)
+            break;
+    r->woken = false;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static bool stopping(rl_relay_t *r)
+{
+    bool s;
+    pthread_mutex_lock(&r->mu);
+    s = r->stop;
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+/* thread: any */
+void rl_relay_wake(rl_relay_t *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->woken = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- counters ---------------------------------------------------------------- */
+
+static void count_failed(rl_relay_t *r, const char *condition)
+{
+    wk_metrics_outbox_t *s = &r->stats;
+    size_t i;
+    if (!condition || !*condition)
+        condition = "unknown";
+    pthread_mutex_lock(&r->mu);
+    for (i = 0; i < s->nfailed; i++)
+        if (strcmp(s->failed[i].condition, condition) == 0)
+            break;
+    if (i == s->nfailed) {
+        if (s->nfailed == WK_METRICS_OUTBOX_CONDITIONS) {
+            i = WK_METRICS_OUTBOX_CONDITIONS - 1; /* the last slot collects the rest */
+            ib_strlcpy(s->failed[i].condition, "other", sizeof(s->failed[i].condition));
+        } else {
+            ib_strlcpy(s->failed[i].condition, condition, sizeof(s->failed[i].condition));
+            s->nfailed++;
+        }
+    }
+    s->failed[i].count++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* thread: any */
+void rl_relay_stats(void *relay, wk_metrics_outbox_t *out)
+{
+    rl_relay_t *r = relay;
+    pthread_mutex_lock(&r->mu);
+    *out = r->stats;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void refresh_stats(rl_relay_t *r, bool force)
+{
+    long long pending, oldest, blocked, now = ib_mono_ms();
+    ib_error_t err;
+    if (!force && now < r->next_stats_ms)
+        return;
+    r->next_stats_ms = now + STATS_EVERY_MS;
+    if (db_outbox_stats(r->dbc, r->table, &pending, &oldest, &err) != IB_E_OK ||
+        db_outbox_blocked(r->dbc, r->table, &blocked, &err) != IB_E_OK)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stats.pending = pending;
+    r->stats.oldest_pending_s = oldest;
+    r->stats.blocked_sessions = blocked;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- one round ----------------------------------------------------------------- */
+
+static void log_send_failure(const db_outbox_row_t *row, const ib_error_t *e, bool permanent)
+{
+    IB_LOG(permanent ? IB_LOG_ERROR : IB_LOG_WARN, permanent ? "outbox_failed" : "outbox_retry",
+           IB_MSG(permanent ? "the broker refused an outbox message; the row is failed"
+                            : "an outbox message could not be sent; it stays pending"),
+           IB_I("outbox_id", row->id), IB_S("entity", row->entity),
+           IB_S("message_id", row->message_id), IB_S("session_id", row->session_id),
+           IB_S("condition", e->condition), IB_S("error_class", ib_class_name(e->cls)),
+           IB_S("error", e->text), IB_I("attempt", row->attempts + 1));
+}
+
+/* The AMQP message of one row; props/holder from rl_relay_props_parse. */
+static void row_msg(const db_outbox_row_t *row, sb_prop_t *props, size_t nprops, sb_out_msg_t *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->message_id = row->message_id;
+    m->correlation_id = row->correlation_id;
+    m->subject = row->subject;
+    m->content_type = row->content_type;
+    m->session_id = row->session_id;
+    m->props = props;
+    m->nprops = nprops;
+    m->body = row->body;
+    m->body_len = row->body ? row->body_len : 0;
+}
+
+/*
+ * The rows [from, from + *len) that travel together, pipelined on one link:
+ * one entity, at most one row per session id (a later row of a session is
+ * never in flight beside an earlier one, so a failure cannot let it
+ * overtake), at most GROUP_MAX.
+ */
+static size_t group_len(const db_outbox_row_t *rows, size_t from, size_t n)
+{
+    size_t len = 1;
+    while (from + len < n && len < GROUP_MAX) {
+        const db_outbox_row_t *next = &rows[from + len];
+        bool clash = strcmp(next->entity, rows[from].entity) != 0;
+        for (size_t k = from; !clash && next->session_id && k < from + len; k++)
+            clash = rows[k].session_id && strcmp(rows[k].session_id, next->session_id) == 0;
+        if (clash)
+            break;
+        len++;
+    }
+    return len;
+}
+
+static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_prop_t *props,
+                                size_t nprops, char tp[OT_TRACEPARENT_LEN]);
+static void publish_end(ot_span_t *s, const ib_error_t *res);
+
+/* Sends rows [from, from + len) and fills res[] with each row's result. */
+static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, ib_error_t *res)
+{
+    sb_out_msg_t msgs[GROUP_MAX], ok_msgs[GROUP_MAX];
+    sb_prop_t *props[GROUP_MAX];
+    void *holders[GROUP_MAX];
+    ib_error_t ok_res[GROUP_MAX];
+    size_t map[GROUP_MAX], nok = 0;
+    ot_span_t *spans[GROUP_MAX] = {0};
+    char tps[GROUP_MAX][OT_TRACEPARENT_LEN];
+
+    for (size_t k = 0; k < len; k++) {
+        size_t np = 0;
+        ib_error_clear(&res[k]);
+        if (rl_relay_props_parse(rows[k].properties, &props[k], &np, &holders[k], &res[k]) !=
+            IB_E_OK) {
+            if (res[k].cls == IB_CLASS_PERMANENT)
+                ib_strlcpy(res[k].condition, "inboxd:invalid-properties",
+                           sizeof(res[k].condition));
+            props[k] = NULL;
+            holders[k] = NULL;
+            continue; /* never sent */
+        }
+        if (r->opt.otel)
+            spans[k] = publish_begin(r, &rows[k], props[k], np, tps[k]);
+        row_msg(&rows[k], props[k], np, &msgs[k]);
+        ok_msgs[nok] = msgs[k];
+        map[nok++] = k;
+    }
+    if (nok)
+        sb_client_send_each(r->opt.client, rows[0].entity, ok_msgs, nok, SEND_TIMEOUT_MS, ok_res);
+    for (size_t j = 0; j < nok; j++)
+        res[map[j]] = ok_res[j];
+    for (size_t k = 0; k < len; k++) {
+        publish_end(spans[k], &res[k]);
+        rl_relay_props_free(props[k], holders[k]);
+    }
+}
+
+/*
+ * The publish span of a row (kind PRODUCER), a child of the span that wrote
+ * it: the row's traceparent property (an emit carries its consumer span's),
+ * else a trace of its own. The message then carries the publish span's
+ * context in traceparent and Diagnostic-Id instead, so the next consumer is
+ * its child. tp holds the new value while the message is sent.
+ */
+static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_prop_t *props,
+                                size_t nprops, char tp[OT_TRACEPARENT_LEN])
+{
+    ot_ctx_t parent = {0};
+    ot_span_t *s;
+    for (size_t i = 0; i < nprops && !parent.valid; i++)
+        if (strcmp(props[i].key, "traceparent") == 0 && props[i].type == SB_PROP_STRING)
+            ot_ctx_parse(props[i].str, &parent);
+    if (!(s = ot_span_start_const(r->opt.otel, "send", OT_KIND_PRODUCER, &parent, false, 0)))
+        return NULL;
+    ot_span_str_const(s, "messaging.system", "servicebus");
+    ot_span_str_const(s, "messaging.operation.name", "send");
+    ot_span_str_const(s, "messaging.operation.type", "send");
+    ot_span_str(s, "messaging.destination.name", row->entity);
+    ot_span_str(s, "messaging.message.id", row->message_id);
+    ot_span_str(s, "messaging.message.conversation_id", row->correlation_id);
+    ot_span_int(s, "inboxd.outbox.attempts", row->attempts);
+    ot_ctx_format(ot_span_ctx(s), tp);
+    for (size_t i = 0; i < nprops; i++)
+        if (props[i].type == SB_PROP_STRING && (strcmp(props[i].key, "traceparent") == 0 ||
+                                                strcmp(props[i].key, "Diagnostic-Id") == 0))
+            props[i].str = tp; /* the holder still frees the parsed value */
+    return s;
+}
+
+static void publish_end(ot_span_t *s, const ib_error_t *res)
+{
+    if (s && res->code) {
+        ot_span_str(s, "error.type", res->condition[0] ? res->condition : ib_err_name(res->code));
+        ot_span_error(s, res->text);
+    }
+    ot_span_end(s, 0);
+}
+
+/*
+ * After a row of a session failed for good, the session's later rows of
+ * this claim [from, *n) are not sent: they stay pending, untouched, and the
+ * next claims leave them out while the failed row holds them back.
+ */
+static void hold_session(db_outbox_row_t *rows, size_t from, size_t *n, const char *session_id)
+{
+    size_t kept = from;
+    for (size_t i = from; i < *n; i++) {
+        db_outbox_row_t *row = &rows[i];
+        if (row->session_id && strcmp(row->session_id, session_id) == 0) {
+            db_outbox_row_clear(row);
+            continue;
+        }
+        if (kept != i)
+            rows[kept] = *row;
+        kept++;
+    }
+    *n = kept;
+}
+
+/*
+ * Claims, sends and marks one batch. Returns the rows handled (published
+ * or failed), or -1 after a transient failure (the caller backs off).
+ */
+static int round_once(rl_relay_t *r)
+{
+    db_outbox_row_t *rows = NULL;
+    size_t n = 0, handled = 0;
+    bool transient = false;
+    unsigned long long published = 0;
+    ib_error_t err;
+
+    if (db_outbox_claim(r->dbc, r->table, r->opt.batch, &rows, &n, &err) != IB_E_OK) {
+        IB_LOG(IB_LOG_WARN, "outbox_claim", IB_MSG("the relay cannot claim outbox rows"),
+               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate),
+               IB_S("error_class", ib_class_name(err.cls)));
+        return -1;
+    }
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n && !transient;) {
+        ib_error_t res[GROUP_MAX];
+        size_t len = group_len(rows, i, n);
+        send_group(r, rows + i, len, res);
+        for (size_t k = 0; k < len; k++) {
+            const db_outbox_row_t *row = &rows[i + k];
+            ib_error_t *se = &res[k], me;
+            db_outbox_mark_t mark = DB_OUTBOX_PUBLISHED;
+            char why[700] = "";
+            if (se->code != IB_E_OK) {
+                bool again = se->cls != IB_CLASS_PERMANENT;
+                transient |= again;
+                mark = again ? DB_OUTBOX_RETRY : DB_OUTBOX_FAILED;
+                log_send_failure(row, se, !again);
+                snprintf(why, sizeof(why), "%s%s%s", se->condition, se->condition[0] ? ": " : "",
+                         se->text);
+            }
+            if (db_outbox_mark(r->dbc, r->table, row->id, mark, why, &me) != IB_E_OK) {
+                IB_LOG(IB_LOG_WARN, "outbox_mark", IB_MSG("the relay cannot mark an outbox row"),
+                       IB_S("error", me.text), IB_S("sqlstate", me.sqlstate));
+                db_end(r->dbc, false, &me);
+                db_outbox_rows_free(rows, n);
+                return -1; /* the rows go back; sent ones are re-sent with the same id */
+            }
+            if (mark == DB_OUTBOX_FAILED) {
+                count_failed(r, se->condition);
+                if (row->session_id)
+                    hold_session(rows, i + len, &n, row->session_id);
+            }
+            published += mark == DB_OUTBOX_PUBLISHED;
+            handled += mark != DB_OUTBOX_RETRY;
+        }
+        i += len; /* after a transient failure the rest stay pending, untouched */
+    }
+    if (db_end(r->dbc, true, &err) != IB_E_OK) {
+        IB_LOG(IB_LOG_WARN, "outbox_commit", IB_MSG("the relay's commit failed"),
+               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate));
+        db_end(r->dbc, false, &err);
+        db_outbox_rows_free(rows, n);
+        return -1;
+    }
+    db_outbox_rows_free(rows, n);
+    pthread_mutex_lock(&r->mu);
+    r->stats.published_total += published;
+    pthread_mutex_unlock(&r->mu);
+    return transient ? -1 : (int)handled;
+}
+
+static void cleanup_turn(rl_relay_t *r)
+{
+    long long now = ib_mono_ms(), n;
+    ib_error_t err;
+    if (now < r->next_cleanup_ms)
+        return;
+    n = db_outbox_cleanup(r->dbc, r->table, r->opt.retention_s, CLEANUP_BATCH,
+                          CLEANUP_BATCHES_PER_TURN, &err);
+    /* A full turn means more is due: come back soon, between relay rounds. */
+    r->next_cleanup_ms =
+        now + (n >= (long long)CLEANUP_BATCH * CLEANUP_BATCHES_PER_TURN ? 0 : CLEANUP_EVERY_MS);
+    if (n < 0)
+        IB_LOG(IB_LOG_WARN, "outbox_cleanup", IB_MSG("outbox cleanup failed"),
+               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate));
+    else if (n > 0)
+        IB_LOG(IB_LOG_INFO, "outbox_cleanup", IB_MSG("published outbox rows deleted"),
+               IB_I("rows", n));
+}
+
+static void *relay_main(void *arg)
+{
+    rl_relay_t *r = arg;
+    r->next_cleanup_ms = ib_mono_ms() + CLEANUP_FIRST_MS;
+    while (!stopping(r)) {
+        int got = round_once(r);
+        refresh_stats(r, false);
+        if (got < 0) {
+            long long wait = ib_backoff_ms(BACKOFF_BASE_MS, r->opt.backoff_max_ms, ++r->failures,
+                                           &r->seed);
+            nap(r, wait < BACKOFF_BASE_MS ? BACKOFF_BASE_MS : wait, false);
+            continue;
+        }
+        r->failures = 0;
+        cleanup_turn(r);
+        if (got == 0)
+            nap(r, r->opt.poll_ms, true);
+    }
+    return NULL;
+}
+
+/* ---- life ---------------------------------------------------------------------- */
+
+static void relay_free(rl_relay_t *r)
+{
+    if (!r)
+        return;
+    db_conn_free(r->dbc);
+    free(r->table);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* thread: main */
+rl_relay_t *rl_relay_start(const rl_relay_options_t *opt, ib_error_t *err)
+{
+    rl_relay_t *r = calloc(1, sizeof(*r));
+    if (!r) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    ib_cond_init(&r->cv);
+    r->opt = *opt;
+    r->table = strdup(opt->table ? opt->table : DB_OUTBOX_DEFAULT_TABLE);
+    if (r->opt.batch <= 0)
+        r->opt.batch = 100;
+    if (r->opt.poll_ms <= 0)
+        r->opt.poll_ms = 1000;
+    if (r->opt.backoff_max_ms < BACKOFF_BASE_MS)
+        r->opt.backoff_max_ms = BACKOFF_BASE_MS;
+    if (!r->table) {
+        relay_free(r);
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    r->dbc = db_conn_new(&opt->db, err);
+    if (!r->dbc) {
+        relay_free(r);
+        return NULL;
+    }
+    if (pthread_create(&r->tid, NULL, relay_main, r) != 0) {
+        relay_free(r);
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "cannot start the relay thread");
+        return NULL;
+    }
+    IB_LOG(IB_LOG_INFO, "outbox_relay", IB_MSG("outbox relay started"), IB_S("table", r->table),
+           IB_I("poll_ms", r->opt.poll_ms), IB_I("batch", r->opt.batch));
+    return r;
+}
+
+/* thread: main */
+void rl_relay_halt(rl_relay_t *r)
+{
+    if (!r || r->joined)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->tid, NULL);
+    r->joined = true;
+}
+
+/* thread: main */
+void rl_relay_stop(rl_relay_t *r)
+{
+    if (!r)
+        return;
+    rl_relay_halt(r);
+    relay_free(r);
+}

@@ -1,0 +1,80 @@
+/*
+ * rl_relay.h - the outbox relay: a thread of its own that publishes the
+ * pending rows of the outbox table and marks them published, or failed with
+ * the broker's condition.
+ *
+ * It joins db/ (db_outbox.h: the claim / mark transaction) and amqp/
+ * (sb_client_send_each: the messages go out on a sender link that the
+ * client's proactor thread owns, on the process's one AMQP connection; the
+ * relay thread only waits for the broker's accept of every message). One
+ * round: claim up to `batch` rows in id order (rows held by another replica
+ * are skipped), send them pipelined (at most one row per session id in
+ * flight, so a session's rows leave in order), mark each, commit. A transient send failure (connection,
+ * busy, timeout) ends the round with that row and every later one still
+ * pending, and the next round waits a backoff; a permanent one (entity not
+ * found, unauthorized, too large) marks the row failed and the round goes
+ * on. A crash between send and commit re-sends the same MessageId later,
+ * which duplicate detection or the next inbox absorbs.
+ *
+ * The relay sleeps outbox.poll_ms between rounds that found nothing; a
+ * local commit that emitted wakes it at once (rl_relay_wake). Published
+ * rows older than outbox.retention_s are deleted by the same thread in
+ * bounded turns.
+ */
+#ifndef RL_RELAY_H
+#define RL_RELAY_H
+
+#include <stdbool.h>
+
+#include "db_inbox.h"
+#include "ib_err.h"
+#include "ot_trace.h"
+#include "sb_client.h"
+#include "wk_metrics.h"
+
+typedef struct rl_relay rl_relay_t;
+
+typedef struct rl_relay_options {
+    sb_client_t *client;              /* sends on it; must outlive the relay */
+    db_options_t db;                  /* the relay's own connection (copied by db_conn_new) */
+    const char *table;                /* outbox.table; copied */
+    long long poll_ms;                /* idle wait between rounds */
+    int batch;                        /* rows per round */
+    long long retention_s;            /* published rows kept this long; 0: deleted at once */
+    long long backoff_max_ms;         /* longest wait after a transient failure */
+    ot_exporter_t *otel;              /* NULL: no publish spans; must outlive the relay */
+} rl_relay_options_t;
+
+/*
+ * Starts the relay thread. The outbox table must exist (db_outbox_migrate
+ * ran). NULL with err filled when the thread cannot start. The relay keeps
+ * trying when the database or the broker is away. thread: main.
+ */
+rl_relay_t *rl_relay_start(const rl_relay_options_t *opt, ib_error_t *err);
+/* Wakes the relay for a round now (a local commit inserted rows). thread: any. */
+void rl_relay_wake(rl_relay_t *r);
+/* A copy of the counters for /metrics (a wk_metrics_outbox_fn; ctx is the relay). thread: any. */
+void rl_relay_stats(void *relay, wk_metrics_outbox_t *out);
+/*
+ * Stops after the current round (its transaction commits or rolls back) and
+ * joins; the counters stay readable. Call it before stopping the client, so
+ * a round's sends get their answers. thread: main.
+ */
+void rl_relay_halt(rl_relay_t *r);
+/* Halts if needed and frees. thread: main. */
+void rl_relay_stop(rl_relay_t *r);
+
+/*
+ * The application properties of an outbox row (a JSON object as text) as
+ * sb_prop_t values: strings, integers, reals, booleans and null keep their
+ * type. *props is malloc'd, owned by *holder (free both with
+ * rl_relay_props_free). Fails (IB_E_INVALID_JSON, permanent, nothing to
+ * free) when the text is not a JSON object or a value in it is an array or
+ * an object, which no application property can hold. thread: any.
+ */
+struct sb_prop;
+ib_err_t rl_relay_props_parse(const char *json, struct sb_prop **props, size_t *n, void **holder,
+                              ib_error_t *err);
+void rl_relay_props_free(struct sb_prop *props, void *holder);
+
+#endif

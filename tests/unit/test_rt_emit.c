@@ -1,0 +1,407 @@
+/*
+ * Route emits and the relay's pieces without a broker: check-config errors
+ * for emit (a missing or non-deterministic message_id says why), binding an
+ * emit into the outbox insert's eight parameters (templates, the
+ * correlation id and trace context carried over, JSON bodies), outbox
+ * properties parsed back into typed AMQP properties, the outbox plan, and
+ * the inboxd_outbox_* metrics.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_test.h"
+#include "sb_msg.h"
+#include "wk_metrics.h"
+#include "rl_outbox.h"
+#include "rl_relay.h"
+#include "rt_route.h"
+#include "rt_route_test.h"
+
+#define ROUTE(emit) "[{\"match\":\"*\",\"sql\":\"SELECT 1\",\"emit\":" emit "}]"
+
+static void test_emit_errors(void)
+{
+    static const struct {
+        const char *emit, *want;
+    } cases[] = {
+        {"[{\"entity\":\"q\"}]", "routes[0].emit[0].message_id: missing: every emitted message "
+                                 "needs a deterministic message id"},
+        {"[{\"entity\":\"q\",\"message_id\":\"s:{sequence_number}\"}]",
+         "{sequence_number} differs between copies of one message"},
+        {"[{\"entity\":\"q\",\"message_id\":\"x-{delivery_count}\"}]", "differs between copies"},
+        {"[{\"entity\":\"q\",\"message_id\":\"fixed\"}]", "is a constant"},
+        {"[{\"message_id\":\"{message_id}\"}]", "routes[0].emit[0].entity: must be a queue"},
+        {"[{\"entity\":\"q\",\"message_id\":\"{message_id}\",\"colour\":1}]",
+         "routes[0].emit[0].colour: unknown key"},
+        {"[{\"entity\":\"q\",\"message_id\":\"{nonsense}\"}]", "unknown source {nonsense}"},
+        {"[{\"entity\":\"q\",\"message_id\":\"{message_id}\",\"body\":\"nonsense\"}]",
+         "emit[0].body: unknown source"},
+        {"[{\"entity\":\"q\",\"message_id\":\"{message_id}\",\"properties\":[1]}]",
+         "emit[0].properties: must be an object"},
+        {"{}", "routes[0].emit: must be a non-empty array"},
+        {"[]", "routes[0].emit: must be a non-empty array"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char route[512];
+        rt_routes_t rs;
+        int n;
+        snprintf(route, sizeof(route), ROUTE("%s"), cases[i].emit);
+        char *e = compile_errors(route, &n, &rs);
+        ASSERT_TRUE(n >= 1);
+        ASSERT_CONTAINS(e, cases[i].want);
+        free(e);
+        rt_routes_free(&rs);
+    }
+}
+
+static sb_prop_t props[2];
+
+static void make_msg(sb_msg_t *m, const char *body)
+{
+    memset(m, 0, sizeof(*m));
+    m->message_id = "order-msg-1";
+    m->subject = "OrderAccepted";
+    m->content_type = "text/plain";
+    m->sequence_number = 42;
+    props[0] = (sb_prop_t){"traceparent", SB_PROP_STRING,
+                           "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 0, 0};
+    props[1] = (sb_prop_t){"tenant", SB_PROP_INT64, NULL, 7, 0};
+    m->props = props;
+    m->nprops = 2;
+    m->body = (unsigned char *)body;
+    m->body_len = strlen(body);
+}
+
+static void test_emit_bind(void)
+{
+    rt_routes_t rs;
+    rt_binding_t b;
+    ib_error_t err;
+    sb_msg_t m;
+    size_t n;
+    int problems;
+    const db_stmt_t *em;
+    char *e = compile_errors(
+        ROUTE("[{\"entity\":\"shipments\",\"message_id\":\"shipment:{$.orderId}\","
+              "\"subject\":\"ShipmentRequested\",\"session_id\":\"{$.customerId}\","
+              "\"body\":\"$.shipping\","
+              "\"properties\":{\"source\":{\"const\":\"orders\"},\"orderId\":\"$.orderId\","
+              "\"tenant\":\"prop:tenant\"}},"
+              "{\"entity\":\"audit\",\"message_id\":\"audit:{message_id}\","
+              "\"correlation_id\":\"c-{$.orderId}\"}]"),
+        &problems, &rs);
+    ASSERT_EQ(problems, 0);
+    free(e);
+    ASSERT_TRUE(rt_routes_emit(&rs));
+    ASSERT_TRUE(rt_routes_set_outbox(&rs, "inboxd_outbox"));
+    make_msg(&m, "{\"orderId\":\"o-7\",\"customerId\":\"c-3\",\"shipping\":{\"city\":\"Bern\"}}");
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(b.nstmts, 3); /* SELECT 1, then two outbox inserts */
+    ASSERT_EQ(b.nemits, 2);
+    em = rt_binding_emits(&b, &n);
+    ASSERT_EQ(n, 2);
+    ASSERT_TRUE(em == b.stmts + 1);
+    ASSERT_CONTAINS(em[0].sql, "INSERT INTO inboxd_outbox (entity, message_id, session_id");
+    ASSERT_EQ(em[0].nparams, 8);
+    const db_param_t *p = em[0].params;
+    ASSERT_STREQ(p[0].text, "shipments");
+    ASSERT_STREQ(p[1].text, "shipment:o-7");
+    ASSERT_STREQ(p[2].text, "c-3");
+    ASSERT_STREQ(p[3].text, "ShipmentRequested");
+    ASSERT_STREQ(p[4].text, "order-msg-1"); /* correlation id: the incoming message id */
+    ASSERT_STREQ(p[5].text, "application/json");
+    ASSERT_CONTAINS(p[6].text, "\"source\":\"orders\"");
+    ASSERT_CONTAINS(p[6].text, "\"orderId\":\"o-7\"");
+    ASSERT_CONTAINS(p[6].text, "\"tenant\":7");
+    ASSERT_CONTAINS(p[6].text, "\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-");
+    ASSERT_STREQ(p[7].text, "{\"city\":\"Bern\"}");
+    p = em[1].params;
+    ASSERT_STREQ(p[0].text, "audit");
+    ASSERT_STREQ(p[1].text, "audit:order-msg-1");
+    ASSERT_EQ(p[2].type, DB_PARAM_NULL);
+    ASSERT_EQ(p[3].type, DB_PARAM_NULL);
+    ASSERT_STREQ(p[4].text, "c-o-7");
+    ASSERT_STREQ(p[5].text, "text/plain"); /* the incoming body, with its content type */
+    ASSERT_CONTAINS(p[6].text, "traceparent");
+    ASSERT_CONTAINS(p[7].text, "\"shipping\"");
+    rt_binding_free(&b);
+
+    /* A path an emit needs is missing: a permanent MissingField, nothing bound. */
+    make_msg(&m, "{\"customerId\":\"c-3\"}");
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_MISSING_FIELD);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    rt_binding_free(&b);
+    rt_routes_free(&rs);
+}
+
+static void test_no_emit(void)
+{
+    rt_routes_t rs;
+    rt_binding_t b;
+    ib_error_t err;
+    sb_msg_t m;
+    size_t n = 9;
+    int problems;
+    free(compile_errors("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &rs));
+    ASSERT_EQ(problems, 0);
+    ASSERT_TRUE(!rt_routes_emit(&rs));
+    make_msg(&m, "{}");
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(b.nstmts, 1);
+    ASSERT_TRUE(rt_binding_emits(&b, &n) == NULL);
+    ASSERT_EQ(n, 0);
+    rt_binding_free(&b);
+    rt_routes_free(&rs);
+}
+
+static void test_props_parse(void)
+{
+    sb_prop_t *pr;
+    size_t n;
+    void *holder;
+    ib_error_t err;
+    ASSERT_EQ(rl_relay_props_parse("{\"s\":\"x\",\"i\":42,\"d\":1.5,\"b\":true,\"z\":null}",
+                                   &pr, &n, &holder, &err),
+              IB_E_OK);
+    ASSERT_EQ(n, 5);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(pr[i].key, "s") == 0) {
+            ASSERT_EQ(pr[i].type, SB_PROP_STRING);
+            ASSERT_STREQ(pr[i].str, "x");
+        } else if (strcmp(pr[i].key, "i") == 0) {
+            ASSERT_EQ(pr[i].type, SB_PROP_INT64);
+            ASSERT_EQ(pr[i].i, 42);
+        } else if (strcmp(pr[i].key, "d") == 0) {
+            ASSERT_EQ(pr[i].type, SB_PROP_DOUBLE);
+        } else if (strcmp(pr[i].key, "b") == 0) {
+            ASSERT_EQ(pr[i].type, SB_PROP_BOOL);
+            ASSERT_EQ(pr[i].i, 1);
+        } else if (strcmp(pr[i].key, "z") == 0) {
+            ASSERT_EQ(pr[i].type, SB_PROP_NULL);
+        } else {
+            ASSERT_STREQ(pr[i].key, "(one of s, i, d, b, z)");
+        }
+    }
+    rl_relay_props_free(pr, holder);
+    ASSERT_EQ(rl_relay_props_parse(NULL, &pr, &n, &holder, &err), IB_E_OK);
+    ASSERT_EQ(n, 0);
+    ASSERT_EQ(rl_relay_props_parse("[1]", &pr, &n, &holder, &err), IB_E_INVALID_JSON);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    ASSERT_EQ(rl_relay_props_parse("{bad", &pr, &n, &holder, &err), IB_E_INVALID_JSON);
+    /* Nested values are refused like a top-level array, naming the key. */
+    ASSERT_EQ(rl_relay_props_parse("{\"s\":\"x\",\"o\":{\"a\":1}}", &pr, &n, &holder, &err),
+              IB_E_INVALID_JSON);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    ASSERT_CONTAINS(err.text, "properties.o is a JSON object");
+    ASSERT_TRUE(pr == NULL && holder == NULL && n == 0);
+    ASSERT_EQ(rl_relay_props_parse("{\"l\":[1,2]}", &pr, &n, &holder, &err), IB_E_INVALID_JSON);
+    ASSERT_CONTAINS(err.text, "properties.l is a JSON array");
+}
+
+static void test_outbox_plan(void)
+{
+    wk_config_t cfg;
+    rt_routes_t emits, plain;
+    rl_outbox_plan_t plan;
+    int problems;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp;
+
+    memset(&cfg, 0, sizeof(cfg));
+    free(compile_errors(ROUTE("[{\"entity\":\"q\",\"message_id\":\"{message_id}\"}]"), &problems, &emits));
+    free(compile_errors("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &plain));
+    cfg.outbox.enabled = "auto";
+    cfg.outbox.relay = "auto";
+    ASSERT_EQ(rl_outbox_plan(&cfg, &emits, false, &plan, NULL), 0);
+    ASSERT_TRUE(plan.enabled && plan.relay);
+    ASSERT_EQ(rl_outbox_plan(&cfg, &plain, false, &plan, NULL), 0);
+    ASSERT_TRUE(!plan.enabled && !plan.relay);
+    ASSERT_EQ(rl_outbox_plan(&cfg, &plain, true, &plan, NULL), 0);
+    ASSERT_TRUE(plan.enabled && plan.relay);
+    cfg.outbox.relay = "false"; /* emit here, publish from another replica */
+    ASSERT_EQ(rl_outbox_plan(&cfg, &emits, false, &plan, NULL), 0);
+    ASSERT_TRUE(plan.enabled && !plan.relay);
+    cfg.outbox.enabled = "false";
+    fp = open_memstream(&buf, &len);
+    ASSERT_EQ(rl_outbox_plan(&cfg, &emits, false, &plan, fp), 1);
+    fclose(fp);
+    ASSERT_CONTAINS(buf, "config: outbox.enabled: is false, but a route emits");
+    free(buf);
+    rt_routes_free(&emits);
+    rt_routes_free(&plain);
+}
+
+static void fake_outbox(void *ctx, wk_metrics_outbox_t *o)
+{
+    (void)ctx;
+    o->pending = 12;
+    o->oldest_pending_s = 30;
+    o->blocked_sessions = 2;
+    o->published_total = 1000;
+    o->nfailed = 1;
+    strcpy(o->failed[0].condition, "amqp:not-found");
+    o->failed[0].count = 3;
+}
+
+static void test_outbox_metrics(void)
+{
+    wk_metrics_t *m = wk_metrics_new("t");
+    char *text = wk_metrics_render(m, NULL);
+    ASSERT_NOT_CONTAINS(text, "inboxd_outbox_pending");
+    free(text);
+    wk_metrics_outbox_source(m, fake_outbox, NULL);
+    text = wk_metrics_render(m, NULL);
+    ASSERT_CONTAINS(text, "# TYPE inboxd_outbox_pending gauge\ninboxd_outbox_pending 12\n");
+    ASSERT_CONTAINS(text, "inboxd_outbox_oldest_pending_seconds 30\n");
+    ASSERT_CONTAINS(text, "# TYPE inboxd_outbox_blocked_sessions gauge\ninboxd_outbox_blocked_sessions 2\n");
+    ASSERT_CONTAINS(text, "inboxd_outbox_published_total 1000\n");
+    ASSERT_CONTAINS(text, "inboxd_outbox_failed_total{condition=\"amqp:not-found\"} 3\n");
+    free(text);
+    wk_metrics_free(m);
+}
+
+#define FROUTE(rej) "[{\"match\":\"*\",\"sql\":\"SELECT 1\",\"emit_on_failure\":" rej "}]"
+
+/* emit_on_failure is checked like emit, under its own name; {error} never names the event. */
+static void test_reject_errors(void)
+{
+    static const struct {
+        const char *rej, *want;
+    } cases[] = {
+        {"[{\"entity\":\"q\"}]", "routes[0].emit_on_failure[0].message_id: missing"},
+        {"[{\"entity\":\"q\",\"message_id\":\"r:{delivery_count}\"}]",
+         "emit_on_failure[0].message_id: {delivery_count} differs between copies"},
+        {"[{\"entity\":\"q\",\"message_id\":\"r:{error}\"}]",
+         "emit_on_failure[0].message_id: {error} is a driver's or a destination's text"},
+        {"[{\"entity\":\"q\",\"message_id\":\"r:{reason}\"}]",
+         "emit_on_failure[0].message_id: is a constant"},
+        {"[{\"entity\":\"q\",\"message_id\":\"{message_id}\",\"colour\":1}]",
+         "routes[0].emit_on_failure[0].colour: unknown key"},
+        {"[]", "routes[0].emit_on_failure: must be a non-empty array"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char route[512];
+        rt_routes_t rs;
+        int n;
+        snprintf(route, sizeof(route), FROUTE("%s"), cases[i].rej);
+        char *e = compile_errors(route, &n, &rs);
+        ASSERT_TRUE(n >= 1);
+        ASSERT_CONTAINS(e, cases[i].want);
+        free(e);
+        rt_routes_free(&rs);
+    }
+    /* The failure's sources belong to emit_on_failure only. */
+    rt_routes_t rs;
+    int n;
+    char *e = compile_errors(ROUTE("[{\"entity\":\"q\",\"message_id\":\"{message_id}\","
+                                   "\"subject\":\"{reason}\"}]"),
+                             &n, &rs);
+    ASSERT_EQ(n, 1);
+    ASSERT_CONTAINS(e, "routes[0].emit[0].subject: unknown source {reason}");
+    free(e);
+    rt_routes_free(&rs);
+    e = compile_errors("[{\"match\":\"*\",\"action\":\"complete\",\"emit_on_failure\":[]}]", &n,
+                       &rs);
+    ASSERT_CONTAINS(e, "routes[0].emit_on_failure: not allowed with action");
+    free(e);
+    rt_routes_free(&rs);
+}
+
+/*
+ * A rejection bound over a failure: templates and properties read reason,
+ * error_class and error; the default body describes the failure as JSON;
+ * the route's own emits are not part of it; the description is sanitised
+ * and bounded.
+ */
+static void test_reject_bind(void)
+{
+    rt_routes_t rs;
+    rt_binding_t b;
+    ib_error_t err;
+    sb_msg_t m;
+    size_t n;
+    int problems;
+    char *e = compile_errors(
+        "[{\"match\":\"*\",\"sql\":\"SELECT 1\","
+        "\"emit\":[{\"entity\":\"shipments\",\"message_id\":\"ship:{$.orderId}\"}],"
+        "\"emit_on_failure\":[{\"entity\":\"rejections\",\"message_id\":\"{message_id}:rejected\","
+        "\"subject\":\"OrderRejected.{reason}\",\"properties\":{\"class\":\"error_class\","
+        "\"why\":\"error\",\"orderId\":\"$.orderId\"}},"
+        "{\"entity\":\"audit\",\"message_id\":\"audit:{$.orderId}:{reason}\",\"body\":\"error\","
+        "\"content_type\":\"text/plain\"}]}]",
+        &problems, &rs);
+    ASSERT_EQ(problems, 0);
+    free(e);
+    ASSERT_TRUE(rt_routes_emit(&rs));
+    ASSERT_TRUE(rt_routes_set_outbox(&rs, "inboxd_outbox"));
+    make_msg(&m, "{\"orderId\":\"o-9\"}");
+    const rt_route_t *r = rt_routes_match(&rs, &m);
+    ASSERT_TRUE(rt_route_rejects(r));
+    char error[1500];
+    memset(error, 'x', sizeof(error) - 1);
+    error[sizeof(error) - 1] = '\0';
+    memcpy(error, "HTTP 422: \xff bad", 15); /* an invalid byte and more than the bound */
+    rt_failure_t f = {"HandlerError", "permanent", error};
+    ASSERT_EQ(rt_route_bind_rejection(r, &m, &f, &b, &err), IB_E_OK);
+    ASSERT_EQ(b.nstmts, 2); /* the rejections only, not the route's emit */
+    const db_stmt_t *em = rt_binding_emits(&b, &n);
+    ASSERT_EQ(n, 2);
+    ASSERT_TRUE(em == b.stmts);
+    const db_param_t *p = em[0].params;
+    ASSERT_STREQ(p[0].text, "rejections");
+    ASSERT_STREQ(p[1].text, "order-msg-1:rejected");
+    ASSERT_STREQ(p[3].text, "OrderRejected.HandlerError");
+    ASSERT_STREQ(p[4].text, "order-msg-1");
+    ASSERT_STREQ(p[5].text, "application/json");
+    ASSERT_CONTAINS(p[6].text, "\"class\":\"permanent\"");
+    ASSERT_CONTAINS(p[6].text, "\"why\":\"HTTP 422: \xef\xbf\xbd bad");
+    ASSERT_CONTAINS(p[6].text, "\"orderId\":\"o-9\"");
+    ASSERT_CONTAINS(p[6].text, "\"causation-id\":\"order-msg-1\"");
+    json_t *body = json_loads(p[7].text, 0, NULL);
+    ASSERT_TRUE(body != NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(body, "message_id")), "order-msg-1");
+    ASSERT_STREQ(json_string_value(json_object_get(body, "reason")), "HandlerError");
+    ASSERT_STREQ(json_string_value(json_object_get(body, "error_class")), "permanent");
+    const char *why = json_string_value(json_object_get(body, "error"));
+    ASSERT_TRUE(why && strlen(why) <= RT_FAILURE_ERROR_MAX && strncmp(why, "HTTP 422: ", 10) == 0);
+    json_decref(body);
+    p = em[1].params;
+    ASSERT_STREQ(p[0].text, "audit");
+    ASSERT_STREQ(p[1].text, "audit:o-9:HandlerError");
+    ASSERT_STREQ(p[5].text, "text/plain");
+    ASSERT_TRUE(strncmp(p[7].text, "HTTP 422: \xef\xbf\xbd bad", 17) == 0);
+    ASSERT_TRUE(strlen(p[7].text) <= RT_FAILURE_ERROR_MAX);
+    rt_binding_free(&b);
+
+    /* A source the rejection needs is missing: it fails, nothing bound. */
+    make_msg(&m, "{}");
+    ASSERT_EQ(rt_route_bind_rejection(r, &m, &f, &b, &err), IB_E_MISSING_FIELD);
+    rt_binding_free(&b);
+    /* The route's own bind never includes the rejections. */
+    make_msg(&m, "{\"orderId\":\"o-9\"}");
+    ASSERT_EQ(rt_route_bind(r, &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(b.nemits, 1);
+    ASSERT_STREQ(b.stmts[1].params[0].text, "shipments");
+    rt_binding_free(&b);
+    rt_routes_free(&rs);
+
+    /* A route without emit_on_failure rejects nothing. */
+    free(compile_errors("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &rs));
+    ASSERT_TRUE(!rt_route_rejects(rt_routes_match(&rs, &m)));
+    ASSERT_TRUE(!rt_routes_emit(&rs));
+    rt_routes_free(&rs);
+}
+
+int main(void)
+{
+    RUN(test_emit_errors);
+    RUN(test_reject_errors);
+    RUN(test_reject_bind);
+    RUN(test_emit_bind);
+    RUN(test_no_emit);
+    RUN(test_props_parse);
+    RUN(test_outbox_plan);
+    RUN(test_outbox_metrics);
+    return ib_test_done();
+}
