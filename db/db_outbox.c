@@ -46,6 +46,7 @@ static void row_clear(db_outbox_row_t *r)
     free(r->content_type);
     free(r->properties);
     free(r->body);
+    free(r->trace_context);
     free(r->status);
     free(r->last_error);
     free(r->created_at);
@@ -84,7 +85,8 @@ static bool read_claim_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r
            db_get_text(dbc, st, 4, &r->session_id, NULL) && db_get_text(dbc, st, 5, &r->subject, NULL) &&
            db_get_text(dbc, st, 6, &r->correlation_id, NULL) &&
            db_get_text(dbc, st, 7, &r->content_type, NULL) && db_get_text(dbc, st, 8, &r->properties, NULL) &&
-           db_get_text(dbc, st, 9, &r->body, &r->body_len);
+           db_get_text(dbc, st, 9, &r->body, &r->body_len) &&
+           db_get_text(dbc, st, 11, &r->trace_context, NULL);
 }
 
 static bool read_list_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
@@ -136,6 +138,32 @@ static ib_err_t create_once(db_conn_t *dbc, const char *table, ib_error_t *err)
     return db_migrate_ddl(dbc, table, ddl, n, err);
 }
 
+/*
+ * Adds trace_context to a table created before it. SQLite cannot say IF NOT
+ * EXISTS: a racing migrator's duplicate-column error is left to the probe.
+ */
+static ib_err_t add_trace_column(db_conn_t *dbc, const char *table, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    const char *ddl[1] = {sql};
+    if (db_outbox_sql_trace_probe(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (db_run(dbc, sql, NULL, 0, NULL, NULL, NULL, err) == IB_E_OK) {
+        db_rollback_quiet(dbc);
+        return IB_E_OK;
+    }
+    db_rollback_quiet(dbc);
+    if (err->code == IB_E_DB_CONN || err->cls == IB_CLASS_TRANSIENT)
+        return err->code;
+    if (db_outbox_sql_trace_add(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (db_migrate_ddl(dbc, table, ddl, 1, err) != IB_E_OK)
+        IB_LOG(IB_LOG_WARN, "db_outbox", IB_MSG("adding trace_context failed; probing"),
+               IB_S("table", table), IB_S("error", err->text));
+    ib_error_clear(err);
+    return IB_E_OK;
+}
+
 static ib_err_t probe(db_conn_t *dbc, const char *table, ib_error_t *err)
 {
     char sql[DB_SQL_MAX];
@@ -148,7 +176,8 @@ static ib_err_t probe(db_conn_t *dbc, const char *table, ib_error_t *err)
         ib_error_t e = *err;
         ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                      "outbox.table: table '%s' is missing or lacks outbox columns (create it "
-                     "from db/schema/%s_outbox.sql or set db.migrate true): %s",
+                     "from db/schema/%s_outbox.sql, or add the column trace_context to a table "
+                     "from before it as that file says, or set db.migrate true): %s",
                      table, db_dialect_name(dbc->dialect), e.text);
         ib_strlcpy(err->sqlstate, e.sqlstate, sizeof(err->sqlstate));
         err->native = e.native;
@@ -181,6 +210,8 @@ ib_err_t db_outbox_migrate(db_conn_t *dbc, const char *table, bool create, ib_er
         }
         db_conn_ensure(dbc, err);
     }
+    if (create && add_trace_column(dbc, table, err) != IB_E_OK)
+        return err->code;
     return probe(dbc, table, err);
 }
 

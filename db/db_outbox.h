@@ -46,7 +46,8 @@ ib_err_t db_outbox_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t 
 /*
  * INSERT of one pending row. Parameters in order: entity, message_id,
  * session_id, subject, correlation_id, content_type, properties (a JSON
- * object as text), body. The other columns take their defaults. This is the
+ * object as text), body, trace_context (the W3C traceparent of the span
+ * that wrote the row, or NULL). The other columns take their defaults. This is the
  * statement a route's emit adds to its inbox transaction.
  */
 ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size);
@@ -55,7 +56,7 @@ ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size
  * locked for this transaction and skipping rows other relays hold, leaving
  * out rows a failed row holds back (DB_OUTBOX_SKIPPED). Columns:
  * id, entity, message_id, session_id, subject, correlation_id, content_type,
- * properties, body, attempts. *lock receives a statement to run first in
+ * properties, body, attempts, trace_context. *lock receives a statement to run first in
  * the transaction ("" when none; SQLite: take the write lock, so a second
  * relay waits instead of reading the same rows).
  */
@@ -104,6 +105,13 @@ ib_err_t db_outbox_sql_skip(db_dialect_t d, const char *table, char *buf, size_t
 ib_err_t db_outbox_sql_retry(db_dialect_t d, const char *table, char *buf, size_t size);
 /* Selects every outbox column with no rows: fails when the table or a column is missing. */
 ib_err_t db_outbox_sql_probe(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * trace_context (added after the first release): a probe of that column
+ * alone, and the ALTER TABLE adding it to an older table (idempotent but
+ * for SQLite, which has no ADD COLUMN IF NOT EXISTS).
+ */
+ib_err_t db_outbox_sql_trace_probe(db_dialect_t d, const char *table, char *buf, size_t size);
+ib_err_t db_outbox_sql_trace_add(db_dialect_t d, const char *table, char *buf, size_t size);
 
 /* ---- running them (thread: the owner of dbc) ------------------------- */
 
@@ -122,6 +130,7 @@ typedef struct db_outbox_row {
     char *body;
     size_t body_len;
     long long attempts;
+    char *trace_context; /* claim only: traceparent of the span that wrote the row, or NULL */
     char *status, *last_error, *created_at, *published_at; /* list only */
     long long blocked_by; /* list only: the failed row holding this pending row back, or 0 */
 } db_outbox_row_t;

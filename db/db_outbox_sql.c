@@ -104,11 +104,12 @@ static int table_ddl(char *buf, size_t size, db_dialect_t d, const char *table)
                     "        CHECK (status IN ('pending', 'published', 'failed')),\n"
                     "    attempts       %s NOT NULL DEFAULT 0,\n"
                     "    last_error     %s%s,\n"
-                    "    published_at   %s%s\n"
+                    "    published_at   %s%s,\n"
+                    "    trace_context  %s%s\n"
                     ")",
                     d == DB_DIALECT_MSSQL ? "" : "IF NOT EXISTS ", table, t->id, t->t260, t->t128,
                     t->t128, nul, t->t260, nul, t->t128, nul, t->t260, nul, t->big, nul, t->big,
-                    nul, t->ts, now_default(d), t->st, t->i32, t->t2000, nul, t->ts, nul);
+                    nul, t->ts, now_default(d), t->st, t->i32, t->t2000, nul, t->ts, nul, t->t128, nul);
 }
 
 ib_err_t db_outbox_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size,
@@ -198,13 +199,13 @@ ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size
         return IB_E_INVAL;
     return render(buf, size,
                   "INSERT INTO %s (entity, message_id, session_id, subject, correlation_id, "
-                  "content_type, properties, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  "content_type, properties, body, trace_context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                   table);
 }
 
 #define OB_COLS                                                                                    \
     "id, entity, message_id, session_id, subject, correlation_id, content_type, properties, "      \
-    "body, attempts"
+    "body, attempts, trace_context"
 
 /*
  * The failed rows that hold back the outbox row aliased o: earlier rows of
@@ -390,4 +391,30 @@ ib_err_t db_outbox_sql_probe(db_dialect_t d, const char *table, char *buf, size_
                   "SELECT " OB_COLS ", created_at, status, last_error, published_at FROM %s "
                   "WHERE 1 = 0",
                   table);
+}
+
+ib_err_t db_outbox_sql_trace_probe(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (!usable(d, table))
+        return IB_E_INVAL;
+    return render(buf, size, "SELECT trace_context FROM %s WHERE 1 = 0", table);
+}
+
+ib_err_t db_outbox_sql_trace_add(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    if (!usable(d, table))
+        return IB_E_INVAL;
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        return render(buf, size,
+                      "IF COL_LENGTH(N'%s', N'trace_context') IS NULL\n"
+                      "ALTER TABLE %s ADD trace_context %s NULL",
+                      table, table, obtypes(d)->t128);
+    case DB_DIALECT_SQLITE: /* no IF NOT EXISTS: a racing migrator's error is re-probed */
+        return render(buf, size, "ALTER TABLE %s ADD COLUMN trace_context %s", table,
+                      obtypes(d)->t128);
+    default:
+        return render(buf, size, "ALTER TABLE %s ADD COLUMN IF NOT EXISTS trace_context %s NULL",
+                      table, obtypes(d)->t128);
+    }
 }

@@ -301,8 +301,9 @@ static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, i
 
 /*
  * The publish span of a row (kind PRODUCER), a child of the span that wrote
- * it: the row's traceparent property (an emit carries its consumer span's),
- * else a trace of its own. The message then carries the publish span's
+ * it: the row's trace_context column (an emit writes its consumer span's
+ * there), else its traceparent property (rows applications insert), else a
+ * trace of its own. The message then carries the publish span's
  * context in traceparent and Diagnostic-Id instead, so the next consumer is
  * its child. tp holds the new value while the message is sent.
  */
@@ -311,6 +312,8 @@ static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_pr
 {
     ot_ctx_t parent = {0};
     ot_span_t *s;
+    if (row->trace_context)
+        ot_ctx_parse(row->trace_context, &parent);
     for (size_t i = 0; i < nprops && !parent.valid; i++)
         if (strcmp(props[i].key, "traceparent") == 0 && props[i].type == SB_PROP_STRING)
             ot_ctx_parse(props[i].str, &parent);

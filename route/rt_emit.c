@@ -397,16 +397,20 @@ static db_param_t failure_body(const sb_msg_t *msg, rt_binding_t *b)
 }
 
 /*
- * The eight parameters of the outbox insert (db_outbox_sql_insert) for one
+ * The nine parameters of the outbox insert (db_outbox_sql_insert) for one
  * emit: entity, message_id, session_id, subject, correlation_id,
- * content_type, properties, body.
+ * content_type, properties, body, trace_context (the span that emitted it,
+ * as carry_trace also puts in the traceparent property).
  */
 ib_err_t rt_emits_bind(const rt_emits_t *emits, size_t i, const sb_msg_t *msg, rt_binding_t *b,
                        db_param_t *out, ib_error_t *err)
 {
     const emit_spec_t *e = &emits->v[i];
     ib_err_t rc;
+    const char *tp = wk_traceparent(msg);
     out[0] = DB_TEXT(e->entity);
+    /* points into msg, like out[4]; a later version longer than the column stays a property */
+    out[8] = tp && strlen(tp) <= 128 ? DB_TEXT(tp) : DB_NULL();
     if ((rc = bind_tmpl(&e->message_id, "emit message_id", 128, msg, b, &out[1], err)) ||
         (rc = bind_tmpl(&e->session_id, "emit session_id", 128, msg, b, &out[2], err)) ||
         (rc = bind_tmpl(&e->subject, "emit subject", 260, msg, b, &out[3], err)) ||

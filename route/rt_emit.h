@@ -19,7 +19,7 @@
 #include "wk_config.h"
 #include "rt_route.h"
 
-#define RT_EMIT_PARAMS 8 /* the columns db_outbox_sql_insert binds */
+#define RT_EMIT_PARAMS 9 /* the columns db_outbox_sql_insert binds */
 
 typedef struct rt_emits rt_emits_t;
 

@@ -13,7 +13,12 @@
 -- last_error and published_at to their defaults. The relay sends pending
 -- rows in id order (one session's rows in order), marks them published or
 -- failed (last_error holds the broker's condition), and deletes published
--- rows after outbox.retention_s. Timestamps are UTC.
+-- rows after outbox.retention_s. Timestamps are UTC. trace_context, when
+-- set, holds the W3C traceparent of the span that wrote the row: the
+-- relay's publish span becomes its child (else the row's traceparent
+-- property is used). Tables from before it got it: inboxd adds it when
+-- db.migrate is true; otherwise run
+--   ALTER TABLE inboxd_outbox ADD trace_context varchar(128)
 -- Not tested against a live server: the statement text is unit-tested only.
 
 CREATE TABLE IF NOT EXISTS inboxd_outbox (
@@ -31,7 +36,8 @@ CREATE TABLE IF NOT EXISTS inboxd_outbox (
         CHECK (status IN ('pending', 'published', 'failed')),
     attempts       int NOT NULL DEFAULT 0,
     last_error     varchar(2000) NULL,
-    published_at   datetime(3) NULL
+    published_at   datetime(3) NULL,
+    trace_context  varchar(128) NULL
 );
 CREATE INDEX IF NOT EXISTS inboxd_outbox_pending ON inboxd_outbox (status, id);
 CREATE INDEX IF NOT EXISTS inboxd_outbox_session ON inboxd_outbox (session_id, status, id);

@@ -13,7 +13,12 @@
 -- last_error and published_at to their defaults. The relay sends pending
 -- rows in id order (one session's rows in order), marks them published or
 -- failed (last_error holds the broker's condition), and deletes published
--- rows after outbox.retention_s. Timestamps are UTC.
+-- rows after outbox.retention_s. Timestamps are UTC. trace_context, when
+-- set, holds the W3C traceparent of the span that wrote the row: the
+-- relay's publish span becomes its child (else the row's traceparent
+-- property is used). Tables from before it got it: inboxd adds it when
+-- db.migrate is true; otherwise run
+--   ALTER TABLE dbo.inboxd_outbox ADD trace_context nvarchar(128)
 -- The table has filtered indexes: every session that inserts into it needs
 -- QUOTED_IDENTIFIER ON (and the other ANSI settings ODBC, JDBC and .NET
 -- clients set), or the INSERT fails with error 1934. A stored procedure
@@ -41,7 +46,8 @@ CREATE TABLE dbo.inboxd_outbox (
         CHECK (status IN ('pending', 'published', 'failed')),
     attempts       int NOT NULL DEFAULT 0,
     last_error     nvarchar(2000) NULL,
-    published_at   datetime2(3) NULL
+    published_at   datetime2(3) NULL,
+    trace_context  nvarchar(128) NULL
 )
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'dbo.inboxd_outbox') AND name = N'IX_inboxd_outbox_pending')

@@ -13,7 +13,12 @@
 -- last_error and published_at to their defaults. The relay sends pending
 -- rows in id order (one session's rows in order), marks them published or
 -- failed (last_error holds the broker's condition), and deletes published
--- rows after outbox.retention_s. Timestamps are UTC.
+-- rows after outbox.retention_s. Timestamps are UTC. trace_context, when
+-- set, holds the W3C traceparent of the span that wrote the row: the
+-- relay's publish span becomes its child (else the row's traceparent
+-- property is used). Tables from before it got it: inboxd adds it when
+-- db.migrate is true; otherwise run
+--   ALTER TABLE inboxd_outbox ADD trace_context TEXT
 
 CREATE TABLE IF NOT EXISTS inboxd_outbox (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -30,7 +35,8 @@ CREATE TABLE IF NOT EXISTS inboxd_outbox (
         CHECK (status IN ('pending', 'published', 'failed')),
     attempts       INTEGER NOT NULL DEFAULT 0,
     last_error     TEXT,
-    published_at   TEXT
+    published_at   TEXT,
+    trace_context  TEXT
 );
 CREATE INDEX IF NOT EXISTS inboxd_outbox_pending ON inboxd_outbox (id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS inboxd_outbox_session ON inboxd_outbox (session_id, id) WHERE status = 'pending';

@@ -5,7 +5,8 @@
  * back), the claim in id order with every column intact, marking
  * published / retry / failed, operator list and retry, stats, two relays
  * at once (PostgreSQL: disjoint claims that keep one session's order;
- * SQLite: the second waits), and cleanup in batches under its lock.
+ * SQLite: the second waits), cleanup in batches under its lock, and
+ * trace_context: written, claimed, added to a table from before it.
  * Every check reads rows back.
  */
 #include <stdio.h>
@@ -18,6 +19,8 @@
 #include "ib_test.h"
 
 #define TB "inboxd_outbox"
+/* The traceparent emits of "ship:1" write into trace_context. */
+#define TP1 "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 static tl_db_t T;
 static db_conn_t *dbc;
@@ -30,10 +33,11 @@ static db_outcome_t emit(const char *msg_id, const char *out_id, const char *ses
 {
     char hash[65], sql[1024];
     db_claim_t c = tl_claim("orders", msg_id, NULL, "in", hash);
-    db_param_t p[8] = {DB_TEXT("shipments"), DB_TEXT(out_id),          DB_TEXT(session),
+    db_param_t p[9] = {DB_TEXT("shipments"), DB_TEXT(out_id),          DB_TEXT(session),
                        DB_TEXT("Shipment"),  DB_TEXT(msg_id),          DB_TEXT("application/json"),
-                       DB_TEXT("{\"k\":\"v\",\"n\":3}"), DB_TEXT(body)};
-    db_stmt_t s = {sql, p, 8};
+                       DB_TEXT("{\"k\":\"v\",\"n\":3}"), DB_TEXT(body),
+                       strcmp(out_id, "ship:1") == 0 ? DB_TEXT(TP1) : DB_NULL()};
+    db_stmt_t s = {sql, p, 9};
     if (db_outbox_sql_insert(T.dialect, TB, sql, sizeof(sql)) != IB_E_OK)
         return DB_FAILED;
     return db_inbox_apply(dbc, &c, &s, 1, err);
@@ -91,7 +95,9 @@ static void test_claim_and_mark(void)
     ASSERT_STREQ(rows[0].content_type, "application/json");
     ASSERT_STREQ(rows[0].properties, "{\"k\":\"v\",\"n\":3}");
     ASSERT_STREQ(rows[0].body, "{\"to\":\"Zürich\"}");
+    ASSERT_STREQ(rows[0].trace_context, TP1);
     ASSERT_TRUE(rows[1].session_id == NULL);
+    ASSERT_TRUE(rows[1].trace_context == NULL);
     ASSERT_EQ(rows[1].body_len, 9000);
     ASSERT_EQ(db_outbox_mark(dbc, TB, rows[0].id, DB_OUTBOX_PUBLISHED, NULL, &err), IB_E_OK);
     ASSERT_EQ(db_outbox_mark(dbc, TB, rows[1].id, DB_OUTBOX_RETRY, "com.microsoft:server-busy",
@@ -315,6 +321,50 @@ static void test_shipped_schema_runs(void)
     tl_db_drop(&S);
 }
 
+/*
+ * A table from before trace_context: db.migrate false refuses it naming the
+ * column; db.migrate true adds it (twice is fine) and its old rows claim
+ * with no trace context.
+ */
+static void test_old_table_gains_trace_context(void)
+{
+    tl_db_t S;
+    static char buf[16384];
+    char *col, *end;
+    const char *ddl[DB_DDL_MAX];
+    size_t n = 0;
+    ib_error_t err;
+    db_outbox_row_t *rows;
+    db_conn_t *c;
+
+    tl_db_create(&S, T.dialect, "obold");
+    ASSERT_EQ(db_outbox_sql_ddl(T.dialect, TB, buf, sizeof(buf), ddl, &n), IB_E_OK);
+    col = strstr(ddl[0], ",\n    trace_context");
+    ASSERT_TRUE(col != NULL);
+    end = strstr(col, "\n)");
+    ASSERT_TRUE(end != NULL);
+    memmove(col, end, strlen(end) + 1); /* the CREATE TABLE as it was before the column */
+    ASSERT_EQ(tl_exec(&S, ddl[0]), 0);
+    ASSERT_EQ(tl_exec(&S, "INSERT INTO " TB " (entity, message_id, properties) VALUES ('q', "
+                          "'old-1', '{\"traceparent\":\"" TP1 "\"}')"),
+              0);
+    c = tl_conn(&S);
+    ASSERT_EQ(db_outbox_migrate(c, TB, false, &err), IB_E_CONFIG);
+    ASSERT_CONTAINS(err.text, "trace_context");
+    ASSERT_EQ(db_outbox_migrate(c, TB, true, &err), IB_E_OK);
+    ASSERT_EQ(db_outbox_migrate(c, TB, true, &err), IB_E_OK);
+    ASSERT_EQ(db_outbox_migrate(c, TB, false, &err), IB_E_OK);
+    ASSERT_EQ(tl_scalar(&S, "SELECT COUNT(*) FROM " TB " WHERE trace_context IS NULL"), 1);
+    ASSERT_EQ(db_outbox_claim(c, TB, 10, &rows, &n, &err), IB_E_OK);
+    ASSERT_EQ(n, 1);
+    ASSERT_STREQ(rows[0].message_id, "old-1");
+    ASSERT_TRUE(rows[0].trace_context == NULL);
+    ASSERT_EQ(db_end(c, false, &err), IB_E_OK);
+    db_outbox_rows_free(rows, n);
+    db_conn_free(c);
+    tl_db_drop(&S);
+}
+
 /* Claims and marks every claimable row: published, or failed when its id is fail_id. */
 static void claim_all(long long fail_id, char *ids, size_t size)
 {
@@ -396,6 +446,7 @@ int main(int argc, char **argv)
         RUN(test_two_relays_sqlite);
     RUN(test_cleanup);
     RUN(test_shipped_schema_runs);
+    RUN(test_old_table_gains_trace_context);
     RUN(test_session_held);
     db_conn_free(dbc);
     tl_db_drop(&T);

@@ -126,8 +126,32 @@ static void test_marks_and_operator_text(void)
     ASSERT_CONTAINS(sql, "DATEDIFF_BIG(second, MIN(created_at), SYSUTCDATETIME())");
     ASSERT_EQ(db_outbox_sql_insert(DB_DIALECT_MSSQL, "dbo.ob", sql, sizeof(sql)), IB_E_OK);
     ASSERT_STREQ(sql, "INSERT INTO dbo.ob (entity, message_id, session_id, subject, "
-                      "correlation_id, content_type, properties, body) VALUES (?, ?, ?, ?, ?, ?, "
-                      "?, ?)");
+                      "correlation_id, content_type, properties, body, trace_context) VALUES "
+                      "(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+}
+
+/* trace_context reaches tables created before it, in every dialect, and the claim reads it. */
+static void test_trace_context_column(void)
+{
+    char sql[2048], lock[512];
+    ASSERT_EQ(db_outbox_sql_trace_add(DB_DIALECT_POSTGRESQL, "ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_STREQ(sql, "ALTER TABLE ob ADD COLUMN IF NOT EXISTS trace_context varchar(128) NULL");
+    ASSERT_EQ(db_outbox_sql_trace_add(DB_DIALECT_MARIADB, "ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_STREQ(sql, "ALTER TABLE ob ADD COLUMN IF NOT EXISTS trace_context varchar(128) NULL");
+    ASSERT_EQ(db_outbox_sql_trace_add(DB_DIALECT_SQLITE, "ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_STREQ(sql, "ALTER TABLE ob ADD COLUMN trace_context TEXT");
+    ASSERT_EQ(db_outbox_sql_trace_add(DB_DIALECT_MSSQL, "dbo.ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_STREQ(sql, "IF COL_LENGTH(N'dbo.ob', N'trace_context') IS NULL\n"
+                      "ALTER TABLE dbo.ob ADD trace_context nvarchar(128) NULL");
+    ASSERT_EQ(db_outbox_sql_trace_probe(DB_DIALECT_SQLITE, "ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_STREQ(sql, "SELECT trace_context FROM ob WHERE 1 = 0");
+    ASSERT_EQ(db_outbox_sql_trace_add(DB_DIALECT_SQLITE, "o'b", sql, sizeof(sql)), IB_E_INVAL);
+    for (size_t i = 0; i < NALL; i++) {
+        ASSERT_EQ(db_outbox_sql_claim(all[i], "ob", sql, sizeof(sql), lock, sizeof(lock)), IB_E_OK);
+        ASSERT_CONTAINS(sql, "body, attempts, trace_context FROM ob o");
+        ASSERT_EQ(db_outbox_sql_probe(all[i], "ob", sql, sizeof(sql)), IB_E_OK);
+        ASSERT_CONTAINS(sql, "trace_context");
+    }
 }
 
 static void test_bad_names_and_small_buffers(void)
@@ -207,6 +231,7 @@ int main(void)
     RUN(test_cleanup_is_bounded);
     RUN(test_marks_and_operator_text);
     RUN(test_bad_names_and_small_buffers);
+    RUN(test_trace_context_column);
     RUN(test_shipped_schema_files);
     return ib_test_done();
 }
