@@ -7,7 +7,11 @@
 #    parented on the senders' spans, each with a settlement child span; the
 #    emitted messages, read back from the broker, carry a traceparent naming
 #    their publish span: the relay's PRODUCER span "send", a child of the
-#    consumer span that wrote the outbox row. The inbox transaction's
+#    consumer span that wrote the outbox row. That parent comes from the
+#    row's trace_context column (read back by SQL: each consumer span's
+#    traceparent): the route sets the traceparent property of its emit to
+#    another, unrelated context, which the relay must not follow (it still
+#    replaces it on the sent message). The inbox transaction's
 #    claim, route statements and commit are CLIENT spans: children of the consumer span when the
 #    message ran alone, else children of its batch's "inbox batch" span,
 #    which links to every message span it carries (and they back to it).
@@ -51,12 +55,14 @@ items_at_least() { [ "$(sql "SELECT count(*) FROM items")" -ge "$1" ]; }
 spans_q() { jq -rs "$2" "$W/$1.jsonl"; }
 
 # --- 1. SQL route with an emit, http/protobuf
+DECOY_TP=00-11111111111111111111111111111111-2222222222222222-01
 start_receiver pb
 node "$OTEL_DIR/send.mjs" "$SB_CS" items 50 item >"$W/sent.jsonl" || die "the SDK could not send"
-routes=$(jq -n --arg sql "$(items_insert_sql)" '[{match: "*", sql: $sql,
+routes=$(jq -n --arg decoy "$DECOY_TP" --arg sql "$(items_insert_sql)" '[{match: "*", sql: $sql,
   params: ["$.id", "$.n", "session_id", "sequence_number", "message_id"],
   idempotency_key: "item:{$.id}",
-  emit: [{entity: "out", message_id: "out:{$.id}", subject: "ItemSeen", body: "$"}]}]')
+  emit: [{entity: "out", message_id: "out:{$.id}", subject: "ItemSeen", body: "$",
+          properties: {traceparent: {const: $decoy}}}]}]')
 write_config "$W/one.json" items "$routes" \
   "$(jq -n --arg u "$RECV_URL/v1/traces" '{otel: {traces_endpoint: $u}, outbox: {poll_ms: 200}}')"
 start_inboxd "$W/one.json" one; pid=$LAST_PID
@@ -109,6 +115,13 @@ check "msg_done's span_id is its message's exported consumer span" \
                  and .attributes["messaging.message.id"] == $d.message_id))] | length' "$W/pb.jsonl")" 50
 peek_all out >"$W/out.jsonl" || die "cannot peek the emitted messages"
 check "emitted messages" "$(wc -l <"$W/out.jsonl")" 50
+sql "SELECT json_agg(json_build_object('message_id', message_id, 'trace_context', trace_context,
+       'traceparent', properties::json->>'traceparent')) FROM inboxd_outbox" >"$W/rows.json"
+check "outbox rows: trace_context is the writing consumer span's traceparent, the property the route's" \
+  "$(jq -rs --slurpfile r "$W/rows.json" 'map(select(.kind == 5)) as $c | [$r[0][] | . as $o |
+      select(.traceparent == "'"$DECOY_TP"'" and any($c[]; $o.trace_context
+             == "00-" + .traceId + "-" + .spanId + "-01"
+             and "out:" + .attributes["messaging.message.id"] == $o.message_id))] | length' "$W/pb.jsonl")" 50
 check "publish spans (PRODUCER), children of the consumer span that wrote the row" \
   "$(spans_q pb '(map(select(.kind == 5))) as $c | map(select(.kind == 4 and .name == "send"
       and .attributes["messaging.destination.name"] == "out"
