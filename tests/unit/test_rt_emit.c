@@ -102,7 +102,7 @@ static void test_emit_bind(void)
     ASSERT_EQ(n, 2);
     ASSERT_TRUE(em == b.stmts + 1);
     ASSERT_CONTAINS(em[0].sql, "INSERT INTO inboxd_outbox (entity, message_id, session_id");
-    ASSERT_EQ(em[0].nparams, 8);
+    ASSERT_EQ(em[0].nparams, 9);
     const db_param_t *p = em[0].params;
     ASSERT_STREQ(p[0].text, "shipments");
     ASSERT_STREQ(p[1].text, "shipment:o-7");
@@ -115,6 +115,8 @@ static void test_emit_bind(void)
     ASSERT_CONTAINS(p[6].text, "\"tenant\":7");
     ASSERT_CONTAINS(p[6].text, "\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-");
     ASSERT_STREQ(p[7].text, "{\"city\":\"Bern\"}");
+    /* trace_context: the context the message carries on (no tracing here: the incoming one) */
+    ASSERT_STREQ(p[8].text, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
     p = em[1].params;
     ASSERT_STREQ(p[0].text, "audit");
     ASSERT_STREQ(p[1].text, "audit:order-msg-1");
@@ -124,6 +126,7 @@ static void test_emit_bind(void)
     ASSERT_STREQ(p[5].text, "text/plain"); /* the incoming body, with its content type */
     ASSERT_CONTAINS(p[6].text, "traceparent");
     ASSERT_CONTAINS(p[7].text, "\"shipping\"");
+    ASSERT_STREQ(p[8].text, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
     rt_binding_free(&b);
 
     /* A path an emit needs is missing: a permanent MissingField, nothing bound. */
