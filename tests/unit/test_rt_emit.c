@@ -129,6 +129,17 @@ static void test_emit_bind(void)
     ASSERT_STREQ(p[8].text, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
     rt_binding_free(&b);
 
+    /* No context came: trace_context is NULL (the relay then falls back, else a new trace). */
+    make_msg(&m, "{\"orderId\":\"o-8\",\"customerId\":\"c-3\",\"shipping\":{}}");
+    m.props++; /* only tenant: no traceparent */
+    m.nprops = 1;
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    em = rt_binding_emits(&b, &n);
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(em[0].params[8].type, DB_PARAM_NULL);
+    ASSERT_EQ(em[1].params[8].type, DB_PARAM_NULL);
+    rt_binding_free(&b);
+
     /* A path an emit needs is missing: a permanent MissingField, nothing bound. */
     make_msg(&m, "{\"customerId\":\"c-3\"}");
     ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_MISSING_FIELD);
