@@ -273,14 +273,15 @@ static void test_outbox_and_charset(void)
 {
     const char *cells[] = {"5",          "queue-1", UNICODE_TEXT, "s-1",
                            UNICODE_TEXT, NULL,      NULL,         "{\"k\":\"\xe2\x82\xac\"}",
-                           UNICODE_TEXT, "0"};
+                           UNICODE_TEXT, "0",
+                           "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"};
     const char *head[] = {"5"};
     size_t from = mark(), n, total, nrows = 0;
     db_outbox_row_t *rows = NULL;
     ib_error_t err;
     tdsrec_rule(rec, "FROM dbo.ob o WITH (UPDLOCK, READPAST, ROWLOCK)",
                 "I:id,N:entity,N:message_id,N:session_id,N:subject,N:correlation_id,"
-                "N:content_type,M:properties,M:body,I:attempts",
+                "N:content_type,M:properties,M:body,I:attempts,N:trace_context",
                 cells, 1, -1);
     tdsrec_rule(rec, "SELECT MIN(id) FROM dbo.ob", "I:", head, 1, -1);
     ASSERT_EQ(db_outbox_claim(dbc, "dbo.ob", 10, &rows, &nrows, &err), IB_E_OK);
@@ -289,6 +290,7 @@ static void test_outbox_and_charset(void)
     ASSERT_STREQ(rows[0].message_id, UNICODE_TEXT);
     ASSERT_STREQ(rows[0].subject, UNICODE_TEXT);
     ASSERT_STREQ(rows[0].properties, "{\"k\":\"\xe2\x82\xac\"}");
+    ASSERT_STREQ(rows[0].trace_context, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
     ASSERT_EQ(rows[0].body_len, strlen(UNICODE_TEXT));
     ASSERT_TRUE(memcmp(rows[0].body, UNICODE_TEXT, strlen(UNICODE_TEXT)) == 0);
     ASSERT_EQ(db_outbox_mark(dbc, "dbo.ob", rows[0].id, DB_OUTBOX_PUBLISHED, NULL, &err),
