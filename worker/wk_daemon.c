@@ -356,24 +356,26 @@ static bool session_taken(job_t *const *batch, size_t n, const job_t *j)
 /*
  * Moves up to max queued jobs into batch, in queue order, at most one per
  * session (a job whose session is already in the batch stays queued for
- * the next one). A batch holds either jobs of HTTP routes only or none:
- * the first job taken decides (their claims, calls and finishes are shared
- * in wk_effect.c, the others' inbox transaction in db_batch.c). Returns
- * how many. mu held.
+ * the next one). A batch holds either jobs of one HTTP route only or none
+ * of an HTTP route: the first job taken decides (their claims, calls and
+ * finishes are shared in wk_effect.c, the others' inbox transaction in
+ * db_batch.c). One route a batch: the calls of a batch are answered
+ * together, so a route with a long timeout never holds another route's
+ * answers back. Returns how many. mu held.
  */
 static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
 {
     size_t n = 0;
-    bool http = false;
+    const void *http = NULL;
     job_t *prev = NULL, *j = dm->qhead;
 
     while (j && n < max) {
         job_t *next = j->qnext;
-        bool is_http = max > 1 && wk_pipeline_http(&dm->pipe, j->msg);
-        if (session_taken(batch, n, j) || (n > 0 && is_http != http)) {
+        const void *route = max > 1 ? wk_pipeline_http(&dm->pipe, j->msg) : NULL;
+        if (session_taken(batch, n, j) || (n > 0 && route != http)) {
             prev = j;
         } else {
-            http = is_http;
+            http = route;
             if (prev)
                 prev->qnext = next;
             else

@@ -42,16 +42,16 @@ typedef struct wk_batch_msg {
  * transiently are retried together after one backoff while each one's
  * lock holds; n == 1 is wk_pipeline_process. Sessions: the caller never
  * puts two messages of one session in a batch, and keeps messages on HTTP
- * routes (wk_pipeline_http) apart from the others.
+ * routes (wk_pipeline_http) apart from the others, one route a batch.
  * thread: a db worker (the owner of dbc).
  */
 void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_msg_t *m, size_t n);
 
 /*
- * True when msg's route calls out over HTTP (claim, call and finish in
- * transactions of their own, batched with other such messages only).
- * thread: any.
+ * The route of msg when it calls out over HTTP (claim, call and finish in
+ * transactions of their own, batched with messages of the same route
+ * only), else NULL. thread: any.
  */
-bool wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg);
+const void *wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg);
 
 #endif
