@@ -86,7 +86,9 @@ typedef struct db_effect_claim_item {
  * item of one key is left unclaimed for db_effect_claim, which decides it
  * alone. On any failure (a key inserted meanwhile, a deadlock, the
  * connection) the transaction is rolled back and no item is claimed, err
- * filled. Returns how many items were claimed.
+ * filled. On SQLite nothing is claimed (one writer: each claim stays a
+ * short transaction of its own), err clear. Returns how many items were
+ * claimed.
  */
 size_t db_effect_claim_batch(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n,
                              ib_error_t *err);
