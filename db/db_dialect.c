@@ -774,16 +774,16 @@ ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size
                   table, db_sql_now(d));
 }
 
-ib_err_t db_sql_takeover(db_dialect_t d, const char *table, char *buf, size_t size)
+ib_err_t db_sql_takeover(db_dialect_t d, const char *table, bool by_key, char *buf, size_t size)
 {
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
     return render(buf, size,
                   "UPDATE %s SET status = 'processed', error_class = NULL, error_detail = NULL, "
                   "sequence_number = ?, delivery_count = ?, processed_at = %s "
-                  "WHERE consumer = ? AND (message_id = ? OR idempotency_key = ?) "
+                  "WHERE consumer = ? AND %s = ? "
                   "AND body_sha256 = ? AND status IN ('failed', 'retry')",
-                  table, db_sql_now(d));
+                  table, db_sql_now(d), by_key ? "idempotency_key" : "message_id");
 }
 
 ib_err_t db_sql_select_existing(db_dialect_t d, const char *table, char *buf, size_t size)
@@ -791,9 +791,10 @@ ib_err_t db_sql_select_existing(db_dialect_t d, const char *table, char *buf, si
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
     return render(buf, size,
-                  "SELECT body_sha256, status FROM %s WHERE consumer = ? AND "
-                  "(message_id = ? OR idempotency_key = ?)",
-                  table);
+                  "SELECT body_sha256, status FROM %s WHERE consumer = ? AND message_id = ? "
+                  "UNION ALL SELECT body_sha256, status FROM %s WHERE consumer = ? AND "
+                  "idempotency_key = ? AND message_id <> ?",
+                  table, table);
 }
 
 ib_err_t db_sql_probe_columns(db_dialect_t d, const char *table, char *buf, size_t size)

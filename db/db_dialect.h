@@ -159,10 +159,11 @@ ib_err_t db_sql_select_existing(db_dialect_t d, const char *table, char *buf, si
 /*
  * The replay takeover: turns a row recorded 'failed' (or resolved 'retry')
  * with the same body hash into 'processed', clearing its error columns.
- * Parameters: sequence_number, delivery_count, consumer, message_id,
- * idempotency_key, body_sha256. Affects one row or none.
+ * Parameters: sequence_number, delivery_count, consumer, message_id (or,
+ * by_key, idempotency_key), body_sha256. Affects one row or none. One
+ * statement per key, each on a whole unique key (db_key_arm_binds says why).
  */
-ib_err_t db_sql_takeover(db_dialect_t d, const char *table, char *buf, size_t size);
+ib_err_t db_sql_takeover(db_dialect_t d, const char *table, bool by_key, char *buf, size_t size);
 /*
  * The checks run when migrate is false. probe_columns selects every inbox
  * column from the table with no rows: it fails when the table or a column

@@ -182,12 +182,16 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, lo
                      t, now, lease);
         break;
     case DB_ESQL_LOOKUP:
+        /* Two arms, each on a whole unique key: a plan cached while the
+         * table was empty cannot scan the consumer's rows (db_key_arm_binds). */
         n = snprintf(buf, size,
                      "SELECT message_id, body_sha256, status, CASE WHEN lease_until IS NULL OR "
                      "lease_until < %s THEN 1 ELSE 0 END, remote_id, attempts, remote_status FROM "
-                     "%s WHERE "
-                     "consumer = ? AND (message_id = ? OR idempotency_key = ?)",
-                     now, t);
+                     "%s WHERE consumer = ? AND message_id = ? UNION ALL "
+                     "SELECT message_id, body_sha256, status, CASE WHEN lease_until IS NULL OR "
+                     "lease_until < %s THEN 1 ELSE 0 END, remote_id, attempts, remote_status FROM "
+                     "%s WHERE consumer = ? AND idempotency_key = ? AND message_id <> ?",
+                     now, t, now, t);
         break;
     case DB_ESQL_TAKEOVER:
         n = snprintf(buf, size,
@@ -463,9 +467,9 @@ static db_claim_outcome_t existing(db_conn_t *dbc, const db_claim_t *c, long lea
     found_t f = {.dbc = dbc};
     if (conn_sql(dbc, DB_ESQL_LOOKUP, lease_s, sql, sizeof sql, err) != IB_E_OK)
         return DB_CLAIM_FAILED;
-    db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
-                      DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
-    if (db_run(dbc, sql, b, 3, found_row, &f, NULL, err) != IB_E_OK)
+    db_bind_t b[DB_KEY_ARMS_NPARAMS];
+    db_key_arm_binds(c, b);
+    if (db_run(dbc, sql, b, DB_KEY_ARMS_NPARAMS, found_row, &f, NULL, err) != IB_E_OK)
         return claim_failed(dbc, err, "claim lookup");
     db_rollback_quiet(dbc);
     if (!f.any) {
@@ -527,15 +531,18 @@ static bool same_key(const db_claim_t *a, const db_claim_t *b)
            strcmp(a->idempotency_key, b->idempotency_key) == 0;
 }
 
-/* Whether item i may be claimed in the batch: a plain, fresh-looking claim. */
-static bool batchable(const db_effect_claim_item_t *items, size_t i)
+/*
+ * Whether item i may be claimed in the batch: a plain, fresh-looking claim
+ * whose key no item before it holds (earlier[k] true for those taken).
+ */
+static bool batchable(const db_effect_claim_item_t *items, size_t i, const bool *earlier)
 {
     const db_claim_t *c = items[i].claim;
     if (!c || !c->consumer || !c->message_id || !c->body_sha256 || items[i].lease_s <= 0 ||
         c->replay)
         return false;
     for (size_t k = 0; k < i; k++)
-        if (items[k].claimed && strcmp(items[k].claim->consumer, c->consumer) == 0 &&
+        if (earlier[k] && strcmp(items[k].claim->consumer, c->consumer) == 0 &&
             same_key(items[k].claim, c))
             return false;
     return true;
@@ -552,9 +559,9 @@ static ib_err_t claim_one_in_txn(db_conn_t *dbc, db_effect_claim_item_t *it, ib_
 
     if (conn_sql(dbc, DB_ESQL_LOOKUP, it->lease_s, sql, sizeof sql, err) != IB_E_OK)
         return err->code;
-    db_bind_t lb[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
-                       DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
-    if (db_run_kept(dbc, sql, lb, 3, found_row, &f, NULL, err) != IB_E_OK)
+    db_bind_t lb[DB_KEY_ARMS_NPARAMS];
+    db_key_arm_binds(c, lb);
+    if (db_run(dbc, sql, lb, DB_KEY_ARMS_NPARAMS, found_row, &f, NULL, err) != IB_E_OK)
         return err->code;
     if (f.any)
         return IB_E_OK; /* decided alone by db_effect_claim (duplicate, takeover, ...) */
@@ -567,6 +574,185 @@ static ib_err_t claim_one_in_txn(db_conn_t *dbc, db_effect_claim_item_t *it, ib_
         return err->code;
     fresh_row(&it->row, c);
     it->claimed = true;
+    return IB_E_OK;
+}
+
+/* ---- the batch claim on PostgreSQL: one INSERT for the batch ------------- */
+
+/* 10 parameters a row, below the 1,000 psqlODBC handles (db_sql_claim_rows_max). */
+#define CLAIM_ROWS_MAX 64
+
+/* An item to claim and its key, sorted by key_order. */
+typedef struct keyed {
+    const db_claim_t *c;
+    size_t i;
+} keyed_t;
+
+static int key_order(const void *pa, const void *pb)
+{
+    const keyed_t *a = pa, *b = pb;
+    int r = strcmp(a->c->consumer, b->c->consumer);
+    if (r == 0)
+        r = strcmp(a->c->message_id, b->c->message_id);
+    return r ? r : a->i < b->i ? -1 : a->i > b->i;
+}
+
+/*
+ * The claim of rows rows as one INSERT that skips every taken key (either
+ * unique index) and returns the message ids it inserted.
+ */
+static bool claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char *buf,
+                           size_t size)
+{
+    char lease[160];
+    size_t used;
+    now_plus(dbc->dialect, lease_s, lease, sizeof lease);
+    int w = snprintf(buf, size,
+                     "INSERT INTO %s (consumer, message_id, idempotency_key, body_sha256, status, "
+                     "entity, sequence_number, delivery_count, enqueued_at, received_at, "
+                     "processed_at, lease_until, claim_token, attempts) SELECT v.c, v.m, v.k, v.h, "
+                     "'claimed', v.e, v.s, v.d, v.q, v.r, %s, %s, v.t, 1 FROM (VALUES ",
+                     dbc->table, db_sql_now(dbc->dialect), lease);
+    if (w < 0 || (size_t)w >= size)
+        return false;
+    used = (size_t)w;
+    for (size_t i = 0; i < rows; i++) {
+        /* psqlODBC leaves a parameter's type to the server: a VALUES column needs its own. */
+        w = snprintf(buf + used, size - used,
+                     "%s(?, ?, ?, ?, ?, CAST(? AS bigint), CAST(? AS integer), CAST(? AS "
+                     "timestamp), CAST(? AS timestamp), ?)",
+                     i ? ", " : "");
+        if (w < 0 || (size_t)w >= size - used)
+            return false;
+        used += (size_t)w;
+    }
+    w = snprintf(buf + used, size - used,
+                 ") AS v (c, m, k, h, e, s, d, q, r, t) ON CONFLICT DO NOTHING RETURNING "
+                 "message_id");
+    return w >= 0 && (size_t)w < size - used;
+}
+
+typedef struct chunk {
+    db_conn_t *dbc;
+    db_effect_claim_item_t *items;
+    const keyed_t *keys;
+    size_t n;
+    size_t matched, unmatched;
+} chunk_t;
+
+/* A row the claim returned: the item of its message id is claimed. */
+static bool chunk_row(SQLHSTMT st, void *arg)
+{
+    chunk_t *ch = arg;
+    char mid[512];
+    get_text(ch->dbc, st, 1, mid, sizeof mid);
+    for (size_t k = 0; k < ch->n; k++) {
+        db_effect_claim_item_t *it = &ch->items[ch->keys[k].i];
+        if (!it->claimed && strcmp(it->claim->message_id, mid) == 0) {
+            it->claimed = true;
+            fresh_row(&it->row, it->claim);
+            ch->matched++;
+            return true;
+        }
+    }
+    ch->unmatched++;
+    return true;
+}
+
+/*
+ * One claim statement for the n items of keys. Its row count is rounded up
+ * to a power of two with copies of the first row (a copy's key is taken by
+ * the row itself and skipped), so that a few statements stay prepared.
+ */
+static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const keyed_t *keys,
+                            size_t n, long lease_s, ib_error_t *err)
+{
+    size_t rows = 2;
+    while (rows < n)
+        rows *= 2;
+    size_t size = 1024 + rows * 128;
+    char *sql = malloc(size);
+    db_bind_t *b = calloc(rows * 10, sizeof *b);
+    chunk_t ch = {.dbc = dbc, .items = items, .keys = keys, .n = n};
+    long long received, inserted = 0;
+    ib_err_t rc;
+    if (!sql || !b || !claim_rows_sql(dbc, rows, lease_s, sql, size)) {
+        free(sql);
+        free(b);
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "batch claim statement");
+    }
+    for (size_t k = 0; k < rows; k++) {
+        db_effect_claim_item_t *it = &items[keys[k < n ? k : 0].i];
+        if (k < n) {
+            memset(&it->row, 0, sizeof it->row);
+            new_token(it->row.token);
+        }
+        insert_binds(it->claim, it->row.token, &received, b + k * 10);
+    }
+    rc = db_run_kept(dbc, sql, b, rows * 10, chunk_row, &ch, &inserted, err);
+    free(sql);
+    free(b);
+    if (rc != IB_E_OK)
+        return rc;
+    /* A row inserted but not matched would read later as its own duplicate. */
+    if (ch.unmatched || (inserted > 0 && (size_t)inserted != ch.matched))
+        return ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                            "batch claim inserted %lld rows but returned %zu of them", inserted,
+                            ch.matched);
+    return IB_E_OK;
+}
+
+/*
+ * Claims the batchable items of one lease (the first's) in key order
+ * (consumer, message_id): two replicas claiming overlapping batches then
+ * lock the keys they share in one order, and one waits for the other.
+ */
+static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n,
+                           ib_error_t *err)
+{
+    keyed_t *keys = calloc(n, sizeof *keys);
+    bool *picked = calloc(n, sizeof *picked);
+    size_t m = 0;
+    long lease_s = 0;
+    ib_err_t rc = IB_E_OK;
+    if (!keys || !picked) {
+        free(keys);
+        free(picked);
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        picked[i] = batchable(items, i, picked) && (!lease_s || items[i].lease_s == lease_s);
+        if (!picked[i])
+            continue;
+        lease_s = items[i].lease_s;
+        keys[m++] = (keyed_t){items[i].claim, i};
+    }
+    qsort(keys, m, sizeof *keys, key_order);
+    for (size_t at = 0; rc == IB_E_OK && at < m; at += CLAIM_ROWS_MAX)
+        rc = claim_chunk(dbc, items, keys + at, m - at < CLAIM_ROWS_MAX ? m - at : CLAIM_ROWS_MAX,
+                         lease_s, err);
+    free(keys);
+    free(picked);
+    return rc;
+}
+
+/* Each batchable item's lookup and insert in the open transaction (MariaDB, SQL Server). */
+static ib_err_t claim_each(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n,
+                           ib_error_t *err)
+{
+    bool *taken = calloc(n ? n : 1, sizeof *taken);
+    if (!taken)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (!batchable(items, i, taken))
+            continue;
+        if (claim_one_in_txn(dbc, &items[i], err) != IB_E_OK) {
+            free(taken);
+            return err->code;
+        }
+        taken[i] = items[i].claimed;
+    }
+    free(taken);
     return IB_E_OK;
 }
 
@@ -590,13 +776,11 @@ size_t db_effect_claim_batch(db_conn_t *dbc, db_effect_claim_item_t *items, size
         err->cls = IB_CLASS_TRANSIENT;
         return 0;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (!batchable(items, i))
-            continue;
-        if (claim_one_in_txn(dbc, &items[i], err) != IB_E_OK)
-            goto fail;
+    if ((dbc->dialect == DB_DIALECT_POSTGRESQL ? claim_rows : claim_each)(dbc, items, n, err) !=
+        IB_E_OK)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
         claimed += items[i].claimed;
-    }
     if (claimed == 0) {
         db_rollback_quiet(dbc);
         return 0;

@@ -169,6 +169,15 @@ static bool existing_row(SQLHSTMT st, void *arg)
     return true;
 }
 
+void db_key_arm_binds(const db_claim_t *c, db_bind_t *b)
+{
+    b[0] = DB_B(DB_TEXT(c->consumer));
+    b[1] = DB_B(DB_TEXT(c->message_id));
+    b[2] = DB_B(DB_TEXT(c->consumer));
+    b[3] = DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL());
+    b[4] = DB_B(DB_TEXT(c->message_id));
+}
+
 void db_conflict_error(const db_claim_t *c, ib_error_t *err)
 {
     ib_error_set(err, IB_E_CONFLICT, IB_CLASS_PERMANENT,
@@ -180,9 +189,10 @@ ib_err_t db_existing_lookup(db_conn_t *dbc, const db_claim_t *c, int *same, int 
                             ib_error_t *err)
 {
     existing_t ex = {c->body_sha256, 0, 0, 0, dbc};
-    db_bind_t b[3] = {DB_B(DB_TEXT(c->consumer)), DB_B(DB_TEXT(c->message_id)),
-                      DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL())};
-    ib_err_t rc = db_run_kept(dbc, dbc->sql_existing, b, 3, existing_row, &ex, NULL, err);
+    db_bind_t b[DB_KEY_ARMS_NPARAMS];
+    db_key_arm_binds(c, b);
+    ib_err_t rc = db_run(dbc, dbc->sql_existing, b, DB_KEY_ARMS_NPARAMS, existing_row, &ex, NULL,
+                         err);
 
     if (rc != IB_E_OK) {
         if (err->cls == IB_CLASS_DUPLICATE)
@@ -256,6 +266,20 @@ static db_outcome_t insert_failed(db_conn_t *dbc, const db_claim_t *c, ib_error_
 static db_outcome_t commit_or_fail(db_conn_t *dbc, ib_error_t *err);
 static ib_err_t run_stmts(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts, ib_error_t *err);
 
+/* The takeover UPDATE on the row of c's message id, or of its key when by_key. */
+static ib_err_t take_over_by(db_conn_t *dbc, const db_claim_t *c, bool by_key, long long *rows,
+                             ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    db_bind_t b[5] = {DB_B(DB_INT(c->sequence_number)), DB_B(DB_INT(c->delivery_count)),
+                      DB_B(DB_TEXT(c->consumer)),
+                      DB_B(DB_TEXT(by_key ? c->idempotency_key : c->message_id)),
+                      DB_B(DB_TEXT(c->body_sha256))};
+    if (db_sql_takeover(dbc->dialect, dbc->table, by_key, sql, sizeof(sql)) != IB_E_OK)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "takeover statement does not fit");
+    return db_run(dbc, sql, b, 5, NULL, NULL, rows, err);
+}
+
 /*
  * A replay met an existing row: take it over when it is 'failed' or
  * 'retry' with the same body (one conditional UPDATE, which the row lock
@@ -265,27 +289,20 @@ static ib_err_t run_stmts(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
 static db_outcome_t take_over(db_conn_t *dbc, const db_claim_t *c, const db_stmt_t *stmts,
                               size_t nstmts, ib_error_t *err)
 {
-    char sql[DB_SQL_MAX];
     long long rows = 0;
     ib_error_t viol = *err;
-    db_bind_t b[6] = {DB_B(DB_INT(c->sequence_number)),
-                      DB_B(DB_INT(c->delivery_count)),
-                      DB_B(DB_TEXT(c->consumer)),
-                      DB_B(DB_TEXT(c->message_id)),
-                      DB_B(c->idempotency_key ? DB_TEXT(c->idempotency_key) : DB_NULL()),
-                      DB_B(DB_TEXT(c->body_sha256))};
 
     db_rollback_quiet(dbc);
-    if (db_sql_takeover(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK) {
-        ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "takeover statement does not fit");
-        return DB_FAILED;
-    }
-    if (db_run(dbc, sql, b, 6, NULL, NULL, &rows, err) != IB_E_OK) {
-        if (err->cls == IB_CLASS_DUPLICATE)
-            err->cls = IB_CLASS_PERMANENT;
-        ib_error_prefix(err, "replay takeover");
-        db_rollback_quiet(dbc);
-        return DB_FAILED;
+    for (int by_key = 0; by_key < 2 && rows == 0; by_key++) {
+        if (by_key && !c->idempotency_key)
+            break;
+        if (take_over_by(dbc, c, by_key, &rows, err) != IB_E_OK) {
+            if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            ib_error_prefix(err, "replay takeover");
+            db_rollback_quiet(dbc);
+            return DB_FAILED;
+        }
     }
     if (rows != 1) {
         *err = viol;

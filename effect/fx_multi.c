@@ -60,6 +60,12 @@ static bool ensure_easy(fx_multi_t *m, size_t n)
             return false;
         m->neasy++;
     }
+    /*
+     * libcurl's cache otherwise keeps 4 connections per handle still added:
+     * as a batch's last transfers finish it closes the others, and the next
+     * batch connects again. Keep one per handle instead.
+     */
+    curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, (long)m->neasy);
     return true;
 }
 

@@ -130,6 +130,18 @@ void db_claim_binds(const db_claim_t *c, const char *status, const char *error_c
  */
 ib_err_t db_existing_lookup(db_conn_t *dbc, const db_claim_t *c, int *same, int *other,
                             ib_error_t *err);
+/*
+ * The five parameters of a lookup by either key written as two arms, each on
+ * a whole unique key ("consumer = ? AND message_id = ?" UNION ALL "consumer =
+ * ? AND idempotency_key = ? AND message_id <> ?"). One arm with an OR lets
+ * PostgreSQL keep, for the connection's life, a generic plan made while the
+ * table was empty that reads every row of the consumer per lookup. Even
+ * two arms may get a generic plan that reads one arm by consumer alone (seen
+ * as the table grew from empty), so lookups are not kept statements: each
+ * execution is planned for its own values and the table's size of the day.
+ */
+#define DB_KEY_ARMS_NPARAMS 5
+void db_key_arm_binds(const db_claim_t *c, db_bind_t *b);
 /* err := the DB_CONFLICT error of c (IB_E_CONFLICT, permanent). */
 void db_conflict_error(const db_claim_t *c, ib_error_t *err);
 

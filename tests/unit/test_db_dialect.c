@@ -211,7 +211,9 @@ static void test_mssql_statement_text(void)
 
     ASSERT_EQ(db_sql_select_existing(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
     ASSERT_STREQ(buf, "SELECT body_sha256, status FROM dbo.inbox WHERE consumer = ? AND "
-                      "(message_id = ? OR idempotency_key = ?)");
+                      "message_id = ? UNION ALL SELECT body_sha256, status FROM dbo.inbox WHERE "
+                      "consumer = ? AND idempotency_key = ? AND message_id <> ?");
+    ASSERT_EQ(placeholders(buf), 5);
 
     ASSERT_EQ(db_sql_sweep(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf), &limit_first), IB_E_OK);
     ASSERT_STREQ(buf,
