@@ -851,7 +851,7 @@ static ib_err_t run_route(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
             return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         for (size_t k = 0; k < stmts[i].nparams; k++)
             b[k] = DB_B(stmts[i].params[k]);
-        ib_err_t rc = db_run(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
+        ib_err_t rc = db_run_kept(dbc, stmts[i].sql, b, stmts[i].nparams, NULL, NULL, NULL, err);
         free(b);
         if (rc != IB_E_OK) {
             if (err->cls == IB_CLASS_DUPLICATE)

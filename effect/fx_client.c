@@ -276,6 +276,8 @@ static void set_options(CURL *c, const fx_request_t *req, exchange_t *x, struct 
     if (req->body) {
         curl_easy_setopt(c, CURLOPT_POST, 1L);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+        /* libcurl's smallest upload buffer: it is allocated per transfer (64 KiB by default). */
+        curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
         curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
         curl_easy_setopt(c, CURLOPT_READDATA, x);
         curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek);
