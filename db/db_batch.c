@@ -246,10 +246,11 @@ static ib_err_t decide_lookups(batch_t *b, ib_error_t *err)
 }
 
 /*
- * True when item j runs the same statements as the group whose column types
- * are sig (NULL where only NULLs were seen so far); merges j's types in.
+ * True when list j runs the same statements as the group of list first,
+ * whose column types are sig (NULL where only NULLs were seen so far);
+ * merges j's types in.
  */
-static bool route_fits(const db_batch_item_t *first, const db_batch_item_t *j, db_param_type_t *sig)
+static bool route_fits(const db_stmt_list_t *first, const db_stmt_list_t *j, db_param_type_t *sig)
 {
     size_t at = 0;
 
@@ -277,24 +278,24 @@ static bool route_fits(const db_batch_item_t *first, const db_batch_item_t *j, d
 }
 
 /* Runs statement k of the group's members as one parameter array. */
-static ib_err_t run_group_stmt(batch_t *b, const size_t *members, size_t m, size_t k,
-                               ib_error_t *err)
+static ib_err_t run_group_stmt(db_conn_t *dbc, const db_stmt_list_t *lists, const size_t *members,
+                               size_t m, size_t k, ib_error_t *err)
 {
-    const db_stmt_t *s = &b->items[members[0]].stmts[k];
+    const db_stmt_t *s = &lists[members[0]].stmts[k];
     const db_param_t **sets = calloc(m, sizeof(*sets));
     ib_err_t rc;
 
     if (!sets)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     for (size_t i = 0; i < m; i++)
-        sets[i] = b->items[members[i]].stmts[k].params;
+        sets[i] = lists[members[i]].stmts[k].params;
     if (!s->sql || (s->nparams && !s->params))
         rc = ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "statement %zu: no SQL or params",
                           k + 1);
     else {
-        long long t0 = db_phase_now(b->dbc);
-        rc = db_run_array(b->dbc, s->sql, sets, m, s->nparams, err);
-        db_phase_report(b->dbc, DB_PHASE_STMT, DB_PHASE_BATCH, k, m, t0, rc ? err : NULL);
+        long long t0 = db_phase_now(dbc);
+        rc = db_run_array(dbc, s->sql, sets, m, s->nparams, err);
+        db_phase_report(dbc, DB_PHASE_STMT, DB_PHASE_BATCH, k, m, t0, rc ? err : NULL);
     }
     free(sets);
     if (rc != IB_E_OK) {
@@ -305,21 +306,21 @@ static ib_err_t run_group_stmt(batch_t *b, const size_t *members, size_t m, size
     return rc;
 }
 
-/* The route statements of every claimed item, grouped by route into parameter arrays. */
-static ib_err_t run_routes(batch_t *b, ib_error_t *err)
+ib_err_t db_batch_run_stmts(db_conn_t *dbc, const db_stmt_list_t *lists, size_t n,
+                            ib_error_t *err)
 {
-    bool *done = calloc(b->n, sizeof(*done));
-    size_t *members = calloc(b->n, sizeof(*members));
+    bool *done = calloc(n ? n : 1, sizeof(*done));
+    size_t *members = calloc(n ? n : 1, sizeof(*members));
     db_param_type_t *sig = NULL;
     ib_err_t rc = IB_E_OK;
 
     if (!done || !members)
         rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    for (size_t i = 0; rc == IB_E_OK && i < b->n; i++) {
-        const db_batch_item_t *first = &b->items[i];
+    for (size_t i = 0; rc == IB_E_OK && i < n; i++) {
+        const db_stmt_list_t *first = &lists[i];
         size_t m = 0, total = 0;
 
-        if (b->st[i] != ITEM_CLAIMED || done[i] || first->nstmts == 0)
+        if (done[i] || first->nstmts == 0)
             continue;
         for (size_t k = 0; k < first->nstmts; k++)
             total += first->stmts[k].nparams;
@@ -329,17 +330,33 @@ static ib_err_t run_routes(batch_t *b, ib_error_t *err)
             rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
             break;
         }
-        for (size_t j = i; j < b->n; j++)
-            if (b->st[j] == ITEM_CLAIMED && !done[j] && route_fits(first, &b->items[j], sig)) {
+        for (size_t j = i; j < n; j++)
+            if (!done[j] && route_fits(first, &lists[j], sig)) {
                 members[m++] = j;
                 done[j] = true;
             }
         for (size_t k = 0; rc == IB_E_OK && k < first->nstmts; k++)
-            rc = run_group_stmt(b, members, m, k, err);
+            rc = run_group_stmt(dbc, lists, members, m, k, err);
     }
     free(sig);
     free(done);
     free(members);
+    return rc;
+}
+
+/* The route statements of every claimed item, grouped by route into parameter arrays. */
+static ib_err_t run_routes(batch_t *b, ib_error_t *err)
+{
+    db_stmt_list_t *lists = calloc(b->n, sizeof(*lists));
+    size_t m = 0;
+
+    if (!lists)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < b->n; i++)
+        if (b->st[i] == ITEM_CLAIMED)
+            lists[m++] = (db_stmt_list_t){b->items[i].stmts, b->items[i].nstmts};
+    ib_err_t rc = db_batch_run_stmts(b->dbc, lists, m, err);
+    free(lists);
     return rc;
 }
 

@@ -863,37 +863,147 @@ static ib_err_t run_route(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
     return IB_E_OK;
 }
 
-/* Our row gets res and the route's stmts run, in the open transaction. */
-static ib_err_t finish_in_txn(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
-                              const db_effect_result_t *res, const db_stmt_t *stmts,
-                              size_t nstmts, ib_error_t *err)
+/* res's error detail cut to DETAIL_MAX bytes, never inside a UTF-8 character. */
+static void cut_detail(const db_effect_result_t *res, char detail[DETAIL_MAX + 1])
 {
-    char sql[DB_SQL_MAX], detail[DETAIL_MAX + 1] = "";
+    detail[0] = '\0';
+    if (!res->error_detail)
+        return;
+    ib_strlcpy(detail, res->error_detail, DETAIL_MAX + 1);
+    size_t end = strlen(detail);
+    if (strlen(res->error_detail) > DETAIL_MAX)
+        while (end > 0 && ((unsigned char)res->error_detail[end] & 0xC0) == 0x80)
+            detail[--end] = '\0';
+}
+
+/* The first five parameters of a finish: res's columns (detail: cut_detail's). */
+static void result_binds(const db_effect_result_t *res, const char *detail, db_bind_t *b)
+{
+    b[0] = DB_B(DB_TEXT(db_row_status_name(res->status)));
+    b[1] = DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id) : DB_NULL());
+    b[2] = DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL());
+    b[3] = DB_B(res->error_class ? DB_TEXT(res->error_class) : DB_NULL());
+    b[4] = DB_B(res->error_detail ? DB_TEXT(detail) : DB_NULL());
+}
+
+/* Our row gets res, in the open transaction; IB_E_LOCK_LOST when it is not ours. */
+static ib_err_t finish_row(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
+                           const db_effect_result_t *res, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX], detail[DETAIL_MAX + 1];
     long long n = 0;
-    if (res->error_detail) {
-        ib_strlcpy(detail, res->error_detail, sizeof detail);
-        size_t end = strlen(detail);
-        /* Never leave half a UTF-8 character at the cut. */
-        if (strlen(res->error_detail) > DETAIL_MAX)
-            while (end > 0 && ((unsigned char)res->error_detail[end] & 0xC0) == 0x80)
-                detail[--end] = '\0';
-    }
+    db_bind_t b[8];
+    cut_detail(res, detail);
     if (conn_sql(dbc, DB_ESQL_FINISH, 1, sql, sizeof sql, err) != IB_E_OK)
         return err->code;
-    db_bind_t b[8] = {DB_B(DB_TEXT(db_row_status_name(res->status))),
-                      DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id) : DB_NULL()),
-                      DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL()),
-                      DB_B(res->error_class ? DB_TEXT(res->error_class) : DB_NULL()),
-                      DB_B(res->error_detail ? DB_TEXT(detail) : DB_NULL()),
-                      DB_B(DB_TEXT(consumer)),
-                      DB_B(DB_TEXT(row->message_id)),
-                      DB_B(DB_TEXT(row->token))};
+    result_binds(res, detail, b);
+    b[5] = DB_B(DB_TEXT(consumer));
+    b[6] = DB_B(DB_TEXT(row->message_id));
+    b[7] = DB_B(DB_TEXT(row->token));
     if (db_run_kept(dbc, sql, b, 8, NULL, NULL, &n, err) != IB_E_OK)
         return err->code;
     if (n != 1)
         return ib_error_set(err, IB_E_LOCK_LOST, IB_CLASS_TRANSIENT,
                             "inbox claim was taken over by another worker");
-    return run_route(dbc, stmts, nstmts, err);
+    return IB_E_OK;
+}
+
+/* The finish of rows rows as one UPDATE joined to their values (PostgreSQL). */
+static bool finish_rows_sql(const db_conn_t *dbc, size_t rows, char *buf, size_t size)
+{
+    size_t used;
+    int w = snprintf(buf, size,
+                     "UPDATE %s AS x SET status = v.s, remote_id = v.ri, remote_status = v.rs, "
+                     "error_class = v.ec, error_detail = v.ed, processed_at = %s, lease_until = "
+                     "NULL FROM (VALUES ",
+                     dbc->table, db_sql_now(dbc->dialect));
+    if (w < 0 || (size_t)w >= size)
+        return false;
+    used = (size_t)w;
+    for (size_t i = 0; i < rows; i++) {
+        w = snprintf(buf + used, size - used, "%s(?, ?, CAST(? AS integer), ?, ?, ?, ?)",
+                     i ? ", " : "");
+        if (w < 0 || (size_t)w >= size - used)
+            return false;
+        used += (size_t)w;
+    }
+    w = snprintf(buf + used, size - used,
+                 ") AS v (s, ri, rs, ec, ed, m, t) WHERE x.consumer = ? AND x.message_id = v.m "
+                 "AND x.status = 'claimed' AND x.claim_token = v.t");
+    return w >= 0 && (size_t)w < size - used;
+}
+
+/*
+ * Items [0, n) finished by one statement, rounded up to a power of two
+ * rows with copies of the first (a row joined twice is updated once).
+ * IB_E_LOCK_LOST when fewer than n rows were still ours.
+ */
+static ib_err_t finish_chunk(db_conn_t *dbc, const char *consumer,
+                             const db_effect_finish_item_t *items, size_t n, ib_error_t *err)
+{
+    size_t rows = 2;
+    while (rows < n)
+        rows *= 2;
+    size_t size = 1024 + rows * 64;
+    char *sql = malloc(size);
+    db_bind_t *b = calloc(rows * 7 + 1, sizeof *b);
+    char(*detail)[DETAIL_MAX + 1] = calloc(n, sizeof *detail);
+    long long updated = 0;
+    ib_err_t rc = IB_E_OK;
+    if (!sql || !b || !detail || !finish_rows_sql(dbc, rows, sql, size))
+        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "batch finish statement");
+    for (size_t k = 0; rc == IB_E_OK && k < rows; k++) {
+        const db_effect_finish_item_t *it = &items[k < n ? k : 0];
+        if (k < n)
+            cut_detail(it->res, detail[k]);
+        result_binds(it->res, detail[k < n ? k : 0], b + k * 7);
+        b[k * 7 + 5] = DB_B(DB_TEXT(it->row->message_id));
+        b[k * 7 + 6] = DB_B(DB_TEXT(it->row->token));
+    }
+    if (rc == IB_E_OK) {
+        b[rows * 7] = DB_B(DB_TEXT(consumer));
+        rc = db_run_kept(dbc, sql, b, rows * 7 + 1, NULL, NULL, &updated, err);
+    }
+    if (rc == IB_E_OK && updated != (long long)n)
+        rc = ib_error_set(err, IB_E_LOCK_LOST, IB_CLASS_TRANSIENT,
+                          "%zu of %zu inbox claims were taken over by another worker",
+                          n - (size_t)updated, n);
+    free(sql);
+    free(b);
+    free(detail);
+    return rc;
+}
+
+/* Every item's row gets its result, in the open transaction. */
+static ib_err_t finish_rows(db_conn_t *dbc, const char *consumer,
+                            const db_effect_finish_item_t *items, size_t n, ib_error_t *err)
+{
+    ib_err_t rc = IB_E_OK;
+    if (dbc->dialect == DB_DIALECT_POSTGRESQL && n > 1) {
+        for (size_t at = 0; rc == IB_E_OK && at < n; at += CLAIM_ROWS_MAX)
+            rc = finish_chunk(dbc, consumer, items + at,
+                              n - at < CLAIM_ROWS_MAX ? n - at : CLAIM_ROWS_MAX, err);
+        return rc;
+    }
+    for (size_t i = 0; rc == IB_E_OK && i < n; i++)
+        rc = finish_row(dbc, consumer, items[i].row, items[i].res, err);
+    return rc;
+}
+
+/* Every item's route statements, those of one shape as parameter arrays. */
+static ib_err_t finish_stmts(db_conn_t *dbc, const db_effect_finish_item_t *items, size_t n,
+                             ib_error_t *err)
+{
+    if (n == 1)
+        return run_route(dbc, items[0].stmts, items[0].nstmts, err);
+    db_stmt_list_t *lists = calloc(n, sizeof *lists);
+    if (!lists)
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        lists[i] = (db_stmt_list_t){items[i].stmts, items[i].nstmts};
+    ib_err_t rc = db_batch_run_stmts(dbc, lists, n, err);
+    free(lists);
+    return rc;
 }
 
 /* After a failed finishing transaction: rolled back, err classified. */
@@ -928,10 +1038,9 @@ db_outcome_t db_effect_finish_batch(db_conn_t *dbc, const char *consumer,
         err->cls = IB_CLASS_TRANSIENT;
         return DB_FAILED;
     }
-    for (size_t i = 0; i < n; i++)
-        if (finish_in_txn(dbc, consumer, items[i].row, items[i].res, items[i].stmts,
-                          items[i].nstmts, err) != IB_E_OK)
-            return finish_failed(dbc, err);
+    if (finish_rows(dbc, consumer, items, n, err) != IB_E_OK ||
+        finish_stmts(dbc, items, n, err) != IB_E_OK)
+        return finish_failed(dbc, err);
     if (db_end(dbc, true, err) != IB_E_OK)
         return finish_failed(dbc, err);
     return DB_APPLIED;

@@ -145,6 +145,21 @@ void db_key_arm_binds(const db_claim_t *c, db_bind_t *b);
 /* err := the DB_CONFLICT error of c (IB_E_CONFLICT, permanent). */
 void db_conflict_error(const db_claim_t *c, ib_error_t *err);
 
+/* The statements of one message. */
+typedef struct db_stmt_list {
+    const db_stmt_t *stmts;
+    size_t nstmts;
+} db_stmt_list_t;
+/*
+ * Runs the statements of n messages in the open transaction, those of one
+ * shape (the same texts, compatible parameter types) as one parameter array
+ * per statement (db_run_array), in the order of their first message. On
+ * failure err is filled (a unique violation is permanent: it is the route's
+ * own table) and nothing is rolled back here. In db_batch.c.
+ */
+ib_err_t db_batch_run_stmts(db_conn_t *dbc, const db_stmt_list_t *lists, size_t n,
+                            ib_error_t *err);
+
 /*
  * UTF-8 to UTF-16 code units; invalid input becomes U+FFFD. Writes to out
  * when not NULL; returns the number of units either way.

@@ -175,6 +175,72 @@ static bool collect(const db_effect_listed_t *row, void *arg)
     return true;
 }
 
+/*
+ * A batch's finish: every row gets its own result and every route statement
+ * runs (one UPDATE and parameter arrays on PostgreSQL), or, when one claim
+ * was taken over meanwhile, nothing is written and each is finished alone.
+ */
+static void test_finish_batch_all_or_none(void)
+{
+    enum { N = 5 };
+    char h[N][65], mid[N][16], key[N][16], rid[N][16], val[N][16];
+    ib_error_t err;
+    db_claim_t cl[N];
+    db_effect_claim_item_t it[N];
+    db_effect_result_t res[N];
+    db_param_t p[N][1];
+    db_stmt_t st[N];
+    db_effect_finish_item_t fi[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(mid[i], sizeof mid[i], "fb-%d", i);
+        snprintf(key[i], sizeof key[i], "fb-key-%d", i);
+        snprintf(rid[i], sizeof rid[i], "fx-fb-%d", i);
+        snprintf(val[i], sizeof val[i], "fb-biz-%d", i);
+        cl[i] = claim_of(mid[i], key[i], "{}", h[i]);
+        it[i] = (db_effect_claim_item_t){.claim = &cl[i], .lease_s = i == 2 ? 1 : 60};
+        res[i] = (db_effect_result_t){DB_ROW_PROCESSED, rid[i], 201, NULL, NULL};
+        if (i == 4) /* a refusal: failed, with a detail, no remote id */
+            res[i] = (db_effect_result_t){DB_ROW_FAILED, NULL, 422, "permanent", "no such card"};
+        p[i][0] = DB_TEXT(val[i]);
+        st[i] = (db_stmt_t){"INSERT INTO biz (remote) VALUES (?)", p[i], 1};
+    }
+    /* SQLite claims alone; item 2 has its own lease and is claimed alone too. */
+    size_t got = db_effect_claim_batch(A, it, N, &err);
+    ASSERT_EQ(got, T.dialect == DB_DIALECT_SQLITE ? 0 : N - 1);
+    for (int i = 0; i < N; i++) {
+        if (!it[i].claimed)
+            ASSERT_EQ(db_effect_claim(A, &cl[i], i == 2 ? 1 : 60, &it[i].row, &err), DB_CLAIM_NEW);
+        fi[i] = (db_effect_finish_item_t){&it[i].row, &res[i], &st[i], 1};
+    }
+    /* Item 2's lease runs out and B takes its claim over: the batch writes nothing. */
+    sleep_ms(1300);
+    db_claim_row_t taken;
+    ASSERT_EQ(db_effect_claim(B, &cl[2], 60, &taken, &err), DB_CLAIM_TAKEN_OVER);
+    ASSERT_EQ(db_effect_finish_batch(A, "c1", fi, N, &err), DB_FAILED);
+    ASSERT_EQ(err.code, IB_E_LOCK_LOST);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id LIKE '%s' AND status <> 'claimed'",
+                "fb-%"),
+              0);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote LIKE '%s'", "fb-biz-%"), 0);
+    /* Without it, the other four finish together. */
+    fi[2] = fi[4];
+    ASSERT_EQ(db_effect_finish_batch(A, "c1", fi, N - 1, &err), DB_APPLIED);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id LIKE '%s' AND status = 'processed' "
+                "AND remote_status = 201 AND remote_id = 'fx-' || message_id AND lease_until IS "
+                "NULL",
+                "fb-%"),
+              3);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'failed' AND "
+                "remote_id IS NULL AND remote_status = 422 AND error_class = 'permanent' AND "
+                "error_detail = 'no such card'",
+                "fb-4"),
+              1);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'claimed'", "fb-2"),
+              1);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote LIKE '%s'", "fb-biz-%"), 4);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote = '%s'", "fb-biz-2"), 0);
+}
+
 static void test_uncertain_list_resolve(void)
 {
     char h[65];
@@ -307,6 +373,7 @@ int main(int argc, char **argv)
     RUN(test_finish_is_one_transaction);
     RUN(test_takeover_after_lease);
     RUN(test_uncertain_list_resolve);
+    RUN(test_finish_batch_all_or_none);
     if (d == DB_DIALECT_POSTGRESQL)
         RUN(test_lookups_stay_on_their_keys);
     db_conn_free(A);
