@@ -1018,6 +1018,16 @@ bool db_sql_claim_shared(db_dialect_t d)
     return d == DB_DIALECT_POSTGRESQL;
 }
 
+bool db_dialect_one_writer(db_dialect_t d)
+{
+    return d == DB_DIALECT_SQLITE;
+}
+
+bool db_dialect_effect_rows(db_dialect_t d)
+{
+    return d == DB_DIALECT_POSTGRESQL;
+}
+
 size_t db_sql_claim_rows_max(db_dialect_t d)
 {
     switch (d) {

@@ -297,6 +297,19 @@ size_t db_sql_claim_rows_max(db_dialect_t d);
 #define DB_CLAIM_SHARED 5
 #define DB_CLAIM_ROW_PARAMS 7
 bool db_sql_claim_shared(db_dialect_t d);
+/*
+ * True when d has one writer at a time (SQLite): a transaction that reads
+ * keys and then writes waits on another's read lock for the whole busy
+ * timeout, so work that reads before it writes stays in short transactions
+ * of their own there.
+ */
+bool db_dialect_one_writer(db_dialect_t d);
+/*
+ * True when d claims an HTTP batch with one INSERT that skips taken keys
+ * and returns the rows it inserted, and finishes it with one UPDATE joined
+ * to the rows' results (db_effect.c); elsewhere each row has its own.
+ */
+bool db_dialect_effect_rows(db_dialect_t d);
 /* The current UTC time as an SQL expression. */
 const char *db_sql_now(db_dialect_t d);
 

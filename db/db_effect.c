@@ -577,7 +577,7 @@ static ib_err_t claim_one_in_txn(db_conn_t *dbc, db_effect_claim_item_t *it, ib_
     return IB_E_OK;
 }
 
-/* ---- the batch claim on PostgreSQL: one INSERT for the batch ------------- */
+/* ---- the batch claim: one INSERT for the batch (db_dialect_effect_rows) --- */
 
 /* 10 parameters a row, below the 1,000 psqlODBC handles (db_sql_claim_rows_max). */
 #define CLAIM_ROWS_MAX 64
@@ -763,12 +763,8 @@ size_t db_effect_claim_batch(db_conn_t *dbc, db_effect_claim_item_t *items, size
     ib_error_clear(err);
     for (size_t i = 0; i < n; i++)
         items[i].claimed = false;
-    /*
-     * SQLite has one writer: two workers each reading a batch's keys and
-     * then inserting wait on each other's read lock until the busy timeout.
-     * Its claims stay one short transaction each (the caller claims alone).
-     */
-    if (dbc->dialect == DB_DIALECT_SQLITE)
+    /* Reading a batch's keys and then inserting: each claim alone instead. */
+    if (db_dialect_one_writer(dbc->dialect))
         return 0;
     if (dbc->in_txn)
         db_rollback_quiet(dbc);
@@ -776,7 +772,7 @@ size_t db_effect_claim_batch(db_conn_t *dbc, db_effect_claim_item_t *items, size
         err->cls = IB_CLASS_TRANSIENT;
         return 0;
     }
-    if ((dbc->dialect == DB_DIALECT_POSTGRESQL ? claim_rows : claim_each)(dbc, items, n, err) !=
+    if ((db_dialect_effect_rows(dbc->dialect) ? claim_rows : claim_each)(dbc, items, n, err) !=
         IB_E_OK)
         goto fail;
     for (size_t i = 0; i < n; i++)
@@ -979,7 +975,7 @@ static ib_err_t finish_rows(db_conn_t *dbc, const char *consumer,
                             const db_effect_finish_item_t *items, size_t n, ib_error_t *err)
 {
     ib_err_t rc = IB_E_OK;
-    if (dbc->dialect == DB_DIALECT_POSTGRESQL && n > 1) {
+    if (db_dialect_effect_rows(dbc->dialect) && n > 1) {
         for (size_t at = 0; rc == IB_E_OK && at < n; at += CLAIM_ROWS_MAX)
             rc = finish_chunk(dbc, consumer, items + at,
                               n - at < CLAIM_ROWS_MAX ? n - at : CLAIM_ROWS_MAX, err);

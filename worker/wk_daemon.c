@@ -366,12 +366,12 @@ static bool session_taken(job_t *const *batch, size_t n, const job_t *j)
 static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
 {
     size_t n = 0;
-    const void *http = NULL;
+    const rt_route_t *http = NULL;
     job_t *prev = NULL, *j = dm->qhead;
 
     while (j && n < max) {
         job_t *next = j->qnext;
-        const void *route = max > 1 ? wk_pipeline_http(&dm->pipe, j->msg) : NULL;
+        const rt_route_t *route = max > 1 ? wk_pipeline_http(&dm->pipe, j->msg) : NULL;
         if (session_taken(batch, n, j) || (n > 0 && route != http)) {
             prev = j;
         } else {

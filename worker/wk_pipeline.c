@@ -493,7 +493,7 @@ bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_
     return true;
 }
 
-const void *wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg)
+const rt_route_t *wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg)
 {
     const rt_route_t *route = rt_routes_match(p->routes, msg);
     return route && rt_route_http(route) ? route : NULL;

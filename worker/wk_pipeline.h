@@ -52,6 +52,6 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
  * transactions of their own, batched with messages of the same route
  * only), else NULL. thread: any.
  */
-const void *wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg);
+const rt_route_t *wk_pipeline_http(const wk_pipeline_t *p, const sb_msg_t *msg);
 
 #endif
