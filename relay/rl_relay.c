@@ -60,15 +60,18 @@ ib_err_t rl_relay_props_parse(const char *text, sb_prop_t **props, size_t *n, vo
     *props = NULL;
     *n = 0;
     *holder = NULL;
-    if (!text || !*text)
-        return IB_E_OK;
+    if (!text || !*text) {
+        *props = calloc(RL_PROPS_SPARE, sizeof(**props));
+        return *props ? IB_E_OK
+                      : ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    }
     j = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
     if (!j || !json_is_object(j)) {
         json_decref(j);
         return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
                             "properties is not a JSON object of application properties");
     }
-    *props = calloc(json_object_size(j) ? json_object_size(j) : 1, sizeof(**props));
+    *props = calloc(json_object_size(j) + RL_PROPS_SPARE, sizeof(**props));
     if (!*props) {
         json_decref(j);
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
@@ -257,7 +260,7 @@ static size_t group_len(const db_outbox_row_t *rows, size_t from, size_t n)
 }
 
 static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_prop_t *props,
-                                size_t nprops, char tp[OT_TRACEPARENT_LEN]);
+                                size_t *nprops, char tp[OT_TRACEPARENT_LEN]);
 static void publish_end(ot_span_t *s, const ib_error_t *res);
 
 /* Sends rows [from, from + len) and fills res[] with each row's result. */
@@ -284,7 +287,7 @@ static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, i
             continue; /* never sent */
         }
         if (r->opt.otel)
-            spans[k] = publish_begin(r, &rows[k], props[k], np, tps[k]);
+            spans[k] = publish_begin(r, &rows[k], props[k], &np, tps[k]);
         row_msg(&rows[k], props[k], np, &msgs[k]);
         ok_msgs[nok] = msgs[k];
         map[nok++] = k;
@@ -303,18 +306,21 @@ static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, i
  * The publish span of a row (kind PRODUCER), a child of the span that wrote
  * it: the row's trace_context column (an emit writes its consumer span's
  * there), else its traceparent property (rows applications insert), else a
- * trace of its own. The message then carries the publish span's
- * context in traceparent and Diagnostic-Id instead, so the next consumer is
- * its child. tp holds the new value while the message is sent.
+ * trace of its own. The message then carries the publish span's context in
+ * traceparent and Diagnostic-Id, in place of the row's or added when the
+ * row has none (props has room for them), so the next consumer is its
+ * child. tp holds the value while the message is sent.
  */
 static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_prop_t *props,
-                                size_t nprops, char tp[OT_TRACEPARENT_LEN])
+                                size_t *nprops, char tp[OT_TRACEPARENT_LEN])
 {
+    static const char *const keys[RL_PROPS_SPARE] = {"traceparent", "Diagnostic-Id"};
+    bool had[RL_PROPS_SPARE] = {false, false};
     ot_ctx_t parent = {0};
     ot_span_t *s;
     if (row->trace_context)
         ot_ctx_parse(row->trace_context, &parent);
-    for (size_t i = 0; i < nprops && !parent.valid; i++)
+    for (size_t i = 0; i < *nprops && !parent.valid; i++)
         if (strcmp(props[i].key, "traceparent") == 0 && props[i].type == SB_PROP_STRING)
             ot_ctx_parse(props[i].str, &parent);
     if (!(s = ot_span_start_const(r->opt.otel, "send", OT_KIND_PRODUCER, &parent, false, 0)))
@@ -327,10 +333,17 @@ static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_pr
     ot_span_str(s, "messaging.message.conversation_id", row->correlation_id);
     ot_span_int(s, "inboxd.outbox.attempts", row->attempts);
     ot_ctx_format(ot_span_ctx(s), tp);
-    for (size_t i = 0; i < nprops; i++)
-        if (props[i].type == SB_PROP_STRING && (strcmp(props[i].key, "traceparent") == 0 ||
-                                                strcmp(props[i].key, "Diagnostic-Id") == 0))
-            props[i].str = tp; /* the holder still frees the parsed value */
+    for (size_t i = 0; i < *nprops; i++)
+        for (size_t k = 0; k < RL_PROPS_SPARE; k++)
+            if (strcmp(props[i].key, keys[k]) == 0) {
+                props[i].type = SB_PROP_STRING;
+                props[i].str = tp; /* the holder still frees the parsed value */
+                had[k] = true;
+            }
+    for (size_t k = 0; k < RL_PROPS_SPARE; k++)
+        if (!had[k])
+            props[(*nprops)++] = (sb_prop_t){.key = (char *)keys[k], .type = SB_PROP_STRING,
+                                             .str = tp};
     return s;
 }
 

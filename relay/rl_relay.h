@@ -67,12 +67,14 @@ void rl_relay_stop(rl_relay_t *r);
 /*
  * The application properties of an outbox row (a JSON object as text) as
  * sb_prop_t values: strings, integers, reals, booleans and null keep their
- * type. *props is malloc'd, owned by *holder (free both with
- * rl_relay_props_free). Fails (IB_E_INVALID_JSON, permanent, nothing to
+ * type. *props is malloc'd with room for RL_PROPS_SPARE entries after the
+ * *n given (the relay adds the trace context there), owned by *holder (free
+ * both with rl_relay_props_free). Fails (IB_E_INVALID_JSON, permanent, nothing to
  * free) when the text is not a JSON object or a value in it is an array or
  * an object, which no application property can hold. thread: any.
  */
 struct sb_prop;
+#define RL_PROPS_SPARE 2
 ib_err_t rl_relay_props_parse(const char *json, struct sb_prop **props, size_t *n, void **holder,
                               ib_error_t *err);
 void rl_relay_props_free(struct sb_prop *props, void *holder);

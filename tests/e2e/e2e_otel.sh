@@ -11,7 +11,9 @@
 #    row's trace_context column (read back by SQL: each consumer span's
 #    traceparent): the route sets the traceparent property of its emit to
 #    another, unrelated context, which the relay must not follow (it still
-#    replaces it on the sent message). The inbox transaction's
+#    replaces it on the sent message). Three rows an application writes
+#    with no trace context get root publish spans, and their messages
+#    carry them all the same. The inbox transaction's
 #    claim, route statements and commit are CLIENT spans: children of the consumer span when the
 #    message ran alone, else children of its batch's "inbox batch" span,
 #    which links to every message span it carries (and they back to it).
@@ -68,6 +70,12 @@ write_config "$W/one.json" items "$routes" \
 start_inboxd "$W/one.json" one; pid=$LAST_PID
 wait_until 60 queue_empty items || die "items not drained"
 wait_until 30 all_published 50 || die "emitted messages not published"
+# Rows an application writes with no trace context at all: their publish
+# span starts a trace, and their messages carry it like the others.
+sql "INSERT INTO inboxd_outbox (entity, message_id, subject, body) VALUES
+     ('out', 'app-1', 'AppEvent', '{}'), ('out', 'app-2', 'AppEvent', '{}'),
+     ('out', 'app-3', 'AppEvent', '{}')" >/dev/null
+wait_until 30 all_published 53 || die "application rows not published"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" 50
 check "receiver errors" "$(spans_q pb '[.[] | select(.error)] | length')" 0
@@ -114,7 +122,7 @@ check "msg_done's span_id is its message's exported consumer span" \
       select(any($c[]; .spanId == $d.span_id and .traceId == $d.trace_id
                  and .attributes["messaging.message.id"] == $d.message_id))] | length' "$W/pb.jsonl")" 50
 peek_all out >"$W/out.jsonl" || die "cannot peek the emitted messages"
-check "emitted messages" "$(wc -l <"$W/out.jsonl")" 50
+check "emitted and application messages" "$(wc -l <"$W/out.jsonl")" 53
 sql "SELECT json_agg(json_build_object('message_id', message_id, 'trace_context', trace_context,
        'traceparent', properties::json->>'traceparent')) FROM inboxd_outbox" >"$W/rows.json"
 check "outbox rows: trace_context is the writing consumer span's traceparent, the property the route's" \
@@ -129,12 +137,15 @@ check "publish spans (PRODUCER), children of the consumer span that wrote the ro
       select(any($c[]; .spanId == $p.parentSpanId and .traceId == $p.traceId
                  and ("out:" + .attributes["messaging.message.id"])
                      == $p.attributes["messaging.message.id"]))) | length')" 50
-check "emitted messages, read back, carry their publish span" \
+check "published messages, read back, carry their publish span" \
   "$(jq -rs --slurpfile sp <(jq -s 'map(select(.kind == 4))' "$W/pb.jsonl") 'map(. as $m |
       ($m.properties.traceparent | split("-")) as $tp | $sp[0][] |
       select(.attributes["messaging.message.id"] == $m.message_id
              and .traceId == $tp[1] and .spanId == $tp[2]
-             and $m.properties["Diagnostic-Id"] == $m.properties.traceparent)) | length' "$W/out.jsonl")" 50
+             and $m.properties["Diagnostic-Id"] == $m.properties.traceparent)) | length' "$W/out.jsonl")" 53
+check "application rows: root publish spans" \
+  "$(spans_q pb 'map(select(.kind == 4 and (.attributes["messaging.message.id"] | startswith("app-"))
+      and (.parentSpanId // "") == "")) | length')" 3
 
 # --- 2. HTTP route, http/json: the destination's parent is inboxd's CLIENT span
 start_receiver js

@@ -199,6 +199,8 @@ static void test_props_parse(void)
     rl_relay_props_free(pr, holder);
     ASSERT_EQ(rl_relay_props_parse(NULL, &pr, &n, &holder, &err), IB_E_OK);
     ASSERT_EQ(n, 0);
+    ASSERT_TRUE(pr != NULL); /* room for the trace context the relay adds */
+    rl_relay_props_free(pr, holder);
     ASSERT_EQ(rl_relay_props_parse("[1]", &pr, &n, &holder, &err), IB_E_INVALID_JSON);
     ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
     ASSERT_EQ(rl_relay_props_parse("{bad", &pr, &n, &holder, &err), IB_E_INVALID_JSON);
