@@ -459,6 +459,7 @@ void sb_client_free(sb_client_t *c)
         sb_rcv_t *r = c->rcvs;
         c->rcvs = r->next;
         free(r->session_id);
+        sb_sstate_forget(r);
         free(r);
     }
     sb_out_fini(&c->out);

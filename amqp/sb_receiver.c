@@ -420,6 +420,7 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
         c->stats.sessions_released++;
     free(r->session_id);
     r->session_id = NULL;
+    sb_sstate_forget(r);
 }
 
 void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)

@@ -85,6 +85,7 @@ bool sb_session_opened(sb_rcv_t *r)
     r->drain_got = r->done_msgs = 0;
     r->give_back = false;
     r->state_pending = r->parked_hold = r->parking = r->park_setting = false;
+    sb_sstate_forget(r);
     if (r->session_id)
         switch_accepted(r->c, ib_mono_ms());
     if (r->session_id && r->c->park)

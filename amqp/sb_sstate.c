@@ -228,52 +228,94 @@ void sb_sstate_check(sb_rcv_t *r)
                   sb_sstate_request(r->session_id, r->name, false, NULL, 0), on_state, call);
 }
 
+void sb_sstate_forget(sb_rcv_t *r)
+{
+    free(r->park_record);
+    r->park_record = NULL;
+    r->park_tries = 0;
+    r->park_retry_at = 0;
+}
+
+/* The park is over, set or not: the session goes on to be given back. */
+static void park_done(sb_rcv_t *r)
+{
+    sb_sstate_forget(r);
+    r->park_setting = false;
+    sb_session_step(r);
+}
+
+/* A failed set-session-state worth sending again: the broker did not answer or said 5xx. */
+static bool park_again(const sstate_call_t *call, int status)
+{
+    const sb_rcv_t *r = call->r;
+    return current(call) && r->park_setting && r->park_record && (status < 0 || status >= 500) &&
+           r->park_tries < SB_PARK_TRIES;
+}
+
 static void on_parked(void *ctx, int status, pn_message_t *resp, const ib_error_t *err)
 {
     sstate_call_t *call = ctx;
     sb_rcv_t *r = call->r;
     if (status != 200) {
         ib_error_t why;
+        bool again = park_again(call, status);
         if (status >= 0)
             sb_resp_error(resp, status, &why);
-        IB_LOG(IB_LOG_ERROR, "session_park",
-               IB_MSG("set-session-state failed: the session is NOT parked, its later messages "
-                      "will be processed"),
+        IB_LOG(again ? IB_LOG_WARN : IB_LOG_ERROR, "session_park",
+               IB_MSG(again ? "set-session-state failed: sent again, the session held meanwhile"
+                            : "set-session-state failed: the session is NOT parked, its later "
+                              "messages will be processed"),
                IB_S("session_id", call->session_id), IB_I("status", status),
+               IB_I("attempt", (long long)r->park_tries),
                IB_S("error", status < 0 ? err->text : why.text));
+        if (again) {
+            r->park_retry_at = ib_mono_ms() + (500LL << (r->park_tries - 1));
+            call_free(call);
+            return;
+        }
         remember(r->c, call->session_id, false);
     }
-    if (current(call) && r->park_setting) {
-        r->park_setting = false;
-        sb_session_step(r);
-    }
+    if (current(call) && r->park_setting)
+        park_done(r);
     call_free(call);
+}
+
+/* Sends r's park record (set-session-state); false when out of memory. */
+static bool park_send(sb_rcv_t *r)
+{
+    sb_client_t *c = r->c;
+    sstate_call_t *call = call_new(r);
+    if (!call)
+        return false;
+    r->park_tries++;
+    sb_rr_request(sb_rr_mgmt(&c->core, c->entity),
+                  sb_sstate_request(r->session_id, r->name, true, r->park_record,
+                                    strlen(r->park_record)),
+                  on_parked, call);
+    return true;
 }
 
 void sb_sstate_park(sb_rcv_t *r, sb_msg_t *msg)
 {
     sb_client_t *c = r->c;
-    char *rec =
-        sb_sstate_record(msg->st->reason, msg->message_id, msg->sequence_number, ib_now_ms());
-    sstate_call_t *call = rec ? call_new(r) : NULL;
     r->parking = true; /* given back once the dead letter settled: nothing more is handed out */
-    if (!call) {
+    sb_sstate_forget(r);
+    r->park_record =
+        sb_sstate_record(msg->st->reason, msg->message_id, msg->sequence_number, ib_now_ms());
+    r->park_setting = true;
+    if (!r->park_record || !park_send(r)) {
         IB_LOG(IB_LOG_ERROR, "session_park", IB_MSG("out of memory: the session is NOT parked"),
                IB_S("session_id", r->session_id));
-        free(rec);
+        sb_sstate_forget(r);
+        r->park_setting = false;
         return;
     }
-    r->park_setting = true;
     remember(c, r->session_id, true);
     IB_LOG(IB_LOG_WARN, "session_park",
            IB_MSG("message dead-lettered: session parked, its later messages wait for "
                   "inboxctl session unpark"),
            IB_S("session_id", r->session_id), IB_S("message_id", msg->message_id),
            IB_I("sequence_number", msg->sequence_number), IB_S("reason", msg->st->reason));
-    sb_rr_request(sb_rr_mgmt(&c->core, c->entity),
-                  sb_sstate_request(r->session_id, r->name, true, rec, strlen(rec)), on_parked,
-                  call);
-    free(rec);
 }
 
 void sb_sstate_tick(sb_client_t *c)
@@ -281,6 +323,16 @@ void sb_sstate_tick(sb_client_t *c)
     long long now = ib_now_ms();
     for (sb_rcv_t *r = c->rcvs; r; r = r->next) {
         long long margin;
+        if (r->state == RCV_OPEN && r->park_retry_at && ib_mono_ms() >= r->park_retry_at) {
+            r->park_retry_at = 0;
+            if (!park_send(r)) {
+                IB_LOG(IB_LOG_ERROR, "session_park",
+                       IB_MSG("out of memory: the session is NOT parked"),
+                       IB_S("session_id", r->session_id));
+                remember(c, r->session_id, false);
+                park_done(r);
+            }
+        }
         if (r->state != RCV_OPEN || !r->parked_hold)
             continue;
         margin = r->session_lock_dur / 4 > 500 ? r->session_lock_dur / 4 : 500;

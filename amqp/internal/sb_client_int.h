@@ -99,6 +99,9 @@ struct sb_rcv {
                            lock ends (the broker offers the other sessions meanwhile) */
     bool parking;       /* one of its messages was dead-lettered: give it back once settled */
     bool park_setting;  /* set-session-state of the parked record awaits its answer */
+    char *park_record;       /* that record, kept while a failed set is tried again */
+    unsigned park_tries;     /* set-session-state requests sent for it */
+    long long park_retry_at; /* mono ms: send it again (0 = not waiting) */
     long long cool_until; /* mono ms: no accept before (it was handed a cooling parked session) */
     bool recycling;          /* sb_rcv_recycle: draining, then closed and attached again */
     long long recycle_close_at; /* mono ms: close even without the drain's answer */
@@ -234,10 +237,17 @@ void sb_settle_requeue(sb_client_t *c, sb_msg_t *msg);
 /* sb_sstate.c: parking (servicebus.session_on_dead_letter "park") */
 /* A session was accepted: reads its state; the session waits for the answer. */
 void sb_sstate_check(sb_rcv_t *r);
-/* A message of r's session is being dead-lettered: records the session as parked. */
+/*
+ * A message of r's session is being dead-lettered: records the session as
+ * parked. A set-session-state that fails for want of the broker (no answer,
+ * 5xx) is sent again, SB_PARK_TRIES in all, the session held meanwhile.
+ */
+#define SB_PARK_TRIES 4
 void sb_sstate_park(sb_rcv_t *r, sb_msg_t *msg);
-/* Gives back parked sessions held long enough (before their lock ends). */
+/* Gives back parked sessions held long enough (before their lock ends); sends parks again. */
 void sb_sstate_tick(sb_client_t *c);
+/* Drops r's pending park record (its link closed or it accepted another session). */
+void sb_sstate_forget(sb_rcv_t *r);
 void sb_sstate_free(sb_client_t *c);
 
 /* sb_renew.c */

@@ -6,13 +6,17 @@
 #     inboxctl session unpark clears it (exit 0; again: 4, not parked) and
 #     A's later messages then apply, in order. The dead letter is not
 #     replayed here: it stays in the DLQ (README: "Parked sessions").
+#     The broker refuses the first two set-session-state requests (503
+#     server-busy): inboxd sends the parked record again, holding the session
+#     meanwhile, so A is parked all the same.
 #     Scaled down: lock duration 4 s (a parked session is held about 3 s
 #     per look), 3 messages per session; PostgreSQL only (the parking is
 #     the broker's and the client's, the same for every dialect).
 . "$(dirname "$0")/lib.sh"
 e2e_init "${1:-postgresql}"
 create_items_table
-start_emu '{"queues":[{"name":"park","lock_duration_s":4,"max_delivery_count":10,"requires_session":true}]}'
+start_emu '{"queues":[{"name":"park","lock_duration_s":4,"max_delivery_count":10,"requires_session":true}],
+           "faults":{"refuse_set_state":2}}'
 msg() { # msg SESSION N VALUE
   printf '{"message_id":"%s-%d","session_id":"%s","subject":"Item","body":{"id":"%s-%d","n":%d}}\n' "$1" "$2" "$1" "$1" "$2" "$3"
 }

@@ -423,6 +423,13 @@ static void op_session(mgmt_ctx_t *c, const char *op)
         return;
     }
     /* set-session-state */
+    if (c->b->faults.refuse_set_state > 0) {
+        c->b->faults.refuse_set_state--;
+        IB_LOG(IB_LOG_INFO, "fault", IB_MSG("set-session-state refused"));
+        finish(c, 503, "com.microsoft:server-busy",
+               "The server is busy. Please retry the operation.");
+        return;
+    }
     const uint8_t *st = NULL;
     size_t len = 0;
     if (emu_map_find(c->body, "session-state") && pn_data_type(c->body) == PN_BINARY) {

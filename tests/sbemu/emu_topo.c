@@ -106,7 +106,7 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
 {
     static const char *const keys[] = {
         "drop_after",      "drop_every_ms",     "refuse_renew", "lock_early_ms",
-        "settle_delay_ms", "drop_settle_reply", "ignore_drain", NULL};
+        "settle_delay_ms", "drop_settle_reply", "ignore_drain", "refuse_set_state", NULL};
     if (check_keys(f, keys, "faults", err, errlen))
         return -1;
     const int max = 1 << 30;
@@ -120,7 +120,10 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
                            errlen) ||
                    get_int(f, "drop_settle_reply", &faults->drop_settle_reply, max, "faults", err,
                            errlen) ||
-                   get_int(f, "ignore_drain", &faults->ignore_drain, max, "faults", err, errlen)
+                   get_int(f, "ignore_drain", &faults->ignore_drain, max, "faults", err,
+                           errlen) ||
+                   get_int(f, "refuse_set_state", &faults->refuse_set_state, max, "faults", err,
+                           errlen)
                ? -1
                : 0;
 }
