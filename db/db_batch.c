@@ -171,15 +171,9 @@ static ib_err_t claim_chunk(batch_t *b, ib_error_t *err)
     return IB_E_OK;
 }
 
-/* An item to claim and its key, sorted by key_order. */
-typedef struct keyed {
-    const db_claim_t *c;
-    size_t i;
-} keyed_t;
-
-static int key_order(const void *pa, const void *pb)
+int db_key_order(const void *pa, const void *pb)
 {
-    const keyed_t *a = pa, *b = pb;
+    const db_keyed_t *a = pa, *b = pb;
     int r = strcmp(a->c->consumer, b->c->consumer);
     if (r == 0)
         r = strcmp(a->c->message_id, b->c->message_id);
@@ -196,14 +190,14 @@ static int key_order(const void *pa, const void *pb)
 static ib_err_t claim_all(batch_t *b, ib_error_t *err)
 {
     size_t max = db_sql_claim_rows_max(b->dbc->dialect), n = 0;
-    keyed_t *order = calloc(b->n ? b->n : 1, sizeof(*order));
+    db_keyed_t *order = calloc(b->n ? b->n : 1, sizeof(*order));
 
     if (!order)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     for (size_t i = 0; i < b->n; i++)
         if (b->st[i] == ITEM_CLAIM)
-            order[n++] = (keyed_t){b->items[i].claim, i};
-    qsort(order, n, sizeof(*order), key_order);
+            order[n++] = (db_keyed_t){b->items[i].claim, i};
+    qsort(order, n, sizeof(*order), db_key_order);
     b->nchunk = 0;
     for (size_t k = 0; k < n; k++) {
         b->chunk[b->nchunk++] = order[k].i;

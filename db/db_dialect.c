@@ -1068,6 +1068,14 @@ static bool append(char *buf, size_t size, size_t *used, const char *fmt, ...)
     return true;
 }
 
+bool db_sql_append_rows(char *buf, size_t size, size_t *used, const char *row, size_t rows)
+{
+    bool fits = true;
+    for (size_t i = 0; fits && i < rows; i++)
+        fits = append(buf, size, used, "%s%s", i ? ", " : "", row);
+    return fits;
+}
+
 ib_err_t db_sql_claim(db_dialect_t d, const char *table, size_t rows, char *buf, size_t size)
 {
     size_t used = 0;
@@ -1092,17 +1100,13 @@ ib_err_t db_sql_claim(db_dialect_t d, const char *table, size_t rows, char *buf,
     else
         fits = append(buf, size, &used, "INSERT INTO %s (" INBOX_COLS ") SELECT " CLAIM_SHARED_SELECT
                       " FROM (VALUES ", table, db_sql_now(d));
-    for (size_t i = 0; fits && i < rows; i++) {
-        if (db_sql_claim_shared(d))
-            /* psqlODBC leaves a parameter's type to the server: a VALUES column needs its own. */
-            fits = append(buf, size, &used,
-                          "%s(?, ?, ?, CAST(? AS bigint), CAST(? AS integer), CAST(? AS "
-                          "timestamp), CAST(? AS timestamp))",
-                          i ? ", " : "");
-        else
-            fits =
-                append(buf, size, &used, "%s(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", i ? ", " : "");
-    }
+    /* psqlODBC leaves a parameter's type to the server: a VALUES column needs its own. */
+    fits = fits && db_sql_append_rows(buf, size, &used,
+                                      db_sql_claim_shared(d)
+                                          ? "(?, ?, ?, CAST(? AS bigint), CAST(? AS integer), "
+                                            "CAST(? AS timestamp), CAST(? AS timestamp))"
+                                          : "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                      rows);
     if (fits && mssql)
         fits = append(buf, size, &used,
                       ") AS v (" CLAIM_VCOLS ") WHERE NOT EXISTS (SELECT 1 FROM %s AS x WITH "

@@ -310,6 +310,11 @@ bool db_dialect_one_writer(db_dialect_t d);
  * to the rows' results (db_effect.c); elsewhere each row has its own.
  */
 bool db_dialect_effect_rows(db_dialect_t d);
+/*
+ * Appends row rows times, separated by ", ", at buf + *used (a VALUES list
+ * of parameter rows); false when it does not fit (buf then unspecified).
+ */
+bool db_sql_append_rows(char *buf, size_t size, size_t *used, const char *row, size_t rows);
 /* The current UTC time as an SQL expression. */
 const char *db_sql_now(db_dialect_t d);
 

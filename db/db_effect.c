@@ -582,21 +582,6 @@ static ib_err_t claim_one_in_txn(db_conn_t *dbc, db_effect_claim_item_t *it, ib_
 /* 10 parameters a row, below the 1,000 psqlODBC handles (db_sql_claim_rows_max). */
 #define CLAIM_ROWS_MAX 64
 
-/* An item to claim and its key, sorted by key_order. */
-typedef struct keyed {
-    const db_claim_t *c;
-    size_t i;
-} keyed_t;
-
-static int key_order(const void *pa, const void *pb)
-{
-    const keyed_t *a = pa, *b = pb;
-    int r = strcmp(a->c->consumer, b->c->consumer);
-    if (r == 0)
-        r = strcmp(a->c->message_id, b->c->message_id);
-    return r ? r : a->i < b->i ? -1 : a->i > b->i;
-}
-
 /*
  * The claim of rows rows as one INSERT that skips every taken key (either
  * unique index) and returns the message ids it inserted.
@@ -616,16 +601,12 @@ static bool claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char
     if (w < 0 || (size_t)w >= size)
         return false;
     used = (size_t)w;
-    for (size_t i = 0; i < rows; i++) {
-        /* psqlODBC leaves a parameter's type to the server: a VALUES column needs its own. */
-        w = snprintf(buf + used, size - used,
-                     "%s(?, ?, ?, ?, ?, CAST(? AS bigint), CAST(? AS integer), CAST(? AS "
-                     "timestamp), CAST(? AS timestamp), ?)",
-                     i ? ", " : "");
-        if (w < 0 || (size_t)w >= size - used)
-            return false;
-        used += (size_t)w;
-    }
+    /* psqlODBC leaves a parameter's type to the server: a VALUES column needs its own. */
+    if (!db_sql_append_rows(buf, size, &used,
+                            "(?, ?, ?, ?, ?, CAST(? AS bigint), CAST(? AS integer), CAST(? AS "
+                            "timestamp), CAST(? AS timestamp), ?)",
+                            rows))
+        return false;
     w = snprintf(buf + used, size - used,
                  ") AS v (c, m, k, h, e, s, d, q, r, t) ON CONFLICT DO NOTHING RETURNING "
                  "message_id");
@@ -635,7 +616,7 @@ static bool claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char
 typedef struct chunk {
     db_conn_t *dbc;
     db_effect_claim_item_t *items;
-    const keyed_t *keys;
+    const db_keyed_t *keys;
     size_t n;
     size_t matched, unmatched;
 } chunk_t;
@@ -664,7 +645,7 @@ static bool chunk_row(SQLHSTMT st, void *arg)
  * to a power of two with copies of the first row (a copy's key is taken by
  * the row itself and skipped), so that a few statements stay prepared.
  */
-static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const keyed_t *keys,
+static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const db_keyed_t *keys,
                             size_t n, long lease_s, ib_error_t *err)
 {
     size_t rows = 2;
@@ -710,7 +691,7 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
 static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n,
                            ib_error_t *err)
 {
-    keyed_t *keys = calloc(n, sizeof *keys);
+    db_keyed_t *keys = calloc(n, sizeof *keys);
     bool *picked = calloc(n, sizeof *picked);
     size_t m = 0;
     long lease_s = 0;
@@ -725,9 +706,9 @@ static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t
         if (!picked[i])
             continue;
         lease_s = items[i].lease_s;
-        keys[m++] = (keyed_t){items[i].claim, i};
+        keys[m++] = (db_keyed_t){items[i].claim, i};
     }
-    qsort(keys, m, sizeof *keys, key_order);
+    qsort(keys, m, sizeof *keys, db_key_order);
     for (size_t at = 0; rc == IB_E_OK && at < m; at += CLAIM_ROWS_MAX)
         rc = claim_chunk(dbc, items, keys + at, m - at < CLAIM_ROWS_MAX ? m - at : CLAIM_ROWS_MAX,
                          lease_s, err);
@@ -916,13 +897,8 @@ static bool finish_rows_sql(const db_conn_t *dbc, size_t rows, char *buf, size_t
     if (w < 0 || (size_t)w >= size)
         return false;
     used = (size_t)w;
-    for (size_t i = 0; i < rows; i++) {
-        w = snprintf(buf + used, size - used, "%s(?, ?, CAST(? AS integer), ?, ?, ?, ?)",
-                     i ? ", " : "");
-        if (w < 0 || (size_t)w >= size - used)
-            return false;
-        used += (size_t)w;
-    }
+    if (!db_sql_append_rows(buf, size, &used, "(?, ?, CAST(? AS integer), ?, ?, ?, ?)", rows))
+        return false;
     w = snprintf(buf + used, size - used,
                  ") AS v (s, ri, rs, ec, ed, m, t) WHERE x.consumer = ? AND x.message_id = v.m "
                  "AND x.status = 'claimed' AND x.claim_token = v.t");

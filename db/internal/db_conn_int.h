@@ -145,6 +145,18 @@ void db_key_arm_binds(const db_claim_t *c, db_bind_t *b);
 /* err := the DB_CONFLICT error of c (IB_E_CONFLICT, permanent). */
 void db_conflict_error(const db_claim_t *c, ib_error_t *err);
 
+/* An item to claim and its key, for sorting with db_key_order (db_batch.c). */
+typedef struct db_keyed {
+    const db_claim_t *c;
+    size_t i; /* the item's index in its batch */
+} db_keyed_t;
+/*
+ * qsort order of db_keyed_t by (consumer, message_id) byte for byte, as the
+ * binary key collation orders them, then by index: replicas claiming
+ * overlapping batches lock the keys they share in one order.
+ */
+int db_key_order(const void *a, const void *b);
+
 /* The statements of one message. */
 typedef struct db_stmt_list {
     const db_stmt_t *stmts;
