@@ -281,6 +281,37 @@ void sb_peek_free(sb_msg_t **msgs, size_t n)
     free(msgs);
 }
 
+ib_err_t sb_sender_peek_each(sb_sender_t *s, const char *entity, long long from_seq, int page,
+                             sb_peek_each_fn each, void *arg, ib_error_t *err)
+{
+    long long from = from_seq;
+    ib_error_clear(err);
+    if (page < 1 || !each)
+        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                            "peek pages of %d messages, or no callback", page);
+    for (;;) {
+        sb_msg_t **msgs = NULL;
+        size_t n = 0;
+        long long asked = from;
+        bool go = true;
+        if (sb_sender_peek(s, entity, from, page, &msgs, &n, err) != IB_E_OK)
+            return err->code;
+        for (size_t i = 0; i < n && go; i++) {
+            if (msgs[i]->sequence_number >= from)
+                from = msgs[i]->sequence_number + 1;
+            go = each(msgs[i], arg);
+        }
+        sb_peek_free(msgs, n);
+        if (!go || n == 0)
+            return IB_E_OK;
+        if (from == asked)
+            return ib_error_set(err, IB_E_BROKER, IB_CLASS_PERMANENT,
+                                "peek of %s from sequence number %lld answered %zu message%s, "
+                                "none at or past it",
+                                entity, asked, n, n == 1 ? "" : "s");
+    }
+}
+
 typedef struct sstate_call {
     bool done;
     bool set; /* a set: the answer is an empty map */

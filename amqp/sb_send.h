@@ -66,6 +66,28 @@ ib_err_t sb_sender_peek(sb_sender_t *s, const char *entity, long long from_seq, 
                         sb_msg_t ***out, size_t *n, ib_error_t *err);
 void sb_peek_free(sb_msg_t **msgs, size_t n);
 
+/* Called by sb_sender_peek_each for each peeked message; false ends the walk. */
+typedef bool (*sb_peek_each_fn)(const sb_msg_t *m, void *arg);
+
+/*
+ * Walks entity (as for sb_sender_peek) from sequence number from_seq, page
+ * messages (at least 1) a peek, handing each message to each(m, arg) in the
+ * order peeked; m is only valid during the call. Each next page starts past
+ * the highest sequence number seen so far.
+ *  - An empty page ends the walk with IB_E_OK. A short page does not: the
+ *    service answers at most the count asked, not necessarily all that
+ *    follow, and an entry that cannot be decoded is left out of a page.
+ *  - each returning false ends it at once with IB_E_OK: the rest of that
+ *    page is not handed out and no further page is asked for.
+ *  - A failed peek ends it with that failure in err (as sb_sender_peek);
+ *    so does a page that does not get past the highest sequence number
+ *    seen (IB_E_BROKER, permanent), which would otherwise come back again
+ *    and again. Messages handed out before a failure stay handed out.
+ * page < 1 or no each: IB_E_INVAL. thread: the caller's.
+ */
+ib_err_t sb_sender_peek_each(sb_sender_t *s, const char *entity, long long from_seq, int page,
+                             sb_peek_each_fn each, void *arg, ib_error_t *err);
+
 /*
  * Accepts session session_id of entity (a session-filtered receive link that
  * is given no credit: no message is received, none is touched), reads its

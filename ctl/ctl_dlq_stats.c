@@ -30,6 +30,7 @@ typedef struct {
     group_t *slots;
     size_t ngroups;
     long long total, other; /* other: messages of groups beyond CTL_DLQ_GROUPS_MAX */
+    bool nomem;             /* counting stopped: out of memory */
 } stats_t;
 
 /* The five fields of a message's group (borrowed from msg, or from the buffers). */
@@ -140,32 +141,27 @@ static int by_count(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
+/* sb_sender_peek_each's callback: counts one message, stops when out of memory. */
+static bool count_each(const sb_msg_t *msg, void *arg)
+{
+    stats_t *st = arg;
+    st->nomem = !count(st, msg);
+    return !st->nomem;
+}
+
 /* Peeks the whole DLQ; 0, or 1 after a failure (on stderr). */
 static int collect(sb_sender_t *snd, const char *dlq, stats_t *st)
 {
-    long long from = 1;
-    for (;;) {
-        sb_msg_t **msgs = NULL;
-        size_t n = 0;
-        ib_error_t err;
-        if (sb_sender_peek(snd, dlq, from, PEEK_PAGE, &msgs, &n, &err) != IB_E_OK) {
-            fprintf(stderr, "inboxctl: peek of %s failed: %s\n", dlq, err.text);
-            return 1;
-        }
-        bool ok = true;
-        for (size_t i = 0; i < n && ok; i++) {
-            if (msgs[i]->sequence_number >= from)
-                from = msgs[i]->sequence_number + 1;
-            ok = count(st, msgs[i]);
-        }
-        sb_peek_free(msgs, n);
-        if (!ok) {
-            fprintf(stderr, "inboxctl: out of memory\n");
-            return 1;
-        }
-        if (n == 0)
-            return 0;
+    ib_error_t err;
+    if (sb_sender_peek_each(snd, dlq, 1, PEEK_PAGE, count_each, st, &err) != IB_E_OK) {
+        fprintf(stderr, "inboxctl: peek of %s failed: %s\n", dlq, err.text);
+        return 1;
     }
+    if (st->nomem) {
+        fprintf(stderr, "inboxctl: out of memory\n");
+        return 1;
+    }
+    return 0;
 }
 
 static const char *or_dash(const char *s)
@@ -227,7 +223,7 @@ int ctl_dlq_stats_run(sb_sender_t *snd, const char *entity, bool json, FILE *out
 {
     char dlq[600];
     snprintf(dlq, sizeof dlq, "%s/$DeadLetterQueue", entity);
-    stats_t st = {calloc(TABLE_SIZE, sizeof(group_t)), 0, 0, 0};
+    stats_t st = {calloc(TABLE_SIZE, sizeof(group_t)), 0, 0, 0, false};
     group_t **v = calloc(CTL_DLQ_GROUPS_MAX, sizeof *v);
     if (!st.slots || !v) {
         free(st.slots);

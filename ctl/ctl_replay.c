@@ -42,7 +42,7 @@ typedef struct replay {
     const char *watch; /* where a replayed message is consumed from (the canary's view) */
     char dlq[600];
     chosen_t *v;
-    size_t n;
+    size_t n, vcap;
     sb_sender_t *snd;
     sb_client_t *cli;
 
@@ -146,27 +146,33 @@ static json_t *msg_line(const sb_msg_t *msg, const char *result)
                      (json_int_t)(prev_count(msg) + 1), "result", result);
 }
 
-/* Adds one page of peeked messages to the snapshot; false when the snapshot is full. */
-static bool take_page(replay_t *r, sb_msg_t **msgs, size_t n, size_t *cap)
+/*
+ * sb_sender_peek_each's callback: adds msg to the snapshot when the filters
+ * choose it; false when the snapshot is full (--max, SNAPSHOT_MAX) or
+ * cannot grow.
+ */
+static bool take_one(const sb_msg_t *msg, void *arg)
 {
+    replay_t *r = arg;
     long limit = r->o->max > 0 && r->o->max < SNAPSHOT_MAX ? r->o->max : SNAPSHOT_MAX;
-    for (size_t i = 0; i < n; i++) {
-        if (!wanted(r->o, msgs[i]) || !msgs[i]->message_id)
-            continue;
-        if ((long)r->n >= limit)
+    if (!wanted(r->o, msg) || !msg->message_id)
+        return true;
+    if ((long)r->n >= limit)
+        return false;
+    if (r->n == r->vcap) {
+        size_t nc = r->vcap ? r->vcap * 2 : 256;
+        chosen_t *nv = realloc(r->v, nc * sizeof(*nv));
+        if (!nv)
             return false;
-        if (r->n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 256;
-            chosen_t *nv = realloc(r->v, nc * sizeof(*nv));
-            if (!nv)
-                return false;
-            r->v = nv;
-            *cap = nc;
-        }
-        r->v[r->n++] = (chosen_t){msgs[i]->sequence_number, strdup(msgs[i]->message_id), false};
-        if (r->o->dry_run)
-            emit(r, msg_line(msgs[i], "would_replay"));
+        r->v = nv;
+        r->vcap = nc;
     }
+    char *id = strdup(msg->message_id);
+    if (!id)
+        return false;
+    r->v[r->n++] = (chosen_t){msg->sequence_number, id, false};
+    if (r->o->dry_run)
+        emit(r, msg_line(msg, "would_replay"));
     return true;
 }
 
@@ -179,24 +185,10 @@ static int cmp_chosen(const void *a, const void *b)
 /* Peeks the whole DLQ once and keeps what the filters choose, in sequence order. */
 static int snapshot(replay_t *r)
 {
-    long long from = 1;
-    size_t cap = 0;
-    for (;;) {
-        sb_msg_t **msgs = NULL;
-        size_t n = 0;
-        ib_error_t err;
-        bool more;
-        if (sb_sender_peek(r->snd, r->dlq, from, PEEK_PAGE, &msgs, &n, &err) != IB_E_OK) {
-            fprintf(stderr, "inboxctl: peek of %s failed: %s\n", r->dlq, err.text);
-            return -1;
-        }
-        for (size_t i = 0; i < n; i++)
-            if (msgs[i]->sequence_number >= from)
-                from = msgs[i]->sequence_number + 1;
-        more = take_page(r, msgs, n, &cap);
-        sb_peek_free(msgs, n);
-        if (!more || n < PEEK_PAGE)
-            break;
+    ib_error_t err;
+    if (sb_sender_peek_each(r->snd, r->dlq, 1, PEEK_PAGE, take_one, r, &err) != IB_E_OK) {
+        fprintf(stderr, "inboxctl: peek of %s failed: %s\n", r->dlq, err.text);
+        return -1;
     }
     if (r->n)
         qsort(r->v, r->n, sizeof(*r->v), cmp_chosen);
@@ -397,33 +389,35 @@ static bool is_canary(const replay_t *r, const char *id)
     return false;
 }
 
+typedef struct canary_count {
+    replay_t *r;
+    bool new_only;
+    long found;
+} canary_count_t;
+
+/* sb_sender_peek_each's callback: counts a canary (new_only: one not in the snapshot). */
+static bool count_canary(const sb_msg_t *msg, void *arg)
+{
+    canary_count_t *cc = arg;
+    if (is_canary(cc->r, msg->message_id) &&
+        !(cc->new_only && find_chosen(cc->r, msg->sequence_number)))
+        cc->found++;
+    return true;
+}
+
 /*
  * Counts canaries in entity by peek. With new_only, only copies the
  * snapshot did not hold (messages that came back to the DLQ). -1 on failure.
  */
 static long count_canaries(replay_t *r, const char *entity, bool new_only)
 {
-    long long from = 1;
-    long found = 0;
-    for (;;) {
-        sb_msg_t **msgs = NULL;
-        size_t n = 0;
-        ib_error_t err;
-        if (sb_sender_peek(r->snd, entity, from, PEEK_PAGE, &msgs, &n, &err) != IB_E_OK) {
-            fprintf(stderr, "inboxctl: peek of %s failed: %s\n", entity, err.text);
-            return -1;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (msgs[i]->sequence_number >= from)
-                from = msgs[i]->sequence_number + 1;
-            if (is_canary(r, msgs[i]->message_id) &&
-                !(new_only && find_chosen(r, msgs[i]->sequence_number)))
-                found++;
-        }
-        sb_peek_free(msgs, n);
-        if (n < PEEK_PAGE)
-            return found;
+    canary_count_t cc = {r, new_only, 0};
+    ib_error_t err;
+    if (sb_sender_peek_each(r->snd, entity, 1, PEEK_PAGE, count_canary, &cc, &err) != IB_E_OK) {
+        fprintf(stderr, "inboxctl: peek of %s failed: %s\n", entity, err.text);
+        return -1;
     }
+    return cc.found;
 }
 
 /*

@@ -466,39 +466,38 @@ static json_t *msg_json(const sb_msg_t *m)
     return j;
 }
 
+typedef struct peek_print {
+    int max, printed;
+} peek_print_t;
+
+/* sb_sender_peek_each's callback: prints one message as a JSON line, up to max. */
+static bool print_peeked(const sb_msg_t *m, void *arg)
+{
+    peek_print_t *pp = arg;
+    json_t *j = msg_json(m);
+    char *t = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+    if (t)
+        printf("%s\n", t);
+    else /* never skip a message silently */
+        printf("{\"sequence_number\":%lld,\"error\":\"cannot be shown\"}\n", m->sequence_number);
+    free(t);
+    json_decref(j);
+    return ++pp->printed < pp->max;
+}
+
 static int cmd_peek(sb_sender_t *s, const opts_t *o)
 {
     char entity[600];
-    long long from = 1;
-    int printed = 0;
+    peek_print_t pp = {o->max, 0};
+    ib_error_t err;
 
     snprintf(entity, sizeof(entity), "%s%s", o->entity, o->dlq ? "/$DeadLetterQueue" : "");
-    while (printed < o->max) {
-        sb_msg_t **msgs = NULL;
-        size_t n = 0;
-        ib_error_t err;
-        int want = o->max - printed < 100 ? o->max - printed : 100;
-        if (sb_sender_peek(s, entity, from, want, &msgs, &n, &err) != IB_E_OK) {
-            fprintf(stderr, "inboxctl: peek failed: %s\n", err.text);
-            return 1;
-        }
-        for (size_t i = 0; i < n; i++) {
-            json_t *j = msg_json(msgs[i]);
-            char *t = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
-            if (t)
-                printf("%s\n", t);
-            else /* never skip a message silently */
-                printf("{\"sequence_number\":%lld,\"error\":\"cannot be shown\"}\n",
-                       msgs[i]->sequence_number);
-            free(t);
-            json_decref(j);
-            if (msgs[i]->sequence_number >= from)
-                from = msgs[i]->sequence_number + 1;
-            printed++;
-        }
-        sb_peek_free(msgs, n);
-        if (n < (size_t)want)
-            break;
+    if (o->max <= 0)
+        return 0;
+    if (sb_sender_peek_each(s, entity, 1, o->max < 100 ? o->max : 100, print_peeked, &pp, &err) !=
+        IB_E_OK) {
+        fprintf(stderr, "inboxctl: peek failed: %s\n", err.text);
+        return 1;
     }
     return 0;
 }

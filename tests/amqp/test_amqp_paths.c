@@ -4,7 +4,9 @@
  *  - abandon and dead-letter with properties to modify;
  *  - settling after the link is gone ($management update-disposition);
  *  - stop with messages buffered and held (released, IB_E_SHUTDOWN);
- *  - a wrong SAS key (IB_E_AUTH) and tokens refreshed before they expire.
+ *  - a wrong SAS key (IB_E_AUTH) and tokens refreshed before they expire;
+ *  - sb_sender_peek_each: a walk over several pages, a callback that stops
+ *    it mid-page, a start past the end, a missing entity.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,8 @@ static const char *topology =
     "{\"queues\":[{\"name\":\"q2\",\"lock_duration_s\":5,\"max_delivery_count\":5},"
     "{\"name\":\"q3\",\"lock_duration_s\":10,\"max_delivery_count\":5},"
     "{\"name\":\"q4\",\"lock_duration_s\":10,\"max_delivery_count\":5},"
-    "{\"name\":\"q5\",\"lock_duration_s\":5,\"max_delivery_count\":5}],"
+    "{\"name\":\"q5\",\"lock_duration_s\":5,\"max_delivery_count\":5},"
+    "{\"name\":\"q6\",\"lock_duration_s\":5,\"max_delivery_count\":5}],"
     "\"topics\":[{\"name\":\"events\",\"subscriptions\":[{\"name\":\"audit\",\"lock_duration_s\":5}"
     ","
     "{\"name\":\"billing\",\"lock_duration_s\":5}]}]}";
@@ -167,6 +170,73 @@ static void test_modify(sbt_emu_t *emu)
         SBT_CHECK_EQ(sbt_stat(emu, "q2/$DeadLetterQueue", "active"), 0);
     }
     fprintf(stderr, "ok   modify\n");
+}
+
+/* What a walk handed out: message ids and sequence numbers, in order. */
+typedef struct walk {
+    int n, stop_after; /* stop_after 0: never stop */
+    char ids[16][32];
+    long long seqs[16];
+} walk_t;
+
+static bool walk_each(const sb_msg_t *m, void *arg)
+{
+    walk_t *w = arg;
+    SBT_CHECK_LT(w->n, 16);
+    snprintf(w->ids[w->n], sizeof w->ids[0], "%s", m->message_id ? m->message_id : "(none)");
+    w->seqs[w->n++] = m->sequence_number;
+    return w->stop_after == 0 || w->n < w->stop_after;
+}
+
+static void test_peek_each(sbt_emu_t *emu)
+{
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000};
+    ib_error_t err;
+    sb_sender_t *s = sb_sender_open(&so, &err);
+    walk_t w;
+    long long fifth;
+    char want[32];
+    SBT_CHECK(s);
+    sbt_send(emu, "q6", "w", 7, NULL);
+
+    /* Pages of 3, 3, 1, then the empty one: all seven, once each, in order. */
+    memset(&w, 0, sizeof w);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_EQ(w.n, 7);
+    for (int i = 0; i < 7; i++) {
+        snprintf(want, sizeof want, "w-%d", i);
+        SBT_CHECK_STREQ(w.ids[i], want);
+        if (i)
+            SBT_CHECK_GT(w.seqs[i], w.seqs[i - 1]);
+    }
+    fifth = w.seqs[4];
+
+    /* Stopped on the fourth, the first of the second page: nothing after it. */
+    memset(&w, 0, sizeof w);
+    w.stop_after = 4;
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_EQ(w.n, 4);
+    SBT_CHECK_STREQ(w.ids[3], "w-3");
+
+    /* From the fifth's sequence number; then from past the last: nothing, no error. */
+    memset(&w, 0, sizeof w);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", fifth, 2, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_EQ(w.n, 3);
+    SBT_CHECK_STREQ(w.ids[0], "w-4");
+    SBT_CHECK_STREQ(w.ids[2], "w-6");
+    memset(&w, 0, sizeof w);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", fifth + 1000, 3, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_EQ(w.n, 0);
+
+    /* A missing entity fails with the peek's own error; a page of 0 is refused. */
+    SBT_CHECK_NE(sb_sender_peek_each(s, "nope", 1, 3, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_NE(err.code, IB_E_OK);
+    SBT_CHECK(err.text[0]);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 0, walk_each, &w, &err), IB_E_INVAL);
+    SBT_CHECK_EQ(w.n, 0);
+    SBT_CHECK_EQ(sbt_wait_stat(emu, "q6", "active", 7, 3000), 7); /* peeking took nothing */
+    sb_sender_close(s);
+    fprintf(stderr, "ok   peek_each\n");
 }
 
 /* The connection drops right after the delivery: settlement goes through $management. */
@@ -461,6 +531,7 @@ int main(void)
     test_stop_releases(&emu);
     test_wrong_key(&emu);
     test_token_refresh(&emu);
+    test_peek_each(&emu);
     sbt_emu_stop(&emu);
     test_settle_after_link_loss();
     test_settle_reply_lost();
