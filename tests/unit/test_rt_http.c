@@ -5,30 +5,14 @@
 
 #include "ib_test.h"
 #include "rt_route.h"
-
-static json_t *J(const char *text)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-    if (!j) {
-        fprintf(stderr, "bad test JSON: %s: %s\n", e.text, text);
-        abort();
-    }
-    return j;
-}
+#include "rt_route_test.h"
 
 /* Compiles text (one route) and returns the problem lines (caller frees). */
 static char *compile(const char *route, int *n, rt_routes_t *rs)
 {
-    char *buf = NULL, arr[4096];
-    size_t len = 0;
-    FILE *fp = open_memstream(&buf, &len);
+    char arr[4096];
     snprintf(arr, sizeof arr, "[%s]", route);
-    json_t *j = J(arr);
-    *n = rt_routes_compile(j, rs, fp);
-    fclose(fp);
-    json_decref(j);
-    return buf;
+    return compile_errors(arr, n, rs);
 }
 
 /* The first route (every route here matches subject ChargeRequested). */
