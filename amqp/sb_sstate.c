@@ -280,13 +280,16 @@ static void on_parked(void *ctx, int status, pn_message_t *resp, const ib_error_
     call_free(call);
 }
 
-/* Sends r's park record (set-session-state); false when out of memory. */
+/* Sends r's park record (set-session-state); false (logged) when out of memory. */
 static bool park_send(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
-    sstate_call_t *call = call_new(r);
-    if (!call)
+    sstate_call_t *call = r->park_record ? call_new(r) : NULL;
+    if (!call) {
+        IB_LOG(IB_LOG_ERROR, "session_park", IB_MSG("out of memory: the session is NOT parked"),
+               IB_S("session_id", r->session_id));
         return false;
+    }
     r->park_tries++;
     sb_rr_request(sb_rr_mgmt(&c->core, c->entity),
                   sb_sstate_request(r->session_id, r->name, true, r->park_record,
@@ -303,9 +306,7 @@ void sb_sstate_park(sb_rcv_t *r, sb_msg_t *msg)
     r->park_record =
         sb_sstate_record(msg->st->reason, msg->message_id, msg->sequence_number, ib_now_ms());
     r->park_setting = true;
-    if (!r->park_record || !park_send(r)) {
-        IB_LOG(IB_LOG_ERROR, "session_park", IB_MSG("out of memory: the session is NOT parked"),
-               IB_S("session_id", r->session_id));
+    if (!park_send(r)) {
         sb_sstate_forget(r);
         r->park_setting = false;
         return;
@@ -326,9 +327,6 @@ void sb_sstate_tick(sb_client_t *c)
         if (r->state == RCV_OPEN && r->park_retry_at && ib_mono_ms() >= r->park_retry_at) {
             r->park_retry_at = 0;
             if (!park_send(r)) {
-                IB_LOG(IB_LOG_ERROR, "session_park",
-                       IB_MSG("out of memory: the session is NOT parked"),
-                       IB_S("session_id", r->session_id));
                 remember(c, r->session_id, false);
                 park_done(r);
             }

@@ -613,11 +613,25 @@ static bool claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char
     return w >= 0 && (size_t)w < size - used;
 }
 
+/*
+ * The row count of a statement for n items: rounded up to a power of two
+ * (at least 2) with copies of the first item, so that a few statement
+ * texts serve every batch size and stay prepared.
+ */
+static size_t padded_rows(size_t n)
+{
+    size_t rows = 2;
+    while (rows < n)
+        rows *= 2;
+    return rows;
+}
+
 typedef struct chunk {
     db_conn_t *dbc;
     db_effect_claim_item_t *items;
     const db_keyed_t *keys;
     size_t n;
+    size_t next; /* where the next returned row is looked for first */
     size_t matched, unmatched;
 } chunk_t;
 
@@ -627,12 +641,15 @@ static bool chunk_row(SQLHSTMT st, void *arg)
     chunk_t *ch = arg;
     char mid[512];
     get_text(ch->dbc, st, 1, mid, sizeof mid);
-    for (size_t k = 0; k < ch->n; k++) {
+    /* Rows usually come back in VALUES order: the one after the last match first. */
+    for (size_t j = 0; j < ch->n; j++) {
+        size_t k = (ch->next + j) % ch->n;
         db_effect_claim_item_t *it = &ch->items[ch->keys[k].i];
         if (!it->claimed && strcmp(it->claim->message_id, mid) == 0) {
             it->claimed = true;
             fresh_row(&it->row, it->claim);
             ch->matched++;
+            ch->next = k + 1;
             return true;
         }
     }
@@ -641,16 +658,13 @@ static bool chunk_row(SQLHSTMT st, void *arg)
 }
 
 /*
- * One claim statement for the n items of keys. Its row count is rounded up
- * to a power of two with copies of the first row (a copy's key is taken by
- * the row itself and skipped), so that a few statements stay prepared.
+ * One claim statement for the n items of keys, padded_rows(n) rows (a
+ * copy's key is taken by the row itself and skipped).
  */
 static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const db_keyed_t *keys,
                             size_t n, long lease_s, ib_error_t *err)
 {
-    size_t rows = 2;
-    while (rows < n)
-        rows *= 2;
+    size_t rows = padded_rows(n);
     size_t size = 1024 + rows * 128;
     char *sql = malloc(size);
     db_bind_t *b = calloc(rows * 10, sizeof *b);
@@ -840,40 +854,47 @@ static ib_err_t run_route(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
     return IB_E_OK;
 }
 
-/* res's error detail cut to DETAIL_MAX bytes, never inside a UTF-8 character. */
-static void cut_detail(const db_effect_result_t *res, char detail[DETAIL_MAX + 1])
+/* True when res's error detail is longer than the column keeps (DETAIL_MAX bytes). */
+static bool detail_long(const db_effect_result_t *res)
 {
-    detail[0] = '\0';
-    if (!res->error_detail)
-        return;
-    ib_strlcpy(detail, res->error_detail, DETAIL_MAX + 1);
-    size_t end = strlen(detail);
-    if (strlen(res->error_detail) > DETAIL_MAX)
-        while (end > 0 && ((unsigned char)res->error_detail[end] & 0xC0) == 0x80)
-            detail[--end] = '\0';
+    return res->error_detail && strnlen(res->error_detail, DETAIL_MAX + 1) > DETAIL_MAX;
 }
 
-/* The first five parameters of a finish: res's columns (detail: cut_detail's). */
+/*
+ * res's error detail as bound: itself, or when detail_long cut into buf
+ * at DETAIL_MAX bytes, never inside a UTF-8 character. NULL when none.
+ */
+static const char *detail_of(const db_effect_result_t *res, char buf[DETAIL_MAX + 1])
+{
+    if (!detail_long(res))
+        return res->error_detail;
+    ib_strlcpy(buf, res->error_detail, DETAIL_MAX + 1);
+    size_t end = DETAIL_MAX;
+    while (end > 0 && ((unsigned char)res->error_detail[end] & 0xC0) == 0x80)
+        buf[--end] = '\0';
+    return buf;
+}
+
+/* The first five parameters of a finish: res's columns (detail: detail_of's). */
 static void result_binds(const db_effect_result_t *res, const char *detail, db_bind_t *b)
 {
     b[0] = DB_B(DB_TEXT(db_row_status_name(res->status)));
     b[1] = DB_B(res->remote_id && *res->remote_id ? DB_TEXT(res->remote_id) : DB_NULL());
     b[2] = DB_B(res->remote_status ? DB_INT(res->remote_status) : DB_NULL());
     b[3] = DB_B(res->error_class ? DB_TEXT(res->error_class) : DB_NULL());
-    b[4] = DB_B(res->error_detail ? DB_TEXT(detail) : DB_NULL());
+    b[4] = DB_B(detail ? DB_TEXT(detail) : DB_NULL());
 }
 
 /* Our row gets res, in the open transaction; IB_E_LOCK_LOST when it is not ours. */
 static ib_err_t finish_row(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
                            const db_effect_result_t *res, ib_error_t *err)
 {
-    char sql[DB_SQL_MAX], detail[DETAIL_MAX + 1];
+    char sql[DB_SQL_MAX], cut[DETAIL_MAX + 1];
     long long n = 0;
     db_bind_t b[8];
-    cut_detail(res, detail);
     if (conn_sql(dbc, DB_ESQL_FINISH, 1, sql, sizeof sql, err) != IB_E_OK)
         return err->code;
-    result_binds(res, detail, b);
+    result_binds(res, detail_of(res, cut), b);
     b[5] = DB_B(DB_TEXT(consumer));
     b[6] = DB_B(DB_TEXT(row->message_id));
     b[7] = DB_B(DB_TEXT(row->token));
@@ -906,29 +927,31 @@ static bool finish_rows_sql(const db_conn_t *dbc, size_t rows, char *buf, size_t
 }
 
 /*
- * Items [0, n) finished by one statement, rounded up to a power of two
- * rows with copies of the first (a row joined twice is updated once).
- * IB_E_LOCK_LOST when fewer than n rows were still ours.
+ * Items [0, n) finished by one statement of padded_rows(n) rows (a row
+ * joined twice is updated once). IB_E_LOCK_LOST when fewer than n rows
+ * were still ours.
  */
 static ib_err_t finish_chunk(db_conn_t *dbc, const char *consumer,
                              const db_effect_finish_item_t *items, size_t n, ib_error_t *err)
 {
-    size_t rows = 2;
-    while (rows < n)
-        rows *= 2;
+    size_t rows = padded_rows(n), nlong = 0;
+    for (size_t k = 0; k < n; k++)
+        nlong += detail_long(items[k].res);
     size_t size = 1024 + rows * 64;
     char *sql = malloc(size);
     db_bind_t *b = calloc(rows * 7 + 1, sizeof *b);
-    char(*detail)[DETAIL_MAX + 1] = calloc(n, sizeof *detail);
+    char(*cut)[DETAIL_MAX + 1] = nlong ? malloc(nlong * sizeof *cut) : NULL;
     long long updated = 0;
     ib_err_t rc = IB_E_OK;
-    if (!sql || !b || !detail || !finish_rows_sql(dbc, rows, sql, size))
+    if (!sql || !b || (nlong && !cut) || !finish_rows_sql(dbc, rows, sql, size))
         rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "batch finish statement");
-    for (size_t k = 0; rc == IB_E_OK && k < rows; k++) {
+    for (size_t k = 0, c = 0; rc == IB_E_OK && k < rows; k++) {
         const db_effect_finish_item_t *it = &items[k < n ? k : 0];
-        if (k < n)
-            cut_detail(it->res, detail[k]);
-        result_binds(it->res, detail[k < n ? k : 0], b + k * 7);
+        if (k < n) {
+            char *buf = detail_long(it->res) ? cut[c++] : NULL; /* detail_of's room, if needed */
+            result_binds(it->res, detail_of(it->res, buf), b + k * 7);
+        } else
+            memcpy(b + k * 7, b, 5 * sizeof *b); /* the first row's result again */
         b[k * 7 + 5] = DB_B(DB_TEXT(it->row->message_id));
         b[k * 7 + 6] = DB_B(DB_TEXT(it->row->token));
     }
@@ -942,7 +965,7 @@ static ib_err_t finish_chunk(db_conn_t *dbc, const char *consumer,
                           n - (size_t)updated, n);
     free(sql);
     free(b);
-    free(detail);
+    free(cut);
     return rc;
 }
 

@@ -176,14 +176,15 @@ static bool collect(const db_effect_listed_t *row, void *arg)
 }
 
 /*
- * A batch's finish: every row gets its own result and every route statement
+ * A batch's finish: every row gets its own result (a long detail cut at a
+ * character's edge) and every route statement
  * runs (one UPDATE and parameter arrays on PostgreSQL), or, when one claim
  * was taken over meanwhile, nothing is written and each is finished alone.
  */
 static void test_finish_batch_all_or_none(void)
 {
-    enum { N = 5 };
-    char h[N][65], mid[N][16], key[N][16], rid[N][16], val[N][16];
+    enum { N = 6 };
+    char h[N][65], mid[N][16], key[N][16], rid[N][16], val[N][16], longer[2600];
     ib_error_t err;
     db_claim_t cl[N];
     db_effect_claim_item_t it[N];
@@ -191,6 +192,11 @@ static void test_finish_batch_all_or_none(void)
     db_param_t p[N][1];
     db_stmt_t st[N];
     db_effect_finish_item_t fi[N];
+    /* 1,999 bytes, then an "é" across the 2,000-byte cut of error_detail, then more. */
+    memset(longer, 'x', 1999);
+    memcpy(longer + 1999, "\xc3\xa9", 2);
+    memset(longer + 2001, 'y', 500);
+    longer[2501] = '\0';
     for (int i = 0; i < N; i++) {
         snprintf(mid[i], sizeof mid[i], "fb-%d", i);
         snprintf(key[i], sizeof key[i], "fb-key-%d", i);
@@ -201,6 +207,8 @@ static void test_finish_batch_all_or_none(void)
         res[i] = (db_effect_result_t){DB_ROW_PROCESSED, rid[i], 201, NULL, NULL};
         if (i == 4) /* a refusal: failed, with a detail, no remote id */
             res[i] = (db_effect_result_t){DB_ROW_FAILED, NULL, 422, "permanent", "no such card"};
+        if (i == 5) /* an uncertain one whose detail is cut */
+            res[i] = (db_effect_result_t){DB_ROW_UNCERTAIN, NULL, 0, "ambiguous", longer};
         p[i][0] = DB_TEXT(val[i]);
         st[i] = (db_stmt_t){"INSERT INTO biz (remote) VALUES (?)", p[i], 1};
     }
@@ -222,8 +230,8 @@ static void test_finish_batch_all_or_none(void)
                 "fb-%"),
               0);
     ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote LIKE '%s'", "fb-biz-%"), 0);
-    /* Without it, the other four finish together. */
-    fi[2] = fi[4];
+    /* Without it, the other five finish together. */
+    fi[2] = fi[5];
     ASSERT_EQ(db_effect_finish_batch(A, "c1", fi, N - 1, &err), DB_APPLIED);
     ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id LIKE '%s' AND status = 'processed' "
                 "AND remote_status = 201 AND remote_id = 'fx-' || message_id AND lease_until IS "
@@ -235,9 +243,14 @@ static void test_finish_batch_all_or_none(void)
                 "error_detail = 'no such card'",
                 "fb-4"),
               1);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'uncertain' AND "
+                "remote_status IS NULL AND length(error_detail) = 1999 AND error_detail NOT LIKE "
+                "'%%y%%'",
+                "fb-5"),
+              1);
     ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND status = 'claimed'", "fb-2"),
               1);
-    ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote LIKE '%s'", "fb-biz-%"), 4);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote LIKE '%s'", "fb-biz-%"), 5);
     ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote = '%s'", "fb-biz-2"), 0);
 }
 
@@ -305,27 +318,39 @@ static void test_uncertain_list_resolve(void)
  * unique violation (the SQL route's, an HTTP claim's) must read the index
  * entries of their own keys only: counted by the server as idx_tup_read.
  */
+enum { PLAN_MAX = 40 };
+
+/* Claims of consumer "plan" (message TAG-i, key TAG-key-i) as batch items of a 60 s lease. */
+typedef struct plan_claims {
+    char h[PLAN_MAX][65], mid[PLAN_MAX][32], key[PLAN_MAX][32];
+    db_claim_t cl[PLAN_MAX];
+    db_effect_claim_item_t it[PLAN_MAX];
+} plan_claims_t;
+
+static void plan_claims(plan_claims_t *p, int n, const char *tag)
+{
+    for (int i = 0; i < n; i++) {
+        snprintf(p->mid[i], sizeof p->mid[i], "%s-%d", tag, i);
+        snprintf(p->key[i], sizeof p->key[i], "%s-key-%d", tag, i);
+        p->cl[i] = tl_claim("plan", p->mid[i], p->key[i], "{}", p->h[i]);
+        p->it[i] = (db_effect_claim_item_t){.claim = &p->cl[i], .lease_s = 60};
+    }
+}
+
 static void test_lookups_stay_on_their_keys(void)
 {
-    enum { ROWS = 20000, LOOKUPS = 40, WARM = 8 };
+    enum { ROWS = 20000, LOOKUPS = PLAN_MAX, WARM = 8 };
     ib_error_t err;
-    char h[LOOKUPS][65], sql[512];
-    db_claim_t cl[LOOKUPS];
-    db_effect_claim_item_t it[LOOKUPS];
-    char mid[LOOKUPS][32], key[LOOKUPS][32];
+    char sql[512];
+    static plan_claims_t warm, fresh;
     db_conn_t *C = tl_conn(&T);
     ASSERT_EQ(tl_exec(&T, "TRUNCATE inbox"), 0);
     ASSERT_EQ(tl_exec(&T, "ALTER TABLE inbox SET (autovacuum_enabled = false)"), 0);
     /* Executions on the empty table: past the fifth, PostgreSQL weighs a generic plan. */
-    for (int i = 0; i < WARM; i++) {
-        snprintf(mid[i], sizeof mid[i], "plan-%d", i);
-        snprintf(key[i], sizeof key[i], "plan-key-%d", i);
-        cl[i] = tl_claim("plan", mid[i], key[i], "{}", h[i]);
-        it[i] = (db_effect_claim_item_t){.claim = &cl[i], .lease_s = 60};
-    }
-    ASSERT_EQ(db_effect_claim_batch(C, it, WARM, &err), WARM);
+    plan_claims(&warm, WARM, "plan");
+    ASSERT_EQ(db_effect_claim_batch(C, warm.it, WARM, &err), WARM);
     for (int i = 0; i < WARM; i++)
-        ASSERT_EQ(db_inbox_apply(C, &cl[i], NULL, 0, &err), DB_DUPLICATE);
+        ASSERT_EQ(db_inbox_apply(C, &warm.cl[i], NULL, 0, &err), DB_DUPLICATE);
     snprintf(sql, sizeof sql,
              "INSERT INTO inbox (consumer, message_id, idempotency_key, body_sha256, status, "
              "received_at, processed_at) SELECT 'plan', 'old-' || g, 'old-key-' || g, "
@@ -333,17 +358,12 @@ static void test_lookups_stay_on_their_keys(void)
              ROWS);
     ASSERT_EQ(tl_exec(&T, sql), 0);
     ASSERT_EQ(tl_exec(&T, "SELECT pg_stat_reset()"), 0);
-    for (int i = 0; i < LOOKUPS; i++) {
-        snprintf(mid[i], sizeof mid[i], "new-%d", i);
-        snprintf(key[i], sizeof key[i], "new-key-%d", i);
-        cl[i] = tl_claim("plan", mid[i], key[i], "{}", h[i]);
-        it[i] = (db_effect_claim_item_t){.claim = &cl[i], .lease_s = 60};
-    }
-    ASSERT_EQ(db_effect_claim_batch(C, it, LOOKUPS, &err), LOOKUPS);
+    plan_claims(&fresh, LOOKUPS, "new");
+    ASSERT_EQ(db_effect_claim_batch(C, fresh.it, LOOKUPS, &err), LOOKUPS);
     for (int i = 0; i < LOOKUPS; i++) { /* copies of the new rows, decided by lookup */
         db_claim_row_t row;
-        ASSERT_EQ(db_inbox_apply(C, &cl[i], NULL, 0, &err), DB_DUPLICATE);
-        ASSERT_EQ(db_effect_claim(C, &cl[i], 60, &row, &err), DB_CLAIM_BUSY);
+        ASSERT_EQ(db_inbox_apply(C, &fresh.cl[i], NULL, 0, &err), DB_DUPLICATE);
+        ASSERT_EQ(db_effect_claim(C, &fresh.cl[i], 60, &row, &err), DB_CLAIM_BUSY);
     }
     /* The backend flushes its counters when it goes idle after this. */
     ASSERT_EQ(db_run(C, "SELECT pg_stat_force_next_flush()", NULL, 0, NULL, NULL, NULL, &err),
