@@ -41,6 +41,10 @@ const size_t wk_metrics_age_bucket_count =
     sizeof wk_metrics_age_buckets / sizeof wk_metrics_age_buckets[0];
 #define NAGE (sizeof wk_metrics_age_buckets / sizeof wk_metrics_age_buckets[0])
 
+/* Messages per inbox transaction: one alone up to db.batch_max's ceiling. */
+const double wk_metrics_batch_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128};
+#define NBATCH (sizeof wk_metrics_batch_buckets / sizeof wk_metrics_batch_buckets[0])
+
 typedef _Atomic uint_least64_t wk_counter_t;
 
 /* A dead-letter reason: name is written once, before count publishes it. */
@@ -89,6 +93,9 @@ struct wk_metrics {
     _Atomic long long oldest_enqueued_ms;
     wk_counter_t age_buckets[NAGE + 1]; /* per bucket, like duration_buckets */
     wk_counter_t age_sum_us;
+    wk_counter_t batch_buckets[NBATCH + 1]; /* per bucket, like duration_buckets */
+    wk_counter_t batch_sum_us;              /* messages x 1e6: render_histogram's unit */
+    double start_time_s;                    /* wall clock at wk_metrics_new */
 
     pthread_mutex_t reasons_lock; /* serialises adding a reason, never reading */
     _Atomic int nreasons;
@@ -139,6 +146,7 @@ wk_metrics_t *wk_metrics_new(const char *version)
     if (!m)
         return NULL;
     ib_strlcpy(m->version, version ? version : INBOXD_VERSION, sizeof m->version);
+    m->start_time_s = (double)ib_now_ms() / 1000.0;
     pthread_mutex_init(&m->reasons_lock, NULL);
     return m;
 }
@@ -279,6 +287,13 @@ void wk_metrics_handler_duration(wk_metrics_t *m, double seconds)
     if (m)
         observe(m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS, &m->duration_sum_us,
                 seconds);
+}
+
+void wk_metrics_batch(wk_metrics_t *m, size_t messages)
+{
+    if (m)
+        observe(m->batch_buckets, wk_metrics_batch_buckets, NBATCH, &m->batch_sum_us,
+                (double)messages);
 }
 
 void wk_metrics_http_request(wk_metrics_t *m, size_t route, const char *cls, double seconds)
@@ -768,6 +783,8 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
                      "Time from taking a message to the end of its inbox transaction.",
                      m->duration_buckets, wk_metrics_duration_buckets, NBUCKETS,
                      &m->duration_sum_us);
+    render_histogram(&b, "inboxd_batch_messages", "Messages per inbox transaction (1: alone).",
+                     m->batch_buckets, wk_metrics_batch_buckets, NBATCH, &m->batch_sum_us);
     render_http(&b, m);
     render_dests(m, &b);
     render_histogram(&b, "inboxd_message_age_seconds",
@@ -789,6 +806,10 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
     if (atomic_load(&m->otel_on))
         render_otel(&b, m);
     render_entity(m, &b);
+
+    header(&b, "process_start_time_seconds", "gauge",
+           "Start time of the process since the Unix epoch (a change is a restart).");
+    buf_printf(&b, "process_start_time_seconds %.3f\n", m->start_time_s);
 
     header(&b, "inboxd_build_info", "gauge", "Always 1; the labels describe the build.");
     buf_printf(&b, "inboxd_build_info{version=\"");

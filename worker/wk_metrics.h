@@ -127,6 +127,9 @@ void wk_metrics_reconnect(wk_metrics_t *m);
  */
 void wk_metrics_handler_duration(wk_metrics_t *m, double seconds);
 
+/* One inbox transaction of this many messages (inboxd_batch_messages). */
+void wk_metrics_batch(wk_metrics_t *m, size_t messages);
+
 /*
  * HTTP routes: one request to a destination by route index and class
  * ("2xx", "429", "4xx", "5xx", "timeout", "error"), with its duration (also

@@ -559,6 +559,8 @@ static size_t apply_round(wk_pipeline_t *p, db_conn_t *dbc, item_t **todo, size_
     long long took = ib_mono_ms() - t0;
     wk_trace_txn_end(&tx, &fallback);
     breaker_record(p, bi, n);
+    if (p->metrics)
+        wk_metrics_batch(p->metrics, n);
     if (fallback.code != IB_E_OK) {
         if (p->metrics)
             wk_metrics_batch_fallback(p->metrics);

@@ -195,7 +195,7 @@ function checkCase(label, res, known) {
     assert.ok(!text.includes(needle), `rendered output contains ${needle}`);
 
   /* ConfigMap. */
-  const cm = one(objects, 'ConfigMap');
+  const cm = one(objects.filter((o) => !get(o, 'metadata.name').endsWith('-dashboard')), 'ConfigMap');
   const json = cm.data['inboxd.json'];
   const cfg = JSON.parse(json);
   assert.deepEqual(unknownKeys(cfg, known), [], 'ConfigMap keys unknown to inboxd');
@@ -306,7 +306,11 @@ function checkCase(label, res, known) {
     assert.equal(sms[0].spec.endpoints[0].port, 'http');
     assert.equal(sms[0].spec.endpoints[0].path, '/metrics');
     subset(sms[0].metadata.labels, V.serviceMonitor.labels, 'ServiceMonitor labels');
+    /* The dashboard's variables: consumer and entity on every series. */
+    const rl = Object.fromEntries(sms[0].spec.endpoints[0].relabelings.map((r) => [r.targetLabel, r.replacement]));
+    assert.deepEqual(rl, { consumer: V.config.consumer, entity: V.config.servicebus.entity }, 'ServiceMonitor relabelings');
   }
+  checkDashboard(objects, V);
 
   /* PrometheusRule. */
   const prs = byKind(objects, 'PrometheusRule');
@@ -367,6 +371,23 @@ function checkCase(label, res, known) {
     }
   }
   return objects.length;
+}
+
+/* The Grafana dashboard's ConfigMap: the sidecar's label, the chart's JSON, the runbook URL. */
+function checkDashboard(objects, V) {
+  const cms = byKind(objects, 'ConfigMap').filter((c) => c.metadata.name.endsWith('-dashboard'));
+  assert.equal(cms.length, V.dashboard.enabled ? 1 : 0, 'dashboard ConfigMaps');
+  if (!cms.length) return;
+  const cm = cms[0];
+  assert.equal(cm.metadata.labels[V.dashboard.label], String(V.dashboard.labelValue), 'sidecar label');
+  if (V.dashboard.namespace) assert.equal(cm.metadata.namespace, V.dashboard.namespace);
+  if (V.dashboard.folder) assert.equal(cm.metadata.annotations.grafana_folder, V.dashboard.folder);
+  const shipped = JSON.parse(fs.readFileSync(path.join(chartDir, 'dashboards', 'inboxd.json'), 'utf8'));
+  const dash = JSON.parse(cm.data['inboxd.json']);
+  const runbook = dash.templating.list.find((v) => v.name === 'runbook');
+  assert.equal(runbook.query, V.dashboard.runbookUrl || 'README.md', 'runbook URL');
+  runbook.query = runbook.current.text = runbook.current.value = 'README.md';
+  assert.deepEqual(dash, shipped, 'the ConfigMap holds dashboards/inboxd.json');
 }
 
 /* The alerts an operator is promised (README "Which alert means what"), on inboxd's metrics. */
@@ -490,6 +511,23 @@ test('values.yaml config defaults are inboxd\'s own defaults', () => {
 
 for (const [label, files] of cases)
   test(`render ${label}`, () => `${checkCase(label.replace(/\W/g, '_'), render(bin, files), known)} objects`);
+
+test('every dashboard panel links to a README section that exists', () => {
+  /* GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens. */
+  const slug = (h) => h.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-');
+  const readme = fs.readFileSync(path.join(repo, 'README.md'), 'utf8');
+  const anchors = new Set(readme.split('\n').filter((l) => /^#+ /.test(l)).map((l) => slug(l.replace(/^#+ /, ''))));
+  const dash = JSON.parse(fs.readFileSync(path.join(chartDir, 'dashboards', 'inboxd.json'), 'utf8'));
+  const panels = dash.panels.filter((p) => p.type !== 'row');
+  for (const p of panels) {
+    assert.equal(p.links.length, 1, `${p.title}: one runbook link`);
+    const m = /^\$\{runbook\}#(.+)$/.exec(p.links[0].url);
+    assert.ok(m, `${p.title}: link ${p.links[0].url} is not \${runbook}#section`);
+    assert.ok(anchors.has(m[1]), `${p.title}: README has no section #${m[1]}`);
+  }
+  assert.equal(new Set(dash.panels.map((p) => p.id)).size, dash.panels.length, 'panel ids unique');
+  return `${panels.length} panels`;
+});
 
 test('the test itself catches a broken chart value', () => {
   /* A ConfigMap key inboxd does not know must be reported. */

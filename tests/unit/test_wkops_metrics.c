@@ -9,6 +9,7 @@
 
 #include "ib_log.h"
 #include "ib_test.h"
+#include "ib_time.h"
 #include "wk_metrics.h"
 
 /*
@@ -236,6 +237,32 @@ static void test_reason_truncated_on_character_boundary(void)
     wk_metrics_free(m);
 }
 
+/* Messages per transaction: bucket bounds are message counts, the sum too. */
+static void test_batch_sizes_and_start_time(void)
+{
+    wk_metrics_t *m = wk_metrics_new(NULL);
+    wk_metrics_batch(m, 1);
+    wk_metrics_batch(m, 3);
+    wk_metrics_batch(m, 32);
+    wk_metrics_batch(m, 500);
+    char *t = wk_metrics_render(m, NULL);
+    ASSERT_CONTAINS(t, "# TYPE inboxd_batch_messages histogram\n");
+    ASSERT_EQ(sample(t, "inboxd_batch_messages_bucket{le=\"1\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_batch_messages_bucket{le=\"2\"}"), 1);
+    ASSERT_EQ(sample(t, "inboxd_batch_messages_bucket{le=\"4\"}"), 2);
+    ASSERT_EQ(sample(t, "inboxd_batch_messages_bucket{le=\"32\"}"), 3);
+    ASSERT_EQ(sample(t, "inboxd_batch_messages_bucket{le=\"128\"}"), 3);
+    ASSERT_EQ(sample(t, "inboxd_batch_messages_bucket{le=\"+Inf\"}"), 4);
+    ASSERT_EQ(sample(t, "inboxd_batch_messages_sum"), 536);
+    ASSERT_EQ(sample(t, "inboxd_batch_messages_count"), 4);
+    /* Unix seconds of the start: after 2020, not in the future. */
+    double start = sample(t, "process_start_time_seconds");
+    ASSERT_TRUE(start > 1577836800.0);
+    ASSERT_TRUE(start <= (double)ib_now_ms() / 1000.0);
+    free(t);
+    wk_metrics_free(m);
+}
+
 static void test_oldest_in_flight_age(void)
 {
     wk_metrics_t *m = wk_metrics_new("x");
@@ -385,6 +412,7 @@ int main(void)
     RUN(test_http);
     RUN(test_dead_letter_reasons_bounded);
     RUN(test_reason_truncated_on_character_boundary);
+    RUN(test_batch_sizes_and_start_time);
     RUN(test_oldest_in_flight_age);
     RUN(test_concurrent_updates);
     return ib_test_done();

@@ -172,6 +172,17 @@ func chartMeta(dir string) (map[string]interface{}, error) {
 	return meta, nil
 }
 
+// chartFiles is Helm's .Files: Get reads a file of the chart ("" when absent).
+type chartFiles struct{ dir string }
+
+func (f chartFiles) Get(name string) string {
+	data, err := os.ReadFile(filepath.Join(f.dir, filepath.Clean("/"+name)))
+	if err != nil {
+		return ""
+	}
+	return string(data)
+}
+
 func toYAML(v interface{}) string {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -288,6 +299,7 @@ func render(chartDir string, files []string, name, namespace string) (result, er
 				"IsInstall": true, "IsUpgrade": false, "Revision": 1,
 			},
 			"Template": map[string]interface{}{"Name": tname, "BasePath": chartName + "/templates"},
+			"Files":    chartFiles{chartDir},
 			"Capabilities": map[string]interface{}{
 				"KubeVersion": map[string]interface{}{"Version": "v1.29.0", "Major": "1", "Minor": "29"},
 			},
