@@ -14,6 +14,7 @@
  *   inboxctl outbox retry --id N --config F        (the database, see ctl_outbox.c)
  *   inboxctl outbox skip --id N [--note TEXT] --config F
  *   inboxctl session show|unpark --session S [--entity E] [--wait S]  (ctl_session.c)
+ *   inboxctl status --config F [--metrics URL] [--stuck-after S] [--json]  (ctl_status.c)
  *
  * The connection string comes from --connection-string, else
  * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
@@ -41,6 +42,7 @@
 #include "ib_utf8.h"
 #include "ctl_outbox.h"
 #include "ctl_session.h"
+#include "ctl_status.h"
 #include "sb_connstr.h"
 #include "sb_send.h"
 #include "wk_config.h"
@@ -107,6 +109,9 @@ static int usage(const char *why)
         "         (servicebus.session_on_dead_letter park), so its later messages flow again.\n"
         "         Exits 4 when it was not parked. A session inboxd holds is waited for\n"
         "         (--wait, default 120 s). Replay its dead letter first to keep the order.\n"
+        "       inboxctl status --config F [--metrics URL] [--stuck-after SECONDS] [--json]\n"
+        "         One screen: healthy (exit 0), degraded (3) or stuck (4), each finding named\n"
+        "         with the command that shows more.\n"
         "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
         why);
     return 2;
@@ -707,6 +712,8 @@ int main(int argc, char **argv)
         return ctl_inbox(argc - 2, argv + 2);
     if (strcmp(cmd, "outbox") == 0)
         return ctl_outbox(argc - 2, argv + 2);
+    if (strcmp(cmd, "status") == 0)
+        return ctl_status(argc - 2, argv + 2);
     if (strcmp(cmd, "dlq") == 0) {
         if (argc < 3 || (strcmp(argv[2], "list") != 0 && strcmp(argv[2], "replay") != 0 &&
                          strcmp(argv[2], "stats") != 0))

@@ -498,6 +498,27 @@ const char *db_sql_now(db_dialect_t d)
     }
 }
 
+bool db_sql_ago(db_dialect_t d, long long seconds, char *buf, size_t size)
+{
+    int n;
+    switch (d) {
+    case DB_DIALECT_MSSQL:
+        n = snprintf(buf, size, "DATEADD(second, %lld, SYSUTCDATETIME())", -seconds);
+        break;
+    case DB_DIALECT_SQLITE:
+        n = snprintf(buf, size, "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%lld seconds')",
+                     -seconds);
+        break;
+    case DB_DIALECT_MARIADB:
+        n = snprintf(buf, size, "(UTC_TIMESTAMP(3) - INTERVAL %lld SECOND)", seconds);
+        break;
+    default:
+        n = snprintf(buf, size, "(%s - INTERVAL '%lld seconds')", db_sql_now(d), seconds);
+        break;
+    }
+    return n > 0 && (size_t)n < size;
+}
+
 /*
  * Column types per dialect, in the order of the DDL. Timestamps are UTC
  * without a zone everywhere; the hash is 64 hex characters.

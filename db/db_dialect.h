@@ -317,5 +317,7 @@ bool db_dialect_effect_rows(db_dialect_t d);
 bool db_sql_append_rows(char *buf, size_t size, size_t *used, const char *row, size_t rows);
 /* The current UTC time as an SQL expression. */
 const char *db_sql_now(db_dialect_t d);
+/* The UTC time seconds ago as an SQL expression into buf; false when it does not fit. */
+bool db_sql_ago(db_dialect_t d, long long seconds, char *buf, size_t size);
 
 #endif
