@@ -6,7 +6,7 @@
  * published / retry / failed, operator list and retry, stats, two relays
  * at once (PostgreSQL: disjoint claims that keep one session's order;
  * SQLite: the second waits), cleanup in batches under its lock, and
- * trace_context: written, claimed, added to a table from before it.
+ * trace_context: written, claimed, listed, added to a table from before it.
  * Every check reads rows back.
  */
 #include <stdio.h>
@@ -147,6 +147,8 @@ static void test_list_and_retry(void)
     ASSERT_EQ(n, 2);
     ASSERT_STREQ(rows[0].status, "published");
     ASSERT_TRUE(rows[0].published_at != NULL);
+    ASSERT_STREQ(rows[0].trace_context, TP1); /* ship:1's, for inboxctl outbox list */
+    ASSERT_TRUE(rows[1].trace_context == NULL);
     db_outbox_rows_free(rows, n);
     ASSERT_EQ(db_outbox_retry(dbc, TB, id, &changed, &err), IB_E_OK);
     ASSERT_EQ(changed, 1);
