@@ -43,6 +43,7 @@ typedef struct replay {
     char dlq[600];
     chosen_t *v;
     size_t n, vcap;
+    bool nomem; /* the snapshot could not grow: it is not the whole choice */
     sb_sender_t *snd;
     sb_client_t *cli;
 
@@ -149,7 +150,7 @@ static json_t *msg_line(const sb_msg_t *msg, const char *result)
 /*
  * sb_sender_peek_each's callback: adds msg to the snapshot when the filters
  * choose it; false when the snapshot is full (--max, SNAPSHOT_MAX) or
- * cannot grow.
+ * cannot grow (r->nomem set: the snapshot is then not to be replayed).
  */
 static bool take_one(const sb_msg_t *msg, void *arg)
 {
@@ -162,14 +163,18 @@ static bool take_one(const sb_msg_t *msg, void *arg)
     if (r->n == r->vcap) {
         size_t nc = r->vcap ? r->vcap * 2 : 256;
         chosen_t *nv = realloc(r->v, nc * sizeof(*nv));
-        if (!nv)
+        if (!nv) {
+            r->nomem = true;
             return false;
+        }
         r->v = nv;
         r->vcap = nc;
     }
     char *id = strdup(msg->message_id);
-    if (!id)
+    if (!id) {
+        r->nomem = true;
         return false;
+    }
     r->v[r->n++] = (chosen_t){msg->sequence_number, id, false};
     if (r->o->dry_run)
         emit(r, msg_line(msg, "would_replay"));
@@ -188,6 +193,13 @@ static int snapshot(replay_t *r)
     ib_error_t err;
     if (sb_sender_peek_each(r->snd, r->dlq, 1, PEEK_PAGE, take_one, r, &err) != IB_E_OK) {
         fprintf(stderr, "inboxctl: peek of %s failed: %s\n", r->dlq, err.text);
+        return -1;
+    }
+    if (r->nomem) {
+        fprintf(stderr,
+                "inboxctl: out of memory after %zu messages of %s's snapshot (not full: "
+                "nothing replayed; --max N takes fewer)\n",
+                r->n, r->dlq);
         return -1;
     }
     if (r->n)
