@@ -111,6 +111,20 @@ check "an unreachable management endpoint still checks ok" test $? = 0
 check "and says so in one line" test "$(grep -c "servicebus.entity: the entity's description could not be read" "$tmp/err")" = 1
 check "and it is a warning" grep -q "^config: warning: servicebus.entity: the entity's description could not be read (unreachable" "$tmp/err"
 
+# A route's own transaction control would end inboxd's transaction (on SQL
+# Server a COMMIT commits the inbox row): refused by --check-config and at
+# start, naming the route, the statement and the keyword.
+jq '.routes = [{"match": "*", "sql": "INSERT INTO t VALUES (1)"},
+               {"match": "*", "sql": ["INSERT INTO t VALUES (2)", "insert into t values (3); Commit"]}]' \
+  "$tmp/good.json" >"$tmp/txn.json"
+"$inboxd" --check-config --config "$tmp/txn.json" >/dev/null 2>"$tmp/err"
+check "a route's COMMIT fails check-config (exit 2)" test $? = 2
+check "and names route, statement and keyword" grep -q '^config: routes\[1\].sql\[1\]: holds the transaction statement COMMIT' "$tmp/err"
+check "and nothing else" test "$(grep -c '^config: ' "$tmp/err")" = 1
+timeout 20 "$inboxd" --config "$tmp/txn.json" >/dev/null 2>"$tmp/err"
+check "inboxd refuses to start with it (exit 2)" test $? = 2
+check "and names it the same way" grep -q '^config: routes\[1\].sql\[1\]: holds the transaction statement COMMIT' "$tmp/err"
+
 # The README's reference table is the one the code prints.
 "$inboxd" --config-reference >"$tmp/ref"
 sed -n '/<!-- config-reference:begin -->/,/<!-- config-reference:end -->/p' "$src/README.md" | sed '1d;$d' >"$tmp/readme-ref"
