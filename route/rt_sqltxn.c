@@ -67,7 +67,7 @@ static bool word_char(char ch)
     return isalnum((unsigned char)ch) || ch == '_' || ch == '@' || ch == '#' || ch == '$';
 }
 
-/* The next bare word at or after *c within the statement (stops at ';'); its length, 0 at the end. */
+/* Moves *c to the next bare word in the statement (not past ';'); its length, 0 at the end. */
 static size_t next_word(const char **c)
 {
     const char *p = *c;
