@@ -16,6 +16,7 @@
 #include "sb_condition.h"
 #include "sb_core.h"
 #include "sb_outlink.h"
+#include "sb_peek.h"
 #include "sb_sstate.h"
 
 struct sb_sender {
@@ -168,14 +169,12 @@ typedef struct peek_call {
     bool done;
     int status;
     ib_error_t err;
-    sb_msg_t **msgs;
-    size_t n;
+    sb_peek_page_t pg;
 } peek_call_t;
 
 static void on_peek(void *ctx, int status, pn_message_t *resp, const ib_error_t *err)
 {
     peek_call_t *pc = ctx;
-    pn_data_t *body;
     pc->done = true;
     pc->status = status;
     if (status < 0) {
@@ -188,56 +187,19 @@ static void on_peek(void *ctx, int status, pn_message_t *resp, const ib_error_t 
         sb_resp_error(resp, status, &pc->err);
         return;
     }
-    body = pn_message_body(resp);
-    if (!sb_body_find(body, "messages") || pn_data_type(body) != PN_LIST)
-        return;
-    {
-        size_t cnt = pn_data_get_list(body);
-        pc->msgs = calloc(cnt ? cnt : 1, sizeof(sb_msg_t *));
-        if (!pc->msgs) {
-            ib_error_set(&pc->err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-            return;
-        }
-        pn_data_enter(body);
-        while (pn_data_next(body) && pc->n < cnt) {
-            pn_bytes_t b;
-            sb_msg_t *msg;
-            pn_data_t *item = body;
-            if (pn_data_type(item) != PN_MAP)
-                continue;
-            pn_data_enter(item);
-            b.size = 0;
-            b.start = NULL;
-            while (pn_data_next(item)) {
-                bool is_msg = pn_data_type(item) == PN_STRING &&
-                              pn_data_get_string(item).size == 7 &&
-                              memcmp(pn_data_get_string(item).start, "message", 7) == 0;
-                if (!pn_data_next(item))
-                    break;
-                if (is_msg && pn_data_type(item) == PN_BINARY)
-                    b = pn_data_get_binary(item);
-            }
-            pn_data_exit(item);
-            if (!b.start)
-                continue;
-            msg = sb_msg_new_decoded((const unsigned char *)b.start, b.size, false);
-            if (msg)
-                pc->msgs[pc->n++] = msg;
-        }
-        pn_data_exit(body);
-    }
+    sb_peek_page_read(pn_message_body(resp), &pc->pg, &pc->err);
 }
 
-ib_err_t sb_sender_peek(sb_sender_t *s, const char *entity, long long from_seq, int max,
-                        sb_msg_t ***out, size_t *n, ib_error_t *err)
+/* One peek-message request and its answer, read into *pg (see sb_peek.h). */
+static ib_err_t peek_page(sb_sender_t *s, const char *entity, long long from_seq, int max,
+                          sb_peek_page_t *pg, ib_error_t *err)
 {
     peek_call_t pc;
     pn_message_t *req;
     pn_data_t *body;
     sb_rr_t *rr;
 
-    *out = NULL;
-    *n = 0;
+    memset(pg, 0, sizeof(*pg));
     ib_error_clear(err);
     if (check_alive(s, err) != IB_E_OK)
         return err->code;
@@ -264,11 +226,23 @@ ib_err_t sb_sender_peek(sb_sender_t *s, const char *entity, long long from_seq, 
     }
     if (pc.err.code != IB_E_OK) {
         *err = pc.err;
-        sb_peek_free(pc.msgs, pc.n);
+        sb_peek_page_clear(&pc.pg);
         return err->code;
     }
-    *out = pc.msgs;
-    *n = pc.n;
+    *pg = pc.pg;
+    return IB_E_OK;
+}
+
+ib_err_t sb_sender_peek(sb_sender_t *s, const char *entity, long long from_seq, int max,
+                        sb_msg_t ***out, size_t *n, ib_error_t *err)
+{
+    sb_peek_page_t pg;
+    *out = NULL;
+    *n = 0;
+    if (peek_page(s, entity, from_seq, max, &pg, err) != IB_E_OK)
+        return err->code;
+    *out = pg.msgs;
+    *n = pg.n;
     return IB_E_OK;
 }
 
@@ -281,34 +255,51 @@ void sb_peek_free(sb_msg_t **msgs, size_t n)
     free(msgs);
 }
 
-ib_err_t sb_sender_peek_each(sb_sender_t *s, const char *entity, long long from_seq, int page,
-                             sb_peek_each_fn each, void *arg, ib_error_t *err)
+/* Hands pg's messages to each in order; false when each ended the walk. *top: the highest seq. */
+static bool hand_out(const sb_peek_page_t *pg, sb_peek_each_fn each, void *arg, long long *top)
 {
-    long long from = from_seq;
+    *top = -1;
+    for (size_t i = 0; i < pg->n; i++) {
+        if (pg->msgs[i]->sequence_number > *top)
+            *top = pg->msgs[i]->sequence_number;
+        if (!each(pg->msgs[i], arg))
+            return false;
+    }
+    return true;
+}
+
+ib_err_t sb_sender_peek_each(sb_sender_t *s, const char *entity, long long from_seq, int page,
+                             sb_peek_each_fn each, void *arg, long long *unreadable,
+                             ib_error_t *err)
+{
+    sb_peek_walk_t w = {from_seq, page, page, 0, 0};
     ib_error_clear(err);
-    if (page < 1 || !each)
+    if (page < 1 || !each || !unreadable)
         return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
-                            "peek pages of %d messages, or no callback", page);
+                            "peek pages of %d messages, or no callback or count", page);
+    *unreadable = 0;
     for (;;) {
-        sb_msg_t **msgs = NULL;
-        size_t n = 0;
-        long long asked = from;
-        bool go = true;
-        if (sb_sender_peek(s, entity, from, page, &msgs, &n, err) != IB_E_OK)
+        sb_peek_page_t pg;
+        long long asked = w.from, top;
+        size_t entries;
+        sb_peek_step_t step;
+        if (peek_page(s, entity, w.from, w.count, &pg, err) != IB_E_OK)
             return err->code;
-        for (size_t i = 0; i < n && go; i++) {
-            if (msgs[i]->sequence_number >= from)
-                from = msgs[i]->sequence_number + 1;
-            go = each(msgs[i], arg);
+        if (!hand_out(&pg, each, arg, &top)) {
+            sb_peek_page_clear(&pg);
+            return IB_E_OK; /* the caller's stop: the rest of the page is not looked at */
         }
-        sb_peek_free(msgs, n);
-        if (!go || n == 0)
+        step = sb_peek_walk_step(&w, &pg, top);
+        *unreadable = w.unreadable;
+        entries = pg.entries;
+        sb_peek_page_clear(&pg);
+        if (step == SB_PEEK_END)
             return IB_E_OK;
-        if (from == asked)
+        if (step == SB_PEEK_STUCK)
             return ib_error_set(err, IB_E_BROKER, IB_CLASS_PERMANENT,
-                                "peek of %s from sequence number %lld answered %zu message%s, "
-                                "none at or past it",
-                                entity, asked, n, n == 1 ? "" : "s");
+                                "peek of %s from sequence number %lld answered %zu entr%s, "
+                                "none readable at or past it",
+                                entity, asked, entries, entries == 1 ? "y" : "ies");
     }
 }
 

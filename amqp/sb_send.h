@@ -61,6 +61,8 @@ ib_err_t sb_sender_send_each(sb_sender_t *s, const char *entity, const sb_out_ms
  * *out with a malloc'd array of *n messages the caller frees with
  * sb_peek_free. Dead-lettered messages carry dead_letter_reason and
  * dead_letter_description. No message is an empty result, not an error.
+ * An entry that cannot be decoded is left out (sb_sender_peek_each counts
+ * and pages past such entries).
  */
 ib_err_t sb_sender_peek(sb_sender_t *s, const char *entity, long long from_seq, int max,
                         sb_msg_t ***out, size_t *n, ib_error_t *err);
@@ -76,17 +78,24 @@ typedef bool (*sb_peek_each_fn)(const sb_msg_t *m, void *arg);
  * the highest sequence number seen so far.
  *  - An empty page ends the walk with IB_E_OK. A short page does not: the
  *    service answers at most the count asked, not necessarily all that
- *    follow, and an entry that cannot be decoded is left out of a page.
+ *    follow.
+ *  - An entry that cannot be decoded (no message, or no sequence number in
+ *    it) is never handed out and never ends the walk: it is counted once
+ *    in *unreadable and paged past by the sequence numbers of the entries
+ *    after it; a page of such entries only is asked again with a larger
+ *    count (up to 1,000) to find one. Callers report *unreadable.
  *  - each returning false ends it at once with IB_E_OK: the rest of that
  *    page is not handed out and no further page is asked for.
  *  - A failed peek ends it with that failure in err (as sb_sender_peek);
  *    so does a page that does not get past the highest sequence number
- *    seen (IB_E_BROKER, permanent), which would otherwise come back again
- *    and again. Messages handed out before a failure stay handed out.
- * page < 1 or no each: IB_E_INVAL. thread: the caller's.
+ *    seen, or 1,000 unreadable entries in a row (IB_E_BROKER, permanent),
+ *    which would otherwise come back again and again. Messages handed out
+ *    (and *unreadable counted) before a failure stay so.
+ * page < 1, no each or no unreadable: IB_E_INVAL. thread: the caller's.
  */
 ib_err_t sb_sender_peek_each(sb_sender_t *s, const char *entity, long long from_seq, int page,
-                             sb_peek_each_fn each, void *arg, ib_error_t *err);
+                             sb_peek_each_fn each, void *arg, long long *unreadable,
+                             ib_error_t *err);
 
 /*
  * Accepts session session_id of entity (a session-filtered receive link that

@@ -30,6 +30,7 @@ typedef struct {
     group_t *slots;
     size_t ngroups;
     long long total, other; /* other: messages of groups beyond CTL_DLQ_GROUPS_MAX */
+    long long unreadable;   /* entries peek could not decode: in no group, not in total */
     bool nomem;             /* counting stopped: out of memory */
 } stats_t;
 
@@ -153,7 +154,8 @@ static bool count_each(const sb_msg_t *msg, void *arg)
 static int collect(sb_sender_t *snd, const char *dlq, stats_t *st)
 {
     ib_error_t err;
-    if (sb_sender_peek_each(snd, dlq, 1, PEEK_PAGE, count_each, st, &err) != IB_E_OK) {
+    if (sb_sender_peek_each(snd, dlq, 1, PEEK_PAGE, count_each, st, &st->unreadable, &err) !=
+        IB_E_OK) {
         fprintf(stderr, "inboxctl: peek of %s failed: %s\n", dlq, err.text);
         return 1;
     }
@@ -187,6 +189,9 @@ static void print_table(FILE *out, const char *dlq, const stats_t *st, group_t *
     if (st->other)
         fprintf(out, "%-12s %8lld  (groups beyond the first %d)\n", "other", st->other,
                 CTL_DLQ_GROUPS_MAX);
+    if (st->unreadable)
+        fprintf(out, "%-12s %8lld  (entries that could not be decoded: not counted above)\n",
+                "unreadable", st->unreadable);
 }
 
 static json_t *jstr_or_null(const char *s)
@@ -210,8 +215,9 @@ static void print_json(FILE *out, const char *dlq, const stats_t *st, group_t **
                               jstr_or_null(v[i]->desc), "oldest_enqueued", o, "newest_enqueued",
                               n));
     }
-    json_t *j = json_pack("{s:s,s:I,s:I,s:o,s:f}", "entity", dlq, "total", (json_int_t)st->total,
-                          "other", (json_int_t)st->other, "groups", groups, "elapsed_s", secs);
+    json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:o,s:f}", "entity", dlq, "total",
+                          (json_int_t)st->total, "other", (json_int_t)st->other, "unreadable",
+                          (json_int_t)st->unreadable, "groups", groups, "elapsed_s", secs);
     char *t = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     if (t)
         fprintf(out, "%s\n", t);
@@ -223,7 +229,7 @@ int ctl_dlq_stats_run(sb_sender_t *snd, const char *entity, bool json, FILE *out
 {
     char dlq[600];
     snprintf(dlq, sizeof dlq, "%s/$DeadLetterQueue", entity);
-    stats_t st = {calloc(TABLE_SIZE, sizeof(group_t)), 0, 0, 0, false};
+    stats_t st = {calloc(TABLE_SIZE, sizeof(group_t)), 0, 0, 0, 0, false};
     group_t **v = calloc(CTL_DLQ_GROUPS_MAX, sizeof *v);
     if (!st.slots || !v) {
         free(st.slots);

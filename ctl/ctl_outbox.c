@@ -9,7 +9,8 @@
  * The database connection string, dialect and outbox.table come from the
  * config file inboxd reads (and its INBOXD_* environment overrides); the
  * connection string also from INBOXD_DB_CONNECTION_STRING. list prints one
- * JSON object per row, oldest first. retry puts a failed row back to
+ * JSON object per row, oldest first, with its trace_context (the
+ * traceparent of the span that wrote it, or null). retry puts a failed row back to
  * pending (the relay publishes it on its next round) and exits 1 when the
  * row is not failed. A failed row with a session id holds back its
  * session's later rows (list shows them with "blocked_by": its id) until it
@@ -55,6 +56,7 @@ static json_t *row_json(const db_outbox_row_t *r)
     OPT_STR("last_error", r->last_error);
     OPT_STR("created_at", r->created_at);
     OPT_STR("published_at", r->published_at);
+    OPT_STR("trace_context", r->trace_context);
     if (r->blocked_by)
         json_object_set_new(j, "blocked_by", json_integer(r->blocked_by));
 #undef OPT_STR

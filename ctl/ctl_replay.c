@@ -43,6 +43,8 @@ typedef struct replay {
     char dlq[600];
     chosen_t *v;
     size_t n, vcap;
+    bool nomem; /* the snapshot could not grow: it is not the whole choice */
+    long long unreadable; /* DLQ entries the snapshot's peek could not decode */
     sb_sender_t *snd;
     sb_client_t *cli;
 
@@ -149,7 +151,7 @@ static json_t *msg_line(const sb_msg_t *msg, const char *result)
 /*
  * sb_sender_peek_each's callback: adds msg to the snapshot when the filters
  * choose it; false when the snapshot is full (--max, SNAPSHOT_MAX) or
- * cannot grow.
+ * cannot grow (r->nomem set: the snapshot is then not to be replayed).
  */
 static bool take_one(const sb_msg_t *msg, void *arg)
 {
@@ -162,14 +164,18 @@ static bool take_one(const sb_msg_t *msg, void *arg)
     if (r->n == r->vcap) {
         size_t nc = r->vcap ? r->vcap * 2 : 256;
         chosen_t *nv = realloc(r->v, nc * sizeof(*nv));
-        if (!nv)
+        if (!nv) {
+            r->nomem = true;
             return false;
+        }
         r->v = nv;
         r->vcap = nc;
     }
     char *id = strdup(msg->message_id);
-    if (!id)
+    if (!id) {
+        r->nomem = true;
         return false;
+    }
     r->v[r->n++] = (chosen_t){msg->sequence_number, id, false};
     if (r->o->dry_run)
         emit(r, msg_line(msg, "would_replay"));
@@ -186,8 +192,19 @@ static int cmp_chosen(const void *a, const void *b)
 static int snapshot(replay_t *r)
 {
     ib_error_t err;
-    if (sb_sender_peek_each(r->snd, r->dlq, 1, PEEK_PAGE, take_one, r, &err) != IB_E_OK) {
+    if (sb_sender_peek_each(r->snd, r->dlq, 1, PEEK_PAGE, take_one, r, &r->unreadable, &err) !=
+        IB_E_OK) {
         fprintf(stderr, "inboxctl: peek of %s failed: %s\n", r->dlq, err.text);
+        return -1;
+    }
+    if (r->unreadable)
+        fprintf(stderr, "inboxctl: %lld entr%s of %s could not be decoded: not replayed\n",
+                r->unreadable, r->unreadable == 1 ? "y" : "ies", r->dlq);
+    if (r->nomem) {
+        fprintf(stderr,
+                "inboxctl: out of memory after %zu messages of %s's snapshot (not full: "
+                "nothing replayed; --max N takes fewer)\n",
+                r->n, r->dlq);
         return -1;
     }
     if (r->n)
@@ -413,10 +430,17 @@ static long count_canaries(replay_t *r, const char *entity, bool new_only)
 {
     canary_count_t cc = {r, new_only, 0};
     ib_error_t err;
-    if (sb_sender_peek_each(r->snd, entity, 1, PEEK_PAGE, count_canary, &cc, &err) != IB_E_OK) {
+    long long unreadable;
+    if (sb_sender_peek_each(r->snd, entity, 1, PEEK_PAGE, count_canary, &cc, &unreadable, &err) !=
+        IB_E_OK) {
         fprintf(stderr, "inboxctl: peek of %s failed: %s\n", entity, err.text);
         return -1;
     }
+    if (unreadable)
+        fprintf(stderr,
+                "inboxctl: %lld entr%s of %s could not be decoded: a canary among them is not "
+                "counted\n",
+                unreadable, unreadable == 1 ? "y" : "ies", entity);
     return cc.found;
 }
 
@@ -566,6 +590,8 @@ static void summary(replay_t *r, const char *stopped, int status)
                           "exit", status);
     if (status == CTL_REPLAY_FAILED && !r->connected && r->why.code != IB_E_OK)
         json_object_set_new(j, "error", json_string(r->why.text));
+    if (r->unreadable) /* never chosen, never replayed: the filters cannot read them */
+        json_object_set_new(j, "unreadable", json_integer(r->unreadable));
     if (!r->o->dry_run && remaining(r) > 0) {
         char left[900];
         snprintf(left, sizeof left,

@@ -23,7 +23,10 @@
  * "correlation_id":..,"content_type":..,"properties":{..},"body": text or JSON,
  * "scheduled_in_s": N (optional: the broker enqueues it N seconds from now)}.
  * peek and dlq list print one JSON object per message on stdout; dlq replay
- * (ctl/ctl_replay.c) one per message moved and a summary.
+ * (ctl/ctl_replay.c) one per message moved and a summary. Entries the peek
+ * cannot decode are paged past and counted: peek and dlq list say how many
+ * on stderr and exit 1, dlq stats shows them as "unreadable", dlq replay's
+ * summary as "unreadable" (never replayed).
  *
  * Exit status: 0 success, 1 broker or I/O failure, 2 usage; dlq replay also
  * 3 when a canary came back to the dead-letter queue and 130 after SIGINT;
@@ -495,13 +498,19 @@ static int cmd_peek(sb_sender_t *s, const opts_t *o)
     char entity[600];
     peek_print_t pp = {o->max, 0};
     ib_error_t err;
+    long long unreadable = 0;
 
     snprintf(entity, sizeof(entity), "%s%s", o->entity, o->dlq ? "/$DeadLetterQueue" : "");
     if (o->max <= 0)
         return 0;
-    if (sb_sender_peek_each(s, entity, 1, o->max < 100 ? o->max : 100, print_peeked, &pp, &err) !=
-        IB_E_OK) {
+    if (sb_sender_peek_each(s, entity, 1, o->max < 100 ? o->max : 100, print_peeked, &pp,
+                            &unreadable, &err) != IB_E_OK) {
         fprintf(stderr, "inboxctl: peek failed: %s\n", err.text);
+        return 1;
+    }
+    if (unreadable) { /* never skip silently: not everything was shown */
+        fprintf(stderr, "inboxctl: %lld entr%s of %s could not be decoded (not shown)\n",
+                unreadable, unreadable == 1 ? "y" : "ies", entity);
         return 1;
     }
     return 0;

@@ -97,7 +97,8 @@ static bool read_list_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
     return db_get_text(dbc, st, 2, &r->entity, NULL) && db_get_text(dbc, st, 3, &r->message_id, NULL) &&
            db_get_text(dbc, st, 4, &r->session_id, NULL) && db_get_text(dbc, st, 5, &r->status, NULL) &&
            db_get_text(dbc, st, 7, &r->last_error, NULL) && db_get_text(dbc, st, 8, &r->created_at, NULL) &&
-           db_get_text(dbc, st, 9, &r->published_at, NULL);
+           db_get_text(dbc, st, 9, &r->published_at, NULL) &&
+           db_get_text(dbc, st, 11, &r->trace_context, NULL);
 }
 
 static bool collect_row(SQLHSTMT st, void *arg)

@@ -130,7 +130,7 @@ typedef struct db_outbox_row {
     char *body;
     size_t body_len;
     long long attempts;
-    char *trace_context; /* claim only: traceparent of the span that wrote the row, or NULL */
+    char *trace_context; /* traceparent of the span that wrote the row, or NULL */
     char *status, *last_error, *created_at, *published_at; /* list only */
     long long blocked_by; /* list only: the failed row holding this pending row back, or 0 */
 } db_outbox_row_t;

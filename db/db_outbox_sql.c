@@ -334,7 +334,7 @@ ib_err_t db_outbox_sql_list(db_dialect_t d, const char *table, bool by_status, c
     static const char cols[] = "id, entity, message_id, session_id, status, attempts, "
                                "last_error, created_at, published_at, CASE WHEN o.status = "
                                "'pending' THEN (SELECT MIN(f.id) FROM %s f WHERE " OB_BLOCKERS
-                               ") END AS blocked_by";
+                               ") END AS blocked_by, trace_context";
     char sel[1024];
     if (!usable(d, table) || render(sel, sizeof(sel), cols, table) != IB_E_OK)
         return IB_E_INVAL;

@@ -269,6 +269,14 @@ static void compile_stmts(rt_route_t *r, const json_t *sql, const json_t *params
             continue;
         }
         r->stmts[i].sql = strdup(json_string_value(s));
+        if (rt_sql_txn_keyword(json_string_value(s))) {
+            wk_problem(p, field,
+                       "holds the transaction statement %s: a route's statements run inside "
+                       "inboxd's transaction with the inbox row, which inboxd alone begins "
+                       "and ends",
+                       rt_sql_txn_keyword(json_string_value(s)));
+            continue;
+        }
         if (plist && !json_is_array(plist)) {
             wk_problem(p, "params", "entry %zu must be an array", i);
             continue;

@@ -105,4 +105,12 @@ ib_err_t rt_tpl_render(const template_t *tpl, const sb_msg_t *msg, rt_binding_t 
 rt_http_spec_t *rt_http_compile(const json_t *http, bool has_key, wk_problems_t *p);
 void rt_http_free(rt_http_spec_t *h);
 
+/*
+ * The transaction keyword a route's SQL holds as a statement (outside string
+ * literals, quoted identifiers and comments, case-insensitive), in capitals
+ * ("COMMIT", "BEGIN TRANSACTION", "SAVEPOINT", ...), or NULL when none.
+ * rt_sqltxn.c. thread: any.
+ */
+const char *rt_sql_txn_keyword(const char *sql);
+
 #endif

@@ -194,15 +194,16 @@ static void test_peek_each(sbt_emu_t *emu)
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     walk_t w;
-    long long fifth;
+    long long fifth, unreadable = -1;
     char want[32];
     SBT_CHECK(s);
     sbt_send(emu, "q6", "w", 7, NULL);
 
     /* Pages of 3, 3, 1, then the empty one: all seven, once each, in order. */
     memset(&w, 0, sizeof w);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
     SBT_CHECK_EQ(w.n, 7);
+    SBT_CHECK_EQ(unreadable, 0);
     for (int i = 0; i < 7; i++) {
         snprintf(want, sizeof want, "w-%d", i);
         SBT_CHECK_STREQ(w.ids[i], want);
@@ -214,25 +215,26 @@ static void test_peek_each(sbt_emu_t *emu)
     /* Stopped on the fourth, the first of the second page: nothing after it. */
     memset(&w, 0, sizeof w);
     w.stop_after = 4;
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
     SBT_CHECK_EQ(w.n, 4);
     SBT_CHECK_STREQ(w.ids[3], "w-3");
 
     /* From the fifth's sequence number; then from past the last: nothing, no error. */
     memset(&w, 0, sizeof w);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", fifth, 2, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", fifth, 2, walk_each, &w, &unreadable, &err), IB_E_OK);
     SBT_CHECK_EQ(w.n, 3);
     SBT_CHECK_STREQ(w.ids[0], "w-4");
     SBT_CHECK_STREQ(w.ids[2], "w-6");
     memset(&w, 0, sizeof w);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", fifth + 1000, 3, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", fifth + 1000, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
     SBT_CHECK_EQ(w.n, 0);
 
     /* A missing entity fails with the peek's own error; a page of 0 is refused. */
-    SBT_CHECK_NE(sb_sender_peek_each(s, "nope", 1, 3, walk_each, &w, &err), IB_E_OK);
+    SBT_CHECK_NE(sb_sender_peek_each(s, "nope", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
     SBT_CHECK_NE(err.code, IB_E_OK);
     SBT_CHECK(err.text[0]);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 0, walk_each, &w, &err), IB_E_INVAL);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 0, walk_each, &w, &unreadable, &err), IB_E_INVAL);
+    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, NULL, &err), IB_E_INVAL);
     SBT_CHECK_EQ(w.n, 0);
     SBT_CHECK_EQ(sbt_wait_stat(emu, "q6", "active", 7, 3000), 7); /* peeking took nothing */
     sb_sender_close(s);

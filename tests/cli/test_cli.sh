@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The inboxd command line: --check-config exit codes and messages,
-# --print-config redaction, --help, and the README reference kept in step.
+# --print-config redaction, --help, the README reference kept in step, and
+# one version in CHANGELOG.md, inboxd --version and the chart.
 set -u
 inboxd=${1:?usage: test_cli.sh INBOXD SOURCE_DIR}
 src=${2:?}
@@ -110,6 +111,29 @@ jq '.servicebus.management_endpoint = "http://127.0.0.1:1/"' "$tmp/good.json" >"
 check "an unreachable management endpoint still checks ok" test $? = 0
 check "and says so in one line" test "$(grep -c "servicebus.entity: the entity's description could not be read" "$tmp/err")" = 1
 check "and it is a warning" grep -q "^config: warning: servicebus.entity: the entity's description could not be read (unreachable" "$tmp/err"
+
+# A route's own transaction control would end inboxd's transaction (on SQL
+# Server a COMMIT commits the inbox row): refused by --check-config and at
+# start, naming the route, the statement and the keyword.
+jq '.routes = [{"match": "*", "sql": "INSERT INTO t VALUES (1)"},
+               {"match": "*", "sql": ["INSERT INTO t VALUES (2)", "insert into t values (3); Commit"]}]' \
+  "$tmp/good.json" >"$tmp/txn.json"
+"$inboxd" --check-config --config "$tmp/txn.json" >/dev/null 2>"$tmp/err"
+check "a route's COMMIT fails check-config (exit 2)" test $? = 2
+check "and names route, statement and keyword" grep -q '^config: routes\[1\].sql\[1\]: holds the transaction statement COMMIT' "$tmp/err"
+check "and nothing else" test "$(grep -c '^config: ' "$tmp/err")" = 1
+timeout 20 "$inboxd" --config "$tmp/txn.json" >/dev/null 2>"$tmp/err"
+check "inboxd refuses to start with it (exit 2)" test $? = 2
+check "and names it the same way" grep -q '^config: routes\[1\].sql\[1\]: holds the transaction statement COMMIT' "$tmp/err"
+
+# One version: CHANGELOG.md's first "## X.Y.Z" heading, inboxd --version and
+# the chart's appVersion (and the image tag in the docs' build lines).
+top=$(grep -m1 -oE '^## [0-9]+\.[0-9]+\.[0-9]+' "$src/CHANGELOG.md" | cut -c4-)
+check "CHANGELOG.md has a version at the top" test -n "$top"
+check "inboxd --version is CHANGELOG's top version" test "$("$inboxd" --version)" = "inboxd $top"
+check "the chart's appVersion is CHANGELOG's top version" grep -qx "appVersion: \"$top\"" "$src/helm/inboxd/Chart.yaml"
+check "the docs build and push that version's image" \
+  test "$(grep -ohE 'inboxd:[0-9]+\.[0-9]+\.[0-9]+' "$src/README.md" "$src/helm/inboxd/README.md" | sort -u)" = "inboxd:$top"
 
 # The README's reference table is the one the code prints.
 "$inboxd" --config-reference >"$tmp/ref"

@@ -225,3 +225,60 @@ db_conn_t *tl_conn_transient(const tl_db_t *t, const char *codes)
     db_codes_free(&o.transient_native);
     return dbc;
 }
+
+/* CHANGELOG.md read whole (malloc'd, NUL added), or NULL. */
+static char *read_changelog(void)
+{
+    FILE *f = fopen(INBOXD_SOURCE_DIR "/CHANGELOG.md", "rb");
+    char *text = NULL;
+    long len;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) != (size_t)len) {
+        free(text);
+        text = NULL;
+    }
+    if (f)
+        fclose(f);
+    return text;
+}
+
+/* Runs one statement of a CHANGELOG block with the default table name from made table. */
+static int exec_renamed(const tl_db_t *t, const char *stmt, const char *from, const char *table)
+{
+    char sql[4096];
+    size_t o = 0, fl = strlen(from);
+    for (const char *p = stmt; *p && o + strlen(table) + 2 < sizeof sql;) {
+        if (strncmp(p, from, fl) == 0) {
+            o += (size_t)snprintf(sql + o, sizeof sql - o, "%s", table);
+            p += fl;
+        } else {
+            sql[o++] = *p++;
+        }
+    }
+    sql[o] = '\0';
+    return tl_exec(t, sql);
+}
+
+int tl_changelog_exec(const tl_db_t *t, const char *marker, const char *from, const char *table)
+{
+    const char *label = t->dialect == DB_DIALECT_SQLITE ? "\nSQLite" : "\nPostgreSQL:";
+    char *text = read_changelog(), *at, *end, *stmt;
+    int n = 0;
+    at = text ? strstr(text, marker) : NULL;
+    at = at ? strstr(at, label) : NULL;
+    at = at ? strstr(at, "```sql\n") : NULL;
+    end = at ? strstr(at + 7, "\n```") : NULL;
+    if (!end) {
+        fprintf(stderr, "CHANGELOG.md: no sql block under '%s' for %s\n", marker, label + 1);
+        free(text);
+        return -1;
+    }
+    *end = '\0';
+    for (stmt = strtok(at + 7, ";"); stmt && n >= 0; stmt = strtok(NULL, ";")) {
+        if (strspn(stmt, " \n") == strlen(stmt))
+            continue;
+        n = exec_renamed(t, stmt, from, table) == 0 ? n + 1 : -1;
+    }
+    free(text);
+    return n;
+}

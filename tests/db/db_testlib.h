@@ -39,6 +39,13 @@ long long tl_scalar(const tl_db_t *t, const char *sql);
 /* A claim with body text: fills hash (65 bytes) from body. */
 db_claim_t tl_claim(const char *consumer, const char *message_id, const char *idem,
                     const char *body, char hash[65]);
+/*
+ * Runs the ```sql block CHANGELOG.md gives for t's dialect (the one after
+ * "PostgreSQL:" or "SQLite" past the text marker), statement by statement,
+ * with the default table name from replaced by table. Returns how many
+ * statements ran, or -1 (printed) when the block is missing or one failed.
+ */
+int tl_changelog_exec(const tl_db_t *t, const char *marker, const char *from, const char *table);
 /* Seconds scaled by INBOXD_TEST_TIMEOUT_MULTIPLIER. */
 double tl_timeout(double seconds);
 

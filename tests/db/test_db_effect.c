@@ -1,7 +1,8 @@
 /*
  * The claim protocol of effects beyond the database against a live
  * database (argv[1]: postgresql|sqlite): the columns db.migrate adds to an
- * existing table, claim / busy / conflict / done, a takeover after the
+ * existing table (and those CHANGELOG.md's statements for db.migrate false
+ * add), claim / busy / conflict / done, a takeover after the
  * lease that exactly one of two takers wins, a finish by the loser that
  * changes nothing, release, and the operator's list and resolve; on
  * PostgreSQL, lookups by either key that stay on a whole unique key under a
@@ -58,6 +59,29 @@ static void test_migrate_adds_columns_to_existing_table(void)
                 "remote_id IS NULL AND attempts IS NULL AND resolution IS NULL",
                 "m0"),
               1);
+}
+
+/* With db.migrate false, CHANGELOG.md's statements for this database make an old table pass. */
+static void test_changelog_adds_columns(void)
+{
+    tl_db_t S;
+    ib_error_t err;
+    const char *ddl[DB_DDL_MAX];
+    char buf[8192];
+    size_t n = 0;
+    db_conn_t *c;
+
+    tl_db_create(&S, T.dialect, "effchl");
+    ASSERT_EQ(db_sql_ddl(S.dialect, "inbox", buf, sizeof buf, ddl, &n), IB_E_OK);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(tl_exec(&S, ddl[i]), 0);
+    c = tl_conn(&S);
+    ASSERT_EQ(db_effect_migrate(c, false, &err), IB_E_CONFIG);
+    ASSERT_TRUE(tl_changelog_exec(&S, "**Inbox: the columns of HTTP routes**", "inboxd_inbox",
+                                  "inbox") > 0);
+    ASSERT_EQ(db_effect_migrate(c, false, &err), IB_E_OK);
+    db_conn_free(c);
+    tl_db_drop(&S);
 }
 
 static db_claim_t claim_of(const char *mid, const char *key, const char *body, char hash[65])
@@ -389,6 +413,7 @@ int main(int argc, char **argv)
     if (tl_exec(&T, "CREATE TABLE biz (remote varchar(64))") != 0)
         return 1;
     RUN(test_migrate_adds_columns_to_existing_table);
+    RUN(test_changelog_adds_columns);
     RUN(test_claim_busy_conflict_finish_done);
     RUN(test_finish_is_one_transaction);
     RUN(test_takeover_after_lease);

@@ -6,7 +6,8 @@
  * published / retry / failed, operator list and retry, stats, two relays
  * at once (PostgreSQL: disjoint claims that keep one session's order;
  * SQLite: the second waits), cleanup in batches under its lock, and
- * trace_context: written, claimed, added to a table from before it.
+ * trace_context: written, claimed, listed, added to a table from before it
+ * (by db.migrate, and by the statement CHANGELOG.md gives for db.migrate false).
  * Every check reads rows back.
  */
 #include <stdio.h>
@@ -147,6 +148,8 @@ static void test_list_and_retry(void)
     ASSERT_EQ(n, 2);
     ASSERT_STREQ(rows[0].status, "published");
     ASSERT_TRUE(rows[0].published_at != NULL);
+    ASSERT_STREQ(rows[0].trace_context, TP1); /* ship:1's, for inboxctl outbox list */
+    ASSERT_TRUE(rows[1].trace_context == NULL);
     db_outbox_rows_free(rows, n);
     ASSERT_EQ(db_outbox_retry(dbc, TB, id, &changed, &err), IB_E_OK);
     ASSERT_EQ(changed, 1);
@@ -326,25 +329,33 @@ static void test_shipped_schema_runs(void)
  * column; db.migrate true adds it (twice is fine) and its old rows claim
  * with no trace context.
  */
-static void test_old_table_gains_trace_context(void)
+/* Creates TB in S as it was before trace_context. */
+static void create_table_before_trace_context(tl_db_t *S)
 {
-    tl_db_t S;
     static char buf[16384];
     char *col, *end;
     const char *ddl[DB_DDL_MAX];
+    size_t n = 0;
+    ASSERT_EQ(db_outbox_sql_ddl(T.dialect, TB, buf, sizeof(buf), ddl, &n), IB_E_OK);
+    col = strstr(ddl[0], ",\n    trace_context");
+    ASSERT_TRUE(col != NULL);
+    end = col ? strstr(col, "\n)") : NULL;
+    ASSERT_TRUE(end != NULL);
+    if (end)
+        memmove(col, end, strlen(end) + 1);
+    ASSERT_EQ(tl_exec(S, ddl[0]), 0);
+}
+
+static void test_old_table_gains_trace_context(void)
+{
+    tl_db_t S;
     size_t n = 0;
     ib_error_t err;
     db_outbox_row_t *rows;
     db_conn_t *c;
 
     tl_db_create(&S, T.dialect, "obold");
-    ASSERT_EQ(db_outbox_sql_ddl(T.dialect, TB, buf, sizeof(buf), ddl, &n), IB_E_OK);
-    col = strstr(ddl[0], ",\n    trace_context");
-    ASSERT_TRUE(col != NULL);
-    end = strstr(col, "\n)");
-    ASSERT_TRUE(end != NULL);
-    memmove(col, end, strlen(end) + 1); /* the CREATE TABLE as it was before the column */
-    ASSERT_EQ(tl_exec(&S, ddl[0]), 0);
+    create_table_before_trace_context(&S);
     ASSERT_EQ(tl_exec(&S, "INSERT INTO " TB " (entity, message_id, properties) VALUES ('q', "
                           "'old-1', '{\"traceparent\":\"" TP1 "\"}')"),
               0);
@@ -361,6 +372,23 @@ static void test_old_table_gains_trace_context(void)
     ASSERT_TRUE(rows[0].trace_context == NULL);
     ASSERT_EQ(db_end(c, false, &err), IB_E_OK);
     db_outbox_rows_free(rows, n);
+    db_conn_free(c);
+    tl_db_drop(&S);
+}
+
+/* With db.migrate false, CHANGELOG.md's statement for this database makes an old table pass. */
+static void test_changelog_adds_trace_context(void)
+{
+    tl_db_t S;
+    ib_error_t err;
+    db_conn_t *c;
+
+    tl_db_create(&S, T.dialect, "obchl");
+    create_table_before_trace_context(&S);
+    c = tl_conn(&S);
+    ASSERT_EQ(db_outbox_migrate(c, TB, false, &err), IB_E_CONFIG);
+    ASSERT_EQ(tl_changelog_exec(&S, "**Outbox: column `trace_context`**", "inboxd_outbox", TB), 1);
+    ASSERT_EQ(db_outbox_migrate(c, TB, false, &err), IB_E_OK);
     db_conn_free(c);
     tl_db_drop(&S);
 }
@@ -447,6 +475,7 @@ int main(int argc, char **argv)
     RUN(test_cleanup);
     RUN(test_shipped_schema_runs);
     RUN(test_old_table_gains_trace_context);
+    RUN(test_changelog_adds_trace_context);
     RUN(test_session_held);
     db_conn_free(dbc);
     tl_db_drop(&T);

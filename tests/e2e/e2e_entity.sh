@@ -92,6 +92,7 @@ stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
   || die "dlq stats failed"
 "$INBOXCTL" dlq stats --connection-string "$SB_CS" --entity ent >&2
 check "dlq stats total" "$(jq .total "$W/stats.json")" 50
+check "every entry decoded" "$(jq .unreadable "$W/stats.json")" 0
 check "dlq stats groups" "$(jq -c '[.groups[] | [.count, .reason, .error_class, .code]]' "$W/stats.json")" \
   '[[30,"MaxDeliveryCountExceeded",null,null],[20,"HandlerError","permanent","23514/1"]]'
 check "inboxd's group names its route" "$(jq '.groups[1].route' "$W/stats.json")" 2

@@ -115,7 +115,7 @@ static void test_marks_and_operator_text(void)
     ASSERT_CONTAINS(sql, "FROM dbo.ob o WHERE o.status = ? ORDER BY o.id");
     ASSERT_CONTAINS(sql, "CASE WHEN o.status = 'pending' THEN (SELECT MIN(f.id) FROM dbo.ob f "
                          "WHERE f.status = 'failed'");
-    ASSERT_CONTAINS(sql, "END AS blocked_by");
+    ASSERT_CONTAINS(sql, "END AS blocked_by, trace_context FROM");
     ASSERT_EQ(db_outbox_sql_list(DB_DIALECT_SQLITE, "ob", false, sql, sizeof(sql), &limit_first),
               IB_E_OK);
     ASSERT_TRUE(!limit_first);
