@@ -604,14 +604,15 @@ static void settle(daemon_t *dm, job_t *j)
     sb_prop_t props[WK_DL_PROPS];
     char at[32];
     size_t n = 0;
-    if (j->d.disposition == SB_DEADLETTER) {
+    sb_disposition_t disp = wk_decide_settlement(&j->d); /* never complete an undecided one */
+    if (disp == SB_DEADLETTER) {
         wk_dl_context_t c = {dm->cfg->consumer, &j->d.err, j->d.attempts, j->d.route_index,
                              ib_now_ms()};
         n = wk_dl_props(&c, props, at);
     }
     wk_trace_settling(&j->trace);
-    sb_client_settle_props(dm->client, j->msg, j->d.disposition,
-                           n ? j->d.reason : NULL, n ? j->d.description : NULL, props, n);
+    sb_client_settle_props(dm->client, j->msg, disp, n ? j->d.reason : NULL,
+                           n ? j->d.description : NULL, props, n);
 }
 
 /* ---- messages held for their HTTP destination -------------------------- */
@@ -632,12 +633,28 @@ static bool hold_spent(const daemon_t *dm, const job_t *j, long long now)
                                          HOLD_MARGIN_MS;
 }
 
+/* Puts j back at the head of the job queue (mu not held). */
+static void queue_push_front(daemon_t *dm, job_t *j)
+{
+    pthread_mutex_lock(&dm->mu);
+    j->qnext = dm->qhead;
+    dm->qhead = j;
+    if (!dm->qtail)
+        dm->qtail = j;
+    dm->queued++;
+    pthread_cond_signal(&dm->cv);
+    pthread_mutex_unlock(&dm->mu);
+}
+
 /*
  * A held message that cannot be held longer: released when its lock is
  * lost or the worker drains; after its lock renewal ran out, abandoned
  * (counted), or on delivery retry.max_deliveries and later dead-lettered
  * RetryBudgetExhausted with the last error, before the broker's
- * MaxDeliveryCount does without one. thread: any.
+ * MaxDeliveryCount does without one — except a message whose call may
+ * have acted (carry.unresolved), which goes back to a worker at once
+ * (carry.spent) to have its row recorded uncertain and be dead-lettered
+ * OutcomeUncertain. thread: any.
  */
 static void unhold(daemon_t *dm, job_t *j, long long now)
 {
@@ -647,6 +664,11 @@ static void unhold(daemon_t *dm, job_t *j, long long now)
     d->held = false;
     if (atomic_load(&j->lock_lost) || draining(dm)) {
         wk_decide(d, WK_OUT_RELEASED);
+    } else if (d->carry.unresolved && wk_pipeline_budget_ends(&dm->pipe, j->msg)) {
+        wk_metrics_held_expired(dm->metrics);
+        d->carry.spent = true;
+        queue_push_front(dm, j);
+        return;
     } else if (budget > 0 && (long long)j->msg->delivery_count >= budget) {
         wk_metrics_held_expired(dm->metrics);
         wk_decide_dead_letter(d, WK_DL_RETRY_BUDGET,
