@@ -48,7 +48,9 @@ stop_inboxd $pid; check "inboxd exit status (SIGTERM on the last delivery)" "$ST
 check "broker: nothing dead-lettered before the restart" "$(broker_stat charges dead_lettered)" 0
 
 start_inboxd "$W/inboxd.json" inboxd2; pid=$LAST_PID
-wait_until 60 queue_empty charges || die "the orders were not all dead-lettered"
+all_dead() { [ "$(broker_stat charges dead_lettered)" -ge $N ]; }
+wait_until 60 all_dead || die "the orders were not all dead-lettered"
+wait_until 10 queue_empty charges || die "the queue holds more than the dead-lettered orders"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 
 check "dead-letter reasons" "$(dlq_reasons charges | awk '{print $2}' | sort | uniq -c | awk '{print $1, $2}')" \
