@@ -649,33 +649,24 @@ static void queue_push_front(daemon_t *dm, job_t *j)
 /*
  * A held message that cannot be held longer: released when its lock is
  * lost or the worker drains; after its lock renewal ran out, abandoned
- * (counted), or on delivery retry.max_deliveries and later dead-lettered
- * RetryBudgetExhausted with the last error, before the broker's
- * MaxDeliveryCount does without one — except a message whose call may
- * have acted (carry.unresolved), which goes back to a worker at once
- * (carry.spent) to have its row recorded uncertain and be dead-lettered
- * OutcomeUncertain. thread: any.
+ * (counted), or, when its retry budget ends with this delivery
+ * (retry.max_deliveries, retry.max_age_s), put back at the head of the
+ * job queue marked carry.spent: a worker decides it without another call,
+ * before the broker's MaxDeliveryCount does without context (its row
+ * uncertain and OutcomeUncertain when its call may have acted, else
+ * RetryBudgetExhausted with the last error). thread: any.
  */
-static void unhold(daemon_t *dm, job_t *j, long long now)
+static void unhold(daemon_t *dm, job_t *j)
 {
     wk_decision_t *d = &j->d;
-    long long budget =
-        wk_limits_max_deliveries(dm->cfg, wk_entity_max_delivery_count(dm->entity));
     d->held = false;
     if (atomic_load(&j->lock_lost) || draining(dm)) {
         wk_decide(d, WK_OUT_RELEASED);
-    } else if (d->carry.unresolved && wk_pipeline_budget_ends(&dm->pipe, j->msg)) {
+    } else if (wk_pipeline_budget_ends(&dm->pipe, j->msg)) {
         wk_metrics_held_expired(dm->metrics);
         d->carry.spent = true;
         queue_push_front(dm, j);
         return;
-    } else if (budget > 0 && (long long)j->msg->delivery_count >= budget) {
-        wk_metrics_held_expired(dm->metrics);
-        wk_decide_dead_letter(d, WK_DL_RETRY_BUDGET,
-                              "delivery %u reached retry.max_deliveries %lld, held %lld s for %s; "
-                              "last error: %s",
-                              j->msg->delivery_count, budget,
-                              (now - j->received_mono) / 1000, d->dest, d->err.text);
     } else {
         wk_metrics_held_expired(dm->metrics);
         wk_decide(d, WK_OUT_ABANDONED);
@@ -688,7 +679,7 @@ static void hold_job(daemon_t *dm, job_t *j)
 {
     long long now = ib_mono_ms();
     if (atomic_load(&j->lock_lost) || draining(dm) || hold_spent(dm, j, now)) {
-        unhold(dm, j, now);
+        unhold(dm, j);
         return;
     }
     j->hold_until = now + (j->d.hold_ms > 0 ? j->d.hold_ms : 0);
@@ -733,7 +724,7 @@ static void offer_held(daemon_t *dm, bool all)
     pthread_mutex_unlock(&dm->mu);
     while (done) {
         job_t *next = done->qnext;
-        unhold(dm, done, now);
+        unhold(dm, done);
         done = next;
     }
 }

@@ -30,13 +30,15 @@
 /*
  * What one delivery keeps from run to run across its holds (the
  * pipeline's prepare clears the rest of the decision): the reconcile
- * lookups made, whether an HTTP call of it may have acted while its row is
- * unfinished (unresolved), and whether its hold ran out on the last
- * delivery the retry budget allows (spent: recorded uncertain, never
- * looked up again).
+ * lookups made, the last error a hold was for, whether an HTTP call of it
+ * may have acted while its row is unfinished (unresolved), and whether
+ * its hold ran out on the last delivery the retry budget allows (spent:
+ * decided by a worker without another call: recorded uncertain when its
+ * call may have acted, else dead-lettered RetryBudgetExhausted).
  */
 typedef struct wk_carry {
     int lookups;
+    char last_error[256];
     bool unresolved;
     bool spent;
 } wk_carry_t;

@@ -177,6 +177,8 @@ static void give_up(run_t *r)
  */
 static void hold(run_t *r, long long wait, const char *dest)
 {
+    if (r->d->err.text[0])
+        ib_strlcpy(r->d->carry.last_error, r->d->err.text, sizeof r->d->carry.last_error);
     release_claim(r);
     set_abandon(r->d);
     r->d->held = true;
@@ -709,11 +711,14 @@ static bool renew(run_t *r)
 static void lookups_spent(run_t *r)
 {
     char why[512];
+    if (r->d->err.text[0])
+        ib_strlcpy(r->d->carry.last_error, r->d->err.text, sizeof r->d->carry.last_error);
     snprintf(why, sizeof why,
              "the call may have acted and reconcile at %s could not tell: %d lookups on "
              "delivery %u, the last the retry budget allows; last error: %s",
              r->rec_dest[0] ? r->rec_dest : r->call.reconcile_url_redacted, r->d->carry.lookups,
-             r->msg->delivery_count, r->d->err.text[0] ? r->d->err.text : "none");
+             r->msg->delivery_count,
+             r->d->carry.last_error[0] ? r->d->carry.last_error : "none");
     if (r->d->attempts < r->d->carry.lookups)
         r->d->attempts = r->d->carry.lookups; /* this run's, and those of the runs before its holds */
     record_uncertain(r, why);
@@ -762,6 +767,23 @@ static bool reconciled(run_t *r, fx_client_t *fx)
     return false;
 }
 
+/*
+ * Its hold ran out on the last delivery and no call of it may have acted
+ * unanswered: dead-lettered RetryBudgetExhausted with the last error,
+ * never called again (the claim given back).
+ */
+static void hold_spent(run_t *r)
+{
+    release_claim(r);
+    ib_error_set(&r->d->err, IB_E_AGAIN, IB_CLASS_TRANSIENT, "%s",
+                 r->d->carry.last_error[0] ? r->d->carry.last_error : "held for its destination");
+    wk_decide_dead_letter(r->d, WK_DL_RETRY_BUDGET,
+                          "delivery %u reached retry.max_deliveries, held for %s until its "
+                          "lock renewal ran out; last error: %s",
+                          r->msg->delivery_count, r->call.dest[0] ? r->call.dest : "its destination",
+                          r->d->err.text);
+}
+
 static void call_loop(run_t *r, fx_client_t *fx)
 {
     bool prior = r->reached; /* a takeover: the earlier owner may have called */
@@ -779,6 +801,10 @@ static void call_loop(run_t *r, fx_client_t *fx)
             if (!reconciled(r, fx))
                 return;
             prior = r->reached = false; /* the destination never acted: call */
+        }
+        if (r->d->carry.spent) {
+            hold_spent(r);
+            return;
         }
         if (!renew(r))
             return;
@@ -981,8 +1007,8 @@ static void admit_all(batch_t *b, const wk_effect_item_t *items)
         const db_claim_t *c = r->claim;
         ib_error_t e;
         b->st[i] = B_ALONE;
-        if (c->replay || atomic_load(r->lock_lost) || r->d->carry.unresolved)
-            continue; /* an unresolved one: its row exists, looked up alone */
+        if (c->replay || atomic_load(r->lock_lost) || r->d->carry.unresolved || r->d->carry.spent)
+            continue; /* unresolved: its row exists, looked up alone; spent: decided alone */
         if (rt_route_bind_http(r->route, r->msg,
                                c->idempotency_key ? c->idempotency_key : r->msg->message_id,
                                &r->call, &e) != IB_E_OK) {

@@ -59,8 +59,8 @@ check "none by the broker's MaxDeliveryCount" \
   "$(broker_stat charges dead_lettered_by_reason | jq -c '[type, has("MaxDeliveryCountExceeded")]')" \
   '["object",false]'
 "$INBOXCTL" peek --connection-string "$SB_CS" --entity charges --dlq >"$W/dlq.jsonl"
-check "descriptions name the reconcile destination and the lookups" \
-  "$(jq -r --arg d "$dest" '.dead_letter_description | contains("reconcile at " + $d) and test("[0-9]+ lookups")' "$W/dlq.jsonl" | sort -u)" true
+check "descriptions name the reconcile destination, the lookups and the last error" \
+  "$(jq -r --arg d "$dest" '.dead_letter_description | contains("reconcile at " + $d) and test("[0-9]+ lookups") and (test("last error: none") | not)' "$W/dlq.jsonl" | sort -u)" true
 check "context properties: class ambiguous, attempts counted" \
   "$(jq -c '[.properties."inboxd-error-class", (.properties."inboxd-attempts" >= 1)]' "$W/dlq.jsonl" | sort -u)" \
   '["ambiguous",true]'
