@@ -4,7 +4,7 @@
 #   answers it in time (timeout_ms 700: ambiguous), and its reconcile
 #   endpoint answers 500 ("fail") or never ("hang"). Lock 5 s,
 #   MaxDeliveryCount 4, retry.max_deliveries 3, retry.attempts 3, a lock
-#   renewal of 6 s (each delivery's hold ends within it). Asserted on final
+#   renewal of 5 s (each delivery's hold ends within it). Asserted on final
 #   state: the destination's circuit opens on the failing lookups (its
 #   metric shows it); a SIGTERM while the messages are on their last
 #   delivery changes nothing; every message is dead-lettered
@@ -27,9 +27,9 @@ start_fake pay plain; PAY=$FAKE_URL
 dest="http://127.0.0.1:${PAY##*:}"
 gen_orders $N >"$W/orders.jsonl"
 route=$(charge_route "$PAY" false "$(jq -n --arg rec "$PAY/charges?key={key}" \
-  '{timeout_ms: 700, lease_s: 4, reconcile: {method: "GET", url: $rec}}')")
+  '{timeout_ms: 700, lease_s: 3, reconcile: {method: "GET", url: $rec}}')")
 write_config "$W/inboxd.json" charges "$route" \
-  '{"servicebus": {"max_delivery_count": 4, "max_auto_lock_renewal_s": 6},
+  '{"servicebus": {"max_delivery_count": 4, "max_auto_lock_renewal_s": 5},
     "retry": {"attempts": 3, "base_ms": 100, "max_ms": 400, "max_deliveries": 3},
     "http": {"listen": "127.0.0.1:0"}}'
 fake_config "$PAY" "{\"lookup\":\"$lookup\",\"faults\":[{\"kind\":\"delay\",\"delay_ms\":5000}]}"
