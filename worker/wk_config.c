@@ -418,7 +418,8 @@ static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *fp, wk_
         if (json_error_code(&jerr) == json_error_cannot_open_file)
             wk_problem(fp, path, "cannot load: %s", jerr.text);
         else
-            wk_problem(fp, path, "cannot load: %s", rt_json_error_describe(&jerr, why, sizeof(why)));
+            wk_problem(fp, path, "cannot load: %s",
+                       rt_json_error_describe(&jerr, why, sizeof(why)));
         return false;
     }
     if (!json_is_object(root)) {

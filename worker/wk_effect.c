@@ -719,8 +719,9 @@ static void lookups_spent(run_t *r)
              r->rec_dest[0] ? r->rec_dest : r->call.reconcile_url_redacted, r->d->carry.lookups,
              r->msg->delivery_count,
              r->d->carry.last_error[0] ? r->d->carry.last_error : "none");
+    /* The attempts of this run and of the runs before its holds. */
     if (r->d->attempts < r->d->carry.lookups)
-        r->d->attempts = r->d->carry.lookups; /* this run's, and those of the runs before its holds */
+        r->d->attempts = r->d->carry.lookups;
     record_uncertain(r, why);
 }
 
@@ -780,8 +781,8 @@ static void hold_spent(run_t *r)
     wk_decide_dead_letter(r->d, WK_DL_RETRY_BUDGET,
                           "delivery %u reached retry.max_deliveries, held for %s until its "
                           "lock renewal ran out; last error: %s",
-                          r->msg->delivery_count, r->call.dest[0] ? r->call.dest : "its destination",
-                          r->d->err.text);
+                          r->msg->delivery_count,
+                          r->call.dest[0] ? r->call.dest : "its destination", r->d->err.text);
 }
 
 static void call_loop(run_t *r, fx_client_t *fx)
