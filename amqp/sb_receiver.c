@@ -206,6 +206,7 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     msg->st = st;
     now = ib_now_ms();
     st->client = c;
+    st->d = SB_RELEASE; /* until a settlement is chosen: what stop does with it, never complete */
     st->rcv = r;
     st->dlv = dlv;
     st->session = r->session;

@@ -141,7 +141,10 @@ static db_conn_t *open_db(const inbox_opts_t *o, wk_config_t *cfg, wk_dbopt_t *d
 {
     ib_error_t err;
     /* Only the db section matters here; other problems of the file do not. */
-    wk_config_load(cfg, o->config, NULL);
+    if (!wk_config_load_file(cfg, o->config, stderr)) {
+        *rc = 2;
+        return NULL;
+    }
     if (!cfg->db.connection_string || !*cfg->db.connection_string) {
         fprintf(stderr, "inboxctl: no db.connection_string (--config FILE, INBOXD_CONFIG or "
                         "INBOXD_DB_CONNECTION_STRING)\n");

@@ -172,7 +172,11 @@ int ctl_outbox(int argc, char **argv)
         return outbox_usage("retry and skip need --id N (a row id from 'outbox list')");
     if (!config && !getenv("INBOXD_CONFIG") && !getenv("INBOXD_DB_CONNECTION_STRING"))
         return outbox_usage("no database (--config F, INBOXD_CONFIG or INBOXD_DB_CONNECTION_STRING)");
-    wk_config_load(&cfg, config, NULL); /* only the db and outbox keys matter here */
+    /* Only the db and outbox keys matter here; a file that cannot be read is said so. */
+    if (!wk_config_load_file(&cfg, config, stderr)) {
+        wk_config_free(&cfg);
+        return 2;
+    }
     if (!cfg.db.connection_string || !cfg.db.connection_string[0]) {
         wk_config_free(&cfg);
         return outbox_usage("the config names no db.connection_string");

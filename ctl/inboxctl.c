@@ -156,9 +156,11 @@ static int resolve(opts_t *o, wk_config_t *cfg, bool *have_cfg)
     if (!o->cs)
         o->cs = getenv("INBOXD_SERVICEBUS_CONNECTION_STRING");
     if ((!o->cs || !o->entity) && o->config) {
-        int problems = wk_config_load(cfg, o->config, NULL);
-        (void)problems; /* inboxctl needs only two keys; inboxd --check-config judges the rest */
+        /* inboxctl needs only two keys; inboxd --check-config judges the rest. */
+        bool read = wk_config_load_file(cfg, o->config, stderr);
         *have_cfg = true;
+        if (!read)
+            return 2;
         if (!o->cs && cfg->servicebus.connection_string[0])
             o->cs = cfg->servicebus.connection_string;
         if (!o->entity && cfg->servicebus.entity[0])

@@ -397,10 +397,10 @@ static bool is_section(const char *key)
 
 /*
  * Applies the file's settings; false when the file cannot be read or parsed
- * (one problem naming the path), so that the checks which would only repeat
- * it as missing settings are skipped.
+ * (one problem naming the path, in fp; the settings' own go to p), so that
+ * the checks which would only repeat it as missing settings are skipped.
  */
-static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *p)
+static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *fp, wk_problems_t *p)
 {
     json_error_t jerr;
     json_t *root;
@@ -409,20 +409,21 @@ static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *p)
     struct stat st;
 
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        wk_problem(p, path, "cannot load: it is a directory, not a JSON file");
+        wk_problem(fp, path, "cannot load: it is a directory, not a JSON file");
         return false;
     }
     root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         char why[128];
         if (json_error_code(&jerr) == json_error_cannot_open_file)
-            wk_problem(p, path, "cannot load: %s", jerr.text);
+            wk_problem(fp, path, "cannot load: %s", jerr.text);
         else
-            wk_problem(p, path, "cannot load: %s", rt_json_error_describe(&jerr, why, sizeof(why)));
+            wk_problem(fp, path, "cannot load: %s",
+                       rt_json_error_describe(&jerr, why, sizeof(why)));
         return false;
     }
     if (!json_is_object(root)) {
-        wk_problem(p, path, "the top level must be a JSON object");
+        wk_problem(fp, path, "the top level must be a JSON object");
         json_decref(root);
         return false;
     }
@@ -685,18 +686,21 @@ void wk_config_explain_budget(const wk_config_t *cfg, FILE *out)
             mdc > 0 ? "" : "; set servicebus.max_delivery_count when the entity's differs");
 }
 
-int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
+/* wk_config_load, with the file's own problem (unreadable, not JSON) written to file_errs. */
+static int load(wk_config_t *cfg, const char *path, FILE *errs, FILE *file_errs, bool *file_ok)
 {
-    wk_problems_t p = {.errs = errs};
-    bool file_ok = true;
+    wk_problems_t p = {.errs = errs}, fp = {.errs = file_errs};
 
+    *file_ok = true;
     memset(cfg, 0, sizeof(*cfg));
     for (const wk_setting_t *s = wk_settings; s->name; s++)
         set_from_text(cfg, s, s->def, "default", &p);
     if (!path || !*path)
         path = getenv("INBOXD_CONFIG");
-    if (path && *path)
-        file_ok = load_file(cfg, path, &p);
+    if (path && *path) {
+        *file_ok = load_file(cfg, path, &fp, &p);
+        p.n += fp.n;
+    }
     for (const wk_setting_t *s = wk_settings; s->name; s++) {
         char env[128];
         const char *v;
@@ -706,10 +710,23 @@ int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
             set_from_text(cfg, s, v, env, &p);
     }
     /* Settings the unread file would have given are not missing: its error is the news. */
-    if (file_ok)
+    if (*file_ok)
         validate(cfg, &p);
     register_secrets(cfg);
     return p.n;
+}
+
+int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs)
+{
+    bool file_ok;
+    return load(cfg, path, errs, errs, &file_ok);
+}
+
+bool wk_config_load_file(wk_config_t *cfg, const char *path, FILE *errs)
+{
+    bool file_ok;
+    load(cfg, path, NULL, errs, &file_ok);
+    return file_ok;
 }
 
 /* True when name (up to '=') is the variable of a setting or INBOXD_CONFIG. */

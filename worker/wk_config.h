@@ -126,6 +126,13 @@ extern const wk_setting_t wk_settings[];
  * Secrets found in the config are registered with the logger's mask.
  */
 int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs);
+/*
+ * The same for a tool that reads a few keys (inboxctl): only the file's own
+ * problem (missing, unreadable, not JSON, not an object) is written to
+ * errs, as inboxd words it; the other settings are inboxd's to judge.
+ * Returns false when the file could not be read. cfg must be freed either way.
+ */
+bool wk_config_load_file(wk_config_t *cfg, const char *path, FILE *errs);
 void wk_config_free(wk_config_t *cfg);
 /*
  * The entity to receive from must be named (servicebus.entity or EntityPath)

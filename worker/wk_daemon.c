@@ -604,14 +604,15 @@ static void settle(daemon_t *dm, job_t *j)
     sb_prop_t props[WK_DL_PROPS];
     char at[32];
     size_t n = 0;
-    if (j->d.disposition == SB_DEADLETTER) {
+    sb_disposition_t disp = wk_decide_settlement(&j->d); /* never complete an undecided one */
+    if (disp == SB_DEADLETTER) {
         wk_dl_context_t c = {dm->cfg->consumer, &j->d.err, j->d.attempts, j->d.route_index,
                              ib_now_ms()};
         n = wk_dl_props(&c, props, at);
     }
     wk_trace_settling(&j->trace);
-    sb_client_settle_props(dm->client, j->msg, j->d.disposition,
-                           n ? j->d.reason : NULL, n ? j->d.description : NULL, props, n);
+    sb_client_settle_props(dm->client, j->msg, disp, n ? j->d.reason : NULL,
+                           n ? j->d.description : NULL, props, n);
 }
 
 /* ---- messages held for their HTTP destination -------------------------- */
@@ -632,28 +633,40 @@ static bool hold_spent(const daemon_t *dm, const job_t *j, long long now)
                                          HOLD_MARGIN_MS;
 }
 
+/* Puts j back at the head of the job queue (mu not held). */
+static void queue_push_front(daemon_t *dm, job_t *j)
+{
+    pthread_mutex_lock(&dm->mu);
+    j->qnext = dm->qhead;
+    dm->qhead = j;
+    if (!dm->qtail)
+        dm->qtail = j;
+    dm->queued++;
+    pthread_cond_signal(&dm->cv);
+    pthread_mutex_unlock(&dm->mu);
+}
+
 /*
  * A held message that cannot be held longer: released when its lock is
  * lost or the worker drains; after its lock renewal ran out, abandoned
- * (counted), or on delivery retry.max_deliveries and later dead-lettered
- * RetryBudgetExhausted with the last error, before the broker's
- * MaxDeliveryCount does without one. thread: any.
+ * (counted), or, when its retry budget ends with this delivery
+ * (retry.max_deliveries, retry.max_age_s), put back at the head of the
+ * job queue marked carry.spent: a worker decides it without another call,
+ * before the broker's MaxDeliveryCount does without context (its row
+ * uncertain and OutcomeUncertain when its call may have acted, else
+ * RetryBudgetExhausted with the last error). thread: any.
  */
-static void unhold(daemon_t *dm, job_t *j, long long now)
+static void unhold(daemon_t *dm, job_t *j)
 {
     wk_decision_t *d = &j->d;
-    long long budget =
-        wk_limits_max_deliveries(dm->cfg, wk_entity_max_delivery_count(dm->entity));
     d->held = false;
     if (atomic_load(&j->lock_lost) || draining(dm)) {
         wk_decide(d, WK_OUT_RELEASED);
-    } else if (budget > 0 && (long long)j->msg->delivery_count >= budget) {
+    } else if (wk_pipeline_budget_ends(&dm->pipe, j->msg)) {
         wk_metrics_held_expired(dm->metrics);
-        wk_decide_dead_letter(d, WK_DL_RETRY_BUDGET,
-                              "delivery %u reached retry.max_deliveries %lld, held %lld s for %s; "
-                              "last error: %s",
-                              j->msg->delivery_count, budget,
-                              (now - j->received_mono) / 1000, d->dest, d->err.text);
+        d->carry.spent = true;
+        queue_push_front(dm, j);
+        return;
     } else {
         wk_metrics_held_expired(dm->metrics);
         wk_decide(d, WK_OUT_ABANDONED);
@@ -666,7 +679,7 @@ static void hold_job(daemon_t *dm, job_t *j)
 {
     long long now = ib_mono_ms();
     if (atomic_load(&j->lock_lost) || draining(dm) || hold_spent(dm, j, now)) {
-        unhold(dm, j, now);
+        unhold(dm, j);
         return;
     }
     j->hold_until = now + (j->d.hold_ms > 0 ? j->d.hold_ms : 0);
@@ -711,7 +724,7 @@ static void offer_held(daemon_t *dm, bool all)
     pthread_mutex_unlock(&dm->mu);
     while (done) {
         job_t *next = done->qnext;
-        unhold(dm, done, now);
+        unhold(dm, done);
         done = next;
     }
 }

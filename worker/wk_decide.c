@@ -12,6 +12,7 @@
 void wk_decide(wk_decision_t *d, wk_outcome_t o)
 {
     d->outcome = o;
+    d->decided = true;
     switch (o) {
     case WK_OUT_APPLIED:
     case WK_OUT_DUPLICATE:
@@ -34,6 +35,15 @@ void wk_decide(wk_decision_t *d, wk_outcome_t o)
         d->disposition = SB_RELEASE;
         break;
     }
+}
+
+sb_disposition_t wk_decide_settlement(const wk_decision_t *d)
+{
+    if (!d->decided)
+        return SB_RELEASE;
+    if (d->disposition == SB_COMPLETE && d->carry.unresolved)
+        return SB_ABANDON;
+    return d->disposition;
 }
 
 static void vdead_letter(wk_decision_t *d, const char *word, wk_outcome_t o, ib_class_t cls,

@@ -27,6 +27,22 @@
 #include "wk_outcome.h"
 #include "rt_route.h"
 
+/*
+ * What one delivery keeps from run to run across its holds (the
+ * pipeline's prepare clears the rest of the decision): the reconcile
+ * lookups made, the last error a hold was for, whether an HTTP call of it
+ * may have acted while its row is unfinished (unresolved), and whether
+ * its hold ran out on the last delivery the retry budget allows (spent:
+ * decided by a worker without another call: recorded uncertain when its
+ * call may have acted, else dead-lettered RetryBudgetExhausted).
+ */
+typedef struct wk_carry {
+    int lookups;
+    char last_error[256];
+    bool unresolved;
+    bool spent;
+} wk_carry_t;
+
 typedef struct wk_decision {
     wk_outcome_t outcome;
     sb_disposition_t disposition;
@@ -51,6 +67,8 @@ typedef struct wk_decision {
     bool held;
     long long hold_ms;
     char dest[WK_DEST_KEY_MAX];
+    bool decided; /* set by wk_decide (and so by every dead letter): a settlement was chosen */
+    wk_carry_t carry;
 } wk_decision_t;
 
 /* What a db worker needs; shared read-only, except the atomics. */
@@ -95,6 +113,15 @@ void wk_decide_dead_letter(wk_decision_t *d, wk_dl_reason_t r, const char *fmt, 
 void wk_decide_route_dead_letter(wk_decision_t *d, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * The settlement to send for d, the one rule every path goes through: d's
+ * own, except that a message never decided is released and one whose
+ * outcome is still undecided (carry.unresolved: a call may have acted and
+ * its row is unfinished) is never completed but abandoned, so that its
+ * finishing SQL is not lost and its retry budget still ends it.
+ */
+sb_disposition_t wk_decide_settlement(const wk_decision_t *d);
+
 /* The description of a database failure: SQLSTATE, native code, driver text. */
 void wk_decide_describe_db(const ib_error_t *e, char *buf, size_t size);
 
@@ -109,5 +136,12 @@ void wk_decide_describe_db(const ib_error_t *e, char *buf, size_t size);
  */
 bool wk_pipeline_retry_wait(wk_pipeline_t *p, const sb_msg_t *msg, const atomic_bool *lock_lost,
                             ib_rand_t *seed, wk_decision_t *d, long long min_wait_ms);
+
+/*
+ * Whether msg's retry budget ends with this delivery: delivery
+ * retry.max_deliveries or later, or enqueued longer ago than
+ * retry.max_age_s. Defined in wk_pipeline.c. thread: any.
+ */
+bool wk_pipeline_budget_ends(const wk_pipeline_t *p, const sb_msg_t *msg);
 
 #endif

@@ -124,6 +124,7 @@ typedef struct run {
     bool again;              /* a retry after the batch (retry_after_ms: again_ms) */
     long long again_ms;
     wk_trace_call_t tc;      /* the batch call's span */
+    char rec_dest[WK_DEST_KEY_MAX]; /* the reconcile URL's destination ("" when ungoverned) */
 } run_t;
 
 static void set_abandon(wk_decision_t *d)
@@ -149,57 +150,72 @@ static void snippet(const run_t *r, const fx_response_t *resp, char *buf, size_t
     snprintf(buf, size, "%.*s", SNIPPET_MAX, wide);
 }
 
-/* Gives the claim up and leaves the message to come back (abandon). */
-static void give_up(run_t *r)
+/*
+ * Gives the claim up (kept, its lease expired, when a call may have acted)
+ * and notes whether the message leaves with its outcome undecided.
+ */
+static void release_claim(run_t *r)
 {
     ib_error_t e;
     if (r->row.token[0])
         db_effect_release(r->dbc, r->p->cfg->consumer, &r->row, r->reached, &e);
+    r->d->carry.unresolved = r->reached && !rt_http_idempotent(r->h);
+}
+
+/* Gives the claim up and leaves the message to come back (abandon). */
+static void give_up(run_t *r)
+{
+    release_claim(r);
     set_abandon(r->d);
 }
 
 /*
- * The destination will not take the call now (open circuit, Retry-After, a
- * limit) or just failed transiently: the claim is given back and the
- * message held by the daemon for wait ms, under its renewed lock.
+ * The destination (dest: the call's or the reconcile URL's) will not take
+ * a call now (open circuit, Retry-After, a limit) or just failed
+ * transiently: the claim is given back and the message held by the daemon
+ * for wait ms, under its renewed lock.
  */
-static void hold(run_t *r, long long wait)
+static void hold(run_t *r, long long wait, const char *dest)
 {
-    ib_error_t e;
-    if (r->row.token[0])
-        db_effect_release(r->dbc, r->p->cfg->consumer, &r->row, r->reached, &e);
+    if (r->d->err.text[0])
+        ib_strlcpy(r->d->carry.last_error, r->d->err.text, sizeof r->d->carry.last_error);
+    release_claim(r);
     set_abandon(r->d);
     r->d->held = true;
     r->d->hold_ms = wait;
-    ib_strlcpy(r->d->dest, r->call.dest, sizeof r->d->dest);
+    ib_strlcpy(r->d->dest, dest, sizeof r->d->dest);
 }
 
-/* Whether the call may go to its destination now; if not, the message is held. */
-static bool admitted(run_t *r)
+/* Whether a call (or a lookup) may go to dest now; if not, the message is held. */
+static bool admitted(run_t *r, const char *dest)
 {
     long long wait;
     wk_dest_limits_t lim = {rt_http_rate_per_s(r->h), rt_http_max_concurrent(r->h), r->batched};
-    if (!r->p->dests || !r->call.dest[0] ||
-        wk_dest_admit(r->p->dests, r->call.dest, &lim, ib_mono_ms(), &wait))
+    if (!r->p->dests || !dest[0] || wk_dest_admit(r->p->dests, dest, &lim, ib_mono_ms(), &wait))
         return true;
-    hold(r, wait);
+    hold(r, wait, dest);
     return false;
 }
 
-/* What the answer says of the destination; logs a circuit that opens. */
-static void dest_done(run_t *r, const fx_response_t *resp)
+/* What an answer of dest says of it (res); logs a circuit that opens. */
+static void dest_done(run_t *r, const char *dest, wk_dest_result_t res, const fx_response_t *resp)
 {
-    wk_dest_result_t res = resp->cls == FX_TRANSIENT   ? WK_DEST_TRANSIENT
-                           : resp->cls == FX_AMBIGUOUS ? WK_DEST_UNKNOWN
-                                                       : WK_DEST_OK;
-    if (!r->p->dests || !r->call.dest[0])
+    if (!r->p->dests || !dest[0])
         return;
-    if (wk_dest_done(r->p->dests, r->call.dest, res, resp->retry_after_ms, ib_mono_ms()))
+    if (wk_dest_done(r->p->dests, dest, res, resp->retry_after_ms, ib_mono_ms()))
         IB_LOG(IB_LOG_ERROR, "http_circuit_open",
                IB_MSG("the destination failed several calls in a row: its messages are held, "
                       "one probe at a time"),
-               IB_S("destination", r->call.dest), IB_I("http_status", resp->status),
+               IB_S("destination", dest), IB_I("http_status", resp->status),
                IB_S("error", resp->err.text));
+}
+
+/* What a call's answer says of its destination: sent without an answer says nothing. */
+static wk_dest_result_t call_result(const fx_response_t *resp)
+{
+    return resp->cls == FX_TRANSIENT   ? WK_DEST_TRANSIENT
+           : resp->cls == FX_AMBIGUOUS ? WK_DEST_UNKNOWN
+                                       : WK_DEST_OK;
 }
 
 /* Writes the row's outcome, retrying the database (never the call). */
@@ -210,8 +226,10 @@ static db_outcome_t finish(run_t *r, const db_effect_result_t *res, const db_stm
         ib_error_t e;
         db_outcome_t o =
             db_effect_finish(r->dbc, r->p->cfg->consumer, &r->row, res, stmts, nstmts, &e);
-        if (o == DB_APPLIED)
+        if (o == DB_APPLIED) {
+            r->d->carry.unresolved = false; /* the row holds the outcome */
             return o;
+        }
         r->d->err = e;
         if (e.code == IB_E_LOCK_LOST || e.cls != IB_CLASS_TRANSIENT)
             return o;
@@ -511,11 +529,23 @@ static void count_call(run_t *r, const fx_response_t *resp)
            IB_S("error", resp->cls == FX_APPLIED ? NULL : resp->err.text));
 }
 
-typedef enum { REC_APPLIED, REC_ABSENT, REC_UNKNOWN } reconcile_t;
+typedef enum { REC_APPLIED, REC_ABSENT, REC_UNKNOWN, REC_HELD } reconcile_t;
 
-/* Asks the destination whether the call took effect. */
+/*
+ * Asks the destination whether the call took effect: a call like any
+ * other, admitted by the reconcile URL's destination (its circuit, rate
+ * and slots; REC_HELD when it will not take it now: the message is held),
+ * counted in the message's attempts and the delivery's lookups, and
+ * telling the circuit what its answer says: a lookup is safe to repeat, so
+ * one that gets no answer (5xx, refused, a timeout, sent or not) is a
+ * failure of the destination.
+ */
 static reconcile_t reconcile(run_t *r, fx_client_t *fx)
 {
+    if (!admitted(r, r->rec_dest))
+        return REC_HELD;
+    r->d->attempts++;
+    r->d->carry.lookups++;
     fx_response_t resp;
     fx_request_t rq = {.method = rt_http_reconcile_method(r->h),
                        .url = r->call.reconcile_url,
@@ -528,6 +558,9 @@ static reconcile_t reconcile(run_t *r, fx_client_t *fx)
                         rq.nheaders);
     fx_client_call(fx, &rq, &resp);
     wk_trace_call_end(&tc, &resp);
+    bool answered = resp.cls == FX_APPLIED || resp.status == 404;
+    dest_done(r, r->rec_dest,
+              answered || resp.cls == FX_PERMANENT ? WK_DEST_OK : WK_DEST_TRANSIENT, &resp);
     count_call(r, &resp);
     reconcile_t rc = REC_UNKNOWN;
     if (resp.cls == FX_APPLIED && rt_http_reconcile_found(r->h, &resp)) {
@@ -557,9 +590,19 @@ static bool retry_later(run_t *r, long long retry_after_ms)
     }
     bool decided =
         !wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, retry_after_ms);
-    if (decided)
+    if (!decided)
+        return false;
+    if (r->d->disposition != SB_DEADLETTER) {
         give_up(r);
-    return decided;
+    } else if (r->reached && !rt_http_idempotent(r->h)) {
+        /* The budget ended while the call may have acted: uncertain, never a bare budget. */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", r->d->description);
+        record_uncertain(r, why);
+    } else {
+        release_claim(r); /* the budget's dead letter stands */
+    }
+    return true;
 }
 
 /*
@@ -588,7 +631,7 @@ static bool outcome(run_t *r, const fx_response_t *resp)
             /* Held, not retried here nor abandoned: the destination paces it. */
             long long wait = ib_backoff_ms(r->p->cfg->retry.base_ms, r->p->cfg->retry.max_ms,
                                            r->d->attempts, &r->seed);
-            hold(r, resp->retry_after_ms > wait ? resp->retry_after_ms : wait);
+            hold(r, resp->retry_after_ms > wait ? resp->retry_after_ms : wait, r->call.dest);
             return true;
         }
         return retry_later(r, resp->retry_after_ms);
@@ -623,13 +666,13 @@ static bool call_once(run_t *r, fx_client_t *fx)
 {
     fx_response_t resp;
     fx_request_t rq = request(r);
-    if (!admitted(r))
+    if (!admitted(r, r->call.dest))
         return true;
     wk_trace_call_t tc;
     wk_trace_call_begin(&tc, r->msg, rq.method, r->call.url_redacted, &rq.headers, rq.nheaders);
     fx_client_call(fx, &rq, &resp);
     wk_trace_call_end(&tc, &resp);
-    dest_done(r, &resp);
+    dest_done(r, r->call.dest, call_result(&resp), &resp);
     count_call(r, &resp);
     bool decided = outcome(r, &resp);
     fx_response_free(&resp);
@@ -660,6 +703,88 @@ static bool renew(run_t *r)
     }
 }
 
+/*
+ * The retry budget ended with the outcome unknown: the row becomes
+ * uncertain and the message is dead-lettered OutcomeUncertain, naming the
+ * lookups, the reconcile URL's destination and the last error.
+ */
+static void lookups_spent(run_t *r)
+{
+    char why[512];
+    if (r->d->err.text[0])
+        ib_strlcpy(r->d->carry.last_error, r->d->err.text, sizeof r->d->carry.last_error);
+    snprintf(why, sizeof why,
+             "the call may have acted and reconcile at %s could not tell: %d lookups on "
+             "delivery %u, the last the retry budget allows; last error: %s",
+             r->rec_dest[0] ? r->rec_dest : r->call.reconcile_url_redacted, r->d->carry.lookups,
+             r->msg->delivery_count,
+             r->d->carry.last_error[0] ? r->d->carry.last_error : "none");
+    /* The attempts of this run and of the runs before its holds. */
+    if (r->d->attempts < r->d->carry.lookups)
+        r->d->attempts = r->d->carry.lookups;
+    record_uncertain(r, why);
+}
+
+/*
+ * After a lookup that could not answer: the message is held for the
+ * destination (ib_backoff_ms on the delivery's lookups, the circuit's pace
+ * on top) while the delivery has lookups left (retry.attempts + 1); then
+ * it is given back (abandon: the next delivery asks again), or, when the
+ * retry budget ends with this delivery, recorded uncertain.
+ */
+static void lookup_failed(run_t *r)
+{
+    const wk_config_t *cfg = r->p->cfg;
+    if (r->d->carry.lookups > cfg->retry.attempts) {
+        if (wk_pipeline_budget_ends(r->p, r->msg))
+            lookups_spent(r);
+        else
+            give_up(r);
+        return;
+    }
+    hold(r, ib_backoff_ms(cfg->retry.base_ms, cfg->retry.max_ms, r->d->carry.lookups, &r->seed),
+         r->rec_dest);
+}
+
+/* The reconcile step of a call that may have acted: true when the destination never acted. */
+static bool reconciled(run_t *r, fx_client_t *fx)
+{
+    if (r->d->carry.spent) { /* its hold outlasted the last delivery's lock renewal */
+        lookups_spent(r);
+        return false;
+    }
+    if (!r->rec_dest[0] && !wk_dest_key(r->call.reconcile_url, r->rec_dest, sizeof r->rec_dest))
+        r->rec_dest[0] = '\0'; /* a literal host wk_dest cannot name: asked, not governed */
+    switch (reconcile(r, fx)) {
+    case REC_ABSENT:
+        return true;
+    case REC_UNKNOWN:
+        lookup_failed(r);
+        return false;
+    case REC_APPLIED:
+    case REC_HELD:
+        break;
+    }
+    return false;
+}
+
+/*
+ * Its hold ran out on the last delivery and no call of it may have acted
+ * unanswered: dead-lettered RetryBudgetExhausted with the last error,
+ * never called again (the claim given back).
+ */
+static void hold_spent(run_t *r)
+{
+    release_claim(r);
+    ib_error_set(&r->d->err, IB_E_AGAIN, IB_CLASS_TRANSIENT, "%s",
+                 r->d->carry.last_error[0] ? r->d->carry.last_error : "held for its destination");
+    wk_decide_dead_letter(r->d, WK_DL_RETRY_BUDGET,
+                          "delivery %u reached retry.max_deliveries, held for %s until its "
+                          "lock renewal ran out; last error: %s",
+                          r->msg->delivery_count,
+                          r->call.dest[0] ? r->call.dest : "its destination", r->d->err.text);
+}
+
 static void call_loop(run_t *r, fx_client_t *fx)
 {
     bool prior = r->reached; /* a takeover: the earlier owner may have called */
@@ -674,17 +799,13 @@ static void call_loop(run_t *r, fx_client_t *fx)
                                     "earlier call may have reached the destination");
                 return;
             }
-            reconcile_t rc = reconcile(r, fx);
-            if (rc == REC_APPLIED)
+            if (!reconciled(r, fx))
                 return;
-            if (rc == REC_UNKNOWN) {
-                if (!wk_pipeline_retry_wait(r->p, r->msg, r->lock_lost, &r->seed, r->d, 0)) {
-                    give_up(r);
-                    return;
-                }
-                continue;
-            }
             prior = r->reached = false; /* the destination never acted: call */
+        }
+        if (r->d->carry.spent) {
+            hold_spent(r);
+            return;
         }
         if (!renew(r))
             return;
@@ -730,6 +851,7 @@ static void already_done(run_t *r)
         return;
     }
     /* Processed, or failed and not replayed (its dead letter already said why). */
+    d->carry.unresolved = false;
     ib_strlcpy(d->remote_id, r->row.remote_id, sizeof d->remote_id);
     ib_error_clear(&d->err);
     wk_decide(d, WK_OUT_DUPLICATE);
@@ -886,8 +1008,8 @@ static void admit_all(batch_t *b, const wk_effect_item_t *items)
         const db_claim_t *c = r->claim;
         ib_error_t e;
         b->st[i] = B_ALONE;
-        if (c->replay || atomic_load(r->lock_lost))
-            continue;
+        if (c->replay || atomic_load(r->lock_lost) || r->d->carry.unresolved || r->d->carry.spent)
+            continue; /* unresolved: its row exists, looked up alone; spent: decided alone */
         if (rt_route_bind_http(r->route, r->msg,
                                c->idempotency_key ? c->idempotency_key : r->msg->message_id,
                                &r->call, &e) != IB_E_OK) {
@@ -895,7 +1017,7 @@ static void admit_all(batch_t *b, const wk_effect_item_t *items)
             continue;
         }
         r->d->attempts++;
-        b->st[i] = admitted(r) ? B_CALL : B_HELD;
+        b->st[i] = admitted(r, r->call.dest) ? B_CALL : B_HELD;
         if (b->st[i] == B_CALL)
             b->claims[i] = (db_effect_claim_item_t){.claim = c, .lease_s = rt_http_lease_s(r->h)};
     }
@@ -986,7 +1108,7 @@ void wk_effect_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_effect_i
     for (size_t k = 0; k < b.ncalled; k++) {
         run_t *r = &b.runs[b.called[k]];
         wk_trace_call_end(&r->tc, &b.resps[k]);
-        dest_done(r, &b.resps[k]);
+        dest_done(r, r->call.dest, call_result(&b.resps[k]), &b.resps[k]);
         count_call(r, &b.resps[k]);
         r->defer = true;
         outcome(r, &b.resps[k]);

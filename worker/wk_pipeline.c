@@ -173,7 +173,9 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
     wk_decision_t *d = it->d;
     ib_err_t rc;
 
+    wk_carry_t carry = d->carry; /* this delivery's, across its holds */
     memset(d, 0, sizeof(*d));
+    d->carry = carry;
     d->route_index = -1;
     wk_trace_id(msg, d->trace_id);
     if (!(it->route = decide_early(p, msg, it->lock_lost, d)))
@@ -441,6 +443,16 @@ static bool budget_spent(const wk_pipeline_t *p, const sb_msg_t *msg, bool attem
         return true;
     }
     return false;
+}
+
+bool wk_pipeline_budget_ends(const wk_pipeline_t *p, const sb_msg_t *msg)
+{
+    const wk_config_t *cfg = p->cfg;
+    long long budget = wk_limits_max_deliveries(cfg, wk_entity_max_delivery_count(p->entity));
+    if (budget > 0 && (long long)msg->delivery_count >= budget)
+        return true;
+    return cfg->retry.max_age_s > 0 && msg->enqueued_ms > 0 &&
+           (ib_now_ms() - msg->enqueued_ms) / 1000 > cfg->retry.max_age_s;
 }
 
 static bool may_retry(wk_pipeline_t *p, item_t *it, long long wait)

@@ -26,7 +26,10 @@
 void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                          const atomic_bool *lock_lost, wk_decision_t *d);
 
-/* One message of a batch, and the decision to fill for it. */
+/*
+ * One message of a batch, and the decision to fill for it: zeroed for a new
+ * delivery; a run after a hold keeps only d->carry (wk_decide.h).
+ */
 typedef struct wk_batch_msg {
     const sb_msg_t *msg;
     const atomic_bool *lock_lost;

@@ -222,7 +222,6 @@ static void on_message(sb_msg_t *msg, void *ctx)
 static void on_settled(sb_msg_t *msg, sb_disposition_t d, const ib_error_t *res, void *ctx)
 {
     sbt_rx_t *rx = ctx;
-    (void)d;
     pthread_mutex_lock(&rx->mu);
     rx->settled++;
     rx->inflight--;
@@ -230,6 +229,8 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t d, const ib_error_t *res,
         rx->settled_ok++;
     if (res->code == IB_E_SHUTDOWN)
         rx->shutdown++;
+    if (res->code == IB_E_SHUTDOWN && d == SB_COMPLETE)
+        rx->shutdown_completes++;
     if ((unsigned)res->code < 64)
         rx->results[res->code]++;
     /* A message not yet taken by the test (shutdown) leaves the queue. */

@@ -58,6 +58,7 @@ typedef struct sbt_rx {
     size_t qn;
     /* Counters are atomic: the test polls them while the client runs. */
     _Atomic int received, settled, settled_ok, lock_lost, shutdown, ready;
+    _Atomic int shutdown_completes; /* reported at stop as complete: never chosen, never true */
     _Atomic int last_why;               /* ib_err_t of the last on_state(0, why) */
     _Atomic int results[64];            /* by ib_err_t code */
     _Atomic int inflight, max_inflight; /* handed and not yet settled */

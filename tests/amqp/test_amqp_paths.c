@@ -306,6 +306,8 @@ static void test_stop_releases(sbt_emu_t *emu)
     sb_client_stop(c);
     SBT_CHECK_EQ(rx.shutdown, 1);
     SBT_CHECK_EQ(rx.settled, 1);
+    /* Held and never settled: reported released (as it was), not complete. */
+    SBT_CHECK_EQ(rx.shutdown_completes, 0);
     /* The worker's settle after stop is ignored. */
     sb_client_free(c);
     SBT_CHECK_EQ(sbt_wait_stat(emu, "q4", "active", 3, 3000), 3);

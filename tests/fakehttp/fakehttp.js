@@ -18,6 +18,8 @@
  * Reconcile: GET on an effect path with ?key=K answers 200 {"id"} of the
  * first effect of K, or 404. With "lookup": "list" (POST /_config) it
  * answers as a search does: 200 [{"id", "key"}] or 200 [] when none.
+ * With "lookup": "fail" it answers 500, with "lookup": "hang" never (a
+ * lookup endpoint that is down); either way the lookup is in the ledger.
  * With "conflict_on_repeat": true, a key that already has an effect is
  * answered 409 {"id"} (the destination refuses a second charge) instead of
  * the replay of idempotent mode.
@@ -134,6 +136,8 @@ function reconcile(req, res) {
   const list = state.effects.get(key) || [];
   state.requests.push({ seq: state.requests.length + 1, method: req.method, path: req.url, key,
     t: Date.now(), reconcile: true, found: list.length > 0, conn: req.socket.fxConn });
+  if (state.lookup === 'fail') return send(res, 500, { error: 'lookup failed' });
+  if (state.lookup === 'hang') return undefined;
   if (state.lookup === 'list') return send(res, 200, list.length ? [{ id: list[0].id, key }] : []);
   if (list.length === 0) return send(res, 404, { error: 'no such effect', key });
   return send(res, 200, { id: list[0].id, key });

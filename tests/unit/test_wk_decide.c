@@ -59,10 +59,61 @@ static void test_route_reason(void)
     ASSERT_EQ(d.reason_class, IB_CLASS_PERMANENT);
 }
 
+/*
+ * The one rule where the settlement is chosen (wk_decide_settlement, what
+ * the daemon's settle sends): a message never decided, or whose call may
+ * have acted while its row is unfinished, is never completed, whichever
+ * path hands it over.
+ */
+static void test_undecided_never_completed(void)
+{
+    wk_decision_t d;
+    wk_outcome_t completing[] = {WK_OUT_APPLIED, WK_OUT_DUPLICATE, WK_OUT_SKIPPED, WK_OUT_RECORDED};
+
+    /* Shutdown or a drain timeout before a worker decided: the zeroed decision
+     * (outcome 0 is applied, disposition 0 is complete) is released. */
+    memset(&d, 0, sizeof d);
+    ASSERT_EQ(d.disposition, SB_COMPLETE);
+    ASSERT_EQ(wk_decide_settlement(&d), SB_RELEASE);
+    d.carry.unresolved = true;
+    ASSERT_EQ(wk_decide_settlement(&d), SB_RELEASE);
+
+    /* Every completing outcome, chosen for an unresolved message by any path
+     * (a drain, a lost lock, the breaker, a duplicate found mid-hold): abandoned. */
+    for (size_t i = 0; i < sizeof completing / sizeof completing[0]; i++) {
+        memset(&d, 0, sizeof d);
+        d.carry.unresolved = true;
+        wk_decide(&d, completing[i]);
+        ASSERT_EQ(d.disposition, SB_COMPLETE);
+        ASSERT_EQ(wk_decide_settlement(&d), SB_ABANDON);
+        d.carry.unresolved = false; /* its row was finished: the outcome is known */
+        ASSERT_EQ(wk_decide_settlement(&d), SB_COMPLETE);
+    }
+
+    /* Lock lost, the breaker's release, a drain's release, a hold ended: as decided. */
+    wk_outcome_t kept[] = {WK_OUT_RELEASED, WK_OUT_ABANDONED};
+    sb_disposition_t as[] = {SB_RELEASE, SB_ABANDON};
+    for (size_t i = 0; i < 2; i++) {
+        memset(&d, 0, sizeof d);
+        d.carry.unresolved = true;
+        wk_decide(&d, kept[i]);
+        ASSERT_EQ(wk_decide_settlement(&d), as[i]);
+    }
+
+    /* The budget's end: OutcomeUncertain (and any dead letter) stands. */
+    memset(&d, 0, sizeof d);
+    d.carry.unresolved = true;
+    wk_decide_dead_letter(&d, WK_DL_UNCERTAIN, "reconcile could not tell");
+    ASSERT_EQ(wk_decide_settlement(&d), SB_DEADLETTER);
+    wk_decide_dead_letter(&d, WK_DL_RETRY_BUDGET, "x");
+    ASSERT_EQ(wk_decide_settlement(&d), SB_DEADLETTER);
+}
+
 int main(void)
 {
     RUN(test_settlements);
     RUN(test_dead_letter_from_table);
     RUN(test_route_reason);
+    RUN(test_undecided_never_completed);
     return ib_test_done();
 }

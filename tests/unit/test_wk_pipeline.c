@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "ib_test.h"
+#include "ib_time.h"
 #include "wk_config.h"
 #include "wk_pipeline.h"
 
@@ -72,7 +73,7 @@ static void teardown(void)
 static wk_decision_t run(const char *id, const char *subject, const char *body, bool lost)
 {
     sb_msg_t m;
-    wk_decision_t d;
+    wk_decision_t d = {0}; /* a new delivery's */
     atomic_bool lock_lost;
     memset(&m, 0, sizeof(m));
     m.message_id = (char *)id;
@@ -151,7 +152,61 @@ static void test_lock_lost_releases(void)
     wk_decision_t d = run("l1", "Item", "{\"id\":\"l\",\"n\":1}", true);
     ASSERT_EQ(d.outcome, WK_OUT_RELEASED);
     ASSERT_EQ(d.disposition, SB_RELEASE);
+    ASSERT_EQ(wk_decide_settlement(&d), SB_RELEASE);
     ASSERT_EQ(count("SELECT count(*) FROM items WHERE id = 'l'"), 0);
+}
+
+/*
+ * A run after a hold keeps what its delivery carries (and nothing else of
+ * the earlier decision); whatever that run decides, a message left
+ * unresolved is not completed.
+ */
+static void test_carry_kept(void)
+{
+    sb_msg_t m;
+    wk_decision_t d = {0};
+    atomic_bool lock_lost;
+    memset(&m, 0, sizeof(m));
+    m.message_id = "c1";
+    m.subject = "Skip";
+    m.delivery_count = 1;
+    atomic_init(&lock_lost, false);
+    d.carry.lookups = 2;
+    d.carry.unresolved = true;
+    snprintf(d.carry.last_error, sizeof d.carry.last_error, "http: status 500");
+    d.attempts = 7;
+    d.held = true;
+    wk_pipeline_process(&pipe_, dbc, &m, &lock_lost, &d);
+    ASSERT_EQ(d.outcome, WK_OUT_SKIPPED);
+    ASSERT_EQ(d.attempts, 0);
+    ASSERT_EQ(d.held, false);
+    ASSERT_EQ(d.carry.lookups, 2);
+    ASSERT_STREQ(d.carry.last_error, "http: status 500");
+    ASSERT_EQ(d.disposition, SB_COMPLETE);
+    ASSERT_EQ(wk_decide_settlement(&d), SB_ABANDON);
+}
+
+/* The retry budget ends on delivery retry.max_deliveries and past retry.max_age_s. */
+static void test_budget_ends(void)
+{
+    sb_msg_t m;
+    memset(&m, 0, sizeof(m));
+    long long md = cfg.retry.max_deliveries, age = cfg.retry.max_age_s;
+    cfg.retry.max_deliveries = 3;
+    m.delivery_count = 2;
+    ASSERT_EQ(wk_pipeline_budget_ends(&pipe_, &m), false);
+    m.delivery_count = 3;
+    ASSERT_EQ(wk_pipeline_budget_ends(&pipe_, &m), true);
+    m.delivery_count = 4; /* a lost lock on the last one: still the end */
+    ASSERT_EQ(wk_pipeline_budget_ends(&pipe_, &m), true);
+    m.delivery_count = 1;
+    cfg.retry.max_age_s = 60;
+    m.enqueued_ms = ib_now_ms() - 120000;
+    ASSERT_EQ(wk_pipeline_budget_ends(&pipe_, &m), true);
+    m.enqueued_ms = ib_now_ms();
+    ASSERT_EQ(wk_pipeline_budget_ends(&pipe_, &m), false);
+    cfg.retry.max_deliveries = md;
+    cfg.retry.max_age_s = age;
 }
 
 int main(void)
@@ -160,6 +215,8 @@ int main(void)
     RUN(test_outcomes);
     RUN(test_record_then_duplicate);
     RUN(test_lock_lost_releases);
+    RUN(test_carry_kept);
+    RUN(test_budget_ends);
     teardown();
     return ib_test_done();
 }
