@@ -70,7 +70,8 @@ next_round() {
 }
 round record '{"stall_set_state":1}'
 next_round
-round retries '{"refuse_set_state":5}'
+# Four refusals: A is killed after two of them, B's tries (four) meet the rest.
+round retries '{"refuse_set_state":4}'
 next_round
 round settled '{}'
 rc=0; "$INBOXCTL" session unpark --connection-string "$SB_CS" --entity park --session "$ROUND_P" \
