@@ -46,9 +46,11 @@
  * max_concurrent_calls do not apply; "no session available" answers are
  * routine and retried quietly. With session_park, the first message of a
  * session that the worker dead-letters parks the session: its session state
- * gets inboxd's parked record (com.microsoft:set-session-state) and the
- * session is given back once the dead letter settled, its buffered messages
- * released untouched. Every accepted session's state is read first
+ * gets inboxd's parked record (com.microsoft:set-session-state), the dead
+ * letter is sent only once the broker confirmed the record (when it never
+ * does, the message is released instead and its settlement ends in error),
+ * and the session is given back once the dead letter settled, its buffered
+ * messages released untouched. Every accepted session's state is read first
  * (get-session-state); a parked one (or one whose state cannot be read) is
  * held without credit, taking no slot, and given back a quarter of its lock
  * before it ends, so the broker offers the other sessions meanwhile and the

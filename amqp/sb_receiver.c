@@ -284,7 +284,7 @@ static void unhook(sb_rcv_t *r, struct sb_msg_state *st)
 static void answer_lost(sb_rcv_t *r, sb_msg_t *msg)
 {
     struct sb_msg_state *st = msg->st;
-    st->answer_lost = true;
+    st->answer_lost = !st->park_wait; /* a dead letter waiting for its park was never sent */
     unhook(r, st);
     if (!st->session && st->d != SB_RELEASE && msg->has_lock) {
         sb_settle_requeue(r->c, msg);

@@ -6,6 +6,7 @@
  * com.microsoft:update-disposition. Every request ends in exactly one
  * on_settled.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,8 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
             sb_rcv_grant(g);
     sb_rcv_pump(c);
 }
+
+static void settle_one(sb_client_t *c, sb_msg_t *msg);
 
 static const char *mgmt_status(sb_disposition_t d)
 {
@@ -172,6 +175,53 @@ static void settle_via_mgmt(sb_client_t *c, sb_msg_t *msg)
     sb_rr_request(rr, req, on_mgmt_settled, msg);
 }
 
+/*
+ * Under "park", the first dead letter of a session waits for the parked
+ * record: written and answered first, then the dead letter (a crash
+ * between them leaves the session parked with its poison still at its
+ * head). Returns true when msg now waits (SETTLING, park_wait).
+ */
+static bool park_first(sb_client_t *c, sb_msg_t *msg)
+{
+    struct sb_msg_state *st = msg->st;
+    sb_rcv_t *r = st->rcv;
+    if (!st->session || !r || !c->park || r->state != RCV_OPEN || r->parking)
+        return false;
+    sb_msg_set_state(c, msg, SB_MS_SETTLING);
+    st->park_wait = true;
+    st->settle_deadline = LLONG_MAX; /* nothing sent yet: the tick waits */
+    sb_sstate_park(r, msg);
+    return true;
+}
+
+/* Ends msg, which waits for a park that failed: released, not dead-lettered. */
+static void park_failed(sb_client_t *c, sb_msg_t *msg)
+{
+    ib_error_t res;
+    pn_delivery_update(msg->st->dlv, PN_RELEASED);
+    ib_error_set(&res, IB_E_BROKER, IB_CLASS_TRANSIENT,
+                 "the session could not be parked: the message was released to the head of its "
+                 "session, not dead-lettered");
+    sb_settle_finish(c, msg, &res);
+}
+
+void sb_settle_park_done(sb_client_t *c, sb_rcv_t *r, bool parked)
+{
+    for (sb_msg_t *msg = c->held, *next; msg; msg = next) {
+        struct sb_msg_state *st = msg->st;
+        next = st->next;
+        if (st->rcv != r || !st->park_wait)
+            continue;
+        st->park_wait = false;
+        if (!parked) {
+            park_failed(c, msg);
+            continue;
+        }
+        sb_msg_set_state(c, msg, SB_MS_HANDED);
+        settle_one(c, msg); /* r->parking: the dead letter goes out now */
+    }
+}
+
 static void settle_one(sb_client_t *c, sb_msg_t *msg)
 {
     struct sb_msg_state *st = msg->st;
@@ -202,9 +252,8 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
             pn_condition_t *cond = pn_disposition_condition(disp);
             pn_data_t *info;
             outcome = PN_REJECTED;
-            if (st->session && st->rcv && c->park && st->rcv->state == RCV_OPEN &&
-                !st->rcv->parking)
-                sb_sstate_park(st->rcv, msg);
+            if (park_first(c, msg))
+                return;
             pn_condition_set_name(cond, "com.microsoft:dead-letter");
             info = pn_condition_info(cond);
             pn_data_put_map(info);
@@ -352,7 +401,7 @@ void sb_settle_shutdown(sb_client_t *c)
         }
         if (msg->st->dlv && c->core.conn) {
             /* Give the lock back at once rather than let it expire. */
-            if (msg->st->state == SB_MS_HANDED)
+            if (msg->st->state == SB_MS_HANDED || msg->st->park_wait)
                 pn_delivery_update(msg->st->dlv, PN_RELEASED);
         } else {
             msg->st->dlv = NULL;

@@ -236,11 +236,15 @@ void sb_sstate_forget(sb_rcv_t *r)
     r->park_retry_at = 0;
 }
 
-/* The park is over, set or not: the session goes on to be given back. */
-static void park_done(sb_rcv_t *r)
+/*
+ * The park is over, set or not: the waiting dead letter is sent (or, not
+ * parked, the poison released), and the session goes on to be given back.
+ */
+static void park_done(sb_rcv_t *r, bool parked)
 {
     sb_sstate_forget(r);
     r->park_setting = false;
+    sb_settle_park_done(r->c, r, parked);
     sb_session_step(r);
 }
 
@@ -263,8 +267,8 @@ static void on_parked(void *ctx, int status, pn_message_t *resp, const ib_error_
             sb_resp_error(resp, status, &why);
         IB_LOG(again ? IB_LOG_WARN : IB_LOG_ERROR, "session_park",
                IB_MSG(again ? "set-session-state failed: sent again, the session held meanwhile"
-                            : "set-session-state failed: the session is NOT parked, its later "
-                              "messages will be processed"),
+                            : "set-session-state failed: the session is not parked, its poison "
+                              "message is released (not dead-lettered) and comes first again"),
                IB_S("session_id", call->session_id), IB_I("status", status),
                IB_I("attempt", (long long)r->park_tries),
                IB_S("error", status < 0 ? err->text : why.text));
@@ -274,9 +278,15 @@ static void on_parked(void *ctx, int status, pn_message_t *resp, const ib_error_
             return;
         }
         remember(r->c, call->session_id, false);
+    } else if (current(call) && r->park_setting) {
+        remember(r->c, call->session_id, true);
+        IB_LOG(IB_LOG_WARN, "session_park",
+               IB_MSG("session parked: its message is dead-lettered now, its later messages "
+                      "wait for inboxctl session unpark"),
+               IB_S("session_id", call->session_id), IB_I("attempt", (long long)r->park_tries));
     }
     if (current(call) && r->park_setting)
-        park_done(r);
+        park_done(r, status == 200);
     call_free(call);
 }
 
@@ -300,23 +310,17 @@ static bool park_send(sb_rcv_t *r)
 
 void sb_sstate_park(sb_rcv_t *r, sb_msg_t *msg)
 {
-    sb_client_t *c = r->c;
     r->parking = true; /* given back once the dead letter settled: nothing more is handed out */
     sb_sstate_forget(r);
     r->park_record =
         sb_sstate_record(msg->st->reason, msg->message_id, msg->sequence_number, ib_now_ms());
     r->park_setting = true;
-    if (!park_send(r)) {
-        sb_sstate_forget(r);
-        r->park_setting = false;
-        return;
-    }
-    remember(c, r->session_id, true);
-    IB_LOG(IB_LOG_WARN, "session_park",
-           IB_MSG("message dead-lettered: session parked, its later messages wait for "
-                  "inboxctl session unpark"),
+    IB_LOG(IB_LOG_INFO, "session_park",
+           IB_MSG("message to be dead-lettered: the session's parked record is written first"),
            IB_S("session_id", r->session_id), IB_S("message_id", msg->message_id),
            IB_I("sequence_number", msg->sequence_number), IB_S("reason", msg->st->reason));
+    if (!park_send(r))
+        park_done(r, false);
 }
 
 void sb_sstate_tick(sb_client_t *c)
@@ -328,7 +332,7 @@ void sb_sstate_tick(sb_client_t *c)
             r->park_retry_at = 0;
             if (!park_send(r)) {
                 remember(c, r->session_id, false);
-                park_done(r);
+                park_done(r, false);
             }
         }
         if (r->state != RCV_OPEN || !r->parked_hold)

@@ -57,6 +57,8 @@ struct sb_msg_state {
     bool renew_alone;      /* a batch failed: renew this one by itself */
     long long renew_after; /* mono ms: no renewal before (after a failure) */
     bool mgmt_pending;     /* an update-disposition request carries msg as ctx */
+    bool park_wait;        /* SETTLING, its dead letter not sent: it waits for its session's
+                              parked record (sb_settle_park_done sends or releases it) */
     sb_msg_t *prev, *next; /* c->held */
     sb_msg_t *bnext;       /* c->buf_head FIFO */
     /* under lock: written by sb_client_settle */
@@ -233,14 +235,24 @@ void sb_settle_tick(sb_client_t *c);
 void sb_settle_shutdown(sb_client_t *c);
 /* Puts a message back at the head of the settle queue (its settlement is retried). */
 void sb_settle_requeue(sb_client_t *c, sb_msg_t *msg);
+/*
+ * The park of r's session is over: parked, its waiting dead letter
+ * (park_wait) is sent; not parked, it is released instead (back at the head
+ * of its session, uncounted) and ends IB_E_BROKER, so that the session
+ * stops at it all the same.
+ */
+void sb_settle_park_done(sb_client_t *c, sb_rcv_t *r, bool parked);
 
 /* sb_sstate.c: parking (servicebus.session_on_dead_letter "park") */
 /* A session was accepted: reads its state; the session waits for the answer. */
 void sb_sstate_check(sb_rcv_t *r);
 /*
- * A message of r's session is being dead-lettered: records the session as
- * parked. A set-session-state that fails for want of the broker (no answer,
- * 5xx) is sent again, SB_PARK_TRIES in all, the session held meanwhile.
+ * A message of r's session is to be dead-lettered (it waits, park_wait):
+ * records the session as parked first. A set-session-state that fails for
+ * want of the broker (no answer, 5xx) is sent again, SB_PARK_TRIES in all,
+ * the session held meanwhile. The answer, or the last failure, ends in
+ * sb_settle_park_done: no crash can leave the dead letter sent and the
+ * session not parked.
  */
 #define SB_PARK_TRIES 4
 void sb_sstate_park(sb_rcv_t *r, sb_msg_t *msg);

@@ -96,6 +96,8 @@ struct emu_session {
 typedef struct emu_stats {
     uint64_t sent, delivered, completed, abandoned, dead_lettered, deferred, released;
     uint64_t duplicate_detected, expired;
+    uint64_t
+        session_state_sets; /* set-session-state requests by the session's holder, any answer */
     struct {
         char reason[64];
         uint64_t n;

@@ -463,6 +463,12 @@ void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
     for (emu_reply_t *r = l->replies; r; r = r->next)
         if (r->dlv == d)
             return;
+    if (state == PN_REJECTED && l->peek_lock && b->faults.ignore_dead_letter > 0) {
+        /* Fault: as if lost on its way; the message stays locked as if never settled. */
+        b->faults.ignore_dead_letter--;
+        IB_LOG(IB_LOG_INFO, "fault", IB_MSG("dead letter ignored"));
+        return;
+    }
     pn_delivery_tag_t tag = pn_delivery_tag(d);
     int64_t now = emu_now_ms();
     int rc = -1;

@@ -72,7 +72,9 @@ static void usage(FILE *fp)
             "  --fault-settle-delay-ms D  delay every settlement reply by D ms\n"
             "  --fault-drop-settle-reply K  apply but never answer the next K settlements\n"
             "  --fault-ignore-drain K   leave the next K drains of an empty session unanswered\n"
-            "  --fault-refuse-set-state K  answer the next K set-session-state requests 503\n");
+            "  --fault-refuse-set-state K  answer the next K set-session-state requests 503\n"
+            "  --fault-stall-set-state K   leave the next K set-session-state requests unanswered\n"
+            "  --fault-ignore-dead-letter K  neither apply nor answer the next K dead letters\n");
 }
 
 static int parse_int(const char *flag, const char *v, int *out)
@@ -94,7 +96,7 @@ int main(int argc, char **argv)
     int http_status = 0;
     emu_broker_t b;
     memset(&b, 0, sizeof b);
-    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1, -1};
+    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     ib_log_set_level(IB_LOG_WARN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -172,6 +174,10 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, &cli.ignore_drain);
         else if (strcmp(a, "--fault-refuse-set-state") == 0)
             rc = parse_int(a, v, &cli.refuse_set_state);
+        else if (strcmp(a, "--fault-stall-set-state") == 0)
+            rc = parse_int(a, v, &cli.stall_set_state);
+        else if (strcmp(a, "--fault-ignore-dead-letter") == 0)
+            rc = parse_int(a, v, &cli.ignore_dead_letter);
         else {
             fprintf(stderr, "sbemu: unknown option %s\n", a);
             usage(stderr);
@@ -220,10 +226,12 @@ int main(int argc, char **argv)
     /* Command-line faults override the topology file's. */
     int *dst[] = {&b.faults.drop_after,    &b.faults.drop_every_ms,   &b.faults.refuse_renew,
                   &b.faults.lock_early_ms, &b.faults.settle_delay_ms, &b.faults.drop_settle_reply,
-                  &b.faults.ignore_drain,  &b.faults.refuse_set_state};
+                  &b.faults.ignore_drain,  &b.faults.refuse_set_state,
+                  &b.faults.stall_set_state, &b.faults.ignore_dead_letter};
     int *src[] = {&cli.drop_after,    &cli.drop_every_ms,   &cli.refuse_renew,
                   &cli.lock_early_ms, &cli.settle_delay_ms, &cli.drop_settle_reply,
-                  &cli.ignore_drain,  &cli.refuse_set_state};
+                  &cli.ignore_drain,  &cli.refuse_set_state,
+                  &cli.stall_set_state, &cli.ignore_dead_letter};
     for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
         if (*src[i] >= 0)
             *dst[i] = *src[i];

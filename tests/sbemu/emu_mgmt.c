@@ -423,6 +423,12 @@ static void op_session(mgmt_ctx_t *c, const char *op)
         return;
     }
     /* set-session-state */
+    c->ent->st.session_state_sets++;
+    if (c->b->faults.stall_set_state > 0) {
+        c->b->faults.stall_set_state--;
+        IB_LOG(IB_LOG_INFO, "fault", IB_MSG("set-session-state left unanswered"));
+        return;
+    }
     if (c->b->faults.refuse_set_state > 0) {
         c->b->faults.refuse_set_state--;
         IB_LOG(IB_LOG_INFO, "fault", IB_MSG("set-session-state refused"));

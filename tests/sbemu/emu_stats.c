@@ -37,6 +37,8 @@ static json_t *entity_json(const emu_entity_t *e)
         json_int_t held = 0;
         emu_map_each(e->sessions, count_held, &held);
         json_object_set_new(o, "sessions_held", json_integer(held));
+        json_object_set_new(o, "session_state_sets",
+                            json_integer((json_int_t)st->session_state_sets));
     }
     return o;
 }

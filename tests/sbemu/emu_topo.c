@@ -106,7 +106,8 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
 {
     static const char *const keys[] = {
         "drop_after",      "drop_every_ms",     "refuse_renew", "lock_early_ms",
-        "settle_delay_ms", "drop_settle_reply", "ignore_drain", "refuse_set_state", NULL};
+        "settle_delay_ms", "drop_settle_reply", "ignore_drain", "refuse_set_state",
+        "stall_set_state", "ignore_dead_letter", NULL};
     if (check_keys(f, keys, "faults", err, errlen))
         return -1;
     const int max = 1 << 30;
@@ -123,7 +124,11 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
                    get_int(f, "ignore_drain", &faults->ignore_drain, max, "faults", err,
                            errlen) ||
                    get_int(f, "refuse_set_state", &faults->refuse_set_state, max, "faults", err,
-                           errlen)
+                           errlen) ||
+                   get_int(f, "stall_set_state", &faults->stall_set_state, max, "faults", err,
+                           errlen) ||
+                   get_int(f, "ignore_dead_letter", &faults->ignore_dead_letter, max, "faults",
+                           err, errlen)
                ? -1
                : 0;
 }

@@ -21,6 +21,8 @@ typedef struct emu_faults {
     int drop_settle_reply; /* apply but never answer the next K settlements */
     int ignore_drain;      /* leave the next K drains of an empty session unanswered */
     int refuse_set_state;  /* answer the next K set-session-state requests 503 server-busy */
+    int stall_set_state;   /* leave the next K set-session-state requests unanswered */
+    int ignore_dead_letter; /* neither apply nor answer the next K dead-letter dispositions */
 } emu_faults_t;
 
 /*

@@ -1,0 +1,122 @@
+/*
+ * Parking a session (session_park) against sbemu, step by step:
+ *  - the dead letter waits for the parked record: while the broker leaves
+ *    the set-session-state unanswered, the poison is not dead-lettered;
+ *    the set is sent again after the request's timeout, answered, and
+ *    only then the dead letter goes out;
+ *  - a record the broker refuses every time (503, four tries): the poison
+ *    is released, not dead-lettered, and comes first again, before the
+ *    session's later message; dead-lettered again once the broker takes
+ *    the record, the session is parked and its later message never handed
+ *    out.
+ * thread: the test's main thread (the client's proactor calls the hooks).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ib_log.h"
+#include "sbt.h"
+
+static const char *topology = "{\"queues\":[{\"name\":\"pq\",\"lock_duration_s\":30,"
+                              "\"max_delivery_count\":10,\"requires_session\":true}]}";
+
+static sb_client_t *park_client(sbt_emu_t *emu, sbt_rx_t *rx, unsigned op_timeout_ms)
+{
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    sbt_options(emu, "pq", &opt);
+    opt.sessions = true;
+    opt.session_park = true;
+    opt.session_prefetch = 4;
+    opt.op_timeout_ms = op_timeout_ms;
+    sbt_callbacks(rx, &cb);
+    return sbt_client_start(&opt, &cb);
+}
+
+static void dead_letter(sb_client_t *c, sb_msg_t *msg)
+{
+    sb_client_settle(c, msg, SB_DEADLETTER, "HandlerError", "poison");
+}
+
+static void test_dead_letter_waits_for_record(void)
+{
+    static const char *const faults[] = {"--fault-stall-set-state", "1", NULL};
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sb_stats_t st;
+
+    sbt_emu_start(&emu, topology, faults);
+    sbt_send(&emu, "pq", "w", 2, "w");
+    sbt_rx_init(&rx);
+    c = park_client(&emu, &rx, 2000);
+    msg = sbt_take(&rx, 10000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "w-0") == 0);
+    dead_letter(c, msg);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 1, 5000), 1LL);
+    /* The set is unanswered (its timeout is 2 s): nothing settled, nothing handed out. */
+    SBT_CHECK(sbt_take(&rx, 500) == NULL);
+    SBT_CHECK_EQ(sbt_stat(&emu, "pq", "dead_lettered"), 0LL);
+    SBT_CHECK(rx.settled == 0);
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 10000));
+    SBT_CHECK(rx.settled_ok == 1);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 2, 3000), 2LL);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "dead_lettered", 1, 3000), 1LL);
+    sb_client_stats(c, &st);
+    SBT_CHECK_EQ(st.sessions_parked, 1u);
+    SBT_CHECK(sbt_take(&rx, 500) == NULL); /* w-1 waits */
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "active", 1, 3000), 1LL);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   dead_letter_waits_for_record\n");
+}
+
+static void test_record_refused_releases_poison(void)
+{
+    static const char *const faults[] = {"--fault-refuse-set-state", "4", NULL};
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_client_t *c;
+    sb_msg_t *msg;
+    sb_stats_t st;
+
+    sbt_emu_start(&emu, topology, faults);
+    sbt_send(&emu, "pq", "r", 2, "r");
+    sbt_rx_init(&rx);
+    c = park_client(&emu, &rx, 10000);
+    msg = sbt_take(&rx, 10000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "r-0") == 0);
+    dead_letter(c, msg);
+    /* Four tries over about 3.5 s, all refused: released, not dead-lettered. */
+    SBT_CHECK(sbt_wait_settled(&rx, 1, 10000));
+    SBT_CHECK(rx.settled_ok == 0);
+    SBT_CHECK(rx.results[IB_E_BROKER] == 1);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 4, 3000), 4LL);
+    SBT_CHECK_EQ(sbt_stat(&emu, "pq", "dead_lettered"), 0LL);
+    /* The session stops at its poison all the same: r-0 comes first again. */
+    msg = sbt_take(&rx, 10000);
+    SBT_CHECK(msg && strcmp(msg->message_id, "r-0") == 0);
+    dead_letter(c, msg);
+    SBT_CHECK(sbt_wait_settled(&rx, 2, 10000));
+    SBT_CHECK(rx.settled_ok == 1);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "dead_lettered", 1, 3000), 1LL);
+    sb_client_stats(c, &st);
+    SBT_CHECK_EQ(st.sessions_parked, 1u);
+    SBT_CHECK(sbt_take(&rx, 500) == NULL); /* r-1 waits */
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "active", 1, 3000), 1LL);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   record_refused_releases_poison\n");
+}
+
+int main(void)
+{
+    test_dead_letter_waits_for_record();
+    test_record_refused_releases_poison();
+    return 0;
+}
