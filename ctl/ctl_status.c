@@ -6,7 +6,6 @@
  */
 #include "ctl_status.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -354,26 +353,6 @@ static void print_json(const status_t *st, int rc)
 
 /* ---- the command ---- */
 
-/* The config file as inboxd would read it: exists and is JSON (2 and why, else 0). */
-static int check_config_file(const char *path)
-{
-    json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
-    if (j) {
-        json_decref(j);
-        return 0;
-    }
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        fprintf(stderr, "inboxctl: cannot read the config %s: %s\n", path, strerror(errno));
-        return 2;
-    }
-    fclose(fp);
-    fprintf(stderr, "inboxctl: the config %s is not valid JSON: line %d, column %d: %s\n", path,
-            jerr.line, jerr.column, jerr.text);
-    return 2;
-}
-
 static int parse(int argc, char **argv, status_t *st, bool *json)
 {
     for (int i = 0; i < argc; i++) {
@@ -399,7 +378,7 @@ static int parse(int argc, char **argv, status_t *st, bool *json)
     }
     if (!st->config && !(st->config = getenv("INBOXD_CONFIG")))
         return status_usage("no config (--config F or INBOXD_CONFIG)");
-    return check_config_file(st->config);
+    return 0;
 }
 
 static bool has(const char *s)
@@ -417,7 +396,10 @@ int ctl_status(int argc, char **argv)
     int rc = parse(argc, argv, &st, &json);
     if (rc)
         return rc;
-    wk_config_load(&cfg, st.config, NULL); /* the broker, db and outbox keys are what matter */
+    if (!wk_config_load_file(&cfg, st.config, stderr)) { /* the file missing or not JSON */
+        wk_config_free(&cfg);
+        return 2;
+    }
     st.entity = cfg.servicebus.entity;
     st.consumer = cfg.consumer;
     if (!has(cfg.servicebus.connection_string) || !has(st.entity) ||
