@@ -186,12 +186,27 @@ static bool admitted(run_t *r)
     return false;
 }
 
-/* What the answer says of the destination; logs a circuit that opens. */
-static void dest_done(run_t *r, const fx_response_t *resp)
+/*
+ * A Retry-After longer than the route's http.max_retry_after_s is held only
+ * that long (counted): one answer must not stop a destination for a day.
+ */
+static void cap_retry_after(run_t *r, fx_response_t *resp)
+{
+    long cap = rt_http_max_retry_after_s(r->h) * 1000L;
+    if (resp->retry_after_ms <= cap)
+        return;
+    resp->retry_after_ms = cap;
+    if (r->p->metrics)
+        wk_metrics_retry_after_capped(r->p->metrics);
+}
+
+/* What the answer says of the destination (Retry-After capped); logs a circuit that opens. */
+static void dest_done(run_t *r, fx_response_t *resp)
 {
     wk_dest_result_t res = resp->cls == FX_TRANSIENT   ? WK_DEST_TRANSIENT
                            : resp->cls == FX_AMBIGUOUS ? WK_DEST_UNKNOWN
                                                        : WK_DEST_OK;
+    cap_retry_after(r, resp);
     if (!r->p->dests || !r->call.dest[0])
         return;
     if (wk_dest_done(r->p->dests, r->call.dest, res, resp->retry_after_ms, ib_mono_ms()))
@@ -585,10 +600,13 @@ static bool outcome(run_t *r, const fx_response_t *resp)
                    IB_S("message_id", r->msg->message_id), IB_S("url", r->call.url_redacted),
                    IB_S("span_id", wk_span_id(r->msg)));
         if (r->p->dests && r->call.dest[0]) {
-            /* Held, not retried here nor abandoned: the destination paces it. */
+            /* Held, not retried here nor abandoned: the destination paces it (a long
+             * Retry-After is wk_dest's to keep, so this message may be its probe). */
             long long wait = ib_backoff_ms(r->p->cfg->retry.base_ms, r->p->cfg->retry.max_ms,
                                            r->d->attempts, &r->seed);
-            hold(r, resp->retry_after_ms > wait ? resp->retry_after_ms : wait);
+            long long ra = resp->retry_after_ms < WK_DEST_HOLD_PROBE_MS ? resp->retry_after_ms
+                                                                         : WK_DEST_HOLD_PROBE_MS;
+            hold(r, ra > wait ? ra : wait);
             return true;
         }
         return retry_later(r, resp->retry_after_ms);
