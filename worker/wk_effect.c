@@ -107,7 +107,8 @@ typedef struct run {
     db_claim_row_t row;
     rt_http_call_t call;
     bool reached; /* a call of this claim (or an earlier owner's) may have acted */
-    bool replayed; /* an operator's replay took a failed row over: its rejection was published */
+    bool replayed; /* an operator's replay or retry took a refused row over: its rejection was
+                      published */
     ib_rand_t seed; /* the backoff's state, seeded on first use */
     /* In a batch (wk_effect_process_batch): the finish waits for the batch's
      * transaction, a retry for the end of the batch. */
@@ -442,7 +443,7 @@ static const db_stmt_t *rejection_events(run_t *r, const rt_failure_t *f, rt_bin
     *n = 0;
     memset(rb, 0, sizeof(*rb));
     if (!rt_route_rejects(r->route) || r->replayed)
-        return NULL; /* a replay refused again: the row's first failure published it */
+        return NULL; /* a replay or retry refused again: the row's first failure published it */
     if (rt_route_bind_rejection(r->route, r->msg, f, rb, &e) != IB_E_OK) {
         IB_LOG(IB_LOG_ERROR, "rejection_unbound",
                IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
@@ -809,6 +810,11 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
         r.replayed = true;
         if (replay_failed(&r))
             goto out;
+        break;
+    case DB_CLAIM_RETRY:
+        /* Resolved retry: a row the destination had refused (3xx, 4xx; an uncertain row
+         * holds no such status) published its rejection then. */
+        r.replayed = r.row.remote_status >= 300 && r.row.remote_status < 500;
         break;
     case DB_CLAIM_BUSY: {
         /* Another worker is calling: its outcome is what a redelivery finds. */
