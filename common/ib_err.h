@@ -35,6 +35,7 @@
     X(NO_ROUTE, "no route matches the message")                                                    \
     X(INVALID_JSON, "message body is not valid JSON")                                              \
     X(MISSING_FIELD, "a field the route needs is missing")                                         \
+    X(NOT_ALLOWED, "a bound URL names a host the route does not allow")                            \
     X(BROKER, "broker returned an error")                                                          \
     X(SHUTDOWN, "shutting down")
 

@@ -3,11 +3,15 @@
  * standard OTEL_* variables), a bounded queue that any thread adds ended
  * spans to without blocking, and one thread that posts them in batches with
  * libcurl. A failed request drops its spans (counted); each kind of failure
- * is logged once until an export succeeds again. thread: the exporter's own,
- * plus ot_exporter_queue from any thread.
+ * is logged once until an export succeeds again. At stop the exporter gets
+ * OT_STOP_MS to send what is queued (the request under way included, run on
+ * a multi handle so that the stop can cut it short); what is left then is
+ * dropped, counted: a collector that never answers cannot hold shutdown.
+ * thread: the exporter's own, plus ot_exporter_queue from any thread.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,8 @@ struct ot_exporter {
     unsigned queued;
     bool stop;
     pthread_t thread;
+    CURLM *multi;             /* runs the one request, so that a stop can wake it */
+    atomic_llong stop_by_ms;  /* 0 until stopping; then the mono ms when sending ends */
 
     atomic_ullong exported, dropped;
     char last_error[256]; /* thread: exporter; "" while exports succeed */
@@ -312,6 +318,35 @@ static void note(ot_exporter_t *x, const char *problem, unsigned n)
     ib_strlcpy(x->last_error, problem, sizeof(x->last_error));
 }
 
+/* ms left before the stop's deadline; LLONG_MAX while not stopping. */
+static long long stop_left(ot_exporter_t *x)
+{
+    long long by = atomic_load(&x->stop_by_ms);
+    return by ? by - ib_mono_ms() : LLONG_MAX;
+}
+
+/* Runs h to its end, or aborts it when the stop's deadline passes. */
+static CURLcode perform(ot_exporter_t *x, CURL *h)
+{
+    CURLcode rc = CURLE_FAILED_INIT;
+    int running = 1, left;
+    if (curl_multi_add_handle(x->multi, h) != CURLM_OK)
+        return rc;
+    while (curl_multi_perform(x->multi, &running) == CURLM_OK && running) {
+        long long ms = stop_left(x);
+        if (ms <= 0) {
+            rc = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+        curl_multi_poll(x->multi, NULL, 0, ms < 1000 ? (int)ms : 1000, NULL);
+    }
+    for (CURLMsg *m; (m = curl_multi_info_read(x->multi, &left));)
+        if (m->msg == CURLMSG_DONE)
+            rc = m->data.result;
+    curl_multi_remove_handle(x->multi, h);
+    return rc;
+}
+
 static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
 {
     ot_buf_t body = {0};
@@ -324,8 +359,11 @@ static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
     } else {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const char *)body.p);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body.len);
-        CURLcode rc = curl_easy_perform(h);
-        if (rc != CURLE_OK)
+        CURLcode rc = perform(x, h);
+        if (rc == CURLE_ABORTED_BY_CALLBACK)
+            snprintf(problem, sizeof(problem),
+                     "stopping: no answer within the %d ms traces get at shutdown", OT_STOP_MS);
+        else if (rc != CURLE_OK)
             snprintf(problem, sizeof(problem), "%s", curl_easy_strerror(rc));
         else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status), status / 100 != 2)
             snprintf(problem, sizeof(problem), "the collector answered HTTP %ld", status);
@@ -376,14 +414,14 @@ static void *export_main(void *arg)
     while (!stop) {
         unsigned n;
         ot_span_t *batch = take_batch(x, &n, &stop);
-        send_batch(x, h, batch, n);
+        send_batch(x, stop && x->last_error[0] ? NULL : h, batch, n);
     }
-    for (;;) { /* at stop, what is queued goes out while the collector answers */
+    for (;;) { /* at stop, what is queued goes out while the collector answers, in time */
         unsigned n;
         ot_span_t *batch = take_batch(x, &n, &stop);
         if (!batch)
             break;
-        send_batch(x, x->last_error[0] ? NULL : h, batch, n);
+        send_batch(x, x->last_error[0] || stop_left(x) <= 0 ? NULL : h, batch, n);
     }
     curl_easy_cleanup(h);
     return NULL;
@@ -393,6 +431,8 @@ static void *export_main(void *arg)
 
 static void release(ot_exporter_t *x)
 {
+    if (x->multi)
+        curl_multi_cleanup(x->multi);
     free(x->url);
     curl_slist_free_all(x->headers);
     for (size_t i = 0; i < x->nres; i++) {
@@ -434,6 +474,12 @@ ot_exporter_t *ot_exporter_new(const ot_options_t *opt, ib_error_t *err)
     x->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
     atomic_init(&x->exported, 0);
     atomic_init(&x->dropped, 0);
+    atomic_init(&x->stop_by_ms, 0);
+    if (!(x->multi = curl_multi_init())) {
+        ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
+        release(x);
+        return NULL;
+    }
     if (!configure(x, o, err) || !start_thread(x)) {
         if (!err || !err->code)
             ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: cannot start the exporter");
@@ -461,8 +507,10 @@ void ot_exporter_free(ot_exporter_t *x)
         return;
     pthread_mutex_lock(&x->mu);
     x->stop = true;
+    atomic_store(&x->stop_by_ms, ib_mono_ms() + OT_STOP_MS);
     pthread_cond_signal(&x->cv);
     pthread_mutex_unlock(&x->mu);
+    curl_multi_wakeup(x->multi); /* a request under way sees the deadline now */
     pthread_join(x->thread, NULL);
     free_list(x->head);
     pthread_cond_destroy(&x->cv);

@@ -44,6 +44,9 @@ typedef enum {
 } ot_kind_t;
 
 typedef struct ot_exporter ot_exporter_t;
+
+/* At stop, the longest the exporter sends for: a share of the drain, not the whole. */
+#define OT_STOP_MS 2000
 typedef struct ot_span ot_span_t;
 
 /*
@@ -74,7 +77,10 @@ typedef struct ot_options {
 ot_exporter_t *ot_exporter_new(const ot_options_t *opt, ib_error_t *err);
 /* Checks the settings as ot_exporter_new would, without starting anything. */
 bool ot_options_check(const ot_options_t *opt, ib_error_t *err);
-/* Sends what is queued (within one request timeout), stops the thread, frees. */
+/*
+ * Sends what is queued for at most OT_STOP_MS (the request under way
+ * included; what is left is dropped, counted), stops the thread, frees.
+ */
 void ot_exporter_free(ot_exporter_t *x);
 /* Whether the exporter is set up with http/json (for tests and logs). */
 bool ot_exporter_json(const ot_exporter_t *x);

@@ -63,6 +63,7 @@ struct rt_http_spec {
     size_t nhosts;
     double rate_per_s;
     long max_concurrent;
+    long max_retry_after_s;
 };
 
 static bool method_valid(const char *m)
@@ -301,6 +302,8 @@ static void compile_limits(rt_http_spec_t *h, const json_t *o, wk_problems_t *p)
             h->rate_per_s = json_number_value(v);
     }
     h->max_concurrent = int_field(o, "max_concurrent", "http.max_concurrent", 0, 1, 1024, p);
+    h->max_retry_after_s =
+        int_field(o, "max_retry_after_s", "http.max_retry_after_s", 300, 1, 86400, p);
     if ((v = json_object_get(o, "applied_statuses")))
         compile_statuses(h, v, p);
     if ((v = json_object_get(o, "allowed_hosts")))
@@ -313,7 +316,7 @@ rt_http_spec_t *rt_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
         "method",     "url",        "body",    "headers",   "idempotency_header",
         "idempotent", "timeout_ms", "lease_s", "remote_id", "reconcile",
         "ca_file",    "rate_per_s", "max_concurrent", "applied_statuses", "allowed_hosts",
-        NULL};
+        "max_retry_after_s", NULL};
     const char *k;
     json_t *v;
     bool nj = false;
@@ -436,6 +439,11 @@ long rt_http_max_concurrent(const rt_http_spec_t *h)
     return h->max_concurrent;
 }
 
+long rt_http_max_retry_after_s(const rt_http_spec_t *h)
+{
+    return h->max_retry_after_s;
+}
+
 bool rt_http_applied_status(const rt_http_spec_t *h, long status)
 {
     for (size_t i = 0; i < h->napplied; i++)
@@ -469,9 +477,17 @@ bool rt_http_reconcile_found(const rt_http_spec_t *h, const fx_response_t *resp)
     return found;
 }
 
+/* Whether allowed_hosts entry e names a port ("host:port", "[v6]:port"). */
+static bool entry_has_port(const char *e)
+{
+    const char *colon = strrchr(e, ':');
+    return colon && !strchr(colon, ']') && (e[0] != '[' || colon > strchr(e, ']'));
+}
+
 /*
  * Whether a bound URL goes where the configuration says: its destination
- * parses, and with http.allowed_hosts its host (or host:port) is listed.
+ * parses, and with http.allowed_hosts its host and port are listed: a
+ * "host:port" entry as written, a bare "host" at the scheme's default port.
  */
 static bool host_allowed(const rt_http_spec_t *h, const char *url, char *dest, size_t size)
 {
@@ -483,10 +499,12 @@ static bool host_allowed(const rt_http_spec_t *h, const char *url, char *dest, s
         return true;
     const char *hp = strstr(dest, "://") + 3;
     const char *colon = strrchr(hp, ':');
-    size_t hlen = colon ? (size_t)(colon - hp) : strlen(hp);
+    size_t hlen = (size_t)(colon - hp);
+    bool default_port = strcmp(colon + 1, strncmp(dest, "https", 5) == 0 ? "443" : "80") == 0;
     for (size_t i = 0; i < h->nhosts; i++)
-        if (strcmp(h->hosts[i], hp) == 0 ||
-            (strlen(h->hosts[i]) == hlen && strncmp(h->hosts[i], hp, hlen) == 0))
+        if (entry_has_port(h->hosts[i]) ? strcmp(h->hosts[i], hp) == 0
+                                        : default_port && strlen(h->hosts[i]) == hlen &&
+                                              strncmp(h->hosts[i], hp, hlen) == 0)
             return true;
     return false;
 }
@@ -578,7 +596,7 @@ ib_err_t rt_route_bind_http(const rt_route_t *r, const sb_msg_t *msg, const char
     if (!host_allowed(h, c->url, c->dest, sizeof c->dest) ||
         (c->reconcile_url && !host_allowed(h, c->reconcile_url, (char[WK_DEST_KEY_MAX]){0},
                                            WK_DEST_KEY_MAX)))
-        return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT,
+        return ib_error_set(err, IB_E_NOT_ALLOWED, IB_CLASS_PERMANENT,
                             "http.url: host of '%s' is not in http.allowed_hosts", c->url_redacted);
     if ((rc = bind_body(h, msg, b, c, err)) != IB_E_OK)
         return rc;

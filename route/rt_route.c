@@ -1114,6 +1114,38 @@ static bool append(char *buf, size_t *len, size_t max, const char *t, size_t tl,
     return true;
 }
 
+/* Whether a URL rendered so far (buf, len) ends in its authority: past "://", before "/?#". */
+static bool in_authority(char *buf, size_t len)
+{
+    buf[len] = '\0';
+    const char *a = strstr(buf, "://");
+    return a && a[3 + strcspn(a + 3, "/?#")] == '\0';
+}
+
+/*
+ * A value bound into a URL's authority (http.allowed_hosts lets a route
+ * template its host): a host name, an IPv4 or a bracketed IPv6 literal, or
+ * a port, each optionally followed by ":port". Nothing that could end the
+ * authority or add userinfo ('/', '?', '#', '@', '%', '\\') gets through.
+ */
+static bool authority_value_ok(const char *t)
+{
+    static const char host[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-";
+    size_t h;
+    if (t[0] == '[') {
+        h = 1 + strspn(t + 1, "0123456789abcdefABCDEF:.");
+        if (h == 1 || t[h] != ']')
+            return false;
+        h++;
+    } else if ((h = strspn(t, host)) == 0) {
+        return false;
+    }
+    if (t[h] == '\0')
+        return true;
+    size_t p = t[h] == ':' ? strspn(t + h + 1, "0123456789") : 0;
+    return p >= 1 && p <= 5 && t[h + 1 + p] == '\0';
+}
+
 ib_err_t rt_tpl_render(const template_t *tpl, const sb_msg_t *msg, rt_binding_t *b, const char *key,
                        bool url_encode, size_t max, const char *what, char **out, ib_error_t *err)
 {
@@ -1124,12 +1156,21 @@ ib_err_t rt_tpl_render(const template_t *tpl, const sb_msg_t *msg, rt_binding_t 
     for (size_t i = 0; i < tpl->n; i++) {
         char num[64];
         const char *t = "";
+        bool encode = url_encode && !tpl->v[i].lit;
         ib_err_t rc = part_text(&tpl->v[i], msg, b, key, what, num, sizeof num, &t, err);
+        if (rc == IB_E_OK && encode && in_authority(buf, len)) {
+            encode = false; /* a host, written as is: percent-encoded it would name none */
+            if (!authority_value_ok(t))
+                rc = ib_error_set(err, IB_E_NOT_ALLOWED, IB_CLASS_PERMANENT,
+                                  "%s: a value bound into the host is not a host or host:port "
+                                  "(http.allowed_hosts)",
+                                  what);
+        }
         if (rc != IB_E_OK) {
             free(buf);
             return rc;
         }
-        if (!append(buf, &len, max, t, strlen(t), url_encode && !tpl->v[i].lit)) {
+        if (!append(buf, &len, max, t, strlen(t), encode)) {
             free(buf);
             return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "%s is longer than %zu bytes",
                                 what, max);
@@ -1349,7 +1390,7 @@ wk_dl_reason_t rt_route_bind_reason(ib_err_t rc)
     return rc == IB_E_INVALID_JSON    ? WK_DL_INVALID_JSON
            : rc == IB_E_MISSING_FIELD ? WK_DL_MISSING_FIELD
            : rc == IB_E_INVAL         ? WK_DL_BAD_KEY
-                                      : WK_DL_BIND_ERROR;
+                                      : WK_DL_BIND_ERROR; /* IB_E_NOT_ALLOWED among them */
 }
 
 ib_err_t rt_routes_check_unique(const rt_routes_t *routes, db_conn_t *dbc, ib_error_t *err)

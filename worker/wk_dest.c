@@ -24,6 +24,7 @@ typedef struct dest {
     int offered;             /* held messages let go in that window */
     double rate;             /* rate_per_s, as the last caller gave it */
     long long not_before_ms; /* Retry-After */
+    long long hold_probe_ms; /* while a Retry-After holds: when the next probe may start */
     double tokens;           /* rate_per_s bucket */
     long long refilled_ms;
     long in_flight;
@@ -133,6 +134,30 @@ static bool token(dest_t *d, double rate, long long now, bool take, long long *w
     return false;
 }
 
+/* Whether calls to d wait for a probe: its circuit is open or a Retry-After holds. mu held. */
+static bool gated(const dest_t *d, long long now)
+{
+    return d->open || now < d->not_before_ms;
+}
+
+/*
+ * For a gated destination: whether a probe may start now; if not, *wait_ms
+ * is when asking again is worth it. The circuit's schedule and the hold's
+ * both apply (the later one). mu held.
+ */
+static bool probe_due(const dest_t *d, long long now, long long *wait_ms)
+{
+    long long due = d->open ? d->next_probe_ms : 0;
+    if (now < d->not_before_ms && d->hold_probe_ms > due)
+        due = d->hold_probe_ms;
+    if (d->probing) {
+        *wait_ms = d->open ? d->interval_ms : WK_DEST_HOLD_PROBE_MS;
+        return false;
+    }
+    *wait_ms = due - now;
+    return now >= due;
+}
+
 bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim, long long now_ms,
                    long long *wait_ms)
 {
@@ -142,10 +167,8 @@ bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim,
     dest_t *d = find(ds, key, true);
     if (!d) {
         ok = true; /* over WK_DEST_MAX: not governed */
-    } else if (now_ms < d->not_before_ms) {
-        *wait_ms = d->not_before_ms - now_ms;
-    } else if (d->open && (d->probing || now_ms < d->next_probe_ms)) {
-        *wait_ms = d->probing ? d->interval_ms : d->next_probe_ms - now_ms;
+    } else if (gated(d, now_ms) && !probe_due(d, now_ms, wait_ms)) {
+        ;
     } else if (lim->max_concurrent > 0 && d->in_flight >= lim->max_concurrent) {
         *wait_ms = 50;
     } else if (lim->ramp && d->in_flight >= WK_DEST_THRESHOLD + d->ok_streak) {
@@ -153,7 +176,7 @@ bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim,
     } else if ((d->rate = lim->rate_per_s, token(d, lim->rate_per_s, now_ms, true, wait_ms))) {
         ok = true;
         d->in_flight++;
-        if (d->open)
+        if (gated(d, now_ms))
             d->probing = true;
     }
     pthread_mutex_unlock(&ds->mu);
@@ -188,6 +211,17 @@ static long long probe_interval(wk_dests_t *ds, int failed)
                                                 failed + 1, &ds->seed);
 }
 
+/*
+ * A Retry-After of ms: every call waits until then, but a hold longer than
+ * WK_DEST_HOLD_PROBE_MS lets a probe through after that much. mu held.
+ */
+static void hold(dest_t *d, long long ms, long long now)
+{
+    if (now + ms > d->not_before_ms)
+        d->not_before_ms = now + ms;
+    d->hold_probe_ms = now + (ms < WK_DEST_HOLD_PROBE_MS ? ms : WK_DEST_HOLD_PROBE_MS);
+}
+
 bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long long retry_after_ms,
                   long long now_ms)
 {
@@ -200,8 +234,12 @@ bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long lo
     }
     if (d->in_flight > 0)
         d->in_flight--;
-    if (retry_after_ms >= 0 && now_ms + retry_after_ms > d->not_before_ms)
-        d->not_before_ms = now_ms + retry_after_ms;
+    if (res == WK_DEST_OK && d->probing)
+        d->not_before_ms = 0; /* the probe was answered: the hold is over */
+    else if (d->probing && now_ms < d->not_before_ms)
+        d->hold_probe_ms = now_ms + WK_DEST_HOLD_PROBE_MS; /* still held: probe again later */
+    if (retry_after_ms >= 0)
+        hold(d, retry_after_ms, now_ms);
     if (res == WK_DEST_OK) {
         if (d->ok_streak < WK_DEST_WINDOW_MAX)
             d->ok_streak++;
@@ -232,21 +270,21 @@ bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long lo
 bool wk_dest_ready(wk_dests_t *ds, const char *key, long long now_ms)
 {
     bool ok = true;
+    long long wait;
     pthread_mutex_lock(&ds->mu);
     dest_t *d = find(ds, key, false);
-    if (d && now_ms < d->not_before_ms) {
-        ok = false;
-    } else if (d && (d->open || d->rate > 0)) {
-        /* Open: one held message per probe, given a second to take it. Rate-limited:
+    if (d && (gated(d, now_ms) || d->rate > 0)) {
+        /* Gated: one held message per probe, given a second to take it. Rate-limited:
          * about half a second's worth of calls per quarter second (headroom for a late
          * tick), so that held messages are seldom claimed only to be held again. */
-        long long window = d->open ? 1000 : 250;
-        int most = d->open ? 1 : (int)(d->rate / 2) + 2;
+        bool gate = gated(d, now_ms);
+        long long window = gate ? 1000 : 250;
+        int most = gate ? 1 : (int)(d->rate / 2) + 2;
         if (now_ms - d->offered_ms >= window) {
             d->offered_ms = now_ms;
             d->offered = 0;
         }
-        ok = d->offered < most && (!d->open || (!d->probing && now_ms >= d->next_probe_ms));
+        ok = d->offered < most && (!gate || probe_due(d, now_ms, &wait));
         if (ok)
             d->offered++;
     }

@@ -9,7 +9,11 @@
  *            (ib_backoff_ms) whose ceiling doubles with each failed probe,
  *            at most WK_DEST_PROBE_MAX_MS.
  *            Any answer that is not transient closes it.
- *   not before  a Retry-After holds every call to it until then.
+ *   not before  a Retry-After holds every call to it until then (the
+ *            caller caps it: http.max_retry_after_s). A hold longer than
+ *            WK_DEST_HOLD_PROBE_MS lets one probe through each
+ *            WK_DEST_HOLD_PROBE_MS; any answer to it that is not
+ *            transient ends the hold early.
  *   rate     http.rate_per_s: a token bucket (burst of one second's worth).
  *   slots    http.max_concurrent: calls under way at once.
  *   window   for calls made at once (a batch, wk_dest_limits_t.ramp): at most
@@ -37,6 +41,7 @@
 #define WK_DEST_THRESHOLD 3
 #define WK_DEST_PROBE_MIN_MS 500
 #define WK_DEST_PROBE_MAX_MS 30000
+#define WK_DEST_HOLD_PROBE_MS 5000 /* a Retry-After is honoured in full up to this */
 #define WK_DEST_WINDOW_MAX 4096
 
 typedef struct wk_dests wk_dests_t;
@@ -89,7 +94,7 @@ void wk_dest_cancel(wk_dests_t *ds, const char *key);
 
 /*
  * Whether a held message for key is worth offering now: the Retry-After
- * passed and, while the circuit is open, its probe is due and not running
+ * passed and the circuit is closed, or else a probe is due and not running
  * (then true once per probe, so that one message, not all, goes to probe).
  * thread: main (the daemon's tick).
  */

@@ -107,7 +107,8 @@ typedef struct run {
     db_claim_row_t row;
     rt_http_call_t call;
     bool reached; /* a call of this claim (or an earlier owner's) may have acted */
-    bool replayed; /* an operator's replay took a failed row over: its rejection was published */
+    bool replayed; /* an operator's replay or retry took a refused row over: its rejection was
+                      published */
     ib_rand_t seed; /* the backoff's state, seeded on first use */
     /* In a batch (wk_effect_process_batch): the finish waits for the batch's
      * transaction, a retry for the end of the batch. */
@@ -197,9 +198,24 @@ static bool admitted(run_t *r, const char *dest)
     return false;
 }
 
-/* What an answer of dest says of it (res); logs a circuit that opens. */
-static void dest_done(run_t *r, const char *dest, wk_dest_result_t res, const fx_response_t *resp)
+/*
+ * A Retry-After longer than the route's http.max_retry_after_s is held only
+ * that long (counted): one answer must not stop a destination for a day.
+ */
+static void cap_retry_after(run_t *r, fx_response_t *resp)
 {
+    long cap = rt_http_max_retry_after_s(r->h) * 1000L;
+    if (resp->retry_after_ms <= cap)
+        return;
+    resp->retry_after_ms = cap;
+    if (r->p->metrics)
+        wk_metrics_retry_after_capped(r->p->metrics);
+}
+
+/* What an answer of dest says of it (res; Retry-After capped); logs a circuit that opens. */
+static void dest_done(run_t *r, const char *dest, wk_dest_result_t res, fx_response_t *resp)
+{
+    cap_retry_after(r, resp);
     if (!r->p->dests || !dest[0])
         return;
     if (wk_dest_done(r->p->dests, dest, res, resp->retry_after_ms, ib_mono_ms()))
@@ -445,7 +461,7 @@ static const db_stmt_t *rejection_events(run_t *r, const rt_failure_t *f, rt_bin
     *n = 0;
     memset(rb, 0, sizeof(*rb));
     if (!rt_route_rejects(r->route) || r->replayed)
-        return NULL; /* a replay refused again: the row's first failure published it */
+        return NULL; /* a replay or retry refused again: the row's first failure published it */
     if (rt_route_bind_rejection(r->route, r->msg, f, rb, &e) != IB_E_OK) {
         IB_LOG(IB_LOG_ERROR, "rejection_unbound",
                IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
@@ -628,10 +644,13 @@ static bool outcome(run_t *r, const fx_response_t *resp)
                    IB_S("message_id", r->msg->message_id), IB_S("url", r->call.url_redacted),
                    IB_S("span_id", wk_span_id(r->msg)));
         if (r->p->dests && r->call.dest[0]) {
-            /* Held, not retried here nor abandoned: the destination paces it. */
+            /* Held, not retried here nor abandoned: the destination paces it (a long
+             * Retry-After is wk_dest's to keep, so this message may be its probe). */
             long long wait = ib_backoff_ms(r->p->cfg->retry.base_ms, r->p->cfg->retry.max_ms,
                                            r->d->attempts, &r->seed);
-            hold(r, resp->retry_after_ms > wait ? resp->retry_after_ms : wait, r->call.dest);
+            long long ra = resp->retry_after_ms < WK_DEST_HOLD_PROBE_MS ? resp->retry_after_ms
+                                                                         : WK_DEST_HOLD_PROBE_MS;
+            hold(r, ra > wait ? ra : wait, r->call.dest);
             return true;
         }
         return retry_later(r, resp->retry_after_ms);
@@ -913,6 +932,11 @@ void wk_effect_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
         r.replayed = true;
         if (replay_failed(&r))
             goto out;
+        break;
+    case DB_CLAIM_RETRY:
+        /* Resolved retry: a row the destination had refused (3xx, 4xx; an uncertain row
+         * holds no such status) published its rejection then. */
+        r.replayed = r.row.remote_status >= 300 && r.row.remote_status < 500;
         break;
     case DB_CLAIM_BUSY: {
         /* Another worker is calling: its outcome is what a redelivery finds. */

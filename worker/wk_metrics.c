@@ -74,6 +74,7 @@ struct wk_metrics {
     _Atomic int circuit_open;
     _Atomic long long held;
     wk_counter_t held_expired;
+    wk_counter_t retry_after_capped;
     wk_metrics_dest_fn dest_fn; /* set before serving; NULL: no HTTP destinations */
     void *dest_ctx;
     /* Per-bucket (not cumulative) counts; the last slot is above every bound. */
@@ -560,6 +561,12 @@ void wk_metrics_held_expired(wk_metrics_t *m)
         bump(&m->held_expired);
 }
 
+void wk_metrics_retry_after_capped(wk_metrics_t *m)
+{
+    if (m)
+        bump(&m->retry_after_capped);
+}
+
 void wk_metrics_dest_source(wk_metrics_t *m, wk_metrics_dest_fn fn, void *ctx)
 {
     m->dest_fn = fn;
@@ -579,6 +586,11 @@ static void render_dests(wk_metrics_t *m, wk_buf_t *b)
            "Held messages whose lock renewal (servicebus.max_auto_lock_renewal_s) ran out: "
            "abandoned, or dead-lettered RetryBudgetExhausted on their last delivery.");
     buf_printf(b, "inboxd_held_expired_total %llu\n", (unsigned long long)load(&m->held_expired));
+    header(b, "inboxd_http_retry_after_capped_total", "counter",
+           "Retry-After answers longer than the route's http.max_retry_after_s: the destination "
+           "was held only that long.");
+    buf_printf(b, "inboxd_http_retry_after_capped_total %llu\n",
+               (unsigned long long)load(&m->retry_after_capped));
     if (!m->dest_fn)
         return;
     header(b, "inboxd_http_circuit_open", "gauge",

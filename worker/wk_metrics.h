@@ -104,6 +104,11 @@ void wk_metrics_held_set(wk_metrics_t *m, long long n);
 /* Counts a held message whose lock renewal ran out (inboxd_held_expired_total). thread: any. */
 void wk_metrics_held_expired(wk_metrics_t *m);
 /*
+ * Counts a Retry-After longer than its route's http.max_retry_after_s, held
+ * only that long (inboxd_http_retry_after_capped_total). thread: any.
+ */
+void wk_metrics_retry_after_capped(wk_metrics_t *m);
+/*
  * The source of the inboxd_http_circuit_open{destination} lines: fn writes
  * them into buf (at most size bytes, NUL-terminated) and returns their
  * length. Set once before /metrics is served; called on the http thread.

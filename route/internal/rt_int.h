@@ -96,7 +96,10 @@ void rt_tpl_free(template_t *tpl);
  * Renders tpl for msg into a string kept in b (max bytes at most, what
  * names the template in errors). key fills {key}. With url_encode, every
  * value from a source is percent-encoded (all but A-Z a-z 0-9 - . _ ~), so
- * a message can never change a URL's path or query beyond its own value.
+ * a message can never change a URL's path or query beyond its own value;
+ * but a value in the URL's authority (a host the route lets the message
+ * choose) is written as is when it is a host, an IP literal or a port,
+ * with an optional ":port", and refused otherwise (IB_E_NOT_ALLOWED).
  */
 ib_err_t rt_tpl_render(const template_t *tpl, const sb_msg_t *msg, rt_binding_t *b, const char *key,
                        bool url_encode, size_t max, const char *what, char **out, ib_error_t *err);

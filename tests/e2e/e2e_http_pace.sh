@@ -8,6 +8,9 @@
 #          applied once; nothing dead-lettered.
 #   Thr    429 with Retry-After: 5: held (one delivery), the call repeated
 #          5 s later or more, one effect.
+#   Conc   20 orders to a destination that takes 300 ms to answer,
+#          http.max_concurrent 2: it never has more than 2 requests under
+#          way at once (and does have 2), each order applied once.
 #   Dup    the first request acts but its answer is lost; the idempotent
 #          retry gets 409 (the destination refuses a second charge), which
 #          http.applied_statuses [409] maps to applied.
@@ -29,12 +32,15 @@ start_fake paced idempotent; PACED=$FAKE_URL
 start_fake down idempotent; DOWN=$FAKE_URL
 start_fake thr idempotent; THR=$FAKE_URL
 start_fake look plain; LOOK=$FAKE_URL
+start_fake conc idempotent; CONC=$FAKE_URL
+NC=20
 route() { # route SUBJECT URL IDEMPOTENT EXTRA_HTTP
   charge_route "$2" "$3" "$4" | jq --arg s "$1" '.[0].match.subject = $s | .[0]'
 }
 routes=$(jq -s . <(route Paced "$PACED" true '{"rate_per_s": 20, "lease_s": 10}') \
   <(route Down "$DOWN" true '{"lease_s": 10}') \
   <(route Thr "$THR" true '{"lease_s": 10}') \
+  <(route Conc "$CONC" true '{"lease_s": 10, "max_concurrent": 2}') \
   <(route Dup "$THR" true '{"lease_s": 10, "applied_statuses": [409]}') \
   <(route Look "$LOOK" false "$(jq -n --arg u "$LOOK/charges?key={key}" \
       '{lease_s: 10, reconcile: {method: "GET", url: $u, found: "$[0].id"}}')" \
@@ -43,11 +49,12 @@ fake_config "$DOWN" '{"faults":[{"kind":"status","status":503,"for_ms":12000}]}'
 fake_config "$THR" '{"conflict_on_repeat": true, "faults":[
   {"kind":"status","match":"thr-","status":429,"retry_after":5,"times":1},
   {"kind":"reset","match":"dup-","effect":true,"times":1}]}'
+fake_config "$CONC" '{"faults":[{"kind":"delay","delay_ms":300}]}'
 fake_config "$LOOK" '{"lookup": "list", "faults":[
   {"kind":"reset","match":"miss-","effect":false,"times":1},
   {"kind":"reset","match":"hit-","effect":true,"times":1}]}'
 {
-  gen_orders $NP paced Paced; gen_orders $ND down Down; gen_orders 1 thr Thr
+  gen_orders $NP paced Paced; gen_orders $ND down Down; gen_orders 1 thr Thr; gen_orders $NC conc Conc
   gen_orders 1 dup Dup; gen_orders 1 miss Look; gen_orders 1 hit Look
 } | shuf --random-source=<(yes) >"$W/orders.jsonl"
 total=$(grep -c . "$W/orders.jsonl")
@@ -57,7 +64,7 @@ send_file charges "$W/orders.jsonl"
 start_inboxd "$W/inboxd.json" inboxd; pid=$LAST_PID
 wait_until 120 queue_empty charges || die "queue not drained"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
-for f in paced down thr look; do eval "ledger \"\$$(echo $f | tr a-z A-Z)\" \"\$W/$f.json\""; done
+for f in paced down thr look conc; do eval "ledger \"\$$(echo $f | tr a-z A-Z)\" \"\$W/$f.json\""; done
 
 # Broker: every message once, none dead-lettered or abandoned.
 check "deliveries (one each)" "$(broker_stat charges delivered)" "$total"
@@ -91,6 +98,10 @@ gap=$(ledger_q "$W/thr.json" '[.requests[] | select(.key == "charge:thr-1") | .t
 [ "$gap" -ge 5000 ] || die "429: Retry-After not honoured (second request after $gap ms)"
 e2e_log "ok   429: second request after $gap ms"
 check "429: effects" "$(ledger_q "$W/thr.json" '.effects["charge:thr-1"] | length')" 1
+
+# max_concurrent 2: never more than 2 requests under way at the destination, and 2 at times.
+check "max_concurrent: most requests under way at once" "$(ledger_q "$W/conc.json" '.max_in_flight')" 2
+check "max_concurrent: orders with one effect" "$(ledger_q "$W/conc.json" '[.effects[] | select(length == 1)] | length')" $NC
 
 # 409 after a lost answer: applied, with the first effect's id.
 check "409: requests" "$(ledger_q "$W/thr.json" '[.requests[] | select(.key == "charge:dup-1")] | length')" 2

@@ -25,6 +25,9 @@
 #    child of the consumer span.
 # 3. The receiver stopped mid-run -> every message is still applied, and
 #    inboxd_otel_spans_dropped_total rises.
+# 4. A collector that accepts connections and never answers -> messages are
+#    applied, and SIGTERM exits 0 within the 2 s traces get at shutdown
+#    (plus a margin), not after the exporter's 10 s request timeout(s).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/http_lib.sh"
 . "$(dirname "$0")/outbox_lib.sh"
@@ -36,7 +39,8 @@ create_charges_table
 start_emu '{"queues":[{"name":"items","lock_duration_s":30,"max_delivery_count":10},
                       {"name":"out"},
                       {"name":"charges","lock_duration_s":30,"max_delivery_count":10},
-                      {"name":"late","lock_duration_s":30,"max_delivery_count":10}]}'
+                      {"name":"late","lock_duration_s":30,"max_delivery_count":10},
+                      {"name":"hung","lock_duration_s":30,"max_delivery_count":10}]}'
 
 # start_receiver NAME: sets RECV_URL and RECV_PID; spans go to $W/NAME.jsonl.
 start_receiver() {
@@ -185,10 +189,28 @@ kill -9 "$RECV_PID"; wait "$RECV_PID" 2>/dev/null || true
 wait_until 60 queue_empty late || die "messages stopped flowing without the collector"
 # The exporter finds out at its next send (at most a second away), /metrics at the next tick.
 spans_dropped() { [ "$(metric "$port" inboxd_otel_spans_dropped_total)" -gt 0 ]; }
-wait_until 10 spans_dropped || true
+wait_until 10 spans_dropped || die "inboxd_otel_spans_dropped_total stayed 0 after the collector stopped"
 dropped=$(metric "$port" inboxd_otel_spans_dropped_total)
 exported=$(metric "$port" inboxd_otel_spans_exported_total)
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 check "business rows" "$(sql 'SELECT count(*) FROM items')" 250
 [ "${dropped:-0}" -gt 0 ] || die "inboxd_otel_spans_dropped_total is '${dropped:-}' after the collector stopped"
 e2e_log "ok   spans dropped after the collector stopped ($dropped; exported before: $exported)"
+
+# --- 4. a collector that never answers: shutdown is not held by traces
+node -e 'const s = require("net").createServer(() => {}).listen(0, "127.0.0.1",
+  () => console.log(s.address().port))' >"$W/hung.port" 2>"$W/hung.log" &
+E2E_PIDS+=("$!")
+wait_until 10 test -s "$W/hung.port" || die "the hung collector did not start: $(cat "$W/hung.log")"
+node "$OTEL_DIR/send.mjs" "$SB_CS" hung 20 hung >/dev/null || die "the SDK could not send"
+write_config "$W/four.json" hung "$(items_route)" \
+  "$(jq -n --arg u "http://127.0.0.1:$(cat "$W/hung.port")/v1/traces" '{otel: {traces_endpoint: $u}}')"
+start_inboxd "$W/four.json" four; pid=$LAST_PID
+wait_until 60 queue_empty hung || die "messages not applied with a hung collector"
+sleep 1.5 # spans of the last messages queued, an export request under way, unanswered
+t0=$(date +%s%N)
+stop_inboxd $pid 30; check "inboxd exit status" "$STOP_RC" 0
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "business rows" "$(sql 'SELECT count(*) FROM items')" 270
+[ "$took" -le $(( $(secs 2) * 1000 + 2000 )) ] || die "SIGTERM with a hung collector: exited after $took ms"
+e2e_log "ok   SIGTERM with a hung collector: exited after $took ms"

@@ -9,8 +9,11 @@
 # outbox; the Legacy failure is dead-lettered as before, with no row and no
 # event; the refused charge publishes one rejection too. Then a plain
 # redelivery of a failed order, a replay of the other and a replay of the
-# refused charge (each failing again) publish nothing more. Small counts,
-# short locks: the property holds for one message as for many.
+# refused charge (each failing again) publish nothing more; nor does the
+# refused charge resolved `retry` (inboxctl) and refused once more, while a
+# charge recorded uncertain (its call timed out), resolved `retry` and then
+# refused publishes its one rejection. Small counts, short locks: the
+# property holds for one message as for many.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/http_lib.sh"
 . "$(dirname "$0")/outbox_lib.sh"
@@ -20,7 +23,9 @@ create_charges_table
 start_emu '{"queues":[{"name":"orders","lock_duration_s":5,"max_delivery_count":10},
                       {"name":"rejections"}]}'
 start_fake pay plain
-fake_config "$FAKE_URL" '{"faults":[{"kind":"status","status":422,"match":"cbad-"}]}'
+fake_config "$FAKE_URL" '{"faults":[{"kind":"status","status":422,"match":"cbad-"},
+  {"kind":"delay","match":"cunc-","delay_ms":3000,"times":1},
+  {"kind":"status","status":422,"match":"cunc-"}]}'
 reject='[{entity: "rejections", message_id: "{message_id}:rejected", subject: "Rejected.{reason}",
           properties: {reason: "reason", error_class: "error_class", orderId: "$.orderId"}}]'
 routes=$(jq -n --argjson charge "$(charge_route "$FAKE_URL" false)" "
@@ -67,13 +72,35 @@ check "the refusal's description" "$(jq -r 'select(.message_id == "cbad-1:reject
 } >"$W/again.jsonl"
 send_file orders "$W/again.jsonl"
 wait_until 60 queue_empty orders || die "orders not drained after the second round"
-stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 check "the plain redelivery completed as a duplicate" "$(broker_stat orders completed)" 4
 check "the replays dead-lettered again" "$(dlq_reasons orders | tr '\n' ',')" \
   "bad-1 HandlerError,bad-2 HandlerError,bad-2 HandlerError,cbad-1 HttpRejected,cbad-1 HttpRejected,leg-1 HandlerError,"
 check "outbox rows after the second round" "$(sql "SELECT count(*) FROM inboxd_outbox")" 3
 check "rejections in the queue after the second round" "$(peek_all rejections | jq -r .message_id | sort | tr '\n' ' ')" \
   "bad-1:rejected bad-2:rejected cbad-1:rejected "
+# Resolved retry: the refused charge refused again publishes nothing more; a
+# charge recorded uncertain, then refused, publishes its first rejection.
+gen_orders 1 cunc >"$W/unc.jsonl"
+send_file orders "$W/unc.jsonl"
+wait_until 60 queue_empty orders || die "the uncertain charge not drained"
+check "the timed-out charge: row" "$(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'cunc-1'")" uncertain
+for m in cbad-1 cunc-1; do
+  "$INBOXCTL" inbox resolve --config "$W/inboxd.json" --consumer e2e --message-id $m --as retry \
+    --note "call again" || die "resolve retry $m failed"
+done
+gen_orders 1 cbad >>"$W/unc.jsonl"
+send_file orders "$W/unc.jsonl"
+wait_until 60 queue_empty orders || die "orders not drained after the retries"
+wait_until 30 all_published 4 || die "the uncertain charge's rejection not published"
+stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
+check "rows after the retries" "$(sql "SELECT message_id || ' ' || status || ' ' || remote_status FROM inboxd_inbox
+  WHERE message_id IN ('cbad-1', 'cunc-1') ORDER BY message_id" | tr '\n' ',')" "cbad-1 failed 422,cunc-1 failed 422,"
+check "outbox rows after the retries" "$(sql "SELECT message_id FROM inboxd_outbox ORDER BY message_id" | tr '\n' ' ')" \
+  "bad-1:rejected bad-2:rejected cbad-1:rejected cunc-1:rejected "
+check "rejections in the queue after the retries" "$(peek_all rejections | jq -r .message_id | sort | tr '\n' ' ')" \
+  "bad-1:rejected bad-2:rejected cbad-1:rejected cunc-1:rejected "
 ledger "$FAKE_URL" "$W/pay.json"
-check "the refused charge was called twice (first delivery, replay)" \
-  "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:cbad-1")] | length')" 2
+check "the refused charge was called three times (first delivery, replay, retry)" \
+  "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:cbad-1")] | length')" 3
+check "the timed-out charge was called twice (first delivery, retry)" \
+  "$(ledger_q "$W/pay.json" '[.requests[] | select(.key == "charge:cunc-1")] | length')" 2

@@ -41,8 +41,11 @@
  *                                      request's Authorization in the body
  *
  * Ledger: GET /_ledger -> {"requests": [{seq, method, path, key,
- * key_from_header, t, traceparent, fault, conn, authorization}], "effects": {key: [{id, seq}]}}. POST /_reset clears
- * the ledger and the faults.
+ * key_from_header, t, traceparent, fault, conn, authorization, in_flight}],
+ * "effects": {key: [{id, seq}]}, "max_in_flight": N}. in_flight counts the
+ * effect requests under way (read, not yet answered or closed) when the
+ * request arrived, itself included; max_in_flight is the most seen. POST
+ * /_reset clears the ledger and the faults.
  */
 'use strict';
 const http = require('node:http');
@@ -65,7 +68,7 @@ for (let i = 0; i < args.length; i++) {
 let state;
 function reset() {
   state = { mode: opt.mode, faults: [], requests: [], effects: new Map(), nextId: 1, perKey: new Map(),
-    lookup: 'one', conflictOnRepeat: false };
+    lookup: 'one', conflictOnRepeat: false, inFlight: 0, maxInFlight: 0 };
 }
 reset();
 
@@ -114,7 +117,8 @@ function effect(key, seq) {
 
 function control(req, res, body) {
   if (req.method === 'GET' && req.url === '/_ledger') {
-    return send(res, 200, { mode: state.mode, requests: state.requests, effects: Object.fromEntries(state.effects) });
+    return send(res, 200, { mode: state.mode, requests: state.requests, effects: Object.fromEntries(state.effects),
+      max_in_flight: state.maxInFlight });
   }
   if (req.method === 'POST' && req.url === '/_reset') { reset(); return send(res, 200, {}); }
   if (req.method === 'POST' && req.url === '/_config') {
@@ -151,10 +155,17 @@ function handle(req, res, body) {
   state.perKey.set(key, earlier + 1);
   const seq = state.requests.length + 1;
   const f = pickFault(key, earlier);
+  const counted = state;
+  counted.inFlight++;
+  counted.maxInFlight = Math.max(counted.maxInFlight, counted.inFlight);
+  let under = true;
+  const over = () => { if (under) { under = false; counted.inFlight--; } };
+  res.on('finish', over);
+  res.on('close', over);
   state.requests.push({ seq, method: req.method, path: req.url, key, t: Date.now(),
     key_from_header: fromHeader, traceparent: req.headers.traceparent || null,
     fault: f ? f.kind : null, conn: req.socket.fxConn,
-    authorization: req.headers.authorization ? true : false });
+    authorization: req.headers.authorization ? true : false, in_flight: counted.inFlight });
   if (f && f.kind === 'status') {
     const extra = f.retry_after !== undefined ? { 'Retry-After': String(f.retry_after) } : {};
     /* echo_auth: a careless destination that repeats the credential it got. */

@@ -3,13 +3,17 @@
  * bodies (the protobuf one read back with a small wire-format reader here;
  * tests/otel decodes whole bodies with the official opentelemetry-proto
  * definitions). */
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "ib_test.h"
+#include "ib_time.h"
 #include "ot_int.h"
 
 #define TP "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -258,6 +262,47 @@ static void test_drop_counted(void)
     ot_exporter_free(x);
 }
 
+/* A collector that takes connections and never answers: a listening socket nobody accepts on. */
+static int hung_collector(char *url, size_t size)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    snprintf(url, size, "http://127.0.0.1:%d/v1/traces", ntohs(a.sin_port));
+    return fd;
+}
+
+/*
+ * At stop, traces get OT_STOP_MS: a request under way to a collector that
+ * never answers is cut short then, not at its 10 s timeout, and the spans
+ * queued behind it are not sent to it.
+ */
+static void test_stop_bounded(void)
+{
+    char url[64];
+    int fd = hung_collector(url, sizeof url);
+    ASSERT_TRUE(fd >= 0);
+    ot_options_t o = {.traces_endpoint = url, .interval_ms = 50, .timeout_ms = 10000};
+    ib_error_t err;
+    ot_exporter_t *x = ot_exporter_new(&o, &err);
+    ASSERT_TRUE(x != NULL);
+    for (int i = 0; i < 10; i++)
+        ot_span_end(ot_span_start(x, "s", OT_KIND_INTERNAL, NULL, false, 0), 0);
+    usleep(300000); /* the first batch is under way, unanswered */
+    for (int i = 0; i < 10; i++)
+        ot_span_end(ot_span_start(x, "s", OT_KIND_INTERNAL, NULL, false, 0), 0);
+    ASSERT_EQ(ot_exporter_dropped(x) + ot_exporter_exported(x), 0);
+    long long t0 = ib_mono_ms();
+    ot_exporter_free(x);
+    long long took = ib_mono_ms() - t0;
+    fprintf(stderr, "stop with a hung collector: %lld ms\n", took);
+    ASSERT_TRUE(took >= OT_STOP_MS - 50 && took < OT_STOP_MS + ib_test_timeout(1.0) * 1000);
+    close(fd);
+}
+
 static void test_settings_refused(void)
 {
     ib_error_t err;
@@ -290,6 +335,7 @@ int main(void)
     RUN(test_links_encoded);
     RUN(test_links_unrecorded);
     RUN(test_drop_counted);
+    RUN(test_stop_bounded);
     RUN(test_settings_refused);
     return ib_test_done();
 }

@@ -51,6 +51,7 @@ static void test_valid_route(void)
     ASSERT_TRUE(rt_http_idempotent(h));
     ASSERT_TRUE(rt_http_has_reconcile(h));
     ASSERT_TRUE(rt_http_ca_file(h) == NULL);
+    ASSERT_EQ(rt_http_max_retry_after_s(h), 300); /* a day's Retry-After is held 5 min */
     /* The lease is shorter than the renewal limit (300 s), not than 20 s. */
     ASSERT_EQ(rt_routes_check_limits(&rs, 300, NULL), 0);
     ASSERT_EQ(rt_routes_check_limits(&rs, 20, NULL), 1);
@@ -88,6 +89,8 @@ static void test_problems_name_the_key(void)
          "routes[0].http.lease_s: (5 s) must be longer than http.timeout_ms"},
         {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"timeout_ms\":10}}",
          "routes[0].http.timeout_ms: must be an integer from 100"},
+        {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"max_retry_after_s\":0}}",
+         "routes[0].http.max_retry_after_s: must be an integer from 1 to 86400"},
         {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"idempotent\":true}}",
          "routes[0].http.idempotent: true needs idempotency_header"},
         {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"idempotent\":\"yes\"}}",
@@ -322,16 +325,46 @@ static void test_message_cannot_move_the_secret(void)
     ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
     ASSERT_STREQ(c.dest, "https://pay.example:443");
     rt_http_call_free(&c);
-    static const char *const others[] = {"evil.example", "pay.example.evil.example",
-                                         "pay.example@evil.example", "pay.example:8443",
-                                         "evil.example#pay.example", "pay2.example:9"};
+    /* A "host:port" entry: the value's port is bound as written, not percent-encoded. */
+    make_msg(&m, "{\"host\":\"PAY2.example:8443\"}");
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_STREQ(c.url, "https://PAY2.example:8443/c");
+    ASSERT_STREQ(c.dest, "https://pay2.example:8443");
+    rt_http_call_free(&c);
+    static const char *const others[] = {
+        "evil.example",          "pay.example.evil.example", "pay.example@evil.example",
+        "pay.example:8443",      "evil.example#pay.example", "pay2.example:9",
+        "pay2.example",          "pay2.example:8443/x",      "pay2.example%3A8443",
+        "pay2.example:8443:1",   "pay2.example:",            "[::1]:8443",
+        "pay2.example:84430000", "",                         "pay.example\\\\evil.example"};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
         snprintf(body, sizeof body, "{\"host\":\"%s\"}", others[i]);
         make_msg(&m, body);
-        ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_INVAL);
+        ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_NOT_ALLOWED);
         ASSERT_CONTAINS(err.text, "allowed_hosts");
         rt_http_call_free(&c);
     }
+    /* Refused hosts are dead-lettered BindError, as the README says. */
+    ASSERT_EQ(rt_route_bind_reason(IB_E_NOT_ALLOWED), WK_DL_BIND_ERROR);
+    rt_routes_free(&rs);
+
+    /* The port as a template of its own, and an IPv6 literal. */
+    free(compile("{\"match\":\"*\",\"http\":{\"url\":\"http://{$.host}:{$.port}/c?h={$.host}\","
+                 "\"allowed_hosts\":[\"127.0.0.1:8080\",\"[::1]:8080\"]}}",
+                 &n, &rs));
+    ASSERT_EQ(n, 0);
+    make_msg(&m, "{\"host\":\"127.0.0.1\",\"port\":8080}");
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_STREQ(c.url, "http://127.0.0.1:8080/c?h=127.0.0.1");
+    rt_http_call_free(&c);
+    make_msg(&m, "{\"host\":\"[::1]\",\"port\":\"8080\"}");
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_STREQ(c.dest, "http://[::1]:8080");
+    ASSERT_STREQ(c.url, "http://[::1]:8080/c?h=%5B%3A%3A1%5D");
+    rt_http_call_free(&c);
+    make_msg(&m, "{\"host\":\"127.0.0.1\",\"port\":\"8081\"}");
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_NOT_ALLOWED);
+    rt_http_call_free(&c);
     rt_routes_free(&rs);
 }
 

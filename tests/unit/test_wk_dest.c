@@ -105,6 +105,52 @@ static void test_retry_after_rate_slots(void)
     wk_dests_free(ds);
 }
 
+/*
+ * A long Retry-After (a day, capped by the caller to a few minutes) holds
+ * the destination, but one probe goes each WK_DEST_HOLD_PROBE_MS: its
+ * Retry-After again keeps the hold, its answer ends it.
+ */
+static void test_long_retry_after_probed(void)
+{
+    wk_dests_t *ds = wk_dests_new();
+    const char *a = "http://a:80";
+    const long long P = WK_DEST_HOLD_PROBE_MS;
+    long long w;
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 0, &w));
+    wk_dest_done(ds, a, WK_DEST_TRANSIENT, 300000, 0);
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, P - 1, &w));
+    ASSERT_EQ(w, 1);
+    ASSERT_TRUE(!wk_dest_ready(ds, a, P - 1));
+    /* The probe: one held message offered, one call admitted. */
+    ASSERT_TRUE(wk_dest_ready(ds, a, P));
+    ASSERT_TRUE(!wk_dest_ready(ds, a, P));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, P, &w));
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, P, &w));
+    /* Answered with the same header: held on, the next probe P later. */
+    wk_dest_done(ds, a, WK_DEST_TRANSIENT, 300000, P + 100);
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 2 * P, &w));
+    ASSERT_EQ(w, 100);
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 2 * P + 100, &w));
+    /* A probe failing without a header keeps the hold too. */
+    wk_dest_done(ds, a, WK_DEST_UNKNOWN, -1, 2 * P + 200);
+    ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 2 * P + 300, &w));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 3 * P + 200, &w));
+    /* Answered: the hold is over, every call goes. */
+    wk_dest_done(ds, a, WK_DEST_OK, -1, 3 * P + 300);
+    ASSERT_TRUE(wk_dest_ready(ds, a, 3 * P + 300));
+    ASSERT_TRUE(wk_dest_ready(ds, a, 3 * P + 300));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 3 * P + 300, &w));
+    ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 3 * P + 300, &w));
+    /* A call under way when the hold began is no probe: its answer ends nothing. */
+    const char *b = "http://b:80";
+    ASSERT_TRUE(wk_dest_admit(ds, b, &NONE, 0, &w));
+    ASSERT_TRUE(wk_dest_admit(ds, b, &NONE, 0, &w));
+    wk_dest_done(ds, b, WK_DEST_TRANSIENT, 300000, 10);
+    wk_dest_done(ds, b, WK_DEST_OK, -1, 20);
+    ASSERT_TRUE(!wk_dest_admit(ds, b, &NONE, 30, &w));
+    wk_dests_free(ds);
+}
+
 /* Calls made at once (a batch): WK_DEST_THRESHOLD at first, more as answers come back. */
 static void test_batch_window(void)
 {
@@ -141,6 +187,7 @@ int main(void)
     RUN(test_key);
     RUN(test_circuit_one_probe_backoff);
     RUN(test_retry_after_rate_slots);
+    RUN(test_long_retry_after_probed);
     RUN(test_batch_window);
     return ib_test_done();
 }

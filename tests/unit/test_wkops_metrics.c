@@ -161,7 +161,9 @@ static void test_http(void)
     ASSERT_EQ(sample(t, "inboxd_uncertain_total"), 0);
     ASSERT_EQ(sample(t, "inboxd_claims_taken_over_total"), 0);
     ASSERT_EQ(sample(t, "inboxd_http_duration_seconds_count"), 0);
+    ASSERT_EQ(sample(t, "inboxd_http_retry_after_capped_total"), 0);
     free(t);
+    wk_metrics_retry_after_capped(m);
     wk_metrics_http_request(m, 0, "2xx", 0.02);
     wk_metrics_http_request(m, 0, "2xx", 0.03);
     wk_metrics_http_request(m, 0, "timeout", 10);
@@ -183,6 +185,7 @@ static void test_http(void)
     ASSERT_EQ(sample(t, "inboxd_http_duration_seconds_bucket{le=\"0.05\"}"), 2);
     ASSERT_EQ(sample(t, "inboxd_uncertain_total"), 1);
     ASSERT_EQ(sample(t, "inboxd_claims_taken_over_total"), 2);
+    ASSERT_EQ(sample(t, "inboxd_http_retry_after_capped_total"), 1);
     /* The handler histogram is its own. */
     ASSERT_EQ(sample(t, "inboxd_handler_duration_seconds_count"), 0);
     free(t);
