@@ -137,7 +137,7 @@ char *sb_core_audience(sb_core_t *core, const char *path)
  */
 static bool connect_target(sb_core_t *core, char *host, size_t hsize, int *port)
 {
-    core->via_ws = sb_transport_next_ws(core->cs.websockets, core->cs.emulator, core->via_ws);
+    core->via_ws = sb_transport_next_ws(core->cs.websockets, core->cs.emulator, core->attempts++);
     if (!core->via_ws) {
         snprintf(host, hsize, "%s", core->cs.host);
         *port = core->cs.port;
@@ -289,8 +289,7 @@ static void on_transport_closed(sb_core_t *core, pn_transport_t *t)
 /* How long an attempt may wait for the AMQP open: auto gives AMQP a short time. */
 static unsigned open_timeout_ms(const sb_core_t *core)
 {
-    if (!core->via_ws && sb_transport_next_ws(core->cs.websockets, core->cs.emulator, false) !=
-                             sb_transport_next_ws(core->cs.websockets, core->cs.emulator, true))
+    if (!core->via_ws && sb_transport_choosing(core->cs.websockets, core->cs.emulator))
         return core->op_timeout_ms < SB_TRANSPORT_AUTO_MS ? core->op_timeout_ms
                                                           : SB_TRANSPORT_AUTO_MS;
     return core->op_timeout_ms;

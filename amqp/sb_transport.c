@@ -55,17 +55,20 @@ const char *sb_transport_proxy(void)
     return g_proxy;
 }
 
-bool sb_transport_next_ws(bool connstr_ws, bool emulator, bool last_ws)
+bool sb_transport_choosing(bool connstr_ws, bool emulator)
 {
-    int kept = atomic_load(&g_kept);
+    return g_mode == SB_TRANSPORT_AUTO && !connstr_ws && !emulator && !atomic_load(&g_kept);
+}
 
+bool sb_transport_next_ws(bool connstr_ws, bool emulator, unsigned attempt)
+{
     if (connstr_ws || g_mode == SB_TRANSPORT_WEBSOCKETS)
         return true;
     if (g_mode == SB_TRANSPORT_AMQP || emulator)
         return false;
-    if (kept)
-        return kept == 2;
-    return !last_ws; /* neither came up yet: take turns, AMQP first */
+    if (sb_transport_choosing(connstr_ws, emulator))
+        return attempt % 2 == 1;
+    return atomic_load(&g_kept) == 2;
 }
 
 void sb_transport_keep(bool ws, const char *why)

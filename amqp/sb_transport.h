@@ -40,11 +40,16 @@ sb_transport_mode_t sb_transport_mode(void);
 const char *sb_transport_proxy(void);
 
 /*
- * Whether the next connection attempt goes over WebSockets: connstr_ws is
- * the connection string's TransportType, emulator its
- * UseDevelopmentEmulator, last_ws whether the previous attempt did.
+ * Whether connection attempt number attempt (0 first) goes over
+ * WebSockets: connstr_ws is the connection string's TransportType,
+ * emulator its UseDevelopmentEmulator. Auto with nothing kept yet takes
+ * turns, AMQP first.
  */
-bool sb_transport_next_ws(bool connstr_ws, bool emulator, bool last_ws);
+bool sb_transport_next_ws(bool connstr_ws, bool emulator, unsigned attempt);
+
+/* Whether auto is still choosing for such a connection (its AMQP attempts get
+ * SB_TRANSPORT_AUTO_MS). */
+bool sb_transport_choosing(bool connstr_ws, bool emulator);
 
 /* Auto's choice is made: an AMQP open arrived over ws (or not); logged once with why. */
 void sb_transport_keep(bool ws, const char *why);

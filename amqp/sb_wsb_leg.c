@@ -71,6 +71,11 @@ static ib_err_t leg_open_error(leg_t *l, CURLcode rc, const char *detail, ib_err
     curl_easy_getinfo(l->c, CURLINFO_HTTP_CONNECTCODE, &code);
     if (code == 407)
         return sb_ws_status_error(407, w->host, w->shown, err);
+    if (code == 401) /* some proxies (tinyproxy) answer wrong credentials so */
+        return ib_error_set(err, IB_E_AUTH, IB_CLASS_PERMANENT,
+                            "proxy %s refused the tunnel: 401 Unauthorized (give servicebus.proxy "
+                            "or HTTPS_PROXY a user:password it accepts)",
+                            w->shown);
     if (code >= 300)
         return ib_error_set(err, IB_E_IO, IB_CLASS_TRANSIENT,
                             "proxy %s refused the tunnel to %s:%d: HTTP status %ld", w->shown,
