@@ -64,7 +64,8 @@ static void usage(FILE *fp)
             "                           tier; Premium allows up to 104857600)\n"
             "  --tls-cert PEM --tls-key PEM  also accept TLS (AMQPS) on the same port\n"
             "  --http-listen HOST:PORT  serve entity descriptions and counts over HTTP(S)\n"
-            "  --ws-listen HOST:PORT    also serve AMQP over WebSockets (ws://, AMQPWSB10)\n"
+            "  --ws-listen HOST:PORT    also serve AMQP over WebSockets (AMQPWSB10; wss:// with\n"
+            "                           --tls-cert/--tls-key, else ws://)\n"
             "  --fault-http-status N    answer every management HTTP request with status N\n"
             "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
             "  --fault-drop-after N     close each connection after N deliveries on it\n"
@@ -263,7 +264,7 @@ int main(int argc, char **argv)
     }
     emu_ws_t *ws = NULL;
     if (ws_listen) {
-        ws = emu_ws_start(ws_listen, &b.amqp_port, &b.ws_port, err, sizeof err);
+        ws = emu_ws_start(ws_listen, tls_cert, tls_key, &b.amqp_port, &b.ws_port, err, sizeof err);
         if (!ws) {
             fprintf(stderr, "sbemu: %s\n", err);
             emu_http_stop(http);

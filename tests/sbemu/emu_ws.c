@@ -1,7 +1,8 @@
 /*
  * emu_ws.c - sbemu's AMQP over WebSockets endpoint (--ws-listen), what
  * Service Bus serves at wss://NAMESPACE:443/$servicebus/websocket/ with
- * subprotocol AMQPWSB10, here in plain ws:// on loopback.
+ * subprotocol AMQPWSB10: ws://, or wss:// when sbemu has --tls-cert and
+ * --tls-key (the official SDK only speaks wss://).
  *
  * A gateway: each WebSocket connection gets a thread that answers the
  * handshake (sb_ws.h, the server's side), opens a TCP connection to
@@ -23,6 +24,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "emu_ws.h"
 #include "sb_ws.h"
 
@@ -33,12 +37,14 @@ struct emu_ws {
     const atomic_int *amqp_port;
     atomic_int stop;
     pthread_t thread;
+    SSL_CTX *tls; /* NULL: plain ws:// */
 };
 
 typedef struct ws_conn {
     emu_ws_t *ws;
-    int cfd; /* the WebSocket client */
-    int afd; /* sbemu's AMQP listener */
+    int cfd;  /* the WebSocket client */
+    int afd;  /* sbemu's AMQP listener */
+    SSL *ssl; /* over cfd, when the endpoint has TLS */
     sb_ws_dec_t dec;
     uint8_t in[WS_CHUNK];
     uint8_t out[SB_WS_FRAME_HEAD_MAX + WS_CHUNK];
@@ -55,6 +61,19 @@ static int write_all(int fd, const void *p, size_t n)
         n -= (size_t)k;
     }
     return 0;
+}
+
+/* Reads from the client (through TLS when there is one). */
+static ssize_t c_read(ws_conn_t *c, void *p, size_t n)
+{
+    return c->ssl ? SSL_read(c->ssl, p, (int)n) : read(c->cfd, p, n);
+}
+
+static int c_write(ws_conn_t *c, const void *p, size_t n)
+{
+    if (!c->ssl)
+        return write_all(c->cfd, p, n);
+    return n == 0 || SSL_write(c->ssl, p, (int)n) == (int)n ? 0 : -1;
 }
 
 static int amqp_connect(int port)
@@ -80,7 +99,7 @@ static ssize_t handshake(ws_conn_t *c)
     ib_err_t rc = IB_E_AGAIN;
 
     while (rc == IB_E_AGAIN && have < SB_WS_HEAD_MAX) {
-        ssize_t k = read(c->cfd, c->in + have, SB_WS_HEAD_MAX - have);
+        ssize_t k = c_read(c, c->in + have, SB_WS_HEAD_MAX - have);
         if (k <= 0)
             return -1;
         have += (size_t)k;
@@ -88,13 +107,13 @@ static ssize_t handshake(ws_conn_t *c)
     }
     if (rc != IB_E_OK || !offered) {
         static const char bad[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
-        write_all(c->cfd, bad, sizeof(bad) - 1);
+        c_write(c, bad, sizeof(bad) - 1);
         return -1;
     }
     c->afd = amqp_connect(atomic_load(c->ws->amqp_port));
     if (c->afd < 0)
         return -1;
-    if (write_all(c->cfd, ans, sb_ws_answer_format(ans, sizeof(ans), key, SB_WS_PROTOCOL)) != 0)
+    if (c_write(c, ans, sb_ws_answer_format(ans, sizeof(ans), key, SB_WS_PROTOCOL)) != 0)
         return -1;
     memmove(c->in, c->in + used, have - used);
     return (ssize_t)(have - used);
@@ -103,7 +122,7 @@ static ssize_t handshake(ws_conn_t *c)
 static int control(ws_conn_t *c, int opcode, const uint8_t *p, size_t n)
 {
     uint8_t f[SB_WS_FRAME_HEAD_MAX + SB_WS_CONTROL_MAX];
-    return write_all(c->cfd, f, sb_ws_control_encode(f, opcode, p, n, NULL));
+    return c_write(c, f, sb_ws_control_encode(f, opcode, p, n, NULL));
 }
 
 /* Frames from the client in c->in[0..n): data to the broker. -1 to end. */
@@ -148,29 +167,47 @@ static int from_broker(ws_conn_t *c)
     }
     h = sb_ws_head_encode(head, SB_WS_OP_BINARY, (uint64_t)n, NULL);
     memcpy(payload - h, head, h);
-    return write_all(c->cfd, payload - h, h + (size_t)n);
+    return c_write(c, payload - h, h + (size_t)n);
+}
+
+/* Pumps both ways until either side ends. */
+static void pump(ws_conn_t *c)
+{
+    while (!atomic_load(&c->ws->stop)) {
+        struct pollfd p[2] = {{.fd = c->cfd, .events = POLLIN}, {.fd = c->afd, .events = POLLIN}};
+        int pending = c->ssl && SSL_pending(c->ssl) > 0;
+        if (!pending && poll(p, 2, 200) < 0)
+            return;
+        if (pending || p[0].revents) {
+            ssize_t k = c_read(c, c->in, sizeof(c->in));
+            if (k <= 0 || from_client(c, (size_t)k) != 0)
+                return;
+        }
+        if (!pending && p[1].revents && from_broker(c) != 0)
+            return;
+    }
 }
 
 static void *conn_main(void *arg)
 {
     ws_conn_t *c = arg;
-    ssize_t extra = handshake(c);
+    ssize_t extra = -1;
 
-    sb_ws_dec_init(&c->dec, 1, 0);
-    if (extra >= 0 && (extra == 0 || from_client(c, (size_t)extra) == 0)) {
-        while (!atomic_load(&c->ws->stop)) {
-            struct pollfd p[2] = {{.fd = c->cfd, .events = POLLIN},
-                                  {.fd = c->afd, .events = POLLIN}};
-            if (poll(p, 2, 200) < 0)
-                break;
-            if (p[0].revents) {
-                ssize_t k = read(c->cfd, c->in, sizeof(c->in));
-                if (k <= 0 || from_client(c, (size_t)k) != 0)
-                    break;
-            }
-            if (p[1].revents && from_broker(c) != 0)
-                break;
+    if (c->ws->tls) {
+        c->ssl = SSL_new(c->ws->tls);
+        if (c->ssl && (SSL_set_fd(c->ssl, c->cfd) != 1 || SSL_accept(c->ssl) != 1)) {
+            SSL_free(c->ssl);
+            c->ssl = NULL;
         }
+    }
+    if (!c->ws->tls || c->ssl)
+        extra = handshake(c);
+    sb_ws_dec_init(&c->dec, 1, 0);
+    if (extra >= 0 && (extra == 0 || from_client(c, (size_t)extra) == 0))
+        pump(c);
+    if (c->ssl) {
+        SSL_shutdown(c->ssl);
+        SSL_free(c->ssl);
     }
     close(c->cfd);
     if (c->afd >= 0)
@@ -208,8 +245,23 @@ static void *accept_main(void *arg)
     return NULL;
 }
 
-emu_ws_t *emu_ws_start(const char *listen_on, const atomic_int *amqp_port, int *bound_port,
-                       char *err, size_t errlen)
+/* A server TLS context of cert and key; NULL when either is NULL or bad. */
+static SSL_CTX *tls_new(const char *cert, const char *key)
+{
+    SSL_CTX *ctx;
+
+    if (!cert || !key || !(ctx = SSL_CTX_new(TLS_server_method())))
+        return NULL;
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+emu_ws_t *emu_ws_start(const char *listen_on, const char *tls_cert, const char *tls_key,
+                       const atomic_int *amqp_port, int *bound_port, char *err, size_t errlen)
 {
     struct sockaddr_in a = {.sin_family = AF_INET};
     socklen_t al = sizeof(a);
@@ -225,6 +277,12 @@ emu_ws_t *emu_ws_start(const char *listen_on, const atomic_int *amqp_port, int *
     snprintf(host, sizeof(host), "%.*s", (int)(colon - listen_on), listen_on);
     a.sin_port = htons((uint16_t)atoi(colon + 1));
     ws->amqp_port = amqp_port;
+    ws->tls = tls_new(tls_cert, tls_key);
+    if (tls_cert && !ws->tls) {
+        snprintf(err, errlen, "--ws-listen: cannot load %s / %s", tls_cert, tls_key);
+        free(ws);
+        return NULL;
+    }
     ws->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (inet_pton(AF_INET, host, &a.sin_addr) != 1 || ws->lfd < 0 ||
         bind(ws->lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(ws->lfd, 64) != 0 ||
@@ -233,6 +291,7 @@ emu_ws_t *emu_ws_start(const char *listen_on, const atomic_int *amqp_port, int *
         snprintf(err, errlen, "--ws-listen %s: cannot listen", listen_on);
         if (ws->lfd >= 0)
             close(ws->lfd);
+        SSL_CTX_free(ws->tls);
         free(ws);
         return NULL;
     }
@@ -247,5 +306,6 @@ void emu_ws_stop(emu_ws_t *ws)
     atomic_store(&ws->stop, 1);
     pthread_join(ws->thread, NULL);
     close(ws->lfd);
+    SSL_CTX_free(ws->tls);
     free(ws);
 }

@@ -15,12 +15,13 @@
 typedef struct emu_ws emu_ws_t;
 
 /*
- * Listens on listen_on (HOST:PORT, port 0 picks one; *bound_port gets it).
+ * Listens on listen_on (HOST:PORT, port 0 picks one; *bound_port gets it),
+ * with TLS when tls_cert and tls_key (PEM files) are not NULL.
  * Each connection is bridged to 127.0.0.1:*amqp_port, read when it comes
  * (the AMQP listener opens later). NULL with err filled on failure.
  */
-emu_ws_t *emu_ws_start(const char *listen_on, const atomic_int *amqp_port, int *bound_port,
-                       char *err, size_t errlen);
+emu_ws_t *emu_ws_start(const char *listen_on, const char *tls_cert, const char *tls_key,
+                       const atomic_int *amqp_port, int *bound_port, char *err, size_t errlen);
 /* Stops accepting and frees; connections in flight end with the process. */
 void emu_ws_stop(emu_ws_t *ws);
 
