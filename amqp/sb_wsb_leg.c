@@ -86,6 +86,13 @@ static ib_err_t leg_open_error(leg_t *l, CURLcode rc, const char *detail, ib_err
                         detail[0] ? detail : curl_easy_strerror(rc));
 }
 
+/* libcurl's progress callback: a stopping bridge aborts a connect in progress. */
+static int leg_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt, (void)dn, (void)ut, (void)un;
+    return atomic_load(&((sb_wsb_t *)ctx)->stop) ? 1 : 0;
+}
+
 static ib_err_t leg_open(leg_t *l, ib_error_t *err)
 {
     const sb_wsb_t *w = l->wsb;
@@ -101,12 +108,17 @@ static ib_err_t leg_open(leg_t *l, ib_error_t *err)
     curl_easy_setopt(l->c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(l->c, CURLOPT_CONNECTTIMEOUT_MS, (long)LEG_CONNECT_MS);
     curl_easy_setopt(l->c, CURLOPT_ERRORBUFFER, detail);
+    curl_easy_setopt(l->c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(l->c, CURLOPT_XFERINFOFUNCTION, leg_progress);
+    curl_easy_setopt(l->c, CURLOPT_XFERINFODATA, l->wsb);
     curl_easy_setopt(l->c, CURLOPT_PROXY, w->proxy);
     curl_easy_setopt(l->c, CURLOPT_HTTPPROXYTUNNEL, 1L);
     curl_easy_setopt(l->c, CURLOPT_PROXYAUTH, (long)CURLAUTH_BASIC);
     if (w->ca_file[0])
         curl_easy_setopt(l->c, CURLOPT_CAINFO, w->ca_file);
     rc = curl_easy_perform(l->c);
+    if (rc == CURLE_ABORTED_BY_CALLBACK)
+        return ib_error_set(err, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "shutting down");
     if (rc != CURLE_OK)
         return leg_open_error(l, rc, detail, err);
     curl_easy_getinfo(l->c, CURLINFO_ACTIVESOCKET, &l->s);
