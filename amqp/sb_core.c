@@ -146,7 +146,9 @@ static bool connect_target(sb_core_t *core, char *host, size_t hsize, int *port)
     if (!core->wsb) {
         bool explicit_ws = core->cs.websockets || sb_transport_mode() == SB_TRANSPORT_WEBSOCKETS;
         sb_wsb_opts_t o = {.host = core->cs.host,
-                           .port = explicit_ws && core->cs.port_given ? core->cs.port : 443,
+                           .port = sb_transport_ws_port()               ? sb_transport_ws_port()
+                                   : explicit_ws && core->cs.port_given ? core->cs.port
+                                                                        : 443,
                            .tls = !core->cs.emulator,
                            .ca_file = core->ca_file[0] ? core->ca_file : NULL,
                            .proxy = sb_transport_proxy()};

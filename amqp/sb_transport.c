@@ -15,6 +15,7 @@
 
 static sb_transport_mode_t g_mode = SB_TRANSPORT_AUTO;
 static char *g_proxy;     /* NULL: the environment */
+static int g_ws_port;     /* 0: 443, or the Endpoint's under websockets */
 static atomic_int g_kept; /* 0: not yet, 1: amqp, 2: websockets */
 
 ib_err_t sb_transport_parse(const char *s, sb_transport_mode_t *mode)
@@ -37,9 +38,10 @@ const char *sb_transport_name(sb_transport_mode_t mode)
                                              : "auto";
 }
 
-void sb_transport_set(sb_transport_mode_t mode, const char *proxy)
+void sb_transport_set(sb_transport_mode_t mode, const char *proxy, int ws_port)
 {
     g_mode = mode;
+    g_ws_port = ws_port;
     free(g_proxy);
     g_proxy = proxy ? strdup(proxy) : NULL;
     sb_wsb_proxy_secret(proxy);
@@ -50,6 +52,11 @@ sb_transport_mode_t sb_transport_mode(void)
     return g_mode;
 }
 
+int sb_transport_ws_port(void)
+{
+    return g_ws_port;
+}
+
 const char *sb_transport_proxy(void)
 {
     return g_proxy;
@@ -57,14 +64,15 @@ const char *sb_transport_proxy(void)
 
 bool sb_transport_choosing(bool connstr_ws, bool emulator)
 {
-    return g_mode == SB_TRANSPORT_AUTO && !connstr_ws && !emulator && !atomic_load(&g_kept);
+    return g_mode == SB_TRANSPORT_AUTO && !connstr_ws && (!emulator || g_ws_port) &&
+           !atomic_load(&g_kept);
 }
 
 bool sb_transport_next_ws(bool connstr_ws, bool emulator, unsigned attempt)
 {
     if (connstr_ws || g_mode == SB_TRANSPORT_WEBSOCKETS)
         return true;
-    if (g_mode == SB_TRANSPORT_AMQP || emulator)
+    if (g_mode == SB_TRANSPORT_AMQP || (emulator && !g_ws_port))
         return false;
     if (sb_transport_choosing(connstr_ws, emulator))
         return attempt % 2 == 1;

@@ -5,7 +5,8 @@
  * up within SB_TRANSPORT_AUTO_MS, the first one that reaches an AMQP open
  * kept for the process's life and logged once with why. A connection
  * string's TransportType=AmqpWebSockets always means WebSockets. Auto
- * never leaves AMQP for an emulator (UseDevelopmentEmulator=true).
+ * never leaves AMQP for an emulator (UseDevelopmentEmulator=true) unless a
+ * WebSocket port is set (the emulator's own).
  *
  * thread: sb_transport_set on the main thread before any client starts;
  * the rest from any thread.
@@ -31,11 +32,13 @@ ib_err_t sb_transport_parse(const char *s, sb_transport_mode_t *mode);
 const char *sb_transport_name(sb_transport_mode_t mode);
 
 /*
- * Sets the process's mode and proxy (copied; NULL: HTTPS_PROXY / NO_PROXY
- * from the environment, "": none). The proxy may hold user:password; it is
+ * Sets the process's mode, proxy (copied; NULL: HTTPS_PROXY / NO_PROXY from
+ * the environment, "": none) and WebSocket port (0: 443, or the Endpoint's
+ * port under websockets). The proxy may hold user:password; it is
  * registered as a secret with the log.
  */
-void sb_transport_set(sb_transport_mode_t mode, const char *proxy);
+void sb_transport_set(sb_transport_mode_t mode, const char *proxy, int ws_port);
+int sb_transport_ws_port(void);
 sb_transport_mode_t sb_transport_mode(void);
 const char *sb_transport_proxy(void);
 

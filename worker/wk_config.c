@@ -104,6 +104,10 @@ const wk_setting_t wk_settings[] = {
      "HTTP proxy for WebSockets, http://[user:password@]host:port (CONNECT, Basic auth); "
      "empty: HTTPS_PROXY / https_proxy unless NO_PROXY names the namespace.",
      OFF(servicebus.proxy)},
+    {"servicebus.websocket_port", WK_CT_INT, "0", 0, 65535, NULL, 0,
+     "Port of the wss:// endpoint (a gateway's or an emulator's); 0: 443, or the Endpoint's "
+     "port when the transport is websockets.",
+     OFF(servicebus.websocket_port)},
     {"db.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
      "ODBC connection string (Driver={ODBC Driver 18 for SQL Server};Server=...).",
      OFF(db.connection_string)},
@@ -777,11 +781,13 @@ void wk_config_transport_apply(const wk_config_t *cfg)
 {
     const char *mode = cfg ? cfg->servicebus.transport : getenv("INBOXD_SERVICEBUS_TRANSPORT");
     const char *proxy = cfg ? cfg->servicebus.proxy : getenv("INBOXD_SERVICEBUS_PROXY");
+    const char *port = getenv("INBOXD_SERVICEBUS_WEBSOCKET_PORT");
+    int ws_port = cfg ? (int)cfg->servicebus.websocket_port : port ? atoi(port) : 0;
     sb_transport_mode_t m = SB_TRANSPORT_AUTO;
 
     if (mode && *mode)
         sb_transport_parse(mode, &m); /* the config's enum was checked; an env typo stays auto */
-    sb_transport_set(m, proxy && *proxy ? proxy : NULL);
+    sb_transport_set(m, proxy && *proxy ? proxy : NULL, ws_port > 0 && ws_port < 65536 ? ws_port : 0);
 }
 
 void wk_config_free(wk_config_t *cfg)

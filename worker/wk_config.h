@@ -39,6 +39,7 @@ typedef struct wk_config {
         char *ca_file;
         char *transport; /* "auto" | "amqp" | "websockets" (sb_transport.h) */
         char *proxy;     /* secret: may hold user:password; "" = the environment's */
+        long long websocket_port; /* 0 = 443, or the Endpoint's under websockets */
         long long max_delivery_count; /* the entity's, when known; 0 = unknown */
         long long duplicate_detection_window_s; /* the entity's history, when known; 0 = unknown */
         long long message_ttl_s;      /* the entity's default TTL, when known; 0 = unknown */
@@ -131,8 +132,9 @@ int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs);
 void wk_config_free(wk_config_t *cfg);
 /*
  * Hands servicebus.transport and servicebus.proxy to amqp/ (sb_transport.h)
- * for the whole process; cfg NULL reads INBOXD_SERVICEBUS_TRANSPORT and
- * INBOXD_SERVICEBUS_PROXY. thread: main, before any Service Bus client.
+ * (and servicebus.websocket_port) for the whole process; cfg NULL reads
+ * INBOXD_SERVICEBUS_TRANSPORT, INBOXD_SERVICEBUS_PROXY and
+ * INBOXD_SERVICEBUS_WEBSOCKET_PORT. thread: main, before any Service Bus client.
  */
 void wk_config_transport_apply(const wk_config_t *cfg);
 /*

@@ -17,22 +17,25 @@ static void test_modes(void)
     ASSERT_EQ(sb_transport_parse("websockets", &m), IB_E_OK);
     ASSERT_EQ(m, SB_TRANSPORT_WEBSOCKETS);
     ASSERT_EQ(sb_transport_parse("AmqpWebSockets", &m), IB_E_CONFIG);
-    sb_transport_set(SB_TRANSPORT_AMQP, NULL);
+    sb_transport_set(SB_TRANSPORT_AMQP, NULL, 0);
     ASSERT_EQ(sb_transport_next_ws(false, false, 1), 0);
     ASSERT_EQ(sb_transport_next_ws(true, false, 0), 1); /* TransportType=AmqpWebSockets */
-    sb_transport_set(SB_TRANSPORT_WEBSOCKETS, NULL);
+    sb_transport_set(SB_TRANSPORT_WEBSOCKETS, NULL, 0);
     ASSERT_EQ(sb_transport_next_ws(false, true, 0), 1);
 }
 
 static void test_auto(void)
 {
     sb_transport_reset();
-    sb_transport_set(SB_TRANSPORT_AUTO, NULL);
+    sb_transport_set(SB_TRANSPORT_AUTO, NULL, 0);
     ASSERT_TRUE(sb_transport_choosing(false, false));
     ASSERT_EQ(sb_transport_next_ws(false, false, 0), 0); /* AMQP first */
     ASSERT_EQ(sb_transport_next_ws(false, false, 1), 1);
     ASSERT_EQ(sb_transport_next_ws(false, false, 2), 0);
-    ASSERT_EQ(sb_transport_next_ws(false, true, 1), 0); /* never for the emulator */
+    ASSERT_EQ(sb_transport_next_ws(false, true, 1), 0); /* not for the emulator */
+    sb_transport_set(SB_TRANSPORT_AUTO, NULL, 9443);    /* unless its WebSocket port is known */
+    ASSERT_EQ(sb_transport_next_ws(false, true, 1), 1);
+    ASSERT_EQ(sb_transport_ws_port(), 9443);
     sb_transport_keep(true, "test");
     ASSERT_TRUE(!sb_transport_choosing(false, false));
     ASSERT_EQ(sb_transport_next_ws(false, false, 0), 1);
