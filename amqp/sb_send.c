@@ -4,6 +4,7 @@
  * the timeout passes.
  */
 #include "sb_send.h"
+#include "sb_transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +106,14 @@ sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err)
     }
     sb_out_init(&s->out, &s->core);
     sb_core_connect(&s->core);
-    if (!run_until(s, &s->core.up, ib_mono_ms() + s->timeout_ms)) {
+    if (!run_until(s, &s->core.up, ib_mono_ms() + s->timeout_ms) && s->down &&
+        sb_transport_choosing(s->core.cs.websockets, s->core.cs.emulator)) {
+        /* auto: AMQP did not come up; the second attempt goes over WebSockets. */
+        s->down = false;
+        sb_core_connect(&s->core);
+        run_until(s, &s->core.up, ib_mono_ms() + s->timeout_ms);
+    }
+    if (!s->core.up) {
         if (s->down)
             *err = s->down_err;
         else
