@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,7 @@ bool sb_wsb_error(sb_wsb_t *wsb, ib_error_t *why)
 static void *bridge_main(void *arg)
 {
     sb_wsb_t *wsb = arg;
+    int one = 1;
 
     while (!atomic_load(&wsb->stop)) {
         struct pollfd p = {.fd = wsb->lfd, .events = POLLIN};
@@ -133,6 +135,8 @@ static void *bridge_main(void *arg)
         fd = accept4(wsb->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
+        /* AMQP frames are small and answered: never held back for Nagle. */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         sb_wsb_leg_run(wsb, fd);
         close(fd);
     }

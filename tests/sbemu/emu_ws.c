@@ -15,6 +15,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -81,7 +82,9 @@ static int amqp_connect(int port)
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         close(fd);
         fd = -1;
@@ -232,6 +235,7 @@ static void *accept_main(void *arg)
             close(fd);
             continue;
         }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
         c->ws = ws;
         c->cfd = fd;
         c->afd = -1;
