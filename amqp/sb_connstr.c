@@ -77,7 +77,7 @@ static ib_err_t parse_endpoint(const char *v, sb_connstr_t *out, ib_error_t *err
 
 ib_err_t sb_connstr_parse(const char *s, sb_connstr_t *out, ib_error_t *err)
 {
-    char *copy, *cursor, *part, *endpoint = NULL, *emu = NULL;
+    char *copy, *cursor, *part, *endpoint = NULL, *emu = NULL, *tt = NULL;
     ib_err_t rc = IB_E_OK;
 
     memset(out, 0, sizeof(*out));
@@ -117,6 +117,8 @@ ib_err_t sb_connstr_parse(const char *s, sb_connstr_t *out, ib_error_t *err)
             rc = take(&out->entity_path, "EntityPath", val, err);
         else if (strcasecmp(key, "UseDevelopmentEmulator") == 0)
             rc = take(&emu, "UseDevelopmentEmulator", val, err);
+        else if (strcasecmp(key, "TransportType") == 0)
+            rc = take(&tt, "TransportType", val, err);
         else if (!*key)
             rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                               "connection string: a part has an empty key");
@@ -132,6 +134,13 @@ ib_err_t sb_connstr_parse(const char *s, sb_connstr_t *out, ib_error_t *err)
         else if (strcasecmp(emu, "false") != 0)
             rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                               "connection string: UseDevelopmentEmulator must be true or false");
+    }
+    if (rc == IB_E_OK && tt) {
+        if (strcasecmp(tt, "AmqpWebSockets") == 0)
+            out->websockets = true;
+        else if (strcasecmp(tt, "Amqp") != 0)
+            rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                              "connection string: TransportType must be Amqp or AmqpWebSockets");
     }
     if (rc == IB_E_OK && out->sas && (out->key || out->key_name))
         rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
@@ -165,6 +174,7 @@ ib_err_t sb_connstr_parse(const char *s, sb_connstr_t *out, ib_error_t *err)
     }
     free(endpoint);
     free(emu);
+    free(tt);
     free(copy);
     if (rc != IB_E_OK)
         sb_connstr_free(out);

@@ -2,7 +2,7 @@
  * sb_connstr.h - the Service Bus connection string users already have:
  *
  *   Endpoint=sb://host[:port]/;SharedAccessKeyName=NAME;SharedAccessKey=KEY
- *       [;EntityPath=ENTITY][;UseDevelopmentEmulator=true]
+ *       [;EntityPath=ENTITY][;UseDevelopmentEmulator=true][;TransportType=AmqpWebSockets]
  *   Endpoint=sb://host/;SharedAccessSignature=SharedAccessSignature sr=...
  *
  * Parts are split on ';', each at its first '=' (values may contain '='),
@@ -28,6 +28,7 @@ typedef struct sb_connstr {
     char *sas;         /* secret; a complete "SharedAccessSignature ..." token */
     char *entity_path; /* NULL when absent */
     bool emulator;     /* UseDevelopmentEmulator=true: plain TCP, no TLS */
+    bool websockets;   /* TransportType=AmqpWebSockets: AMQP over wss:// (sb_wsb.h) */
 } sb_connstr_t;
 
 /*

@@ -15,6 +15,8 @@
 #include <proton/transport.h>
 
 #include "ib_log.h"
+#include "sb_transport.h"
+#include "sb_wsb.h"
 
 #define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define SYSTEM_CA_DIR "/etc/ssl/certs"
@@ -60,6 +62,7 @@ ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
     core->op_timeout_ms = op_timeout_ms ? op_timeout_ms : 30000;
     core->tick_ms = 100;
     core->hooks = *hooks;
+    snprintf(core->ca_file, sizeof(core->ca_file), "%s", ca_file ? ca_file : "");
     fp = fopen("/dev/urandom", "rb");
     if (fp) {
         if (fread(rnd, 1, sizeof(rnd), fp) != sizeof(rnd))
@@ -106,6 +109,8 @@ void sb_core_fini(sb_core_t *core)
     if (core->ssl)
         pn_ssl_domain_free(core->ssl);
     core->ssl = NULL;
+    sb_wsb_free(core->wsb);
+    core->wsb = NULL;
     sb_connstr_free(&core->cs);
     pthread_mutex_destroy(&core->wake_lock);
 }
@@ -124,16 +129,54 @@ char *sb_core_audience(sb_core_t *core, const char *path)
     return s;
 }
 
+/*
+ * Where this attempt connects: the namespace on its AMQP port, or the
+ * WebSocket bridge on loopback (made on first use; TLS is then the outer
+ * leg's, so the proactor's transport has none). False when the bridge
+ * cannot start.
+ */
+static bool connect_target(sb_core_t *core, char *host, size_t hsize, int *port)
+{
+    core->via_ws = sb_transport_next_ws(core->cs.websockets, core->cs.emulator, core->attempts++);
+    if (!core->via_ws) {
+        snprintf(host, hsize, "%s", core->cs.host);
+        *port = core->cs.port;
+        return true;
+    }
+    if (!core->wsb) {
+        bool explicit_ws = core->cs.websockets || sb_transport_mode() == SB_TRANSPORT_WEBSOCKETS;
+        sb_wsb_opts_t o = {.host = core->cs.host,
+                           .port = sb_transport_ws_port()               ? sb_transport_ws_port()
+                                   : explicit_ws && core->cs.port_given ? core->cs.port
+                                                                        : 443,
+                           .tls = !core->cs.emulator,
+                           .ca_file = core->ca_file[0] ? core->ca_file : NULL,
+                           .proxy = sb_transport_proxy()};
+        core->wsb = sb_wsb_new(&o, &core->last_err);
+        if (!core->wsb)
+            return false;
+    }
+    snprintf(host, hsize, "127.0.0.1");
+    *port = sb_wsb_port(core->wsb);
+    return true;
+}
+
 void sb_core_connect(sb_core_t *core)
 {
     pn_transport_t *t;
     pn_sasl_t *sasl;
     pn_data_t *props;
-    char addr[PN_MAX_ADDR], port[16];
+    char addr[PN_MAX_ADDR], port[16], host[256];
+    int portno;
 
     if (core->conn)
         return;
     ib_error_clear(&core->last_err);
+    if (!connect_target(core, host, sizeof(host), &portno)) {
+        snprintf(host, sizeof(host), "%s", core->cs.host);
+        portno = core->cs.port;
+        core->via_ws = false;
+    }
     core->connect_started = ib_mono_ms();
     core->conn = pn_connection();
     pn_connection_set_container(core->conn, core->container);
@@ -148,16 +191,17 @@ void sb_core_connect(sb_core_t *core)
     pn_transport_set_idle_timeout(t, 60000);
     sasl = pn_sasl(t);
     pn_sasl_allowed_mechs(sasl, "ANONYMOUS");
-    if (core->ssl) {
+    if (core->ssl && !core->via_ws) {
         pn_ssl_t *ssl = pn_ssl(t);
         pn_ssl_init(ssl, core->ssl, NULL);
         pn_ssl_set_peer_hostname(ssl, core->cs.host);
     }
     pn_connection_open(core->conn);
-    snprintf(port, sizeof(port), "%d", core->cs.port);
-    pn_proactor_addr(addr, sizeof(addr), core->cs.host, port);
+    snprintf(port, sizeof(port), "%d", portno);
+    pn_proactor_addr(addr, sizeof(addr), host, port);
     IB_LOG(IB_LOG_INFO, "connect", IB_MSG("connecting"), IB_S("host", core->cs.host),
-           IB_I("port", core->cs.port), IB_B("tls", core->ssl != NULL));
+           IB_I("port", core->cs.port), IB_B("tls", core->ssl != NULL),
+           IB_S("transport", core->via_ws ? "websockets" : "amqp"));
     pthread_mutex_lock(&core->wake_lock);
     core->wake_conn = core->conn;
     pthread_mutex_unlock(&core->wake_lock);
@@ -197,6 +241,8 @@ static void transport_error(sb_core_t *core, pn_transport_t *t, ib_error_t *why)
         *why = core->last_err; /* the remote close said why */
         return;
     }
+    if (core->via_ws && core->wsb && sb_wsb_error(core->wsb, why))
+        return; /* the bridge's outer leg failed: proxy, handshake or TLS */
     if (!name) {
         ib_error_set(why, IB_E_CLOSED, IB_CLASS_TRANSIENT, "connection closed");
         return;
@@ -220,6 +266,8 @@ static void on_transport_closed(sb_core_t *core, pn_transport_t *t)
     ib_error_t why;
     pn_condition_t *cond = pn_transport_condition(t);
     transport_error(core, t, &why);
+    if (!core->via_ws)
+        snprintf(core->amqp_why, sizeof(core->amqp_why), "%s", why.text);
     IB_LOG(
         why.code == IB_E_CLOSED ? IB_LOG_INFO : IB_LOG_WARN, "disconnect",
         IB_MSG("connection ended"), IB_S("error", ib_err_name(why.code)),
@@ -240,16 +288,26 @@ static void on_transport_closed(sb_core_t *core, pn_transport_t *t)
     core->last_err = why; /* kept for the sender's error text */
 }
 
+/* How long an attempt may wait for the AMQP open: auto gives AMQP a short time. */
+static unsigned open_timeout_ms(const sb_core_t *core)
+{
+    if (!core->via_ws && sb_transport_choosing(core->cs.websockets, core->cs.emulator))
+        return core->op_timeout_ms < SB_TRANSPORT_AUTO_MS ? core->op_timeout_ms
+                                                          : SB_TRANSPORT_AUTO_MS;
+    return core->op_timeout_ms;
+}
+
 /* The periodic work, on a wake of the connection (see PN_CONNECTION_WAKE). */
 static void on_tick(sb_core_t *core)
 {
+    unsigned open_ms = open_timeout_ms(core);
+
     core->tick_due = false;
-    if (!core->up && ib_mono_ms() - core->connect_started > (long long)core->op_timeout_ms) {
+    if (!core->up && ib_mono_ms() - core->connect_started > (long long)open_ms) {
         /* TCP or TLS accepted but no AMQP open: give up on this attempt. */
         pn_transport_t *t = pn_connection_transport(core->conn);
         ib_error_set(&core->last_err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT,
-                     "no AMQP open from %s:%d within %u ms", core->cs.host, core->cs.port,
-                     core->op_timeout_ms);
+                     "no AMQP open from %s:%d within %u ms", core->cs.host, core->cs.port, open_ms);
         IB_LOG(IB_LOG_WARN, "connect", IB_MSG(core->last_err.text));
         core->connect_started = ib_mono_ms(); /* once per attempt */
         if (t) {
@@ -263,6 +321,20 @@ static void on_tick(sb_core_t *core)
         core->hooks.on_tick(core->hooks.owner);
 }
 
+/* An AMQP open arrived: auto keeps the leg it came over, and says why. */
+static void keep_transport(sb_core_t *core)
+{
+    char why[400];
+
+    if (core->via_ws)
+        snprintf(why, sizeof(why), "AMQP to %s:%d did not come up within %u ms (%s)", core->cs.host,
+                 core->cs.port, SB_TRANSPORT_AUTO_MS,
+                 core->amqp_why[0] ? core->amqp_why : "no answer");
+    else
+        snprintf(why, sizeof(why), "AMQP to %s:%d came up", core->cs.host, core->cs.port);
+    sb_transport_keep(core->via_ws, why);
+}
+
 bool sb_core_handle(sb_core_t *core, pn_event_t *e)
 {
     pn_link_t *link;
@@ -272,6 +344,7 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
         if (pn_event_connection(e) == core->conn) {
             core->up = true;
             ib_error_clear(&core->last_err);
+            keep_transport(core);
             IB_LOG(IB_LOG_INFO, "connect", IB_MSG("connected"), IB_S("host", core->cs.host),
                    IB_S("container", core->container));
             if (core->hooks.on_up)

@@ -4,6 +4,7 @@
  * the timeout passes.
  */
 #include "sb_send.h"
+#include "sb_transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,21 @@ sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err)
     }
     sb_out_init(&s->out, &s->core);
     sb_core_connect(&s->core);
-    if (!run_until(s, &s->core.up, ib_mono_ms() + s->timeout_ms)) {
+    if (!run_until(s, &s->core.up, ib_mono_ms() + s->timeout_ms) && s->down &&
+        sb_transport_choosing(s->core.cs.websockets, s->core.cs.emulator)) {
+        /* auto: AMQP did not come up; the second attempt goes over WebSockets. */
+        ib_error_t amqp_err = s->down_err;
+        s->down = false;
+        sb_core_connect(&s->core);
+        if (!run_until(s, &s->core.up, ib_mono_ms() + s->timeout_ms) && s->down) {
+            char ws[sizeof(s->down_err.text)];
+            ib_strlcpy(ws, s->down_err.text, sizeof(ws));
+            s->down_err = amqp_err; /* the AMQP error first: it is the one configured */
+            snprintf(s->down_err.text, sizeof(s->down_err.text), "%.200s; over WebSockets: %.280s",
+                     amqp_err.text, ws);
+        }
+    }
+    if (!s->core.up) {
         if (s->down)
             *err = s->down_err;
         else

@@ -166,6 +166,7 @@ static int resolve(opts_t *o, wk_config_t *cfg, bool *have_cfg)
         if (!o->entity && cfg->servicebus.entity[0])
             o->entity = cfg->servicebus.entity;
     }
+    wk_config_transport_apply(*have_cfg ? cfg : NULL);
     if (!o->cs || !*o->cs)
         return usage("no connection string (--connection-string, "
                      "INBOXD_SERVICEBUS_CONNECTION_STRING or --config)");

@@ -49,8 +49,10 @@ static int check_all(wk_config_t *cfg, const char *path, bool relay_only, bool l
         if (!route_problems)
             problems += rl_outbox_plan(cfg, &routes, relay_only, &plan, out);
     }
-    if (live && !problems)
+    if (live && !problems) {
+        wk_config_transport_apply(cfg);
         wk_limits_check_servers(cfg, compiled ? &routes : NULL, relay_only, plan.relay, out);
+    }
     if (compiled)
         rt_routes_free(&routes);
     return problems;

@@ -14,6 +14,7 @@
 #include "db_outbox.h"
 #include "ib_log.h"
 #include "sb_connstr.h"
+#include "sb_transport.h"
 #include "wk_health.h"
 #include "rt_json.h"
 
@@ -94,6 +95,19 @@ const wk_setting_t wk_settings[] = {
      OFF(servicebus.management_endpoint)},
     {"servicebus.ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
      "PEM file of CA certificates to trust instead of the system store.", OFF(servicebus.ca_file)},
+    {"servicebus.transport", WK_CT_ENUM, "auto", NOLIM, "auto|amqp|websockets", 0,
+     "amqp: TCP 5671; websockets: wss:// on 443 (through a proxy if one is set); auto: AMQP "
+     "first, WebSockets when AMQP is not up within 5 s, the first to work kept for the "
+     "process's life. TransportType=AmqpWebSockets in the connection string means websockets.",
+     OFF(servicebus.transport)},
+    {"servicebus.proxy", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE,
+     "HTTP proxy for WebSockets, http://[user:password@]host:port (CONNECT, Basic auth); "
+     "empty: HTTPS_PROXY / https_proxy unless NO_PROXY names the namespace.",
+     OFF(servicebus.proxy)},
+    {"servicebus.websocket_port", WK_CT_INT, "0", 0, 65535, NULL, 0,
+     "Port of the wss:// endpoint (a gateway's or an emulator's); 0: 443, or the Endpoint's "
+     "port when the transport is websockets.",
+     OFF(servicebus.websocket_port)},
     {"db.connection_string", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE | WK_CF_REQUIRED,
      "ODBC connection string (Driver={ODBC Driver 18 for SQL Server};Server=...).",
      OFF(db.connection_string)},
@@ -778,6 +792,19 @@ int wk_config_check_entity(const wk_config_t *cfg, FILE *errs)
         wk_problem(&p, "servicebus.entity",
                    "missing required setting (or give EntityPath in the connection string)");
     return p.n;
+}
+
+void wk_config_transport_apply(const wk_config_t *cfg)
+{
+    const char *mode = cfg ? cfg->servicebus.transport : getenv("INBOXD_SERVICEBUS_TRANSPORT");
+    const char *proxy = cfg ? cfg->servicebus.proxy : getenv("INBOXD_SERVICEBUS_PROXY");
+    const char *port = getenv("INBOXD_SERVICEBUS_WEBSOCKET_PORT");
+    int ws_port = cfg ? (int)cfg->servicebus.websocket_port : port ? atoi(port) : 0;
+    sb_transport_mode_t m = SB_TRANSPORT_AUTO;
+
+    if (mode && *mode)
+        sb_transport_parse(mode, &m); /* the config's enum was checked; an env typo stays auto */
+    sb_transport_set(m, proxy && *proxy ? proxy : NULL, ws_port > 0 && ws_port < 65536 ? ws_port : 0);
 }
 
 void wk_config_free(wk_config_t *cfg)

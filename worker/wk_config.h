@@ -37,6 +37,9 @@ typedef struct wk_config {
         long long reconnect_max_ms;
         long long settle_timeout_ms;
         char *ca_file;
+        char *transport; /* "auto" | "amqp" | "websockets" (sb_transport.h) */
+        char *proxy;     /* secret: may hold user:password; "" = the environment's */
+        long long websocket_port; /* 0 = 443, or the Endpoint's under websockets */
         long long max_delivery_count; /* the entity's, when known; 0 = unknown */
         long long duplicate_detection_window_s; /* the entity's history, when known; 0 = unknown */
         long long message_ttl_s;      /* the entity's default TTL, when known; 0 = unknown */
@@ -134,6 +137,13 @@ int wk_config_load(wk_config_t *cfg, const char *path, FILE *errs);
  */
 bool wk_config_load_file(wk_config_t *cfg, const char *path, FILE *errs);
 void wk_config_free(wk_config_t *cfg);
+/*
+ * Hands servicebus.transport and servicebus.proxy to amqp/ (sb_transport.h)
+ * (and servicebus.websocket_port) for the whole process; cfg NULL reads
+ * INBOXD_SERVICEBUS_TRANSPORT, INBOXD_SERVICEBUS_PROXY and
+ * INBOXD_SERVICEBUS_WEBSOCKET_PORT. thread: main, before any Service Bus client.
+ */
+void wk_config_transport_apply(const wk_config_t *cfg);
 /*
  * The entity to receive from must be named (servicebus.entity or EntityPath)
  * unless inboxd runs --relay-only; the problem, if any, goes to errs as

@@ -1175,6 +1175,7 @@ static ib_err_t daemon_start(daemon_t *dm, ib_error_t *err)
     const wk_config_t *cfg = dm->cfg;
     ib_err_t rc;
 
+    wk_config_transport_apply(cfg);
     if ((rc = compile_routes(dm, err)) != IB_E_OK || (rc = start_http(dm, err)) != IB_E_OK ||
         (rc = start_otel(dm, err)) != IB_E_OK ||
         (rc = set_db_options(dm, err)) != IB_E_OK || (rc = prepare_db(dm, err)) != IB_E_OK ||

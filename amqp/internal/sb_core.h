@@ -81,6 +81,11 @@ struct sb_core {
     pthread_mutex_t wake_lock;
     pn_connection_t *wake_conn; /* conn, readable by other threads under wake_lock */
     ib_error_t last_err;        /* why the last connection ended */
+    struct sb_wsb *wsb;         /* the WebSocket bridge, made on the first attempt over it */
+    bool via_ws;                /* the current attempt goes over WebSockets (sb_transport.h) */
+    unsigned attempts;          /* connection attempts so far (auto takes turns) */
+    char ca_file[512];          /* servicebus.ca_file, for the bridge's TLS */
+    char amqp_why[256];         /* why the last attempt over AMQP failed (auto's log line) */
 };
 
 ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,

@@ -52,17 +52,21 @@ if (tls) {
 // the scenario also asks for sbemu-tls), as SBEMU_HTTP_PORT.
 const http = /^\/\/ sbemu-http$/m.test(scenarioText);
 const httpArgs = http ? ["--http-listen", "127.0.0.1:0"] : [];
+// "// sbemu-ws": AMQP over WebSockets on a port of its own (wss:// with
+// sbemu-tls), as SBEMU_WS_PORT.
+const ws = /^\/\/ sbemu-ws$/m.test(scenarioText);
+const wsArgs = ws ? ["--ws-listen", "127.0.0.1:0"] : [];
 const stats = join(dir, "stats.json");
 const emu = spawn(
   sbemu,
   ["--listen", "127.0.0.1:0", "--topology", topology,
    ...(noKey ? [] : ["--key-name", KEY_NAME, "--key", KEY]),
-   "--stats-file", stats, "--log-level", "warn", ...tlsArgs, ...httpArgs, ...extraArgs],
+   "--stats-file", stats, "--log-level", "warn", ...tlsArgs, ...httpArgs, ...wsArgs, ...extraArgs],
   { stdio: ["ignore", "pipe", "inherit"] }
 );
 const emuExit = new Promise((resolve) => emu.on("exit", (code, signal) => resolve({ code, signal })));
 
-let httpPort = "";
+let httpPort = "", wsPort = "";
 const port = await new Promise((resolve, reject) => {
   const rl = createInterface({ input: emu.stdout });
   const timer = setTimeout(() => reject(new Error("sbemu did not report listening within 10 s")), 10000);
@@ -70,8 +74,10 @@ const port = await new Promise((resolve, reject) => {
     clearTimeout(timer);
     try {
       const ev = JSON.parse(line);
-      if (ev.event !== "listening" || !ev.port || (http && !ev.http_port)) throw new Error(line);
+      if (ev.event !== "listening" || !ev.port || (http && !ev.http_port) || (ws && !ev.ws_port))
+        throw new Error(line);
       httpPort = String(ev.http_port || "");
+      wsPort = String(ev.ws_port || "");
       resolve(ev.port);
     } catch (e) {
       reject(new Error(`unexpected first line from sbemu: ${line}`));
@@ -84,7 +90,7 @@ const port = await new Promise((resolve, reject) => {
 const child = spawn(process.execPath, ["--test", "--test-reporter=spec", scenario], {
   stdio: "inherit",
   env: { ...process.env, SBEMU_PORT: String(port), SBEMU_KEY_NAME: KEY_NAME, SBEMU_KEY: KEY,
-         SBEMU_STATS: stats, SBEMU_HTTP_PORT: httpPort, SBEMU_BIN: sbemu, SBEMU_TOPOLOGY: topology, ...tlsEnv },
+         SBEMU_STATS: stats, SBEMU_HTTP_PORT: httpPort, SBEMU_WS_PORT: wsPort, SBEMU_BIN: sbemu, SBEMU_TOPOLOGY: topology, ...tlsEnv },
 });
 const testCode = await new Promise((resolve) => child.on("exit", (code) => resolve(code ?? 1)));
 

@@ -102,7 +102,7 @@ start_emu() {
   EMU_KEY=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
   STATS="$W/broker.json"
   "$SBEMU" --listen 127.0.0.1:0 --topology "$W/topology.json" --key-name e2e --key "$EMU_KEY" \
-    --stats-file "$STATS" "$@" >"$W/sbemu.log" 2>&1 &
+    --stats-file "$STATS" ${E2E_WEBSOCKETS:+--ws-listen 127.0.0.1:0} "$@" >"$W/sbemu.log" 2>&1 &
   EMU_PID=$!
   E2E_PIDS+=("$EMU_PID")
   EMU_PORT=""
@@ -117,6 +117,13 @@ start_emu() {
   for _ in $(seq 1 100); do [ -s "$STATS" ] && break; sleep 0.05; done
   [ -s "$STATS" ] || die "sbemu wrote no stats file $STATS"
   SB_CS="Endpoint=sb://127.0.0.1:$EMU_PORT/;SharedAccessKeyName=e2e;SharedAccessKey=$EMU_KEY;UseDevelopmentEmulator=true"
+  # E2E_WEBSOCKETS=1 (a ctest variant): every client (inboxctl, inboxd, its
+  # relay) reaches sbemu over AMQP over WebSockets, by the connection string.
+  if [ "${E2E_WEBSOCKETS:-0}" = 1 ]; then
+    EMU_WS_PORT=$(head -n 1 "$W/sbemu.log" | jq -r '.ws_port')
+    [ "$EMU_WS_PORT" -gt 0 ] || die "E2E_WEBSOCKETS=1: sbemu reported no ws_port"
+    SB_CS="Endpoint=sb://127.0.0.1:$EMU_WS_PORT/;SharedAccessKeyName=e2e;SharedAccessKey=$EMU_KEY;UseDevelopmentEmulator=true;TransportType=AmqpWebSockets"
+  fi
 }
 
 # write_config FILE ENTITY ROUTES_JSON [EXTRA_JSON_OBJECT]: an inboxd config.

@@ -271,11 +271,13 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
             port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
         else if (sa && sa->sa_family == AF_INET6)
             port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+        b->amqp_port = port;
+        printf("{\"event\":\"listening\",\"port\":%d", port);
         if (b->http_port)
-            printf("{\"event\":\"listening\",\"port\":%d,\"http_port\":%d}\n", port,
-                   b->http_port);
-        else
-            printf("{\"event\":\"listening\",\"port\":%d}\n", port);
+            printf(",\"http_port\":%d", b->http_port);
+        if (b->ws_port)
+            printf(",\"ws_port\":%d", b->ws_port);
+        printf("}\n");
         fflush(stdout);
         break;
     }

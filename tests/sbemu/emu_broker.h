@@ -98,6 +98,8 @@ typedef struct emu_broker {
     int64_t next_stats_ms, next_drop_ms;
     bool stopping;
     int http_port; /* the management endpoint's port (emu_http.c); 0 = none */
+    int ws_port;   /* the AMQP over WebSockets port (emu_ws.c); 0 = none */
+    _Atomic int amqp_port; /* the AMQP listener's port once open (read by emu_ws.c) */
 } emu_broker_t;
 
 /* emu_broker.c */

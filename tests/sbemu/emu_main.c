@@ -7,11 +7,12 @@
  *         [--fault-... N] [--log-level LEVEL]
  *
  * The first stdout line is {"event":"listening","port":N} (with
- * "http_port":M when --http-listen is given). SIGTERM/SIGINT
+ * "http_port":M when --http-listen is given, "ws_port":W with --ws-listen). SIGTERM/SIGINT
  * stop it cleanly (stats written, exit 0); a second signal exits at once.
  */
 #include "emu_broker.h"
 #include "emu_http.h"
+#include "emu_ws.h"
 #include "emu_stats.h"
 #include "ib_log.h"
 
@@ -63,6 +64,8 @@ static void usage(FILE *fp)
             "                           tier; Premium allows up to 104857600)\n"
             "  --tls-cert PEM --tls-key PEM  also accept TLS (AMQPS) on the same port\n"
             "  --http-listen HOST:PORT  serve entity descriptions and counts over HTTP(S)\n"
+            "  --ws-listen HOST:PORT    also serve AMQP over WebSockets (AMQPWSB10; wss:// with\n"
+            "                           --tls-cert/--tls-key, else ws://)\n"
             "  --fault-http-status N    answer every management HTTP request with status N\n"
             "  --log-level LEVEL        debug|info|warn|error (default warn)\n"
             "  --fault-drop-after N     close each connection after N deliveries on it\n"
@@ -92,7 +95,7 @@ static int parse_int(const char *flag, const char *v, int *out)
 int main(int argc, char **argv)
 {
     const char *listen = NULL, *topology = NULL, *tls_cert = NULL, *tls_key = NULL;
-    const char *http_listen = NULL;
+    const char *http_listen = NULL, *ws_listen = NULL;
     int http_status = 0;
     emu_broker_t b;
     memset(&b, 0, sizeof b);
@@ -149,6 +152,8 @@ int main(int argc, char **argv)
             tls_key = v;
         else if (strcmp(a, "--http-listen") == 0)
             http_listen = v;
+        else if (strcmp(a, "--ws-listen") == 0)
+            ws_listen = v;
         else if (strcmp(a, "--fault-http-status") == 0)
             rc = parse_int(a, v, &http_status);
         else if (strcmp(a, "--log-level") == 0) {
@@ -265,6 +270,16 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    emu_ws_t *ws = NULL;
+    if (ws_listen) {
+        ws = emu_ws_start(ws_listen, tls_cert, tls_key, &b.amqp_port, &b.ws_port, err, sizeof err);
+        if (!ws) {
+            fprintf(stderr, "sbemu: %s\n", err);
+            emu_http_stop(http);
+            emu_ns_free(b.ns);
+            return 1;
+        }
+    }
     pn_logger_set_log_sink(pn_default_logger(), proton_log_sink, 0);
     b.proactor = g_proactor = pn_proactor();
     b.listener = pn_listener();
@@ -293,6 +308,7 @@ int main(int argc, char **argv)
         pthread_mutex_unlock(&mu);
         pn_proactor_done(b.proactor, eb);
     }
+    emu_ws_stop(ws);
     emu_http_stop(http);
     if (b.stats_file)
         emu_stats_write(b.ns, b.stats_file);

@@ -21,6 +21,9 @@
 #   sqlite      inboxd batch mode on a SQLite file
 #   defaults    inboxd with nothing set but the connection strings and the
 #               route: the speed a user gets without tuning
+#   ws          as defaults, with servicebus.transport websockets: AMQP through
+#               the WebSocket bridge to sbemu's --ws-listen (plain ws://, so
+#               the ratio to defaults is the bridge's cost without TLS)
 #   large       inboxd at its defaults on LARGE_N messages of LARGE_KIB KiB
 #               (env; default 200 x 1024): peak RSS against the byte budget
 #   latency     inboxd at its defaults, one message every 100 ms for 20 s:
@@ -52,7 +55,7 @@ CALLS=${CALLS:-$((C * 32))} # messages in flight in batch mode
 SESSIONS=${SESSIONS:-100}
 PER_SESSION=${PER_SESSION:-200}
 build=${BUILD:-$root/build}
-PHASES=${PHASES:-pm pgbench batch defaults traced peer sessions sqlite large latency slow http}
+PHASES=${PHASES:-pm pgbench batch defaults ws traced peer sessions sqlite large latency slow http}
 LARGE_N=${LARGE_N:-200}
 LARGE_KIB=${LARGE_KIB:-1024}
 [ "${SKIP_PEER:-0}" = 1 ] && PHASES=${PHASES//peer/}
@@ -91,6 +94,7 @@ cat >"$W/topo.json" <<'JSON'
            {"name":"sess","lock_duration_s":60,"max_delivery_count":10,"requires_session":true},
            {"name":"lite","lock_duration_s":60,"max_delivery_count":10},
            {"name":"dflt","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"dfws","lock_duration_s":60,"max_delivery_count":10},
            {"name":"traced","lock_duration_s":60,"max_delivery_count":10},
            {"name":"large","lock_duration_s":60,"max_delivery_count":10},
            {"name":"lat","lock_duration_s":60,"max_delivery_count":10},
@@ -101,10 +105,12 @@ cat >"$W/topo.json" <<'JSON'
 JSON
 # Completion is timed by the stats file: rewritten every 50 ms, not every second.
 "$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" \
-  --stats-every-ms 50 --max-message-bytes 104857600 >"$W/sbemu.log" 2>&1 &
+  --stats-every-ms 50 --max-message-bytes 104857600 --ws-listen 127.0.0.1:0 >"$W/sbemu.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
 SB_CS="Endpoint=sb://127.0.0.1:$emu_port/;SharedAccessKeyName=bench;SharedAccessKey=bench;UseDevelopmentEmulator=true"
+ws_port=$(head -n 1 "$W/sbemu.log" | jq -r '.ws_port')
+SB_WS_CS=${SB_CS/:$emu_port\//:$ws_port\/}
 PG_CS="Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=$port;Database=bench;Uid=postgres;Pwd=x"
 
 # preload QUEUE COUNT [SESSIONS]: 1 KiB JSON bodies (round-robin sessions when given)
@@ -270,6 +276,17 @@ if want defaults; then
   echo "bench:   $d_rate msg/s, $d_cpu CPU ms/1000, $d_rss MiB" >&2
 fi
 
+w_rate=0 w_cpu=0 w_rss=0
+if want ws; then
+  echo "bench: websockets (defaults through the WebSocket bridge)" >&2
+  preload dfws "$N"
+  reset_db
+  read -r w_rate w_cpu w_rss < <(SB_CS="$SB_WS_CS" run_inboxd dfws dfws "$N" default \
+    '{"connection_string": "'"$PG_CS"'", "dialect": "postgresql"}' ', "transport": "websockets"')
+  check_rows "$N"
+  echo "bench:   $w_rate msg/s, $w_cpu CPU ms/1000, $w_rss MiB" >&2
+fi
+
 t_rate=0 t_cpu=0 t_rss=0
 if want traced; then
   echo "bench: traced (defaults, every message traced)" >&2
@@ -395,6 +412,7 @@ awk -v n="$N" -v c="$C" -v pgb="$pgb" -v pm="$pm_rate" -v pmc="$pm_cpu" -v pmr="
     -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" -v d="$d_rate" -v dc="$d_cpu" -v dr="$d_rss" \
     -v g="$g_rate" -v gr="$g_rss" -v gn="$LARGE_N x $LARGE_KIB KiB" -v p50="$lat_p50" -v p99="$lat_p99" \
     -v s1="$slow1" -v sb="$slowb" -v t="$t_rate" -v tc="$t_cpu" -v tr="$t_rss" \
+    -v w="$w_rate" -v wc="$w_cpu" -v wr="$w_rss" \
     -v h="$h_rate" -v hc="$h_cpu" -v hr="$h_rss" -v hp="$hp_rate" -v hpc="$hp_cpu" -v hpr="$hp_rss" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
 BEGIN {
   printf "messages %d (1 KiB JSON), concurrency %d, PostgreSQL fsync on, batch_max %s\n", n, c, batch
@@ -406,6 +424,7 @@ BEGIN {
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sessions " sn, s, "", "", sc, sr
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sqlite batch", l, "", "", lc, lr
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd at its defaults", d, ratio(d, pgb), ratio(d, peer), dc, dr
+  if (w > 0) printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB  (%s x TCP at defaults)\n", "defaults over WebSockets", w, ratio(w, pgb), ratio(w, peer), wc, wr, ratio(w, d)
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "defaults, traced (1.0)", t, ratio(t, pgb), ratio(t, peer), tc, tr
   printf "%-26s %10.0f %10s %10s %14s %7.1f MiB\n", "defaults, " gn, g, "", "", "", gr
   printf "low load (10 msg/s, defaults): enqueued -> committed p50 %s ms, p99 %s ms\n", p50, p99
