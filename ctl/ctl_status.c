@@ -400,6 +400,7 @@ int ctl_status(int argc, char **argv)
         wk_config_free(&cfg);
         return 2;
     }
+    wk_config_transport_apply(&cfg); /* the broker over the transport inboxd uses */
     st.entity = cfg.servicebus.entity;
     st.consumer = cfg.consumer;
     if (!has(cfg.servicebus.connection_string) || !has(st.entity) ||
