@@ -10,7 +10,8 @@
 # runs inboxd at its defaults but for max_held_mb until the broker has
 # completed them all. Prints one line per run: the mix, the budget, the
 # process's peak RSS (VmHWM) and the business rows written (all of them, or
-# it stops). Not a test: nothing here asserts a figure.
+# it stops). SB_EXTRA (env) adds servicebus settings, e.g.
+# SB_EXTRA='"entity_poll_s": 0'. Not a test: nothing here asserts a figure.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 build=${BUILD:-$root/build}
@@ -72,7 +73,7 @@ for mix in $MIXES; do
     "$build/inboxctl" send --connection-string "$SB_CS" --entity "q$q" --file "$W/msgs.jsonl" >/dev/null 2>&1
     psql -d bench -c "TRUNCATE items" -c "DO \$\$ BEGIN IF to_regclass('inboxd_inbox') IS NOT NULL THEN TRUNCATE inboxd_inbox; END IF; END \$\$" >/dev/null
     cat >"$W/q$q.json" <<JSON
-{"consumer": "q$q", "servicebus": {"connection_string": "$SB_CS", "entity": "q$q", "max_held_mb": $budget},
+{"consumer": "q$q", "servicebus": {"connection_string": "$SB_CS", "entity": "q$q", "max_held_mb": $budget${SB_EXTRA:+, $SB_EXTRA}},
  "db": {"connection_string": "$PG_CS", "dialect": "postgresql"}, "routes": $routes,
  "http": {"listen": ""}, "log": {"level": "warn"}}
 JSON
@@ -86,6 +87,7 @@ JSON
     kill -TERM $ipid; wait $ipid || true
     rows=$(psql -d bench -tAc "SELECT count(*) FROM items")
     [ "$rows" = "$total" ] || { echo "bench: $rows business rows for $total messages" >&2; exit 1; }
-    printf '%s MiB x %s + %s small, max_held_mb %s: peak RSS %s MiB, %s rows\n' "$mib" "$nl" "$ns" "$budget" "$peak" "$rows"
+    printf '%s MiB x %s + %s small, max_held_mb %s%s: peak RSS %s MiB, %s rows\n' "$mib" "$nl" "$ns" "$budget" \
+      "${SB_EXTRA:+ ($SB_EXTRA)}" "$peak" "$rows"
   done
 done
