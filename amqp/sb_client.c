@@ -306,6 +306,7 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     c->prefetch = opt->prefetch;
     c->mcc = opt->max_concurrent_calls ? opt->max_concurrent_calls : 1;
     c->max_held_bytes = opt->max_held_bytes;
+    c->core.max_frame = c->max_held_bytes ? SB_MAX_FRAME : 0;
     c->max_sessions = opt->max_concurrent_sessions ? opt->max_concurrent_sessions : 1;
     c->renew_max_s = opt->max_auto_lock_renewal_s;
     c->idle_s = opt->session_idle_timeout_s ? opt->session_idle_timeout_s : 60;
@@ -458,6 +459,7 @@ void sb_client_free(sb_client_t *c)
     while (c->rcvs) {
         sb_rcv_t *r = c->rcvs;
         c->rcvs = r->next;
+        free(r->acc);
         free(r->session_id);
         sb_sstate_forget(r);
         free(r);

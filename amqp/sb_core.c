@@ -115,6 +115,17 @@ void sb_core_fini(sb_core_t *core)
     pthread_mutex_destroy(&core->wake_lock);
 }
 
+/* Proton's window is (capacity - unread) / max_frame frames: this is "none". */
+#define UNBOUNDED_WINDOW ((size_t)1 << 40)
+
+pn_session_t *sb_core_session(sb_core_t *core, size_t window)
+{
+    pn_session_t *ssn = pn_session(core->conn);
+    if (ssn && core->max_frame)
+        pn_session_set_incoming_capacity(ssn, window >= core->max_frame ? window : UNBOUNDED_WINDOW);
+    return ssn;
+}
+
 void sb_core_name(sb_core_t *core, const char *prefix, char *buf, size_t size)
 {
     snprintf(buf, size, "%s-%s-%u", prefix, core->container, ++core->link_seq);
@@ -189,6 +200,8 @@ void sb_core_connect(sb_core_t *core)
     pn_data_exit(props);
     t = pn_transport();
     pn_transport_set_idle_timeout(t, 60000);
+    if (core->max_frame)
+        pn_transport_set_max_frame(t, core->max_frame);
     sasl = pn_sasl(t);
     pn_sasl_allowed_mechs(sasl, "ANONYMOUS");
     if (core->ssl && !core->via_ws) {

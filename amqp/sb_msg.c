@@ -564,6 +564,32 @@ static unsigned long section_code(pn_data_t *d)
     return code;
 }
 
+/*
+ * A data section in its usual encoding (descriptor 0x75 as a smallulong, a
+ * vbin8 or vbin32) appended to the body straight from sec: through
+ * pn_data_decode a large body would be copied once more first. Returns its
+ * encoded size, 0 when it is not one (the general path decodes it).
+ */
+static size_t data_section_direct(decoder_t *dc, const unsigned char *sec, size_t left)
+{
+    size_t hdr, n;
+    if (left < 5 || sec[0] != 0x00 || sec[1] != 0x53 || sec[2] != SEC_DATA)
+        return 0;
+    if (sec[3] == 0xa0) {
+        hdr = 5;
+        n = sec[4];
+    } else if (sec[3] == 0xb0 && left >= 8) {
+        hdr = 8;
+        n = (size_t)sec[4] << 24 | (size_t)sec[5] << 16 | (size_t)sec[6] << 8 | sec[7];
+    } else {
+        return 0;
+    }
+    if (n > left - hdr)
+        return 0;
+    body_append(dc, (const char *)sec + hdr, n);
+    return hdr + n;
+}
+
 ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool received)
 {
     decoder_t dc = {msg, NULL, 0, false, false};
@@ -582,6 +608,12 @@ ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool
         ssize_t n;
         unsigned long code;
         const unsigned char *sec = buf + off;
+        size_t direct = data_section_direct(&dc, sec, len - off);
+        if (direct) {
+            off += direct;
+            body_seen = true;
+            continue;
+        }
         pn_data_clear(dc.d);
         n = pn_data_decode(dc.d, (const char *)buf + off, len - off);
         if (n <= 0) {

@@ -169,7 +169,7 @@ static void attach(sb_out_link_t *ol)
 {
     sb_core_t *core = ol->out->core;
     char name[128];
-    pn_session_t *ssn = pn_session(core->conn);
+    pn_session_t *ssn = sb_core_session(core, 0);
     pn_session_open(ssn);
     sb_core_name(core, "send", name, sizeof(name));
     ol->link = pn_sender(ssn, name);

@@ -36,7 +36,7 @@ static void rcv_attach(sb_rcv_t *r)
         r->state = RCV_IDLE;
         return;
     }
-    r->ssn = pn_session(c->core.conn);
+    r->ssn = sb_core_session(&c->core, SB_RCV_WINDOW);
     pn_session_open(r->ssn);
     sb_core_name(&c->core, r->session ? "sess" : "recv", r->name, sizeof(r->name));
     r->link = pn_receiver(r->ssn, r->name);
@@ -88,14 +88,16 @@ void sb_rcv_start(sb_rcv_t *r)
  */
 static int within_byte_budget(const sb_client_t *c, int want, int credit)
 {
-    unsigned long long room, fits;
+    unsigned long long room, fits, used;
     if (!c->max_held_bytes || want <= 0)
         return want;
     if (!c->largest_bytes)
         return credit == 0 ? 1 : 0;
-    if (c->held_bytes == 0 && credit == 0 && c->largest_bytes >= c->max_held_bytes)
+    if (c->held_bytes + c->arriving_bytes == 0 && credit == 0 &&
+        c->largest_bytes >= c->max_held_bytes)
         return 1;
-    room = c->held_bytes < c->max_held_bytes ? c->max_held_bytes - c->held_bytes : 0;
+    used = c->held_bytes + c->arriving_bytes;
+    room = used < c->max_held_bytes ? c->max_held_bytes - used : 0;
     fits = room / c->largest_bytes;
     if (fits <= (unsigned long long)credit)
         return 0;
@@ -103,10 +105,14 @@ static int within_byte_budget(const sb_client_t *c, int want, int credit)
     return fits < (unsigned long long)want ? (int)fits : want;
 }
 
+static void rcv_read(sb_client_t *c, sb_rcv_t *r);
+
 void sb_rcv_grant(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
     int credit, want;
+    if (r->stalled && !r->reading && r->link)
+        rcv_read(c, r); /* settlements freed bytes: read on */
     if (r->state != RCV_OPEN || !r->link || r->recycling || c->receiving_stopped || c->paused ||
         c->stopping)
         return;
@@ -162,44 +168,131 @@ void sb_rcv_pump(sb_client_t *c)
     }
 }
 
+/* Forgets the delivery being read: its bytes and their count. */
+static void acc_drop(sb_rcv_t *r)
+{
+    sb_client_t *c = r->c;
+    c->arriving_bytes -= 2 * (unsigned long long)r->acc_len;
+    free(r->acc);
+    r->acc = NULL;
+    r->acc_len = r->acc_cap = 0;
+    r->stalled = false;
+    if (c->overdraft == r)
+        c->overdraft = NULL;
+}
+
+/*
+ * How many of pending arriving bytes r may read now: what fits the budget
+ * (each byte counted twice, as once decoded), or all of them when nothing
+ * is held and no other receiver reads past the budget: a message larger
+ * than the budget is read alone, once the others are settled.
+ */
+static size_t readable_now(sb_client_t *c, sb_rcv_t *r, size_t pending)
+{
+    unsigned long long used = c->held_bytes + c->arriving_bytes, room;
+    if (!c->max_held_bytes)
+        return pending;
+    room = used < c->max_held_bytes ? (c->max_held_bytes - used) / 2 : 0;
+    if (room >= pending)
+        return pending;
+    if (c->held_bytes == 0 && (!c->overdraft || c->overdraft == r)) {
+        c->overdraft = r;
+        return pending;
+    }
+    return (size_t)room;
+}
+
+/* Appends up to n bytes of the current delivery to r->acc. Returns false when out of memory. */
+static bool acc_read(sb_rcv_t *r, size_t n)
+{
+    ssize_t got;
+    if (r->acc_len + n > r->acc_cap) {
+        size_t cap = r->acc_cap ? r->acc_cap : 4096;
+        char *grown;
+        while (cap < r->acc_len + n)
+            cap *= 2;
+        grown = realloc(r->acc, cap);
+        if (!grown)
+            return false;
+        r->acc = grown;
+        r->acc_cap = cap;
+    }
+    got = pn_link_recv(r->link, r->acc + r->acc_len, n);
+    if (got > 0) {
+        r->acc_len += (size_t)got;
+        r->c->arriving_bytes += 2 * (unsigned long long)got;
+    }
+    return true;
+}
+
+static void msg_arrived(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv);
+
+/*
+ * Reads the link's current delivery as far as the byte budget allows, and
+ * the ones after it once whole. What is left unread stays in Proton, and
+ * the session's window (SB_RCV_WINDOW) stops the broker; a settlement that
+ * frees bytes calls this again through sb_rcv_grant.
+ */
+static void rcv_read(sb_client_t *c, sb_rcv_t *r)
+{
+    pn_delivery_t *dlv;
+    r->reading = true;
+    r->stalled = false;
+    while (r->link && (dlv = pn_link_current(r->link)) && pn_delivery_readable(dlv) &&
+           !pn_delivery_get_context(dlv)) {
+        size_t pending = pn_delivery_pending(dlv), n = readable_now(c, r, pending);
+        if (pn_delivery_aborted(dlv)) {
+            acc_drop(r);
+            pn_delivery_settle(dlv); /* the broker gave it up: nothing to answer */
+            continue;
+        }
+        if (n && !acc_read(r, n)) {
+            acc_drop(r);
+            pn_link_advance(r->link);
+            sb_dlv_release(dlv, PN_RELEASED);
+            continue;
+        }
+        if (n < pending) {
+            r->stalled = true;
+            break;
+        }
+        if (pn_delivery_partial(dlv))
+            break; /* more frames to come: their PN_DELIVERY reads them */
+        pn_link_advance(r->link);
+        msg_arrived(c, r, dlv);
+    }
+    r->reading = false;
+}
+
 static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
 {
     sb_msg_t *msg = pn_delivery_get_context(dlv);
-    struct sb_msg_state *st;
-    pn_delivery_tag_t tag;
-    size_t n;
-    char *buf;
-    ssize_t got;
-    long long now;
-
     if (msg) { /* an update of a delivery we hold */
         if (pn_delivery_settled(dlv))
             sb_settle_reply(c, msg, dlv);
         return;
     }
-    if (!pn_delivery_readable(dlv) || pn_delivery_partial(dlv))
-        return;
-    n = pn_delivery_pending(dlv);
-    buf = malloc(n ? n : 1);
-    msg = calloc(1, sizeof(*msg));
-    st = calloc(1, sizeof(*st));
-    got = buf ? pn_link_recv(r->link, buf, n) : -1;
-    pn_link_advance(r->link);
-    if (!buf || !msg || !st || got < 0) {
-        free(buf);
+    if (!r->reading)
+        rcv_read(c, r);
+}
+
+/* A whole delivery read into r->acc (the link advanced past it): decoded, then buffered. */
+static void msg_arrived(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
+{
+    sb_msg_t *msg = calloc(1, sizeof(*msg));
+    struct sb_msg_state *st = calloc(1, sizeof(*st));
+    pn_delivery_tag_t tag;
+    size_t got = r->acc_len;
+    long long now;
+
+    if (!msg || !st || sb_msg_decode(msg, (const unsigned char *)r->acc, got, true) == IB_E_NOMEM) {
         free(msg);
         free(st);
+        acc_drop(r);
         sb_dlv_release(dlv, PN_RELEASED);
         return;
     }
-    if (sb_msg_decode(msg, (const unsigned char *)buf, (size_t)got, true) == IB_E_NOMEM) {
-        free(buf);
-        free(msg);
-        free(st);
-        sb_dlv_release(dlv, PN_RELEASED);
-        return;
-    }
-    free(buf);
+    acc_drop(r); /* its bytes are counted as held from here (st->bytes) */
     tag = pn_delivery_tag(dlv);
     msg->has_lock = sb_lock_token_from_tag((const unsigned char *)tag.start, tag.size,
                                            msg->lock_uuid, msg->lock_token);
@@ -218,9 +311,9 @@ static void on_delivery(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
         st->lock_dur = 1000;
     st->renew_until = now + (long long)c->renew_max_s * 1000;
     st->state = SB_MS_NEW;
-    /* Held twice until settled: Proton keeps the delivery's buffer (its
-     * capacity does not shrink once read), and the decoded message. */
-    st->bytes = 2 * (size_t)got;
+    /* Held twice until settled: the decoded message, and its body parsed
+     * by the worker (Proton keeps at most SB_RCV_WINDOW of it). */
+    st->bytes = 2 * got;
     /* The estimate follows the largest recent size, decaying by 1/64 a message. */
     c->largest_bytes -= c->largest_bytes / 64;
     if (st->bytes > c->largest_bytes)
@@ -365,6 +458,7 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
     sb_msg_t *msg = c->held;
     bool was_session = r->session && r->session_id;
 
+    acc_drop(r); /* a delivery cut short comes again */
     /* Its buffered messages are all in c->held and dropped below. */
     r->sbuf_head = r->sbuf_tail = NULL;
     r->nbuf = 0;

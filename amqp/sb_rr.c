@@ -232,7 +232,7 @@ static void rr_attach(sb_rr_t *rr)
     char name[128];
     if (!core->conn)
         return;
-    rr->ssn = pn_session(core->conn);
+    rr->ssn = sb_core_session(core, 0);
     pn_session_open(rr->ssn);
     sb_core_name(core, rr->entity ? "mgmt-req" : "cbs-req", name, sizeof(name));
     rr->snd = pn_sender(rr->ssn, name);

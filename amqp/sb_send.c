@@ -397,7 +397,7 @@ static ib_err_t accept_session(sb_sender_t *s, const char *entity, const char *s
             ib_error_set(err, IB_E_TIMEOUT, IB_CLASS_TRANSIENT, "authorization timed out");
         return err->code ? err->code : IB_E_CLOSED;
     }
-    ssn = pn_session(s->core.conn);
+    ssn = sb_core_session(&s->core, 0);
     pn_session_open(ssn);
     sb_core_name(&s->core, "sess", name, sizeof(name));
     s->slink = pn_receiver(ssn, name);

@@ -267,6 +267,9 @@ static void note(wk_entity_t *ep, source_t *src, const char *what, const ib_erro
                IB_S("entity", ep->o.entity));
 }
 
+/* A head message larger than this is peeked on a connection of its own. */
+#define PEEK_KEEP_BYTES (1u << 20)
+
 /* Peeks the head of the entity: its enqueued time, 0 when empty. */
 static ib_err_t peek_head(wk_entity_t *ep, long long *enqueued_ms, ib_error_t *err)
 {
@@ -289,6 +292,12 @@ static ib_err_t peek_head(wk_entity_t *ep, long long *enqueued_ms, ib_error_t *e
         return rc;
     }
     *enqueued_ms = n > 0 ? msgs[0]->enqueued_ms : 0;
+    if (n > 0 && msgs[0]->body_len > PEEK_KEEP_BYTES) {
+        /* Proton keeps the buffers a message grew (its delivery pool, the
+         * transport's input) as long as the connection: a fresh one next time. */
+        sb_sender_close(ep->peeker);
+        ep->peeker = NULL;
+    }
     sb_peek_free(msgs, n);
     return IB_E_OK;
 }

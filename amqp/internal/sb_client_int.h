@@ -29,6 +29,16 @@ typedef enum {
 
 typedef struct sb_rcv sb_rcv_t;
 
+/*
+ * With a byte budget the broker's frames are at most SB_MAX_FRAME and a
+ * receive link's session reads no further than SB_RCV_WINDOW ahead of
+ * inboxd: what Proton holds of a message not yet read is bounded, and a
+ * delivery's buffer (kept in Proton's pool for the connection's life) never
+ * grows past the window.
+ */
+#define SB_MAX_FRAME 16384
+#define SB_RCV_WINDOW (1u << 20)
+
 /* Sessions remembered as parked; parked sessions held at once besides the working ones. */
 #define SB_PARKED_MAX 256
 #define SB_PARK_HOLD_MAX 16
@@ -107,6 +117,11 @@ struct sb_rcv {
     long long cool_until; /* mono ms: no accept before (it was handed a cooling parked session) */
     bool recycling;          /* sb_rcv_recycle: draining, then closed and attached again */
     long long recycle_close_at; /* mono ms: close even without the drain's answer */
+    /* The delivery being read (sb_receiver.c), frame by frame as it arrives. */
+    char *acc;            /* its bytes so far, counted twice in c->arriving_bytes */
+    size_t acc_len, acc_cap;
+    bool stalled;         /* reading waits for the byte budget (the session window closes) */
+    bool reading;         /* in rcv_read: no reentry from a settlement it causes */
     sb_rcv_t *next;
 };
 
@@ -156,6 +171,8 @@ struct sb_client {
     unsigned long long held_bytes;    /* sum of st->bytes of messages past NEW, not DONE */
     unsigned long long max_held_bytes; /* 0 = no bound */
     size_t largest_bytes;             /* the largest message received: credit's unit */
+    unsigned long long arriving_bytes; /* twice the bytes read of deliveries not yet whole */
+    sb_rcv_t *overdraft;    /* the receiver reading a message past the budget (alone) */
     bool receiving_stopped; /* the proactor has applied stop_receiving */
     bool paused;            /* the proactor has applied pause */
     bool stopping, done, ready;

@@ -71,6 +71,8 @@ struct sb_core {
     unsigned op_timeout_ms;
     unsigned tick_ms;
     pn_ssl_domain_t *ssl; /* NULL for the emulator (plain TCP) */
+    uint32_t max_frame;   /* largest frame the broker may send; 0 = any (then sessions have
+                             no byte window, see sb_core_session) */
     sb_core_hooks_t hooks;
     sb_rr_t *cbs;
     sb_rr_t *rrs; /* $management pairs, one per entity */
@@ -105,6 +107,12 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e);
 void sb_core_wake(sb_core_t *core);
 void sb_core_interrupt(sb_core_t *core);
 
+/*
+ * A session on the connection whose unread incoming bytes stay within
+ * window (rounded down to whole frames of max_frame): the broker sends no
+ * more until some are read. window 0 = no bound. Only with max_frame set.
+ */
+pn_session_t *sb_core_session(sb_core_t *core, size_t window);
 /* A fresh unique name for a link or node address. */
 void sb_core_name(sb_core_t *core, const char *prefix, char *buf, size_t size);
 /* "sb://host[:port]/path" into a malloc'd string. */
