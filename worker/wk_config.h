@@ -1,7 +1,7 @@
 /*
  * wk_config.h - inboxd's configuration: one table declares every setting
  * (name, type, default, bounds, SENSITIVE flag, doc line); --help,
- * --print-config, --check-config and the README reference come from it.
+ * --print-config, --check-config and the reference in docs/configuration.md come from it.
  *
  * Sources, later overriding earlier: built-in defaults, the JSON file
  * (--config PATH or INBOXD_CONFIG), then environment variables named
@@ -153,7 +153,7 @@ int wk_config_check_entity(const wk_config_t *cfg, FILE *errs);
 
 /* Effective config as JSON, SENSITIVE values redacted. Caller json_decref()s. */
 json_t *wk_config_to_json(const wk_config_t *cfg);
-/* The settings table for humans (--help) and as Markdown (README). */
+/* The settings table for humans (--help) and as Markdown (docs/configuration.md). */
 void wk_config_print_help(FILE *fp);
 void wk_config_print_markdown(FILE *fp);
 /*

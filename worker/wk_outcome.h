@@ -3,7 +3,7 @@
  *
  * The same word is msg_done's "result" field, the result label of
  * inboxd_messages_total, a key of the stats line's "messages" object and a
- * row of the README's outcome table (a unit test compares that table with
+ * row of docs/operations.md's outcome table (a unit test compares that table with
  * this list). Add an outcome here and every one of them follows.
  *
  * thread: any (constant data).
@@ -40,7 +40,7 @@
 /*
  * The dead-letter reasons inboxd writes: the one list of reason words. The
  * word is the broker's DeadLetterReason, msg_done's "reason", the reason
- * label of inboxd_dead_letters_total and a row of the README's dead-letter
+ * label of inboxd_dead_letters_total and a row of docs/messages.md's dead-letter
  * reason table (a unit test compares that table with this list); the
  * outcome is msg_done's "result"; the class is the class label of
  * inboxd_dead_letters_total and the error class of the message. A route's

@@ -385,8 +385,8 @@ function checkDashboard(objects, V) {
   const shipped = JSON.parse(fs.readFileSync(path.join(chartDir, 'dashboards', 'inboxd.json'), 'utf8'));
   const dash = JSON.parse(cm.data['inboxd.json']);
   const runbook = dash.templating.list.find((v) => v.name === 'runbook');
-  assert.equal(runbook.query, V.dashboard.runbookUrl || 'README.md', 'runbook URL');
-  runbook.query = runbook.current.text = runbook.current.value = 'README.md';
+  assert.equal(runbook.query, V.dashboard.runbookUrl || 'docs', 'runbook URL');
+  runbook.query = runbook.current.text = runbook.current.value = 'docs';
   assert.deepEqual(dash, shipped, 'the ConfigMap holds dashboards/inboxd.json');
 }
 
@@ -512,18 +512,21 @@ test('values.yaml config defaults are inboxd\'s own defaults', () => {
 for (const [label, files] of cases)
   test(`render ${label}`, () => `${checkCase(label.replace(/\W/g, '_'), render(bin, files), known)} objects`);
 
-test('every dashboard panel links to a README section that exists', () => {
+test('every dashboard panel links to a section of docs/ that exists', () => {
   /* GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens. */
   const slug = (h) => h.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-');
-  const readme = fs.readFileSync(path.join(repo, 'README.md'), 'utf8');
-  const anchors = new Set(readme.split('\n').filter((l) => /^#+ /.test(l)).map((l) => slug(l.replace(/^#+ /, ''))));
+  const anchorsOf = (file) => {
+    const text = fs.readFileSync(path.join(repo, 'docs', file), 'utf8');
+    return new Set(text.split('\n').filter((l) => /^#+ /.test(l)).map((l) => slug(l.replace(/^#+ /, ''))));
+  };
   const dash = JSON.parse(fs.readFileSync(path.join(chartDir, 'dashboards', 'inboxd.json'), 'utf8'));
   const panels = dash.panels.filter((p) => p.type !== 'row');
   for (const p of panels) {
     assert.equal(p.links.length, 1, `${p.title}: one runbook link`);
-    const m = /^\$\{runbook\}#(.+)$/.exec(p.links[0].url);
-    assert.ok(m, `${p.title}: link ${p.links[0].url} is not \${runbook}#section`);
-    assert.ok(anchors.has(m[1]), `${p.title}: README has no section #${m[1]}`);
+    const m = /^\$\{runbook\}\/([a-z]+\.md)#(.+)$/.exec(p.links[0].url);
+    assert.ok(m, `${p.title}: link ${p.links[0].url} is not \${runbook}/FILE.md#section`);
+    assert.ok(fs.existsSync(path.join(repo, 'docs', m[1])), `${p.title}: no docs/${m[1]}`);
+    assert.ok(anchorsOf(m[1]).has(m[2]), `${p.title}: docs/${m[1]} has no section #${m[2]}`);
   }
   assert.equal(new Set(dash.panels.map((p) => p.id)).size, dash.panels.length, 'panel ids unique');
   return `${panels.length} panels`;

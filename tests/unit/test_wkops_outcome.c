@@ -76,16 +76,16 @@ static void test_reason_names(void)
 }
 
 /*
- * Rows of the README table between begin and end that start with "| `";
+ * Rows of the table of doc (under the source tree) between begin and end that start with "| `";
  * row_of(i, buf) writes the i-th expected row. Fails on the first
  * difference, printing both.
  */
-static void check_readme_rows(const char *begin, const char *end, int count,
+static void check_readme_rows(const char *doc, const char *begin, const char *end, int count,
                               void (*row_of)(int, char *, size_t))
 {
     char path[4096], line[1024], want[1024];
     int row = 0, in = 0;
-    snprintf(path, sizeof(path), "%s/README.md", INBOXD_SOURCE_DIR);
+    snprintf(path, sizeof(path), "%s/%s", INBOXD_SOURCE_DIR, doc);
     FILE *f = fopen(path, "r");
     ASSERT_TRUE(f != NULL);
     while (fgets(line, sizeof(line), f)) {
@@ -121,7 +121,7 @@ static void reason_row(int r, char *buf, size_t size)
 
 static void test_readme_reasons(void)
 {
-    check_readme_rows("<!-- dead-letter-reasons:begin -->", "<!-- dead-letter-reasons:end -->",
+    check_readme_rows("docs/messages.md", "<!-- dead-letter-reasons:begin -->", "<!-- dead-letter-reasons:end -->",
                       WK_DL__COUNT, reason_row);
 }
 
@@ -133,7 +133,7 @@ static void outcome_row(int o, char *buf, size_t size)
 
 static void test_readme_table(void)
 {
-    check_readme_rows("<!-- outcomes:begin -->", "<!-- outcomes:end -->", WK_OUT__COUNT,
+    check_readme_rows("docs/operations.md", "<!-- outcomes:begin -->", "<!-- outcomes:end -->", WK_OUT__COUNT,
                       outcome_row);
 }
 
