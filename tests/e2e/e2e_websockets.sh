@@ -8,26 +8,7 @@
 e2e_init "${1:?dialect}"
 command -v tinyproxy >/dev/null || { echo "skip: no tinyproxy (scripts/install-deps)"; exit 77; }
 N=1500
-PROXY_PW="pw-$(head -c 9 /dev/urandom | base64 | tr -d '/+=')"
 
-# start_proxy: tinyproxy on PROXY_PORT (chosen once, kept across restarts).
-start_proxy() {
-  cat >"$W/tinyproxy.conf" <<EOF
-User nobody
-Group nogroup
-Port $PROXY_PORT
-Listen 127.0.0.1
-Timeout 600
-MaxClients 100
-Allow 127.0.0.1
-BasicAuth e2e $PROXY_PW
-EOF
-  tinyproxy -d -c "$W/tinyproxy.conf" >>"$W/tinyproxy.log" 2>&1 &
-  PROXY_PID=$!
-  E2E_PIDS+=("$PROXY_PID")
-  wait_until 10 proxy_up || die "tinyproxy did not listen on $PROXY_PORT"
-}
-proxy_up() { (exec 3<>"/dev/tcp/127.0.0.1/$PROXY_PORT") 2>/dev/null; }
 rows() { sql 'SELECT count(*) FROM items'; }
 some_rows() { [ "$(rows)" -ge $((N / 4)) ]; }
 
@@ -37,13 +18,7 @@ WS_PORT=$(head -n 1 "$W/sbemu.log" | jq -r '.ws_port')
 [ "$WS_PORT" -gt 0 ] || die "sbemu reported no ws_port"
 # The Endpoint's port is the WebSocket port when the transport is websockets.
 SB_CS=${SB_CS/:$EMU_PORT\//:$WS_PORT\/}
-PROXY_PORT=""
-for _ in $(seq 1 200); do
-  p=$((20000 + RANDOM % 12000))
-  (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { PROXY_PORT=$p; break; }
-done
-[ -n "$PROXY_PORT" ] || die "no free port for the proxy"
-start_proxy
+start_proxy # lib.sh: tinyproxy with Basic auth, PROXY_PORT and PROXY_PW chosen
 export INBOXD_SERVICEBUS_TRANSPORT=websockets
 export INBOXD_SERVICEBUS_PROXY="http://e2e:$PROXY_PW@127.0.0.1:$PROXY_PORT"
 

@@ -118,13 +118,41 @@ start_emu() {
   [ -s "$STATS" ] || die "sbemu wrote no stats file $STATS"
   SB_CS="Endpoint=sb://127.0.0.1:$EMU_PORT/;SharedAccessKeyName=e2e;SharedAccessKey=$EMU_KEY;UseDevelopmentEmulator=true"
   # E2E_WEBSOCKETS=1 (a ctest variant): every client (inboxctl, inboxd, its
-  # relay) reaches sbemu over AMQP over WebSockets, by the connection string.
-  if [ "${E2E_WEBSOCKETS:-0}" = 1 ]; then
+  # relay) reaches sbemu over AMQP over WebSockets, by the connection string;
+  # E2E_WEBSOCKETS=proxy: the same through tinyproxy with Basic auth (the
+  # proxy by INBOXD_SERVICEBUS_PROXY, which every client reads).
+  if [ "${E2E_WEBSOCKETS:-0}" != 0 ]; then
     EMU_WS_PORT=$(head -n 1 "$W/sbemu.log" | jq -r '.ws_port')
-    [ "$EMU_WS_PORT" -gt 0 ] || die "E2E_WEBSOCKETS=1: sbemu reported no ws_port"
+    [ "$EMU_WS_PORT" -gt 0 ] || die "E2E_WEBSOCKETS: sbemu reported no ws_port"
     SB_CS="Endpoint=sb://127.0.0.1:$EMU_WS_PORT/;SharedAccessKeyName=e2e;SharedAccessKey=$EMU_KEY;UseDevelopmentEmulator=true;TransportType=AmqpWebSockets"
   fi
+  if [ "${E2E_WEBSOCKETS:-0}" = proxy ]; then
+    start_proxy
+    export INBOXD_SERVICEBUS_PROXY="http://e2e:$PROXY_PW@127.0.0.1:$PROXY_PORT"
+  fi
 }
+
+# start_proxy: tinyproxy (CONNECT with Basic auth: user e2e, password
+# PROXY_PW) on 127.0.0.1:PROXY_PORT, both chosen the first time and kept
+# across restarts; sets PROXY_PID.
+start_proxy() {
+  command -v tinyproxy >/dev/null || die "tinyproxy is not installed (scripts/install-deps)"
+  PROXY_PW=${PROXY_PW:-pw-$(head -c 9 /dev/urandom | base64 | tr -d '/+=')}
+  local p
+  for _ in $(seq 1 200); do
+    [ -n "${PROXY_PORT:-}" ] && break
+    p=$((20000 + RANDOM % 12000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || PROXY_PORT=$p
+  done
+  [ -n "${PROXY_PORT:-}" ] || die "no free port for the proxy"
+  printf '%s\n' "User nobody" "Group nogroup" "Port $PROXY_PORT" "Listen 127.0.0.1" "Timeout 600" \
+    "MaxClients 100" "Allow 127.0.0.1" "BasicAuth e2e $PROXY_PW" >"$W/tinyproxy.conf"
+  tinyproxy -d -c "$W/tinyproxy.conf" >>"$W/tinyproxy.log" 2>&1 &
+  PROXY_PID=$!
+  E2E_PIDS+=("$PROXY_PID")
+  wait_until 10 proxy_up || die "tinyproxy did not listen on $PROXY_PORT"
+}
+proxy_up() { (exec 3<>"/dev/tcp/127.0.0.1/$PROXY_PORT") 2>/dev/null; }
 
 # write_config FILE ENTITY ROUTES_JSON [EXTRA_JSON_OBJECT]: an inboxd config.
 # The entity poller is off (servicebus.entity_poll_s 0: its peek connection
