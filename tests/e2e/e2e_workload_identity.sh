@@ -11,6 +11,11 @@ iss="https://sts.windows.net/e2e-tenant/"
 jwt_secret=$(head -c 24 /dev/urandom | base64)
 start_emu '{"queues":[{"name":"wi","lock_duration_s":30,"max_delivery_count":10}]}' \
   --jwt-issuer "$iss" --jwt-secret "$jwt_secret"
+# inboxd's connection string: no key. Under E2E_WEBSOCKETS (lib.sh) the
+# WebSocket port, so the Azure AD token goes on $cbs over WebSockets too.
+WI_CS="Endpoint=sb://127.0.0.1:$EMU_PORT/;UseDevelopmentEmulator=true"
+[ "${E2E_WEBSOCKETS:-0}" = 0 ] ||
+  WI_CS="Endpoint=sb://127.0.0.1:$EMU_WS_PORT/;UseDevelopmentEmulator=true;TransportType=AmqpWebSockets"
 mkfifo "$W/aad.stdin"
 node "$E2E_SRC/tests/aad/token_server.js" --jwt "$iss" "$jwt_secret" <"$W/aad.stdin" >"$W/aad.port" 2>"$W/aad.log" &
 E2E_PIDS+=($!)
@@ -22,7 +27,7 @@ send_file wi "$W/msgs.jsonl" # inboxctl authenticates with the SAS key
 write_config "$W/inboxd.json" wi "$(items_route)" '{"servicebus":{"auth":"workload_identity"}}'
 AZURE_CLIENT_ID=jwt AZURE_TENANT_ID=e2e-tenant AZURE_AUTHORITY_HOST="http://127.0.0.1:$(cat "$W/aad.port")" \
   AZURE_FEDERATED_TOKEN_FILE="$W/federated-token" \
-  INBOXD_SERVICEBUS_CONNECTION_STRING="Endpoint=sb://127.0.0.1:$EMU_PORT/;UseDevelopmentEmulator=true" \
+  INBOXD_SERVICEBUS_CONNECTION_STRING="$WI_CS" \
   start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
 wait_until 60 queue_empty wi || die "queue not drained"
@@ -47,7 +52,7 @@ write_config "$W/inboxd-db.json" wi "$(items_route)" \
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" \
   ODBCINI="$W/odbc.ini" AZURE_CLIENT_ID=jwt AZURE_TENANT_ID=e2e-tenant \
   AZURE_AUTHORITY_HOST="http://127.0.0.1:$(cat "$W/aad.port")" AZURE_FEDERATED_TOKEN_FILE="$W/federated-token" \
-  INBOXD_SERVICEBUS_CONNECTION_STRING="Endpoint=sb://127.0.0.1:$EMU_PORT/;UseDevelopmentEmulator=true" \
+  INBOXD_SERVICEBUS_CONNECTION_STRING="$WI_CS" \
   start_inboxd "$W/inboxd-db.json" inboxd-db
 pid=$LAST_PID
 wait_until 60 queue_empty wi || die "queue not drained with db.auth workload_identity"
