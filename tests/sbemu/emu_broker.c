@@ -434,8 +434,8 @@ void emu_broker_tick(emu_broker_t *b)
                 due = true;
             if (l->session_pending && l->session_deadline_ms <= now)
                 due = true;
-            if (l->session_lost)
-                due = true;
+            if (l->session_lost || l->stream_d)
+                due = true; /* a large delivery also goes on as the peer takes it */
         }
         if (due)
             emu_conn_poke(b, c);

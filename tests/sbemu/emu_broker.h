@@ -60,6 +60,11 @@ typedef struct emu_link {
     emu_buf_t rx;         /* a transfer being received */
     emu_reply_t *replies; /* delayed settlement replies */
     uint64_t tag_counter;
+    /* A large delivery being sent in pieces (emu_link.c, EMU_STREAM_CHUNK). */
+    pn_delivery_t *stream_d; /* NULL: none */
+    emu_buf_t stream;        /* its encoded bytes */
+    size_t stream_off;       /* how many were handed to Proton */
+    bool stream_settle;      /* receive-and-delete: settled once it is all sent */
 } emu_link_t;
 
 /* An audience granted by put-token on this connection. */

@@ -253,6 +253,8 @@ void emu_link_release(emu_broker_t *b, emu_link_t *l)
     l->session_pending = false;
     l->kind = EMU_LINK_REFUSED;
     emu_buf_free(&l->rx);
+    emu_buf_free(&l->stream);
+    l->stream_d = NULL; /* Proton's, freed with the link */
     emu_reply_t *r = l->replies;
     while (r) {
         emu_reply_t *n = r->next;
@@ -260,6 +262,54 @@ void emu_link_release(emu_broker_t *b, emu_link_t *l)
         r = n;
     }
     l->replies = NULL;
+}
+
+/*
+ * A delivery larger than this is handed to Proton in pieces of this size as
+ * the peer takes it: Proton moves a delivery's whole pending buffer for
+ * every frame it sends, so a 100 MiB message to a peer with 16 KiB frames
+ * cost hours of CPU when it was handed over at once.
+ */
+#define EMU_STREAM_CHUNK (256 * 1024)
+
+/* Hands l's large delivery more pieces; false once it is all sent (and advanced). */
+static bool stream_more(emu_link_t *l)
+{
+    while (l->stream_off < l->stream.len && pn_delivery_pending(l->stream_d) < EMU_STREAM_CHUNK) {
+        size_t n = l->stream.len - l->stream_off;
+        if (n > EMU_STREAM_CHUNK)
+            n = EMU_STREAM_CHUNK;
+        pn_link_send(l->pl, (const char *)l->stream.data + l->stream_off, n);
+        l->stream_off += n;
+    }
+    if (l->stream_off < l->stream.len)
+        return true;
+    pn_link_advance(l->pl);
+    if (l->stream_settle)
+        pn_delivery_settle(l->stream_d);
+    l->stream_d = NULL;
+    l->stream.len = l->stream_off = 0;
+    return false;
+}
+
+/* Sends the encoded delivery in b->scratch on d: at once, or in pieces when large. */
+static void send_delivery(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
+{
+    if (b->scratch.len <= EMU_STREAM_CHUNK) {
+        pn_link_send(l->pl, (const char *)b->scratch.data, b->scratch.len);
+        pn_link_advance(l->pl);
+        if (!l->peek_lock)
+            pn_delivery_settle(d);
+        return;
+    }
+    emu_buf_t t = l->stream; /* the link keeps these bytes, scratch its old buffer */
+    l->stream = b->scratch;
+    b->scratch = t;
+    b->scratch.len = 0;
+    l->stream_d = d;
+    l->stream_off = 0;
+    l->stream_settle = !l->peek_lock;
+    stream_more(l);
 }
 
 /* Sends one message to consumer l; false when nothing was available. */
@@ -295,12 +345,9 @@ static bool deliver_one(emu_broker_t *b, emu_link_t *l, int64_t now)
         memcpy(tag, &t, sizeof t);
     }
     pn_delivery_t *d = pn_delivery(l->pl, pn_dtag((const char *)tag, 16));
-    pn_link_send(l->pl, (const char *)b->scratch.data, b->scratch.len);
-    pn_link_advance(l->pl);
-    if (!l->peek_lock) {
-        pn_delivery_settle(d);
+    send_delivery(b, l, d);
+    if (!l->peek_lock)
         emu_msg_consume(m);
-    }
     l->conn->deliveries++;
     return true;
 }
@@ -333,8 +380,10 @@ static void pump_link(emu_broker_t *b, emu_link_t *l, int64_t now)
     }
     if (!(pn_link_state(l->pl) & PN_LOCAL_ACTIVE))
         return;
+    if (l->stream_d && stream_more(l))
+        return; /* the rest of a large delivery first */
     int drop_after = b->faults.drop_after;
-    while (pn_link_credit(l->pl) > 0 && !conn->closing) {
+    while (pn_link_credit(l->pl) > 0 && !conn->closing && !l->stream_d) {
         if (l->ent->opts.requires_session && !l->session)
             break;
         if (!deliver_one(b, l, now))
