@@ -75,6 +75,36 @@ static ib_err_t parse_endpoint(const char *v, sb_connstr_t *out, ib_error_t *err
     return IB_E_OK;
 }
 
+/* A key of two values: *on is true for yes, false for no, else an error naming the key. */
+static ib_err_t switch_value(const char *val, const char *key, const char *yes, const char *no,
+                             bool *on, ib_error_t *err)
+{
+    *on = strcasecmp(val, yes) == 0;
+    if (*on || strcasecmp(val, no) == 0)
+        return IB_E_OK;
+    return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                        "connection string: %s must be %s or %s", key, yes, no);
+}
+
+/* A SAS token or a whole key pair, or no credential at all (Azure AD supplies tokens). */
+static ib_err_t check_credentials(const sb_connstr_t *out, ib_error_t *err)
+{
+    if (out->sas && (out->key || out->key_name))
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "connection string: SharedAccessSignature excludes "
+                            "SharedAccessKeyName and SharedAccessKey");
+    /* Half a key pair is not; the SAS token provider refuses a string without one. */
+    if (!out->sas && !out->key != !out->key_name)
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "connection string: %s is missing (SharedAccessKeyName and "
+                            "SharedAccessKey go together)",
+                            out->key ? "SharedAccessKeyName" : "SharedAccessKey");
+    if ((out->key && !*out->key) || (out->key_name && !*out->key_name) || (out->sas && !*out->sas))
+        return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                            "connection string: a credential value is empty");
+    return IB_E_OK;
+}
+
 ib_err_t sb_connstr_parse(const char *s, sb_connstr_t *out, ib_error_t *err)
 {
     char *copy, *cursor, *part, *endpoint = NULL, *emu = NULL, *tt = NULL;
@@ -128,35 +158,12 @@ ib_err_t sb_connstr_parse(const char *s, sb_connstr_t *out, ib_error_t *err)
                           "connection string: Endpoint is missing");
     if (rc == IB_E_OK)
         rc = parse_endpoint(endpoint, out, err);
-    if (rc == IB_E_OK && emu) {
-        if (strcasecmp(emu, "true") == 0)
-            out->emulator = true;
-        else if (strcasecmp(emu, "false") != 0)
-            rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                              "connection string: UseDevelopmentEmulator must be true or false");
-    }
-    if (rc == IB_E_OK && tt) {
-        if (strcasecmp(tt, "AmqpWebSockets") == 0)
-            out->websockets = true;
-        else if (strcasecmp(tt, "Amqp") != 0)
-            rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                              "connection string: TransportType must be Amqp or AmqpWebSockets");
-    }
-    if (rc == IB_E_OK && out->sas && (out->key || out->key_name))
-        rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                          "connection string: SharedAccessSignature excludes "
-                          "SharedAccessKeyName and SharedAccessKey");
-    /* No credential at all is fine here (Azure AD supplies tokens); half a
-     * key pair is not. The SAS token provider refuses a string without one. */
-    if (rc == IB_E_OK && !out->sas && !out->key != !out->key_name)
-        rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                          "connection string: %s is missing (SharedAccessKeyName and "
-                          "SharedAccessKey go together)",
-                          out->key ? "SharedAccessKeyName" : "SharedAccessKey");
-    if (rc == IB_E_OK && ((out->key && !*out->key) || (out->key_name && !*out->key_name) ||
-                          (out->sas && !*out->sas)))
-        rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                          "connection string: a credential value is empty");
+    if (rc == IB_E_OK && emu)
+        rc = switch_value(emu, "UseDevelopmentEmulator", "true", "false", &out->emulator, err);
+    if (rc == IB_E_OK && tt)
+        rc = switch_value(tt, "TransportType", "AmqpWebSockets", "Amqp", &out->websockets, err);
+    if (rc == IB_E_OK)
+        rc = check_credentials(out, err);
     if (rc == IB_E_OK && out->entity_path && !*out->entity_path)
         rc = ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                           "connection string: EntityPath is empty");

@@ -198,8 +198,9 @@ check "business rows" "$(sql 'SELECT count(*) FROM items')" 250
 e2e_log "ok   spans dropped after the collector stopped ($dropped; exported before: $exported)"
 
 # --- 4. a collector that never answers: shutdown is not held by traces
-node -e 'const s = require("net").createServer(() => {}).listen(0, "127.0.0.1",
-  () => console.log(s.address().port))' >"$W/hung.port" 2>"$W/hung.log" &
+node -e 'const fs = require("fs"); const s = require("net").createServer(() =>
+  fs.appendFileSync(process.argv[1], "conn\n")).listen(0, "127.0.0.1",
+  () => console.log(s.address().port))' "$W/hung.conns" >"$W/hung.port" 2>"$W/hung.log" &
 E2E_PIDS+=("$!")
 wait_until 10 test -s "$W/hung.port" || die "the hung collector did not start: $(cat "$W/hung.log")"
 node "$OTEL_DIR/send.mjs" "$SB_CS" hung 20 hung >/dev/null || die "the SDK could not send"
@@ -207,7 +208,8 @@ write_config "$W/four.json" hung "$(items_route)" \
   "$(jq -n --arg u "http://127.0.0.1:$(cat "$W/hung.port")/v1/traces" '{otel: {traces_endpoint: $u}}')"
 start_inboxd "$W/four.json" four; pid=$LAST_PID
 wait_until 60 queue_empty hung || die "messages not applied with a hung collector"
-sleep 1.5 # spans of the last messages queued, an export request under way, unanswered
+# An export request under way, unanswered: the collector took its connection.
+wait_until 20 test -s "$W/hung.conns" || die "inboxd never connected to the hung collector"
 t0=$(date +%s%N)
 stop_inboxd $pid 30; check "inboxd exit status" "$STOP_RC" 0
 took=$(( ($(date +%s%N) - t0) / 1000000 ))
