@@ -117,10 +117,15 @@ static ib_err_t leg_open(leg_t *l, ib_error_t *err)
     if (w->ca_file[0])
         curl_easy_setopt(l->c, CURLOPT_CAINFO, w->ca_file);
     rc = curl_easy_perform(l->c);
+    ib_err_t res = IB_E_OK;
     if (rc == CURLE_ABORTED_BY_CALLBACK)
-        return ib_error_set(err, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "shutting down");
-    if (rc != CURLE_OK)
-        return leg_open_error(l, rc, detail, err);
+        res = ib_error_set(err, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "shutting down");
+    else if (rc != CURLE_OK)
+        res = leg_open_error(l, rc, detail, err);
+    /* detail is this frame's: libcurl must not write it after we return (curl_easy_send). */
+    curl_easy_setopt(l->c, CURLOPT_ERRORBUFFER, NULL);
+    if (res != IB_E_OK)
+        return res;
     curl_easy_getinfo(l->c, CURLINFO_ACTIVESOCKET, &l->s);
     return IB_E_OK;
 }
