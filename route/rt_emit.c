@@ -13,6 +13,7 @@
 #include "wk_msgctx.h"
 #include "ib_time.h"
 #include "rt_int.h"
+#include "rt_keys.h"
 
 /* One templated field of an emit ("ship:{$.id}"); set is false when not configured. */
 typedef struct tmpl {
@@ -189,12 +190,7 @@ static void compile_envelope(emit_spec_t *e, const json_t *j, size_t i, const ch
 static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, const emit_ctx_t *c)
 {
     wk_problems_t *p = c->p;
-    static const char *const known[] = {"entity",         "message_id",     "subject",
-                                        "session_id",     "correlation_id", "content_type",
-                                        "body",           "properties",     "created_at",
-                                        "schema_version", NULL};
     char f[64];
-    const char *k;
     json_t *v, *entity;
 
 #define EMIT_FIELD(fld) (snprintf(f, sizeof(f), "%s[%zu].%s", c->name, i, (fld)), f)
@@ -203,14 +199,8 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, const em
         wk_problem(p, f, "must be an object");
         return;
     }
-    json_object_foreach((json_t *)j, k, v)
-    {
-        int n;
-        for (n = 0; known[n] && strcmp(known[n], k) != 0; n++)
-            ;
-        if (!known[n])
-            wk_problem(p, EMIT_FIELD(k), "unknown key");
-    }
+    snprintf(f, sizeof(f), "%s[%zu]", c->name, i);
+    rt_keys_check(j, RT_SCOPE_EMIT, f, p);
     entity = json_object_get(j, "entity");
     if (!json_is_string(entity) || !*json_string_value(entity) ||
         strlen(json_string_value(entity)) > 260)

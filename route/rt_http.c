@@ -26,6 +26,7 @@
 #include "wk_dest.h"
 #include "wk_msgctx.h"
 #include "rt_int.h"
+#include "rt_keys.h"
 
 #define URL_MAX 4096
 #define HEADER_MAX 4096
@@ -171,17 +172,12 @@ static void compile_headers(rt_http_spec_t *h, const json_t *hs, bool *nj, wk_pr
 
 static void compile_reconcile(rt_http_spec_t *h, const json_t *rc, bool *nj, wk_problems_t *p)
 {
-    const char *k;
     json_t *v;
     if (!json_is_object(rc)) {
         wk_problem(p, "http.reconcile", "must be an object with method and url");
         return;
     }
-    json_object_foreach((json_t *)rc, k, v)
-    {
-        if (strcmp(k, "method") != 0 && strcmp(k, "url") != 0 && strcmp(k, "found") != 0)
-            wk_problem(p, "http.reconcile", "unknown key %s (use method, url and found)", k);
-    }
+    rt_keys_check(rc, RT_SCOPE_RECONCILE, "http.reconcile", p);
     if ((v = json_object_get(rc, "found"))) {
         if (!json_is_string(v) || json_string_value(v)[0] != '$' ||
             !rt_src_compile_text(json_string_value(v), 0, &h->found))
@@ -202,20 +198,6 @@ static void compile_reconcile(rt_http_spec_t *h, const json_t *rc, bool *nj, wk_
     h->has_reconcile = true;
 }
 
-/* Integer field with bounds; def when absent. */
-static long int_field(const json_t *o, const char *key, const char *field, long def, long min,
-                      long max, wk_problems_t *p)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v)
-        return def;
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-        wk_problem(p, field, "must be an integer from %ld to %ld", min, max);
-        return def;
-    }
-    return (long)json_integer_value(v);
-}
-
 static void compile_scalars(rt_http_spec_t *h, const json_t *o, wk_problems_t *p)
 {
     json_t *v;
@@ -232,8 +214,8 @@ static void compile_scalars(rt_http_spec_t *h, const json_t *o, wk_problems_t *p
     if ((v = json_object_get(o, "idempotent")) && !json_is_boolean(v))
         wk_problem(p, "http.idempotent", "must be true or false");
     h->idempotent = v && json_is_true(v);
-    h->timeout_ms = int_field(o, "timeout_ms", "http.timeout_ms", 10000, 100, 600000, p);
-    h->lease_s = int_field(o, "lease_s", "http.lease_s", 60, 1, 86400, p);
+    h->timeout_ms = rt_key_int(o, RT_SCOPE_HTTP, "timeout_ms", "http.timeout_ms", p);
+    h->lease_s = rt_key_int(o, RT_SCOPE_HTTP, "lease_s", "http.lease_s", p);
     if (h->lease_s * 1000L <= h->timeout_ms)
         wk_problem(p, "http.lease_s",
                    "(%ld s) must be longer than http.timeout_ms (%ld ms): the lease must outlast "
@@ -301,9 +283,9 @@ static void compile_limits(rt_http_spec_t *h, const json_t *o, wk_problems_t *p)
         else
             h->rate_per_s = json_number_value(v);
     }
-    h->max_concurrent = int_field(o, "max_concurrent", "http.max_concurrent", 0, 1, 1024, p);
+    h->max_concurrent = rt_key_int(o, RT_SCOPE_HTTP, "max_concurrent", "http.max_concurrent", p);
     h->max_retry_after_s =
-        int_field(o, "max_retry_after_s", "http.max_retry_after_s", 300, 1, 86400, p);
+        rt_key_int(o, RT_SCOPE_HTTP, "max_retry_after_s", "http.max_retry_after_s", p);
     if ((v = json_object_get(o, "applied_statuses")))
         compile_statuses(h, v, p);
     if ((v = json_object_get(o, "allowed_hosts")))
@@ -312,12 +294,6 @@ static void compile_limits(rt_http_spec_t *h, const json_t *o, wk_problems_t *p)
 
 rt_http_spec_t *rt_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
 {
-    static const char *const known[] = {
-        "method",     "url",        "body",    "headers",   "idempotency_header",
-        "idempotent", "timeout_ms", "lease_s", "remote_id", "reconcile",
-        "ca_file",    "rate_per_s", "max_concurrent", "applied_statuses", "allowed_hosts",
-        "max_retry_after_s", NULL};
-    const char *k;
     json_t *v;
     bool nj = false;
     if (!json_is_object(o)) {
@@ -325,17 +301,7 @@ rt_http_spec_t *rt_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
         return NULL;
     }
     rt_http_spec_t *h = calloc(1, sizeof(*h));
-    json_object_foreach((json_t *)o, k, v)
-    {
-        int i;
-        for (i = 0; known[i] && strcmp(known[i], k) != 0; i++)
-            ;
-        if (!known[i]) {
-            char field[96];
-            snprintf(field, sizeof field, "http.%s", k);
-            wk_problem(p, field, "unknown key");
-        }
-    }
+    rt_keys_check(o, RT_SCOPE_HTTP, "http", p);
     compile_scalars(h, o, p);
     compile_limits(h, o, p);
     if (!json_object_get(o, "url"))

@@ -12,6 +12,7 @@
 #include "db_outbox.h"
 #include "rt_emit.h"
 #include "rt_int.h"
+#include "rt_keys.h"
 #include "rt_json.h"
 
 #define KEY_MAX 400
@@ -450,6 +451,7 @@ static void compile_match(rt_route_t *r, const json_t *m, wk_problems_t *p)
         wk_problem(p, "match", "must be \"*\" or an object with subject and/or property");
         return;
     }
+    rt_keys_check(m, RT_SCOPE_MATCH, "match", p);
     json_object_foreach((json_t *)m, k, v)
     {
         if (strcmp(k, "subject") == 0) {
@@ -483,8 +485,6 @@ static void compile_match(rt_route_t *r, const json_t *m, wk_problems_t *p)
                 r->props[r->nprops].key = strdup(pk);
                 r->props[r->nprops++].value = strdup(text);
             }
-        } else {
-            wk_problem(p, "match", "unknown key %s (use subject or property)", k);
         }
     }
 }
@@ -545,28 +545,32 @@ static void compile_payload_hash(rt_route_t *r, const json_t *j, wk_problems_t *
     r->hash_params = true;
 }
 
+/* An action route settles without applying: a key that only an applying
+ * route takes (the table's kinds) is refused rather than ignored. */
+static void refuse_with_action(const json_t *j, wk_problems_t *p)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)j, k, v)
+    {
+        const rt_key_t *d = rt_key_find(RT_SCOPE_ROUTE, k);
+        if (d && !(d->kinds & RT_KIND_ACTION))
+            wk_problem(p, k, "not allowed with action%s",
+                       strcmp(k, "emit_on_failure") == 0
+                           ? " (the route's dead letter is the configuration's, not a failure)"
+                           : "");
+    }
+}
+
 static void compile_route(rt_route_t *r, const json_t *j, wk_problems_t *p)
 {
-    static const char *const known[] = {"match",           "sql",          "params",
-                                        "idempotency_key", "on_permanent", "action",
-                                        "reason",          "http",         "emit",
-                                        "on_unique_violation",             "constraints",
-                                        "payload_hash",    "emit_on_failure", NULL};
-    const char *k;
-    json_t *v, *action, *onp;
+    json_t *action, *onp;
 
     if (!json_is_object(j)) {
         wk_problem(p, "", "must be an object");
         return;
     }
-    json_object_foreach((json_t *)j, k, v)
-    {
-        int i;
-        for (i = 0; known[i] && strcmp(known[i], k) != 0; i++)
-            ;
-        if (!known[i])
-            wk_problem(p, k, "unknown key");
-    }
+    rt_keys_check(j, RT_SCOPE_ROUTE, "", p);
     if (!json_object_get(j, "match"))
         wk_problem(p, "match", "missing (use \"*\" to match every message)");
     else
@@ -587,20 +591,7 @@ static void compile_route(rt_route_t *r, const json_t *j, wk_problems_t *p)
         } else {
             wk_problem(p, "action", "must be \"deadletter\" or \"complete\"");
         }
-        if (json_object_get(j, "sql"))
-            wk_problem(p, "sql", "not allowed with action");
-        if (json_object_get(j, "http"))
-            wk_problem(p, "http", "not allowed with action");
-        if (json_object_get(j, "emit"))
-            wk_problem(p, "emit", "not allowed with action");
-        if (json_object_get(j, "emit_on_failure"))
-            wk_problem(p, "emit_on_failure",
-                       "not allowed with action (the route's dead letter is the configuration's, "
-                       "not a failure)");
-        if (json_object_get(j, "on_unique_violation"))
-            wk_problem(p, "on_unique_violation", "not allowed with action");
-        if (json_object_get(j, "payload_hash"))
-            wk_problem(p, "payload_hash", "not allowed with action");
+        refuse_with_action(j, p);
         return;
     }
     r->action = RT_ACT_APPLY;

@@ -16,6 +16,7 @@
 #include "wk_daemon.h"
 #include "wk_limits.h"
 #include "rl_outbox.h"
+#include "rt_keys.h"
 #include "rt_route.h"
 
 #define EXIT_CONFIG 2
@@ -104,6 +105,9 @@ int main(int argc, char **argv)
             mode = PRINT;
         } else if (strcmp(argv[i], "--config-reference") == 0) {
             mode = MARKDOWN;
+        } else if (strcmp(argv[i], "--route-reference") == 0) {
+            rt_keys_print_markdown(stdout);
+            return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             wk_config_print_help(stdout);
             return 0;

@@ -897,6 +897,8 @@ void wk_config_print_help(FILE *fp)
                 "                   that insert outbox rows themselves\n"
                 "  --check-config   validate the configuration and exit (0 valid, 2 invalid)\n"
                 "  --print-config   print the effective configuration as JSON, secrets redacted\n"
+                "  --config-reference  print every setting as a markdown table\n"
+                "  --route-reference   print every route key as markdown tables\n"
                 "  --version        print the version\n\n"
                 "Settings (file key; environment variable overrides the file):\n\n");
     for (const wk_setting_t *s = wk_settings; s->name; s++) {

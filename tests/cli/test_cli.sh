@@ -145,6 +145,9 @@ check "the docs build and push that version's image" \
 "$inboxd" --config-reference >"$tmp/ref"
 sed -n '/<!-- config-reference:begin -->/,/<!-- config-reference:end -->/p' "$src/docs/configuration.md" | sed '1d;$d' >"$tmp/readme-ref"
 check "docs/configuration.md reference matches --config-reference" diff -u "$tmp/readme-ref" "$tmp/ref"
+"$inboxd" --route-reference >"$tmp/rref"
+sed -n '/<!-- route-reference:begin -->/,/<!-- route-reference:end -->/p' "$src/docs/routes.md" | sed '1d;$d' >"$tmp/docs-rref"
+check "docs/routes.md reference matches --route-reference" diff -u "$tmp/docs-rref" "$tmp/rref"
 
 # HTTP routes: every field checked, the lease against the lock renewal limit,
 # secrets only from the environment and never printed.

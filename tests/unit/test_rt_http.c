@@ -99,7 +99,7 @@ static void test_problems_name_the_key(void)
          "routes[0].http.remote_id: must be a JSON path"},
         {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"reconcile\":{\"url\":\"https://h/"
          "?k={key}\",\"when\":1}}}",
-         "routes[0].http.reconcile: unknown key when"},
+         "routes[0].http.reconcile.when: unknown key"},
         {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\",\"reconcile\":{}}}",
          "routes[0].http.reconcile.url: missing"},
         {"{\"match\":\"*\",\"http\":{\"url\":\"https://h/x\"},\"on_permanent\":\"record\"}",
