@@ -20,6 +20,11 @@ struct fx_multi {
     CURLM *multi;
     CURL **easy; /* one per concurrent exchange, kept from call to call */
     size_t neasy;
+    /* The requests under way, from fx_multi_start to the fx_multi_next that returns 0. */
+    exchange_t *xs;
+    bool *live;  /* its transfer is added to the multi handle */
+    bool *ended; /* its outcome is in resps and not yet returned */
+    size_t n;
 };
 
 fx_multi_t *fx_multi_new(void)
@@ -35,10 +40,21 @@ fx_multi_t *fx_multi_new(void)
     return m;
 }
 
+static void calls_free(fx_multi_t *m)
+{
+    free(m->xs);
+    free(m->live);
+    free(m->ended);
+    m->xs = NULL;
+    m->live = m->ended = NULL;
+    m->n = 0;
+}
+
 void fx_multi_free(fx_multi_t *m)
 {
     if (!m)
         return;
+    calls_free(m);
     for (size_t i = 0; i < m->neasy; i++)
         curl_easy_cleanup(m->easy[i]);
     free(m->easy);
@@ -81,60 +97,114 @@ static void all_oom(fx_response_t *resps, size_t n)
     }
 }
 
-/* Drives the added transfers until none runs; ends each as it finishes. */
-static void run(fx_multi_t *m, exchange_t *xs, bool *live, size_t n)
+/* Ends each finished transfer; true when one did. */
+static bool reap(fx_multi_t *m)
 {
-    int running = 1;
-    while (running > 0) {
-        if (curl_multi_perform(m->multi, &running) != CURLM_OK)
-            break;
-        CURLMsg *msg;
-        int left;
-        while ((msg = curl_multi_info_read(m->multi, &left)) != NULL) {
-            if (msg->msg != CURLMSG_DONE)
-                continue;
-            size_t i = 0;
-            while (i < n && m->easy[i] != msg->easy_handle)
-                i++;
-            if (i == n)
-                continue;
-            CURLcode cc = msg->data.result;
-            curl_multi_remove_handle(m->multi, msg->easy_handle);
-            fx_exchange_end(msg->easy_handle, cc, &xs[i]);
-            live[i] = false;
-        }
-        if (running > 0 && curl_multi_poll(m->multi, NULL, 0, 1000, NULL) != CURLM_OK)
-            break;
+    CURLMsg *msg;
+    int left;
+    bool any = false;
+    while ((msg = curl_multi_info_read(m->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        size_t i = 0;
+        while (i < m->n && m->easy[i] != msg->easy_handle)
+            i++;
+        if (i == m->n || !m->live[i])
+            continue;
+        CURLcode cc = msg->data.result;
+        curl_multi_remove_handle(m->multi, msg->easy_handle);
+        fx_exchange_end(msg->easy_handle, cc, &m->xs[i]);
+        m->live[i] = false;
+        m->ended[i] = true;
+        any = true;
     }
+    return any;
+}
+
+/* The multi failed under the transfers still running: each ends as a failed call. */
+static void fail_live(fx_multi_t *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (!m->live[i])
+            continue;
+        curl_multi_remove_handle(m->multi, m->easy[i]);
+        fx_exchange_end(m->easy[i], CURLE_RECV_ERROR, &m->xs[i]);
+        m->live[i] = false;
+        m->ended[i] = true;
+    }
+}
+
+/* Moves the ended, unreturned indices into done; returns how many. */
+static size_t take_ended(fx_multi_t *m, size_t *done)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->ended[i]) {
+            m->ended[i] = false;
+            done[k++] = i;
+        }
+    return k;
+}
+
+void fx_multi_start(fx_multi_t *m, const fx_request_t *reqs, fx_response_t *resps, size_t n)
+{
+    calls_free(m);
+    m->xs = calloc(n ? n : 1, sizeof(*m->xs));
+    m->live = calloc(n ? n : 1, sizeof(*m->live));
+    m->ended = calloc(n ? n : 1, sizeof(*m->ended));
+    if (!m->xs || !m->live || !m->ended || !ensure_easy(m, n)) {
+        calls_free(m);
+        all_oom(resps, n);
+        return; /* fx_multi_next returns 0: every outcome is already in resps */
+    }
+    m->n = n;
+    for (size_t i = 0; i < n; i++) {
+        m->ended[i] = true;
+        if (!fx_exchange_begin(m->easy[i], &reqs[i], &resps[i], &m->xs[i]))
+            continue;
+        if (curl_multi_add_handle(m->multi, m->easy[i]) != CURLM_OK) {
+            fx_exchange_end(m->easy[i], CURLE_OUT_OF_MEMORY, &m->xs[i]);
+            continue;
+        }
+        m->live[i] = true;
+        m->ended[i] = false;
+    }
+}
+
+size_t fx_multi_next(fx_multi_t *m, size_t *done)
+{
+    size_t k;
+    int running = 1;
+    if (!m->xs)
+        return 0;
+    while ((k = take_ended(m, done)) == 0 && running > 0) {
+        if (curl_multi_perform(m->multi, &running) != CURLM_OK) {
+            fail_live(m);
+            continue;
+        }
+        if (reap(m))
+            continue;
+        if (running > 0 && curl_multi_poll(m->multi, NULL, 0, 1000, NULL) != CURLM_OK)
+            fail_live(m);
+    }
+    if (k == 0) {
+        fail_live(m); /* none running, yet not every transfer reported done */
+        k = take_ended(m, done);
+    }
+    if (k == 0)
+        calls_free(m);
+    return k;
 }
 
 void fx_multi_call(fx_multi_t *m, const fx_request_t *reqs, fx_response_t *resps, size_t n)
 {
-    exchange_t *xs = calloc(n ? n : 1, sizeof(*xs));
-    bool *live = calloc(n ? n : 1, sizeof(*live));
-    if (!xs || !live || !ensure_easy(m, n)) {
-        free(xs);
-        free(live);
+    size_t *done = calloc(n ? n : 1, sizeof(*done));
+    if (!done) {
         all_oom(resps, n);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (!fx_exchange_begin(m->easy[i], &reqs[i], &resps[i], &xs[i]))
-            continue;
-        if (curl_multi_add_handle(m->multi, m->easy[i]) != CURLM_OK) {
-            fx_exchange_end(m->easy[i], CURLE_OUT_OF_MEMORY, &xs[i]);
-            continue;
-        }
-        live[i] = true;
-    }
-    run(m, xs, live, n);
-    for (size_t i = 0; i < n; i++) {
-        if (!live[i])
-            continue;
-        /* The multi failed under a transfer: it ends as a failed call. */
-        curl_multi_remove_handle(m->multi, m->easy[i]);
-        fx_exchange_end(m->easy[i], CURLE_RECV_ERROR, &xs[i]);
-    }
-    free(xs);
-    free(live);
+    fx_multi_start(m, reqs, resps, n);
+    while (fx_multi_next(m, done) > 0)
+        ;
+    free(done);
 }

@@ -6,6 +6,12 @@
  *   fx_multi_t *m = fx_multi_new();
  *   fx_multi_call(m, reqs, resps, n);  // resps[i] answers reqs[i]
  *   for (i...) fx_response_free(&resps[i]);
+ *
+ * or, to act on each answer as it comes (a slow call holds only itself):
+ *
+ *   fx_multi_start(m, reqs, resps, n);
+ *   while ((k = fx_multi_next(m, done)) > 0)
+ *       for (j < k) use resps[done[j]];
  *   fx_multi_free(m);
  *
  * thread: a multi client belongs to one thread at a time; fx_global_init
@@ -30,5 +36,16 @@ void fx_multi_free(fx_multi_t *m);
  * destination's limits are the caller's: every request given is started.
  */
 void fx_multi_call(fx_multi_t *m, const fx_request_t *reqs, fx_response_t *resps, size_t n);
+
+/* Starts the n requests; their outcomes arrive through fx_multi_next. */
+void fx_multi_start(fx_multi_t *m, const fx_request_t *reqs, fx_response_t *resps, size_t n);
+
+/*
+ * Waits until at least one started request has its outcome in resps and
+ * writes the indices of every one that has, not returned before, into done
+ * (room for the n given to fx_multi_start); returns how many, 0 once every
+ * outcome was returned.
+ */
+size_t fx_multi_next(fx_multi_t *m, size_t *done);
 
 #endif

@@ -580,8 +580,10 @@ static db_conn_t *connect_for(worker_t *w, db_conn_t *dbc, job_t *const *batch, 
 
 /* Decides the n jobs of a batch (n == 1: one message, as it always was). */
 static void process_jobs(daemon_t *dm, db_conn_t *dbc, job_t *const *batch, size_t n,
-                         wk_batch_msg_t *bm)
+                         wk_batch_msg_t *bm, bool *early)
 {
+    for (size_t i = 0; i < n; i++)
+        early[i] = false;
     if (!dbc) {
         /* Draining, or every lock is gone, and no database: give the
          * messages back untouched. */
@@ -590,7 +592,7 @@ static void process_jobs(daemon_t *dm, db_conn_t *dbc, job_t *const *batch, size
         return;
     }
     for (size_t i = 0; i < n; i++)
-        bm[i] = (wk_batch_msg_t){batch[i]->msg, &batch[i]->lock_lost, &batch[i]->d};
+        bm[i] = (wk_batch_msg_t){batch[i]->msg, &batch[i]->lock_lost, &batch[i]->d, &early[i]};
     wk_pipeline_process_batch(&dm->pipe, dbc, bm, n);
 }
 
@@ -734,6 +736,21 @@ static size_t dest_metrics(void *ctx, char *buf, size_t size)
     return wk_dest_metrics(ctx, buf, size);
 }
 
+/* A decided job to the broker, or held for its destination. thread: a db worker. */
+static void settle_or_hold(daemon_t *dm, job_t *j)
+{
+    if (j->d.held)
+        hold_job(dm, j);
+    else
+        settle(dm, j);
+}
+
+/* wk_pipeline_t.settle_now: the job of decision d, before its batch ends. */
+static void settle_early(void *ctx, wk_decision_t *d)
+{
+    settle_or_hold(ctx, (job_t *)(void *)((char *)d - offsetof(job_t, d)));
+}
+
 /* thread: a db worker. */
 static void *worker_main(void *arg)
 {
@@ -743,13 +760,22 @@ static void *worker_main(void *arg)
     db_conn_t *dbc = NULL;
     job_t **batch = calloc(max, sizeof(*batch));
     wk_batch_msg_t *bm = calloc(max, sizeof(*bm));
+    bool *early = calloc(max, sizeof(*early));
     size_t n;
     int fails = 0;
 
-    if (!batch || !bm)
+    if (!batch || !bm || !early) {
         max = 1; /* out of memory: one job at a time, on the stack */
+        free(batch);
+        free(bm);
+        free(early);
+        batch = NULL;
+        bm = NULL;
+        early = NULL;
+    }
     job_t *one[1];
     wk_batch_msg_t bm_one[1];
+    bool early_one[1];
     for (;;) {
         job_t **b = batch ? batch : one;
         bool hand_back;
@@ -762,24 +788,26 @@ static void *worker_main(void *arg)
             requeue_jobs(dm, b, n);
             continue;
         }
-        process_jobs(dm, dbc, b, n, bm ? bm : bm_one);
+        bool *settled = early ? early : early_one;
+        process_jobs(dm, dbc, b, n, bm ? bm : bm_one, settled);
         pthread_mutex_lock(&dm->mu);
         dm->busy_workers--;
         pthread_mutex_unlock(&dm->mu);
         /*
          * Only now, after the COMMIT, are the messages settled, one after
          * another so that the proactor sends their dispositions together.
-         * After each call the proactor owns that job.
+         * After each call the proactor owns that job; one settled early
+         * (an HTTP call answered while its batch's others were under way)
+         * is no longer this worker's.
          */
         for (size_t i = 0; i < n; i++)
-            if (b[i]->d.held)
-                hold_job(dm, b[i]);
-            else
-                settle(dm, b[i]);
+            if (!settled[i])
+                settle_or_hold(dm, b[i]);
     }
     db_conn_free(dbc);
     free(batch);
     free(bm);
+    free(early);
     return NULL;
 }
 
@@ -1312,7 +1340,9 @@ static daemon_t *daemon_new(const wk_config_t *cfg)
                                .stopping = &dm->stopping,
                                .retry_deadline_ms = &dm->retry_deadline_ms,
                                .breaker = dm->breaker,
-                               .dests = dm->dests};
+                               .dests = dm->dests,
+                               .settle_now = settle_early,
+                               .settle_ctx = dm};
     atomic_init(&dm->pipe.db_reachable, true);
     /* Signals go to the main thread alone, through sigtimedwait. */
     sigemptyset(&dm->sigs);

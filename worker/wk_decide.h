@@ -92,6 +92,13 @@ typedef struct wk_pipeline {
     wk_dests_t *dests;
     /* The entity poller: its MaxDeliveryCount sets retry.max_deliveries -1 (NULL: none). */
     struct wk_entity *entity;
+    /*
+     * Settles one message of a batch before the batch ends (an HTTP call
+     * answered while others are under way); after it the decision is the
+     * settler's. NULL: every message is settled when its batch ends.
+     */
+    void (*settle_now)(void *ctx, wk_decision_t *d);
+    void *settle_ctx;
 } wk_pipeline_t;
 
 /*

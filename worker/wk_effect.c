@@ -986,6 +986,10 @@ typedef struct batch {
     fx_response_t *resps;
     size_t *called; /* the run of each request */
     size_t n, ncalled;
+    const wk_effect_item_t *items;
+    bool *early;  /* settled before the batch ended */
+    size_t *done; /* fx_multi_next's answered requests */
+    long long t0;
 } batch_t;
 
 static void batch_free(batch_t *b)
@@ -996,6 +1000,8 @@ static void batch_free(batch_t *b)
     free(b->reqs);
     free(b->resps);
     free(b->called);
+    free(b->early);
+    free(b->done);
 }
 
 static bool batch_alloc(batch_t *b, size_t n)
@@ -1007,7 +1013,10 @@ static bool batch_alloc(batch_t *b, size_t n)
     b->reqs = calloc(n, sizeof(*b->reqs));
     b->resps = calloc(n, sizeof(*b->resps));
     b->called = calloc(n, sizeof(*b->called));
-    return b->runs && b->st && b->claims && b->reqs && b->resps && b->called;
+    b->early = calloc(n, sizeof(*b->early));
+    b->done = calloc(n, sizeof(*b->done));
+    return b->runs && b->st && b->claims && b->reqs && b->resps && b->called && b->early &&
+           b->done;
 }
 
 /*
@@ -1078,14 +1087,17 @@ static void claim_together(batch_t *b)
     }
 }
 
-/* The finishing transactions of the batch's runs as one; one by one when it fails. */
-static void finish_together(batch_t *b)
+/*
+ * The finishing transactions of the answered runs (requests done[0..k)) as
+ * one; one by one when it fails.
+ */
+static void finish_together(batch_t *b, const size_t *done, size_t k)
 {
-    db_effect_finish_item_t *fi = calloc(b->ncalled ? b->ncalled : 1, sizeof(*fi));
+    db_effect_finish_item_t *fi = calloc(k ? k : 1, sizeof(*fi));
     size_t m = 0;
     ib_error_t e;
-    for (size_t k = 0; fi && k < b->ncalled; k++) {
-        run_t *r = &b->runs[b->called[k]];
+    for (size_t j = 0; fi && j < k; j++) {
+        run_t *r = &b->runs[b->called[done[j]]];
         if (r->fin != FIN_NONE)
             fi[m++] = (db_effect_finish_item_t){&r->row, &r->res, r->fin_stmts, r->fin_nstmts};
     }
@@ -1100,8 +1112,8 @@ static void finish_together(batch_t *b)
                IB_S("error", e.text));
     }
     free(fi);
-    for (size_t k = 0; k < b->ncalled; k++) {
-        run_t *r = &b->runs[b->called[k]];
+    for (size_t j = 0; j < k; j++) {
+        run_t *r = &b->runs[b->called[done[j]]];
         if (r->fin == FIN_NONE)
             continue;
         if (o == DB_APPLIED)
@@ -1109,6 +1121,46 @@ static void finish_together(batch_t *b)
         else
             fin_run(r);
     }
+}
+
+/*
+ * Message i of the batch, decided, settled now rather than when the batch
+ * ends (wk_pipeline_t.settle_now): after this its message and decision are
+ * the settler's, and the batch touches neither again.
+ */
+static void settle_now(batch_t *b, size_t i)
+{
+    const wk_effect_item_t *it = &b->items[i];
+    if (!it->settled || !b->p->settle_now)
+        return;
+    rt_http_call_free(&b->runs[i].call);
+    it->d->duration_ms += ib_mono_ms() - b->t0;
+    b->early[i] = true;
+    *it->settled = true;
+    b->p->settle_now(b->p->settle_ctx, it->d);
+}
+
+/*
+ * The requests done[0..k) have answered: their outcomes, their finishing
+ * transactions as one, and each decided message settled at once, so a slow
+ * call of the batch holds only its own message.
+ */
+static void answered(batch_t *b, const size_t *done, size_t k)
+{
+    for (size_t j = 0; j < k; j++) {
+        run_t *r = &b->runs[b->called[done[j]]];
+        fx_response_t *resp = &b->resps[done[j]];
+        wk_trace_call_end(&r->tc, resp);
+        dest_done(r, r->call.dest, call_result(resp), resp);
+        count_call(r, resp);
+        r->defer = true;
+        outcome(r, resp);
+        r->defer = false;
+    }
+    finish_together(b, done, k);
+    for (size_t j = 0; j < k; j++)
+        if (!b->runs[b->called[done[j]]].again)
+            settle_now(b, b->called[done[j]]);
 }
 
 void wk_effect_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_effect_item_t *items,
@@ -1126,19 +1178,13 @@ void wk_effect_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_effect_i
                               items[i].lock_lost, items[i].d);
         return;
     }
+    b.items = items;
+    b.t0 = t0;
     admit_all(&b, items);
     claim_together(&b);
-    fx_multi_call(fm, b.reqs, b.resps, b.ncalled);
-    for (size_t k = 0; k < b.ncalled; k++) {
-        run_t *r = &b.runs[b.called[k]];
-        wk_trace_call_end(&r->tc, &b.resps[k]);
-        dest_done(r, r->call.dest, call_result(&b.resps[k]), &b.resps[k]);
-        count_call(r, &b.resps[k]);
-        r->defer = true;
-        outcome(r, &b.resps[k]);
-        r->defer = false;
-    }
-    finish_together(&b);
+    fx_multi_start(fm, b.reqs, b.resps, b.ncalled);
+    for (size_t k; (k = fx_multi_next(fm, b.done)) > 0;)
+        answered(&b, b.done, k);
     for (size_t k = 0; k < b.ncalled; k++) {
         run_t *r = &b.runs[b.called[k]];
         if (r->again && !retry_later(r, r->again_ms))
@@ -1147,6 +1193,8 @@ void wk_effect_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_effect_i
     }
     long long took = ib_mono_ms() - t0;
     for (size_t i = 0; i < n; i++) {
+        if (b.early[i])
+            continue; /* settled: no longer this batch's */
         if (b.st[i] == B_ALONE) {
             /* Decided alone, after the batch's rows are finished (a copy of a
              * message of this batch finds its row done: a duplicate). */

@@ -33,6 +33,7 @@ typedef struct wk_effect_item {
     const db_claim_t *claim;
     const atomic_bool *lock_lost;
     wk_decision_t *d;
+    bool *settled; /* set when settled before the batch ended (NULL: never early) */
 } wk_effect_item_t;
 
 /*
@@ -40,8 +41,10 @@ typedef struct wk_effect_item {
  * would end it alone: each call bound and admitted by wk_dest first (one
  * its destination will not take now is held before any claim), the fresh
  * claims in one transaction (db_effect_claim_batch), their calls made at
- * once (fx_multi_call), their finishing transactions committed as one
- * (db_effect_finish_batch, one by one when it fails). A message whose row
+ * once (fx_multi_start), and as they answer (fx_multi_next) their finishing
+ * transactions committed as one (db_effect_finish_batch, one by one when it
+ * fails) and each decided message settled at once (wk_pipeline_t.settle_now)
+ * while the batch's slower calls are still under way. A message whose row
  * exists (a duplicate, a takeover, a retry, a replay) is decided alone
  * after the batch, and a call to retry is retried after it.
  * thread: a db worker (the owner of dbc).

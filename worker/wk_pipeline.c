@@ -148,6 +148,7 @@ typedef struct item {
     const sb_msg_t *msg;
     const atomic_bool *lock_lost;
     wk_decision_t *d;
+    bool *settled; /* wk_batch_msg_t's */
     const rt_route_t *route;
     rt_binding_t b;
     bool bound; /* b holds a binding to free */
@@ -226,7 +227,7 @@ static void hand_off_http(wk_pipeline_t *p, db_conn_t *dbc, item_t **http, size_
     }
     for (size_t i = 0; i < nh; i++)
         ei[i] = (wk_effect_item_t){http[i]->msg, http[i]->route, &http[i]->claim,
-                                   http[i]->lock_lost, http[i]->d};
+                                   http[i]->lock_lost, http[i]->d, http[i]->settled};
     wk_effect_process_batch(p, dbc, ei, nh);
     if (ei != &one)
         free(ei);
@@ -612,7 +613,8 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
     }
     memset(items, 0, n * sizeof(*items));
     for (size_t i = 0; i < n; i++) {
-        items[i] = (item_t){.msg = m[i].msg, .lock_lost = m[i].lock_lost, .d = m[i].d};
+        items[i] = (item_t){
+            .msg = m[i].msg, .lock_lost = m[i].lock_lost, .d = m[i].d, .settled = m[i].settled};
         switch (prepare(p, dbc, &items[i])) {
         case PREP_INBOX:
             todo[k++] = &items[i];
@@ -650,8 +652,11 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
         k = kept;
     }
     for (size_t i = 0; i < n; i++) {
-        /* Committed emits: publish now, not at the relay's next poll. */
-        if (items[i].bound && items[i].b.nemits && m[i].d->outcome == WK_OUT_APPLIED)
+        /* Committed emits: publish now, not at the relay's next poll. A
+         * message settled early is no longer this worker's to read. */
+        bool early = m[i].settled && *m[i].settled;
+        if (items[i].bound && items[i].b.nemits &&
+            (early || m[i].d->outcome == WK_OUT_APPLIED))
             rl_relay_wake(p->relay);
         if (items[i].bound)
             rt_binding_free(&items[i].b);
@@ -667,6 +672,6 @@ out:
 void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
                          const atomic_bool *lock_lost, wk_decision_t *d)
 {
-    wk_batch_msg_t one = {msg, lock_lost, d};
+    wk_batch_msg_t one = {msg, lock_lost, d, NULL};
     wk_pipeline_process_batch(p, dbc, &one, 1);
 }

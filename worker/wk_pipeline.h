@@ -34,6 +34,7 @@ typedef struct wk_batch_msg {
     const sb_msg_t *msg;
     const atomic_bool *lock_lost;
     wk_decision_t *d;
+    bool *settled; /* set when settled before the batch ended (NULL: never early) */
 } wk_batch_msg_t;
 
 /*

@@ -22,6 +22,11 @@
 #   after 300 ms, two db workers: inboxd killed -9 while a batch's calls are
 #   in flight (claimed rows in the inbox), restarted -> every order processed
 #   with exactly one effect, none lost, nothing dead-lettered.
+#  part 3, each answer acted on as it comes: after twenty quick orders (to
+#   widen the destination's window), one batch of a slow order answered after
+#   15 s and seven quick ones -> the seven are processed and completed on the
+#   broker while the slow call is still under way (its row claimed, its
+#   message the only one locked); then the slow one is processed, one effect.
 # Leases are 4 s and the broker's lock 5 s so that taken-over claims come back
 # within seconds.
 . "$(dirname "$0")/lib.sh"
@@ -29,7 +34,8 @@
 e2e_init "${1:-postgresql}"
 create_charges_table
 start_emu '{"queues":[{"name":"charges","lock_duration_s":5,"max_delivery_count":10},
-                      {"name":"charges2","lock_duration_s":5,"max_delivery_count":100}]}'
+                      {"name":"charges2","lock_duration_s":5,"max_delivery_count":100},
+                      {"name":"charges3","lock_duration_s":5,"max_delivery_count":10}]}'
 own='{"servicebus":{"max_concurrent_calls":32,"prefetch":32},
       "db":{"batch_max":32,"pool_size":1,"batch_linger_ms":1000}}'
 
@@ -114,3 +120,32 @@ check "kill: processed rows" "$(sql "SELECT count(*) FROM inboxd_inbox WHERE mes
 check "kill: business rows" "$(sql "SELECT count(*) FROM charges WHERE order_id LIKE 'k-%'")" $N
 check "kill: dead-lettered" "$(broker_stat charges2 dead_lettered)" 0
 e2e_log "claims taken over after the kill: $(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id LIKE 'k-%' AND attempts > 1")"
+
+# ---- part 3: a slow call holds only its own message ------------------------
+start_fake pay3 plain; PAY3=$FAKE_URL
+fake_config "$PAY3" '{"faults":[{"kind":"delay","match":"slow-","delay_ms":15000}]}'
+gen_orders 20 w3 >"$W/warm3.jsonl"
+{ gen_orders 1 slow; gen_orders 7 quick; } >"$W/orders3.jsonl"
+write_config "$W/inboxd3.json" charges3 \
+  "$(charge_route "$PAY3" false '{"timeout_ms":30000,"lease_s":40}')" "$own"
+send_file charges3 "$W/warm3.jsonl"
+start_inboxd "$W/inboxd3.json" inboxd3; pid=$LAST_PID
+wait_until 120 queue_empty charges3 || die "queue charges3 not drained of the warm-up orders"
+send_file charges3 "$W/orders3.jsonl"
+quick_done_slow_pending() {
+  [ "$(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id LIKE 'quick-%' AND status = 'processed'")" = 7 ] &&
+    [ "$(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'slow-1'")" = claimed ] &&
+    [ "$(broker_stat charges3 locked)" = 1 ] && [ "$(broker_stat charges3 active)" = 0 ]
+}
+wait_until 60 quick_done_slow_pending ||
+  die "the quick orders were not processed and completed while the slow call was under way" \
+    "(quick processed: $(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id LIKE 'quick-%' AND status = 'processed'")," \
+    "slow: $(sql "SELECT status FROM inboxd_inbox WHERE message_id = 'slow-1'"), locked: $(broker_stat charges3 locked))"
+e2e_log "ok   seven quick orders processed and completed while the slow call was under way"
+wait_until 120 queue_empty charges3 || die "queue charges3 not drained"
+stop_inboxd $pid; check "inboxd exit status (part 3)" "$STOP_RC" 0
+ledger "$PAY3" "$W/pay3.json"
+check "slow: inbox row" "$(row slow-1)" "processed 201"
+check "slow and quick: orders with one effect" \
+  "$(ledger_q "$W/pay3.json" '[.effects | to_entries[] | select(.key | test("charge:(slow|quick)-")) | select(.value | length == 1)] | length')" 8
+check "part 3: dead-lettered" "$(broker_stat charges3 dead_lettered)" 0

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fx_client.h"
+#include "fx_multi.h"
 #include "ib_test.h"
 #include "ib_test_proc.h"
 
@@ -210,6 +211,49 @@ static void test_timeout_after_send_is_ambiguous(void)
 }
 
 /*
+ * fx_multi_next hands each answer over as it arrives: the three quick calls
+ * of a batch come back while the slow one, already at the destination, is
+ * still unanswered; the slow one last.
+ */
+static void test_multi_answers_as_they_come(void)
+{
+    char url[128];
+    const char *keys[4] = {"quick-1", "slow-m", "quick-2", "quick-3"};
+    fx_header_t h[4][2];
+    fx_request_t rq[4];
+    fx_response_t rs[4];
+    size_t done[4], k, seen = 0;
+    fx_multi_t *m = fx_multi_new();
+    configure("{\"faults\":[{\"kind\":\"delay\",\"match\":\"slow-\",\"delay_ms\":4000}]}");
+    snprintf(url, sizeof url, "%s/charges", plain.base);
+    for (int i = 0; i < 4; i++) {
+        h[i][0] = (fx_header_t){"Content-Type", "application/json"};
+        h[i][1] = (fx_header_t){"Idempotency-Key", keys[i]};
+        rq[i] = (fx_request_t){.method = "POST", .url = url, .body = "{}", .body_len = 2,
+                               .headers = h[i], .nheaders = 2, .timeout_ms = 10000};
+    }
+    fx_multi_start(m, rq, rs, 4);
+    while (seen < 3 && (k = fx_multi_next(m, done)) > 0)
+        for (size_t j = 0; j < k; j++) {
+            ASSERT_TRUE(done[j] != 1); /* not the slow one */
+            ASSERT_EQ(rs[done[j]].status, 201);
+            seen++;
+        }
+    ASSERT_EQ(seen, 3);
+    json_t *led = ledger(); /* the slow call reached it, and is not answered yet */
+    ASSERT_EQ(requests_for(led, "slow-m"), 1);
+    json_decref(led);
+    ASSERT_EQ(fx_multi_next(m, done), 1);
+    ASSERT_EQ(done[0], 1);
+    ASSERT_EQ(rs[1].status, 201);
+    ASSERT_EQ(fx_multi_next(m, done), 0);
+    for (int i = 0; i < 4; i++)
+        fx_response_free(&rs[i]);
+    fx_multi_free(m);
+    configure("{\"faults\":[]}");
+}
+
+/*
  * A reset after the request was read, on a connection the client reused:
  * libcurl would resend on a fresh connection by itself; the client must
  * refuse and report ambiguous, and the destination sees one request only.
@@ -343,6 +387,7 @@ int main(void)
     RUN(test_status_classes);
     RUN(test_retry_after_then_applied);
     RUN(test_timeout_after_send_is_ambiguous);
+    RUN(test_multi_answers_as_they_come);
     RUN(test_reset_on_reused_connection_is_not_resent);
     RUN(test_refused_and_unresolvable_are_transient);
     RUN(test_tls_verified);
