@@ -23,7 +23,7 @@
 #include <stddef.h>
 
 #include "db_dialect.h"
-#include "db_inbox.h"
+#include "db_conn.h"
 #include "ib_err.h"
 
 #define DB_OUTBOX_DEFAULT_TABLE "inboxd_outbox"

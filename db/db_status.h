@@ -7,7 +7,7 @@
 #ifndef DB_STATUS_H
 #define DB_STATUS_H
 
-#include "db_inbox.h"
+#include "db_conn.h"
 
 typedef struct db_status_inbox {
     long long window_s; /* the window the first four count */

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "db_inbox.h"
+#include "db_conn.h"
 #include "ib_err.h"
 #include "sb_token.h"
 #include "wk_config.h"

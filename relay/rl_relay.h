@@ -26,7 +26,7 @@
 
 #include <stdbool.h>
 
-#include "db_inbox.h"
+#include "db_conn.h"
 #include "ib_err.h"
 #include "ot_trace.h"
 #include "sb_client.h"

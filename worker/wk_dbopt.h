@@ -14,7 +14,7 @@
 #ifndef WK_DBOPT_H
 #define WK_DBOPT_H
 
-#include "db_inbox.h"
+#include "db_conn.h"
 #include "ib_err.h"
 #include "sb_aad.h"
 #include "wk_config.h"

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "db_inbox.h"
+#include "db_conn.h"
 #include "wk_config.h"
 #include "wk_entity.h"
 #include "rt_route.h"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "db_inbox.h"
 #include "ib_log.h"
 
 #define SWEEP_FIRST_MS 5000

@@ -6,7 +6,7 @@
 #ifndef WK_SWEEPER_H
 #define WK_SWEEPER_H
 
-#include "db_inbox.h"
+#include "db_conn.h"
 
 typedef struct wk_sweeper wk_sweeper_t;
 

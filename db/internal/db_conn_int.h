@@ -1,6 +1,6 @@
 /*
  * db_conn_int.h - the inside of a db_conn_t, shared by the sources of db/ only. Not part
- * of the public API (db_inbox.h is).
+ * of the public API (db_conn.h and db_inbox.h are).
  */
 #ifndef DB_CONN_INT_H
 #define DB_CONN_INT_H
@@ -8,6 +8,7 @@
 #include <sql.h>
 #include <sqlext.h>
 
+#include "db_conn.h"
 #include "db_inbox.h"
 
 #define DB_SQL_MAX 4096

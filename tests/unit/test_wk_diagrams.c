@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db_inbox.h"
 #include "db_outbox.h"
 #include "ib_test.h"
 #include "wk_outcome.h"
