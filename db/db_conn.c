@@ -296,11 +296,11 @@ static ib_err_t connect_with(db_conn_t *dbc, const char *connstr, ib_error_t *er
         disconnect(dbc);
         return err->code;
     }
-    if (dbc->want == DB_DIALECT_AUTO) {
+    if (!db_dialect_traits(dbc->want)) { /* auto: from the DBMS's name */
         SQLSMALLINT l = 0;
         SQLGetInfo(dbc->dbc, SQL_DBMS_NAME, dbms, sizeof(dbms), &l);
         dbc->dialect = db_dialect_from_dbms((char *)dbms);
-        if (dbc->dialect == DB_DIALECT_AUTO) {
+        if (!db_dialect_traits(dbc->dialect)) {
             disconnect(dbc);
             return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                                 "db.dialect: cannot detect the dialect of DBMS '%s'; set it",
@@ -315,7 +315,7 @@ static ib_err_t connect_with(db_conn_t *dbc, const char *connstr, ib_error_t *er
         disconnect(dbc);
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
     }
-    dbc->wide_text = dbc->dialect == DB_DIALECT_MSSQL;
+    dbc->wide_text = db_dialect_traits(dbc->dialect)->wide_text;
     {
         SQLCHAR drv[64] = "";
         SQLSMALLINT l = 0;
@@ -373,7 +373,8 @@ db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
         return NULL;
     }
     db_connstr_free(&cs);
-    if (opt->access_token && opt->dialect != DB_DIALECT_AUTO && opt->dialect != DB_DIALECT_MSSQL) {
+    if (opt->access_token && db_dialect_traits(opt->dialect) &&
+        !db_dialect_traits(opt->dialect)->access_token) {
         ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
                      "db.auth: workload_identity works with SQL Server only, not db.dialect '%s'",
                      db_dialect_name(opt->dialect));
@@ -387,7 +388,7 @@ db_conn_t *db_conn_new(const db_options_t *opt, ib_error_t *err)
                      "db.inbox_table: '%.80s' is not an identifier or schema.identifier", table);
         return NULL;
     }
-    if ((unsigned)opt->dialect > DB_DIALECT_MARIADB) {
+    if ((unsigned)opt->dialect >= DB_DIALECTS) {
         ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.dialect: unknown value");
         return NULL;
     }
@@ -580,12 +581,12 @@ size_t db_utf8_to_utf16(const char *s, size_t len, SQLWCHAR *out)
  */
 static SQLULEN ts_size(const db_conn_t *dbc)
 {
-    return dbc->dialect == DB_DIALECT_MSSQL ? 27 : 23;
+    return db_dialect_traits(dbc->dialect)->ts_size;
 }
 
 static SQLSMALLINT ts_digits(const db_conn_t *dbc)
 {
-    return dbc->dialect == DB_DIALECT_MSSQL ? 7 : 3;
+    return (SQLSMALLINT)db_dialect_traits(dbc->dialect)->ts_digits;
 }
 
 /*
@@ -942,11 +943,12 @@ ib_err_t db_exec(db_conn_t *dbc, const char *sql, const db_param_t *params, size
  */
 static ib_err_t trancount_check(db_conn_t *dbc, ib_error_t *err)
 {
+    const char *sql = db_dialect_traits(dbc->dialect)->trancount_sql;
     long long n = -1;
 
-    if (dbc->dialect != DB_DIALECT_MSSQL)
+    if (!sql)
         return IB_E_OK;
-    if (db_run(dbc, "SELECT @@TRANCOUNT", NULL, 0, db_row_first_int, &n, NULL, err) != IB_E_OK)
+    if (db_run(dbc, sql, NULL, 0, db_row_first_int, &n, NULL, err) != IB_E_OK)
         return err->code;
     if (n == 1 || (n == 0 && !dbc->freetds))
         return IB_E_OK;
@@ -988,7 +990,7 @@ static ib_err_t end_tran(db_conn_t *dbc, bool commit, ib_error_t *err)
 static bool driver_says_dead(db_conn_t *dbc)
 {
     SQLUINTEGER dead = SQL_CD_FALSE;
-    if (dbc->dialect != DB_DIALECT_POSTGRESQL && dbc->dialect != DB_DIALECT_MSSQL)
+    if (!db_dialect_traits(dbc->dialect)->dead_flag)
         return false;
     return ok(SQLGetConnectAttr(dbc->dbc, SQL_ATTR_CONNECTION_DEAD, &dead, 0, NULL)) &&
            dead == SQL_CD_TRUE;

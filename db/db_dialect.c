@@ -115,62 +115,337 @@ static const db_errrule_t no_rules[] = {END};
 #undef ANY
 #undef END
 
+/* ---- the traits table ------------------------------------------------------ */
+
+/*
+ * One row per dialect: everything the statement builders of db/ need to
+ * know about it. The column types mirror db/schema/<dialect>.sql and
+ * <dialect>_outbox.sql (tests/unit/test_db_dialect.c and test_db_outbox_sql.c
+ * hold the rendered DDL against them).
+ *
+ * "now" is the statement's time everywhere: SYSUTCDATETIME(), strftime's
+ * 'now' and UTC_TIMESTAMP(3) are read when the statement runs, and so is
+ * PostgreSQL's clock_timestamp(); PostgreSQL's now() would be the start of
+ * the transaction, which in a batch or a claim that waited on a lock is
+ * already in the past: a lease would end early, a stale lease would look
+ * alive and an age would be short by the wait.
+ */
+static const db_traits_t traits[] = {
+    {
+        .dialect = DB_DIALECT_MSSQL,
+        .name = "mssql",
+        .dbms = {"SQL Server", NULL},
+        .otel_system = "microsoft.sql_server",
+        .errors = mssql_rules,
+        .type = {"nvarchar(128)", "nvarchar(200)", "nvarchar(260)", "nvarchar(400)",
+                 "nvarchar(2000)", "varchar(16)", "varchar(32)", "char(64)", "nvarchar(max)",
+                 "bigint", "int", "datetime2(3)",
+                 "bigint IDENTITY(1,1) NOT NULL PRIMARY KEY CLUSTERED"},
+        .nullable = " NULL",
+        .key_collate = DB_MSSQL_KEY_COLLATE,
+        .pk_clause = "PRIMARY KEY CLUSTERED",
+        .pk_prefix = "PK_",
+        .pk_suffix = "",
+        .now = "SYSUTCDATETIME()",
+        .now_default = "SYSUTCDATETIME()",
+        .ago_fmt = "DATEADD(second, %lld, SYSUTCDATETIME())",
+        .ago_sign = -1,
+        .later_fmt = "DATEADD(second, %ld, SYSUTCDATETIME())",
+        .age_s_fmt = "DATEDIFF_BIG(second, %s, SYSUTCDATETIME())",
+        .limit_first = true,
+        .top = "TOP (?) ",
+        .limit = "",
+        .skip_locked_hint = " WITH (UPDLOCK, READPAST, ROWLOCK)",
+        .skip_locked = "",
+        /*
+         * Under read-committed snapshot (Azure SQL's default) a plain read
+         * sees the last committed version and skips a row inserted by a
+         * transaction still open; READCOMMITTEDLOCK waits for it.
+         */
+        .read_locked_hint = " WITH (READCOMMITTEDLOCK)",
+        .create_guard = "IF OBJECT_ID(N'%s', N'U') IS NULL\n",
+        .if_not_exists = "",
+        .partial_indexes = true,
+        .create_index = "CREATE NONCLUSTERED INDEX ",
+        .index_prefix = "IX_",
+        .index_guard_fmt = "IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = "
+                           "OBJECT_ID(N'%s') AND name = N'%s')\n",
+        .probe_key_fmt =
+            "SELECT COUNT(*) FROM sys.indexes i WHERE i.object_id = OBJECT_ID(N'%s') "
+            "AND i.is_unique = 1 %s"
+            "AND (SELECT COUNT(*) FROM sys.index_columns ic WHERE ic.object_id = "
+            "i.object_id AND ic.index_id = i.index_id AND ic.is_included_column = 0) = 2 "
+            "AND (SELECT COUNT(*) FROM sys.index_columns ic JOIN sys.columns c ON "
+            "c.object_id = ic.object_id AND c.column_id = ic.column_id WHERE "
+            "ic.object_id = i.object_id AND ic.index_id = i.index_id AND "
+            "ic.is_included_column = 0 AND c.name IN (N'consumer', N'%s')) = 2",
+        .probe_unfiltered = "AND i.has_filter = 0 ",
+        .has_column_fmt = "SELECT CASE WHEN COL_LENGTH(N'%s', N'%s') IS NULL THEN 0 ELSE 1 END",
+        .add_column_fmt = "ALTER TABLE %s ADD %s %s NULL",
+        .column_guard_fmt = "IF COL_LENGTH(N'%s', N'%s') IS NULL\n",
+        /* PRIMARY KEY and UNIQUE constraints own an index of their name */
+        .unique_named_sql = "SELECT COUNT(*) FROM sys.indexes WHERE is_unique = 1 AND name = ?",
+        /* 2627: "Violation of PRIMARY KEY|UNIQUE KEY constraint 'NAME'. ..."
+         * 2601: "Cannot insert duplicate key row in object 'T' with unique index 'NAME'. ..." */
+        .unique = {{"23000", 2627, NULL, "constraint '", '\''},
+                   {"23000", 2601, NULL, "unique index '", '\''}},
+        /*
+         * XACT_ABORT ON: any run-time error rolls the whole transaction back
+         * at once, so no statement can leave a doomed or half-done
+         * transaction open behind a caught error (Microsoft's ODBC drivers
+         * leave it OFF). NOCOUNT OFF: a server or login whose user options
+         * include NOCOUNT would make every row count -1 (SQLRowCount), and a
+         * claim or a mark that counts its rows would look lost.
+         */
+        .session_setup = "SET XACT_ABORT ON; SET NOCOUNT OFF",
+        .max_connections = "SELECT @@MAX_CONNECTIONS",
+        .trancount_sql = "SELECT @@TRANCOUNT",
+        .wide_text = true,
+        .dead_flag = true,
+        .access_token = true,
+        /*
+         * SQL Server's drivers declare column size 23 with 3 digits as
+         * datetime, which rounds to 1/300 s: datetime2(7) holds every
+         * millisecond exactly.
+         */
+        .ts_size = 27,
+        .ts_digits = 7,
+        .claim_rows_max = 170, /* 12 parameters a row; SQL Server takes at most 2,100 per request */
+        /*
+         * SQL Server tries to escalate a statement's row locks to a table
+         * lock at 5,000 locks on one table, which would block every inbox
+         * insert until the DELETE commits: stay below it.
+         */
+        .delete_rows_max = 4000,
+    },
+    {
+        .dialect = DB_DIALECT_POSTGRESQL,
+        .name = "postgresql",
+        .dbms = {"PostgreSQL", NULL},
+        .otel_system = "postgresql",
+        .errors = postgresql_rules,
+        .type = {"varchar(128)", "varchar(200)", "varchar(260)", "varchar(400)", "varchar(2000)",
+                 "varchar(16)", "varchar(32)", "char(64)", "text", "bigint", "integer",
+                 "timestamp(3)", "bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"},
+        .nullable = " NULL",
+        .key_collate = "",
+        .pk_clause = "PRIMARY KEY",
+        .pk_prefix = "",
+        .pk_suffix = "_pk",
+        .now = "(clock_timestamp() AT TIME ZONE 'UTC')",
+        .now_default = "(clock_timestamp() AT TIME ZONE 'UTC')",
+        .ago_fmt = "((clock_timestamp() AT TIME ZONE 'UTC') - INTERVAL '%lld seconds')",
+        .ago_sign = 1,
+        .later_fmt = "(clock_timestamp() AT TIME ZONE 'UTC') + interval '%ld seconds'",
+        .age_s_fmt = "CAST(EXTRACT(EPOCH FROM ((clock_timestamp() AT TIME ZONE 'UTC') - %s)) AS "
+                     "bigint)",
+        .top = "",
+        .limit = " LIMIT ?",
+        .skip_locked_hint = "",
+        .skip_locked = " FOR UPDATE SKIP LOCKED",
+        .read_locked_hint = "",
+        .create_guard = "",
+        .if_not_exists = "IF NOT EXISTS ",
+        .partial_indexes = true,
+        .create_index = "CREATE INDEX IF NOT EXISTS ",
+        .index_prefix = "",
+        .index_guard_fmt = "",
+        .probe_key_fmt = "SELECT COUNT(*) FROM pg_index i WHERE i.indrelid = to_regclass('%s') "
+                         "AND i.indisunique %sAND i.indnatts = 2 "
+                         "AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM "
+                         "pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = "
+                         "ANY(i.indkey)) = ARRAY['consumer', '%s']",
+        .probe_unfiltered = "AND i.indpred IS NULL ",
+        .has_column_fmt = "SELECT COUNT(*) FROM pg_attribute WHERE attrelid = to_regclass('%s') "
+                          "AND attname = '%s' AND NOT attisdropped",
+        .add_column_fmt = "ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s NULL",
+        .column_guard_fmt = "",
+        /* a unique constraint is named as its index */
+        .unique_named_sql = "SELECT COUNT(*) FROM pg_index i JOIN pg_class c ON c.oid = "
+                            "i.indexrelid WHERE i.indisunique AND c.relname::text = ?",
+        .unique = {{"23505", DB_NATIVE_ANY, NULL, "unique constraint \"", '"'}},
+        .session_setup = "",
+        /* reserved_connections is PostgreSQL 16's; missing_ok reads NULL before. */
+        .max_connections =
+            "SELECT LEAST("
+            "current_setting('max_connections')::int"
+            " - current_setting('superuser_reserved_connections')::int"
+            " - COALESCE(NULLIF(current_setting('reserved_connections', true), '')::int, 0),"
+            " COALESCE((SELECT NULLIF(rolconnlimit, -1) FROM pg_roles"
+            " WHERE rolname = current_user), 2147483647),"
+            " COALESCE((SELECT NULLIF(datconnlimit, -1) FROM pg_database"
+            " WHERE datname = current_database()), 2147483647))",
+        .claim_shared = true,
+        .effect_rows = true,
+        .keep_prepared = true,
+        .dead_flag = true,
+        .ts_size = 23,
+        .ts_digits = 3,
+        /*
+         * psqlODBC 13.02 garbles the type cast it writes after the 1,000th
+         * parameter of a statement ("type timestam does not exist";
+         * measured): 80 rows, 565 parameters (DB_CLAIM_SHARED +
+         * DB_CLAIM_ROW_PARAMS a row).
+         */
+        .claim_rows_max = 80,
+        .delete_rows_max = 100000,
+    },
+    {
+        .dialect = DB_DIALECT_SQLITE,
+        .name = "sqlite",
+        .dbms = {"SQLite", NULL},
+        .otel_system = "sqlite",
+        .errors = sqlite_rules,
+        .type = {"TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "INTEGER",
+                 "INTEGER", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT"},
+        .nullable = "",
+        .key_collate = "",
+        .pk_clause = "PRIMARY KEY",
+        .pk_prefix = "",
+        .pk_suffix = "_pk",
+        .now = "strftime('%Y-%m-%d %H:%M:%f', 'now')",
+        .now_default = "(strftime('%Y-%m-%d %H:%M:%f', 'now'))",
+        .ago_fmt = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%lld seconds')",
+        .ago_sign = -1,
+        .later_fmt = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%+ld seconds')",
+        .age_s_fmt = "CAST((julianday('now') - julianday(%s)) * 86400 AS INTEGER)",
+        .top = "",
+        .limit = " LIMIT ?",
+        .skip_locked_hint = "",
+        .skip_locked = "",
+        .read_locked_hint = "",
+        .create_guard = "",
+        .if_not_exists = "IF NOT EXISTS ",
+        .partial_indexes = true,
+        .create_index = "CREATE INDEX IF NOT EXISTS ",
+        .index_prefix = "",
+        .index_guard_fmt = "",
+        .probe_key_fmt = "SELECT COUNT(*) FROM pragma_index_list('%s') il WHERE il.\"unique\" = 1 "
+                         "%sAND (SELECT group_concat(name, ',') FROM (SELECT "
+                         "name FROM pragma_index_info(il.name) ORDER BY name)) = "
+                         "'consumer,%s'",
+        .probe_unfiltered = "AND il.partial = 0 ",
+        .has_column_fmt = "SELECT COUNT(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+        /* no IF NOT EXISTS: a racing migrator's error is re-probed */
+        .add_column_fmt = "ALTER TABLE %s ADD COLUMN %s %s",
+        .column_guard_fmt = "",
+        .catalog_base = true,
+        /* The columns in index order, as the violation lists them. An INTEGER
+         * PRIMARY KEY has no index; name the column's own unique index instead. */
+        .unique_named_sql = "SELECT COUNT(*) FROM pragma_index_list(?) il WHERE il.\"unique\" = 1 "
+                            "AND (SELECT group_concat(name, ',') FROM (SELECT name FROM "
+                            "pragma_index_info(il.name) ORDER BY seqno)) = ?",
+        .unique_by_columns = true,
+        /* 19 is every constraint kind; only the text tells a unique key from a CHECK. */
+        .unique_code_shared = true,
+        .unique = {{NULL, 19, "UNIQUE constraint failed", NULL, 0}},
+        .session_setup = "",
+        .one_writer = true,
+        .keep_prepared = true,
+        .ts_size = 23,
+        .ts_digits = 3,
+        .claim_rows_max = 1000, /* 12,000 parameters, far below SQLite's 32,766 */
+        .delete_rows_max = 100000,
+    },
+    {
+        .dialect = DB_DIALECT_MARIADB,
+        .name = "mariadb",
+        .dbms = {"MariaDB", "MySQL"},
+        .otel_system = "mariadb",
+        .errors = mariadb_rules,
+        .type = {"varchar(128)", "varchar(200)", "varchar(260)", "varchar(400)", "varchar(2000)",
+                 "varchar(16)", "varchar(32)", "char(64)", "longtext", "bigint", "int",
+                 "datetime(3)", "bigint NOT NULL AUTO_INCREMENT PRIMARY KEY"},
+        .nullable = " NULL",
+        .key_collate = "",
+        .pk_clause = "PRIMARY KEY",
+        .pk_prefix = "",
+        .pk_suffix = "_pk",
+        .now = "UTC_TIMESTAMP(3)",
+        .now_default = "UTC_TIMESTAMP(3)",
+        .ago_fmt = "(UTC_TIMESTAMP(3) - INTERVAL %lld SECOND)",
+        .ago_sign = 1,
+        .later_fmt = "DATE_ADD(UTC_TIMESTAMP(3), INTERVAL %ld SECOND)",
+        .age_s_fmt = "TIMESTAMPDIFF(SECOND, %s, UTC_TIMESTAMP(3))",
+        .top = "",
+        .limit = " LIMIT ?",
+        .skip_locked_hint = "",
+        .skip_locked = " FOR UPDATE SKIP LOCKED",
+        .read_locked_hint = "",
+        .create_guard = "",
+        .if_not_exists = "IF NOT EXISTS ",
+        .partial_indexes = false,
+        .create_index = "CREATE INDEX IF NOT EXISTS ",
+        .index_prefix = "",
+        .index_guard_fmt = "",
+        .probe_key_fmt =
+            "SELECT COUNT(*) FROM (SELECT index_name FROM information_schema.statistics "
+            "WHERE table_schema = DATABASE() AND table_name = '%s' AND non_unique = 0 "
+            "%sGROUP BY index_name HAVING GROUP_CONCAT(column_name ORDER BY column_name) "
+            "= 'consumer,%s') k",
+        .probe_unfiltered = "",
+        .has_column_fmt = "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = "
+                          "DATABASE() AND table_name = '%s' AND column_name = '%s'",
+        .add_column_fmt = "ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s NULL",
+        .column_guard_fmt = "",
+        .catalog_base = true,
+        .unique_named_sql = "SELECT COUNT(*) FROM (SELECT DISTINCT table_name FROM "
+                            "information_schema.statistics WHERE table_schema = DATABASE() AND "
+                            "non_unique = 0 AND index_name = ?) k",
+        /* "Duplicate entry 'V' for key 'NAME'" (MariaDB 10.5+: 'table.NAME'). */
+        .unique = {{NULL, 1062, NULL, "for key '", '\''}},
+        .unique_strip_table = true,
+        .session_setup = "",
+        .max_connections = "SELECT IF(@@max_user_connections > 0 AND @@max_user_connections < "
+                           "@@max_connections, @@max_user_connections, @@max_connections)",
+        .ts_size = 23,
+        .ts_digits = 3,
+        .claim_rows_max = 0, /* no claim statement: a batch runs one transaction per message */
+        .delete_rows_max = 100000,
+    },
+};
+
+const db_traits_t *db_dialect_traits(db_dialect_t d)
+{
+    for (size_t i = 0; i < sizeof(traits) / sizeof(traits[0]); i++)
+        if (traits[i].dialect == d)
+            return &traits[i];
+    return NULL;
+}
+
 int db_dialect_parse(const char *s)
 {
-    static const char *const names[] = {"auto", "mssql", "postgresql", "sqlite", "mariadb"};
     if (!s)
         return -1;
-    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
-        if (strcasecmp(s, names[i]) == 0)
-            return i;
+    if (strcasecmp(s, "auto") == 0)
+        return DB_DIALECT_AUTO;
+    for (size_t i = 0; i < sizeof(traits) / sizeof(traits[0]); i++)
+        if (strcasecmp(s, traits[i].name) == 0)
+            return (int)traits[i].dialect;
     return -1;
 }
 
 const char *db_dialect_name(db_dialect_t d)
 {
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        return "mssql";
-    case DB_DIALECT_POSTGRESQL:
-        return "postgresql";
-    case DB_DIALECT_SQLITE:
-        return "sqlite";
-    case DB_DIALECT_MARIADB:
-        return "mariadb";
-    default:
-        return "auto";
-    }
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr ? tr->name : "auto";
 }
 
 db_dialect_t db_dialect_from_dbms(const char *dbms)
 {
     if (!dbms)
         return DB_DIALECT_AUTO;
-    if (strcasestr(dbms, "SQL Server"))
-        return DB_DIALECT_MSSQL;
-    if (strcasestr(dbms, "PostgreSQL"))
-        return DB_DIALECT_POSTGRESQL;
-    if (strcasestr(dbms, "SQLite"))
-        return DB_DIALECT_SQLITE;
-    if (strcasestr(dbms, "MariaDB") || strcasestr(dbms, "MySQL"))
-        return DB_DIALECT_MARIADB;
+    for (size_t i = 0; i < sizeof(traits) / sizeof(traits[0]); i++)
+        for (size_t k = 0; k < 2; k++)
+            if (traits[i].dbms[k] && strcasestr(dbms, traits[i].dbms[k]))
+                return traits[i].dialect;
     return DB_DIALECT_AUTO;
 }
 
 const db_errrule_t *db_dialect_errtable(db_dialect_t d)
 {
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        return mssql_rules;
-    case DB_DIALECT_POSTGRESQL:
-        return postgresql_rules;
-    case DB_DIALECT_SQLITE:
-        return sqlite_rules;
-    case DB_DIALECT_MARIADB:
-        return mariadb_rules;
-    default:
-        return no_rules;
-    }
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr ? tr->errors : no_rules;
 }
 
 /* ---- configured codes ---------------------------------------------------- */
@@ -475,115 +750,80 @@ static ib_err_t render(char *buf, size_t size, const char *fmt, ...)
     return (n < 0 || (size_t)n >= size) ? IB_E_INVAL : IB_E_OK;
 }
 
+/* Appends fmt to buf at *used; false when it does not fit. */
+static bool append(char *buf, size_t size, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool append(char *buf, size_t size, size_t *used, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    if (*used >= size)
+        return false;
+    va_start(ap, fmt);
+    w = vsnprintf(buf + *used, size - *used, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= size - *used)
+        return false;
+    *used += (size_t)w;
+    return true;
+}
+
 static ib_err_t check(db_dialect_t d, const char *table)
 {
-    if (d == DB_DIALECT_AUTO || (unsigned)d > DB_DIALECT_MARIADB || !db_table_name_valid(table))
+    if (!db_dialect_traits(d) || !db_table_name_valid(table))
         return IB_E_INVAL;
     return IB_E_OK;
 }
 
 const char *db_sql_now(db_dialect_t d)
 {
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        return "SYSUTCDATETIME()";
-    case DB_DIALECT_POSTGRESQL:
-        return "(clock_timestamp() AT TIME ZONE 'UTC')";
-    case DB_DIALECT_SQLITE:
-        return "strftime('%Y-%m-%d %H:%M:%f', 'now')";
-    case DB_DIALECT_MARIADB:
-        return "UTC_TIMESTAMP(3)";
-    default:
-        return "CURRENT_TIMESTAMP";
-    }
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr ? tr->now : "CURRENT_TIMESTAMP";
 }
 
 bool db_sql_ago(db_dialect_t d, long long seconds, char *buf, size_t size)
 {
-    int n;
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        n = snprintf(buf, size, "DATEADD(second, %lld, SYSUTCDATETIME())", -seconds);
-        break;
-    case DB_DIALECT_SQLITE:
-        n = snprintf(buf, size, "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%lld seconds')",
-                     -seconds);
-        break;
-    case DB_DIALECT_MARIADB:
-        n = snprintf(buf, size, "(UTC_TIMESTAMP(3) - INTERVAL %lld SECOND)", seconds);
-        break;
-    default:
-        n = snprintf(buf, size, "(%s - INTERVAL '%lld seconds')", db_sql_now(d), seconds);
-        break;
-    }
+    const db_traits_t *tr = db_dialect_traits(d);
+    int n = tr ? snprintf(buf, size, tr->ago_fmt, tr->ago_sign * seconds)
+               : snprintf(buf, size, "(CURRENT_TIMESTAMP - INTERVAL '%lld seconds')", seconds);
     return n > 0 && (size_t)n < size;
 }
 
-/*
- * Column types per dialect, in the order of the DDL. Timestamps are UTC
- * without a zone everywhere; the hash is 64 hex characters.
- */
-typedef struct coltypes {
-    const char *text200, *text128, *text400, *text260, *text2000, *i64, *i32, *ts, *pk_clause;
-    const char *key_collate; /* after consumer, message_id, idempotency_key */
-} coltypes_t;
-
-static const coltypes_t *types_of(db_dialect_t d)
+bool db_sql_later(db_dialect_t d, long seconds, char *buf, size_t size)
 {
-    static const coltypes_t mssql = {"nvarchar(200)", "nvarchar(128)",  "nvarchar(400)",
-                                     "nvarchar(260)", "nvarchar(2000)", "bigint",
-                                     "int",           "datetime2(3)",   "PRIMARY KEY CLUSTERED",
-                                     DB_MSSQL_KEY_COLLATE};
-    static const coltypes_t pg = {"varchar(200)", "varchar(128)",  "varchar(400)",
-                                  "varchar(260)", "varchar(2000)", "bigint",
-                                  "integer",      "timestamp(3)",  "PRIMARY KEY",
-                                  ""};
-    static const coltypes_t lite = {"TEXT",    "TEXT",    "TEXT", "TEXT",       "TEXT",
-                                    "INTEGER", "INTEGER", "TEXT", "PRIMARY KEY", ""};
-    static const coltypes_t maria = {"varchar(200)", "varchar(128)",  "varchar(400)",
-                                     "varchar(260)", "varchar(2000)", "bigint",
-                                     "int",          "datetime(3)",   "PRIMARY KEY",
-                                     ""};
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        return &mssql;
-    case DB_DIALECT_SQLITE:
-        return &lite;
-    case DB_DIALECT_MARIADB:
-        return &maria;
-    default:
-        return &pg;
-    }
+    const db_traits_t *tr = db_dialect_traits(d);
+    int n = tr ? snprintf(buf, size, tr->later_fmt, seconds) : -1;
+    return n > 0 && (size_t)n < size;
 }
 
-static int columns(char *buf, size_t size, db_dialect_t d, const char *table)
+/* The inbox table's columns and key, in the order of the DDL. */
+static int columns(char *buf, size_t size, const db_traits_t *t, const char *table)
 {
-    const coltypes_t *t = types_of(d);
-    const char *nul = d == DB_DIALECT_SQLITE ? "" : " NULL";
-    return snprintf(
-        buf, size,
-        "(\n"
-        "    consumer        %s%s NOT NULL,\n"
-        "    message_id      %s%s NOT NULL,\n"
-        "    idempotency_key %s%s%s,\n"
-        "    body_sha256     %s NOT NULL,\n"
-        "    status          %s NOT NULL,\n"
-        "    entity          %s%s,\n"
-        "    sequence_number %s%s,\n"
-        "    delivery_count  %s%s,\n"
-        "    enqueued_at     %s%s,\n"
-        "    received_at     %s NOT NULL,\n"
-        "    processed_at    %s NOT NULL,\n"
-        "    error_class     %s%s,\n"
-        "    error_detail    %s%s,\n"
-        "    CONSTRAINT %s%s%s %s (consumer, message_id)\n"
-        ")",
-        t->text200, t->key_collate, t->text128, t->key_collate, t->text400, t->key_collate, nul,
-        d == DB_DIALECT_SQLITE ? "TEXT" : "char(64)",
-        d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", t->text260, nul, t->i64, nul, t->i32, nul,
-        t->ts, nul, t->ts, t->ts, d == DB_DIALECT_SQLITE ? "TEXT" : "varchar(16)", nul, t->text2000,
-        nul, d == DB_DIALECT_MSSQL ? "PK_" : "", db_table_base(table),
-        d == DB_DIALECT_MSSQL ? "" : "_pk", t->pk_clause);
+    const char *const *ty = t->type, *nul = t->nullable, *key = t->key_collate;
+    return snprintf(buf, size,
+                    "(\n"
+                    "    consumer        %s%s NOT NULL,\n"
+                    "    message_id      %s%s NOT NULL,\n"
+                    "    idempotency_key %s%s%s,\n"
+                    "    body_sha256     %s NOT NULL,\n"
+                    "    status          %s NOT NULL,\n"
+                    "    entity          %s%s,\n"
+                    "    sequence_number %s%s,\n"
+                    "    delivery_count  %s%s,\n"
+                    "    enqueued_at     %s%s,\n"
+                    "    received_at     %s NOT NULL,\n"
+                    "    processed_at    %s NOT NULL,\n"
+                    "    error_class     %s%s,\n"
+                    "    error_detail    %s%s,\n"
+                    "    CONSTRAINT %s%s%s %s (consumer, message_id)\n"
+                    ")",
+                    ty[DB_COL_TEXT200], key, ty[DB_COL_TEXT128], key, ty[DB_COL_TEXT400], key, nul,
+                    ty[DB_COL_HASH], ty[DB_COL_WORD], ty[DB_COL_TEXT260], nul, ty[DB_COL_I64], nul,
+                    ty[DB_COL_I32], nul, ty[DB_COL_TS], nul, ty[DB_COL_TS], ty[DB_COL_TS],
+                    ty[DB_COL_WORD], nul, ty[DB_COL_TEXT2000], nul, t->pk_prefix,
+                    db_table_base(table), t->pk_suffix, t->pk_clause);
 }
 
 ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size, const char **out,
@@ -607,7 +847,7 @@ ib_err_t db_sql_ddl(db_dialect_t d, const char *table, char *buf, size_t size, c
     } while (0)
 #define DDL_COLS()                                                                                 \
     do {                                                                                           \
-        w = columns(buf + used, size - used, d, table);                                            \
+        w = columns(buf + used, size - used, db_dialect_traits(d), table);                                            \
         if (w < 0 || (size_t)w >= size - used)                                                     \
             return IB_E_INVAL;                                                                     \
         used += (size_t)w;                                                                         \
@@ -749,38 +989,14 @@ ib_err_t db_sql_migrate_unlock(db_dialect_t d, const char *table, char *buf, siz
 
 const char *db_sql_session_setup(db_dialect_t d)
 {
-    /*
-     * XACT_ABORT ON: any run-time error rolls the whole transaction back
-     * at once, so no statement can leave a doomed or half-done transaction
-     * open behind a caught error (Microsoft's ODBC drivers leave it OFF).
-     * NOCOUNT OFF: a server or login whose user options include NOCOUNT
-     * would make every row count -1 (SQLRowCount), and a claim or a mark
-     * that counts its rows would look lost.
-     */
-    return d == DB_DIALECT_MSSQL ? "SET XACT_ABORT ON; SET NOCOUNT OFF" : "";
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr ? tr->session_setup : "";
 }
 
 const char *db_sql_max_connections(db_dialect_t d)
 {
-    switch (d) {
-    case DB_DIALECT_POSTGRESQL:
-        /* reserved_connections is PostgreSQL 16's; missing_ok reads NULL before. */
-        return "SELECT LEAST("
-               "current_setting('max_connections')::int"
-               " - current_setting('superuser_reserved_connections')::int"
-               " - COALESCE(NULLIF(current_setting('reserved_connections', true), '')::int, 0),"
-               " COALESCE((SELECT NULLIF(rolconnlimit, -1) FROM pg_roles"
-               " WHERE rolname = current_user), 2147483647),"
-               " COALESCE((SELECT NULLIF(datconnlimit, -1) FROM pg_database"
-               " WHERE datname = current_database()), 2147483647))";
-    case DB_DIALECT_MSSQL:
-        return "SELECT @@MAX_CONNECTIONS";
-    case DB_DIALECT_MARIADB:
-        return "SELECT IF(@@max_user_connections > 0 AND @@max_user_connections < "
-               "@@max_connections, @@max_user_connections, @@max_connections)";
-    default:
-        return NULL;
-    }
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr ? tr->max_connections : NULL;
 }
 
 ib_err_t db_sql_insert(db_dialect_t d, const char *table, char *buf, size_t size)
@@ -829,92 +1045,59 @@ ib_err_t db_sql_probe_columns(db_dialect_t d, const char *table, char *buf, size
                   table);
 }
 
-ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t size)
+ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, const char *column, char *buf,
+                          size_t size)
 {
+    const db_traits_t *tr = db_dialect_traits(d);
+    /* message_id is never NULL: its key must hold every row, so no filter. */
+    bool unfiltered = strcmp(column, "message_id") == 0;
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        return render(buf, size,
-                      "SELECT COUNT(*) FROM sys.indexes i WHERE i.object_id = OBJECT_ID(N'%s') "
-                      "AND i.is_unique = 1 AND i.has_filter = 0 "
-                      "AND (SELECT COUNT(*) FROM sys.index_columns ic WHERE ic.object_id = "
-                      "i.object_id AND ic.index_id = i.index_id AND ic.is_included_column = 0) = 2 "
-                      "AND (SELECT COUNT(*) FROM sys.index_columns ic JOIN sys.columns c ON "
-                      "c.object_id = ic.object_id AND c.column_id = ic.column_id WHERE "
-                      "ic.object_id = i.object_id AND ic.index_id = i.index_id AND "
-                      "ic.is_included_column = 0 AND c.name IN (N'consumer', N'message_id')) = 2",
-                      table);
-    case DB_DIALECT_POSTGRESQL:
-        return render(buf, size,
-                      "SELECT COUNT(*) FROM pg_index i WHERE i.indrelid = to_regclass('%s') "
-                      "AND i.indisunique AND i.indpred IS NULL AND i.indnatts = 2 "
-                      "AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM "
-                      "pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = "
-                      "ANY(i.indkey)) = ARRAY['consumer', 'message_id']",
-                      table);
-    case DB_DIALECT_SQLITE:
-        return render(buf, size,
-                      "SELECT COUNT(*) FROM pragma_index_list('%s') il WHERE il.\"unique\" = 1 "
-                      "AND il.partial = 0 AND (SELECT group_concat(name, ',') FROM (SELECT "
-                      "name FROM pragma_index_info(il.name) ORDER BY name)) = "
-                      "'consumer,message_id'",
-                      db_table_base(table));
-    case DB_DIALECT_MARIADB:
-        return render(buf, size,
-                      "SELECT COUNT(*) FROM (SELECT index_name FROM information_schema.statistics "
-                      "WHERE table_schema = DATABASE() AND table_name = '%s' AND non_unique = 0 "
-                      "GROUP BY index_name HAVING GROUP_CONCAT(column_name ORDER BY column_name) "
-                      "= 'consumer,message_id') k",
-                      db_table_base(table));
-    default:
-        return IB_E_INVAL;
-    }
+    return render(buf, size, tr->probe_key_fmt, tr->catalog_base ? db_table_base(table) : table,
+                  unfiltered ? tr->probe_unfiltered : "", column);
 }
 
-ib_err_t db_sql_probe_idem_key(db_dialect_t d, const char *table, char *buf, size_t size)
+ib_err_t db_sql_has_column(db_dialect_t d, const char *table, const char *column, char *buf,
+                           size_t size)
 {
+    const db_traits_t *tr = db_dialect_traits(d);
     if (check(d, table) != IB_E_OK)
         return IB_E_INVAL;
-    /* As probe_key, on (consumer, idempotency_key); a filter (IS NOT NULL) is allowed. */
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        return render(buf, size,
-                      "SELECT COUNT(*) FROM sys.indexes i WHERE i.object_id = OBJECT_ID(N'%s') "
-                      "AND i.is_unique = 1 "
-                      "AND (SELECT COUNT(*) FROM sys.index_columns ic WHERE ic.object_id = "
-                      "i.object_id AND ic.index_id = i.index_id AND ic.is_included_column = 0) = 2 "
-                      "AND (SELECT COUNT(*) FROM sys.index_columns ic JOIN sys.columns c ON "
-                      "c.object_id = ic.object_id AND c.column_id = ic.column_id WHERE "
-                      "ic.object_id = i.object_id AND ic.index_id = i.index_id AND "
-                      "ic.is_included_column = 0 AND c.name IN (N'consumer', N'idempotency_key')) "
-                      "= 2",
-                      table);
-    case DB_DIALECT_POSTGRESQL:
-        return render(buf, size,
-                      "SELECT COUNT(*) FROM pg_index i WHERE i.indrelid = to_regclass('%s') "
-                      "AND i.indisunique AND i.indnatts = 2 "
-                      "AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM "
-                      "pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = "
-                      "ANY(i.indkey)) = ARRAY['consumer', 'idempotency_key']",
-                      table);
-    case DB_DIALECT_SQLITE:
-        return render(buf, size,
-                      "SELECT COUNT(*) FROM pragma_index_list('%s') il WHERE il.\"unique\" = 1 "
-                      "AND (SELECT group_concat(name, ',') FROM (SELECT "
-                      "name FROM pragma_index_info(il.name) ORDER BY name)) = "
-                      "'consumer,idempotency_key'",
-                      db_table_base(table));
-    case DB_DIALECT_MARIADB:
-        return render(buf, size,
-                      "SELECT COUNT(*) FROM (SELECT index_name FROM information_schema.statistics "
-                      "WHERE table_schema = DATABASE() AND table_name = '%s' AND non_unique = 0 "
-                      "GROUP BY index_name HAVING GROUP_CONCAT(column_name ORDER BY column_name) "
-                      "= 'consumer,idempotency_key') k",
-                      db_table_base(table));
-    default:
+    return render(buf, size, tr->has_column_fmt, tr->catalog_base ? db_table_base(table) : table,
+                  column);
+}
+
+ib_err_t db_sql_add_column(db_dialect_t d, const char *table, const char *column, db_col_t kind,
+                           bool guarded, char *buf, size_t size)
+{
+    const db_traits_t *tr = db_dialect_traits(d);
+    size_t used = 0;
+    if (check(d, table) != IB_E_OK || (unsigned)kind >= DB_COL_KINDS || size == 0)
         return IB_E_INVAL;
-    }
+    buf[0] = '\0';
+    if (guarded && !append(buf, size, &used, tr->column_guard_fmt, table, column))
+        return IB_E_INVAL;
+    return append(buf, size, &used, tr->add_column_fmt, table, column, tr->type[kind])
+               ? IB_E_OK
+               : IB_E_INVAL;
+}
+
+ib_err_t db_sql_index(db_dialect_t d, const char *table, const char *name, const char *cols,
+                      const char *filter, char *buf, size_t size)
+{
+    const db_traits_t *tr = db_dialect_traits(d);
+    char ix[160];
+    if (check(d, table) != IB_E_OK ||
+        render(ix, sizeof ix, "%s%s_%s", tr->index_prefix, db_table_base(table), name))
+        return IB_E_INVAL;
+    size_t used = 0;
+    if (!append(buf, size, &used, tr->index_guard_fmt, table, ix))
+        return IB_E_INVAL;
+    if (!append(buf, size, &used, "%s%s ON %s %s", tr->create_index, ix, table, cols))
+        return IB_E_INVAL;
+    if (filter && tr->partial_indexes && !append(buf, size, &used, " WHERE %s", filter))
+        return IB_E_INVAL;
+    return IB_E_OK;
 }
 
 ib_err_t db_sql_delete_bounded(db_dialect_t d, const char *table, const char *status,
@@ -945,12 +1128,8 @@ ib_err_t db_sql_delete_bounded(db_dialect_t d, const char *table, const char *st
 
 size_t db_sql_delete_rows_max(db_dialect_t d)
 {
-    /*
-     * SQL Server tries to escalate a statement's row locks to a table lock
-     * at 5,000 locks on one table, which would block every inbox insert
-     * until the DELETE commits: stay below it.
-     */
-    return d == DB_DIALECT_MSSQL ? 4000 : 100000;
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr ? tr->delete_rows_max : 100000;
 }
 
 ib_err_t db_sql_sweep(db_dialect_t d, const char *table, char *buf, size_t size, bool *limit_first)
@@ -1036,57 +1215,26 @@ ib_err_t db_sql_sweep_unlock(db_dialect_t d, const char *table, char *buf, size_
 
 bool db_sql_claim_shared(db_dialect_t d)
 {
-    return d == DB_DIALECT_POSTGRESQL;
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr && tr->claim_shared;
 }
 
 bool db_dialect_one_writer(db_dialect_t d)
 {
-    return d == DB_DIALECT_SQLITE;
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr && tr->one_writer;
 }
 
 bool db_dialect_effect_rows(db_dialect_t d)
 {
-    return d == DB_DIALECT_POSTGRESQL;
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr && tr->effect_rows;
 }
 
 size_t db_sql_claim_rows_max(db_dialect_t d)
 {
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        return 170; /* 12 parameters a row; SQL Server takes at most 2,100 per request */
-    case DB_DIALECT_POSTGRESQL:
-        /*
-         * psqlODBC 13.02 garbles the type cast it writes after the 1,000th
-         * parameter of a statement ("type timestam does not exist";
-         * measured): 80 rows, 565 parameters (DB_CLAIM_SHARED +
-         * DB_CLAIM_ROW_PARAMS a row).
-         */
-        return 80;
-    case DB_DIALECT_SQLITE:
-        return 1000; /* 12,000 parameters, far below SQLite's 32,766 */
-    default:
-        return 0;
-    }
-}
-
-/* Appends fmt to buf at *used; false when it does not fit. */
-static bool append(char *buf, size_t size, size_t *used, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool append(char *buf, size_t size, size_t *used, const char *fmt, ...)
-{
-    va_list ap;
-    int w;
-
-    if (*used >= size)
-        return false;
-    va_start(ap, fmt);
-    w = vsnprintf(buf + *used, size - *used, fmt, ap);
-    va_end(ap);
-    if (w < 0 || (size_t)w >= size - *used)
-        return false;
-    *used += (size_t)w;
-    return true;
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr ? tr->claim_rows_max : 0;
 }
 
 bool db_sql_append_rows(char *buf, size_t size, size_t *used, const char *row, size_t rows)

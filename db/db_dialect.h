@@ -1,8 +1,10 @@
 /*
- * db_dialect.h - what differs between the databases inboxd speaks to: the
- * inbox DDL, the statement text of the inbox transaction, the current-time
- * expression, and the error table that maps SQLSTATE plus
- * native code to a class.
+ * db_dialect.h - what differs between the databases inboxd speaks to: one
+ * table of traits per dialect (db_traits_t: column types, the current
+ * time, statement shapes, limits, what the driver needs), the inbox DDL and
+ * the statement text of the inbox transaction built from it, and the error
+ * table that maps SQLSTATE plus native code to a class. The other statement
+ * builders of db/ read the traits instead of naming a dialect.
  *
  * Everything here is pure text and data: no ODBC handle is touched, so the
  * SQL Server dialect (which no server here can run) is unit-tested through
@@ -26,6 +28,7 @@ typedef enum {
     DB_DIALECT_POSTGRESQL,
     DB_DIALECT_SQLITE,
     DB_DIALECT_MARIADB,
+    DB_DIALECTS /* how many values above: not a dialect */
 } db_dialect_t;
 
 /* "auto", "mssql", "postgresql", "sqlite", "mariadb"; -1 for anything else. */
@@ -48,6 +51,115 @@ typedef struct db_errrule {
 
 /* The dialect's table, terminated by a row with cls IB_CLASS_NONE. */
 const db_errrule_t *db_dialect_errtable(db_dialect_t d);
+
+/*
+ * The kinds of column inboxd's tables hold; a dialect's type for each is a
+ * row of its traits. The text kinds are named by their width, which
+ * db_limits.h names once per column.
+ */
+typedef enum {
+    DB_COL_TEXT128 = 0, /* message ids, session ids, trace context */
+    DB_COL_TEXT200,     /* the consumer */
+    DB_COL_TEXT260,     /* entity paths, subjects, content types */
+    DB_COL_TEXT400,     /* idempotency keys, remote ids */
+    DB_COL_TEXT2000,    /* error details, notes */
+    DB_COL_WORD,        /* a status or class word, ASCII, 16 bytes */
+    DB_COL_TOKEN,       /* a claim token, 32 hex characters */
+    DB_COL_HASH,        /* a SHA-256, 64 hex characters */
+    DB_COL_BIG,         /* unbounded text (an outbox body, its properties) */
+    DB_COL_I64,
+    DB_COL_I32,
+    DB_COL_TS,     /* a UTC timestamp without zone, milliseconds */
+    DB_COL_SERIAL, /* the outbox's id: an identity primary key, whole clause */
+    DB_COL_KINDS
+} db_col_t;
+
+/*
+ * A unique violation as a dialect reports it: the SQLSTATE (NULL: any) and
+ * native code (DB_NATIVE_ANY: any), a text it must contain (NULL: none),
+ * and the text the violated key's name follows up to the quote close
+ * (marker NULL: the text lists the key's columns instead, SQLite).
+ */
+typedef struct db_unique_shape {
+    const char *sqlstate;
+    long native;
+    const char *needs;
+    const char *marker;
+    char close;
+} db_unique_shape_t;
+
+/*
+ * Everything that differs per dialect, as data. Adding a dialect is a row
+ * of the table in db_dialect.c (and its schema files, db/schema/). Format
+ * fields name their arguments; "" means the dialect needs nothing there.
+ */
+typedef struct db_traits {
+    db_dialect_t dialect;
+    const char *name;          /* db.dialect's value */
+    const char *dbms[2];       /* SQL_DBMS_NAME contains one of these (NULL: unused) */
+    const char *otel_system;   /* OpenTelemetry's db.system */
+    const db_errrule_t *errors; /* the error table (db_dialect_errtable) */
+
+    /* ---- columns ---- */
+    const char *type[DB_COL_KINDS];
+    const char *nullable;     /* after a nullable column's type: " NULL", or "" */
+    const char *key_collate;  /* after the inbox key columns' type */
+    const char *pk_clause;    /* the inbox key's constraint kind */
+    const char *pk_prefix, *pk_suffix; /* the key constraint's name around the table's base */
+
+    /* ---- time ---- */
+    const char *now;         /* the current UTC time, as of the statement */
+    const char *now_default; /* the same as a column DEFAULT */
+    const char *ago_fmt;     /* the UTC time %lld seconds ago ... */
+    int ago_sign;            /* ... the seconds given as this sign times seconds */
+    const char *later_fmt;   /* the UTC time %ld seconds from now (a lease's end) */
+    const char *age_s_fmt;   /* whole seconds since the timestamp expression %s */
+
+    /* ---- statement shapes ---- */
+    bool limit_first;         /* the row limit is the first parameter (TOP) */
+    const char *top;          /* after SELECT / DELETE: "TOP (?) " */
+    const char *limit;        /* at the end: " LIMIT ?" */
+    const char *skip_locked_hint; /* after a table read by a claim: " WITH (...)" */
+    const char *skip_locked;  /* after a claim's ORDER BY: " FOR UPDATE SKIP LOCKED" */
+    const char *read_locked_hint; /* after a table whose uncommitted rows a read must wait for */
+    const char *create_guard; /* before CREATE TABLE, %s the table: "IF OBJECT_ID(...) IS NULL\n" */
+    const char *if_not_exists; /* in CREATE TABLE / INDEX: "IF NOT EXISTS " */
+    bool partial_indexes;     /* CREATE INDEX ... WHERE */
+    const char *create_index; /* "CREATE INDEX IF NOT EXISTS " */
+    const char *index_prefix; /* before an index's name: "IX_" */
+    const char *index_guard_fmt; /* before CREATE INDEX: table %s, index %s */
+    const char *probe_key_fmt; /* table %s, unfiltered %s, column %s: see db_sql_probe_key */
+    const char *probe_unfiltered; /* the clause that refuses a filtered index */
+    const char *has_column_fmt; /* one row, 1 when column %s (2nd) exists on table %s (1st) */
+    const char *add_column_fmt; /* ALTER TABLE %s ADD column %s of type %s */
+    const char *column_guard_fmt; /* before an ADD COLUMN of its own: table %s, column %s */
+    bool catalog_base;        /* the catalogue names a table by its base (no schema) */
+    const char *unique_named_sql; /* db_sql_probe_unique_named's query */
+    bool unique_by_columns;   /* a unique violation names columns, not a key (SQLite) */
+    bool unique_strip_table;  /* a violation's key name may carry "table." (MariaDB) */
+    bool unique_code_shared;  /* the unique violation's code is every constraint's (SQLite) */
+    db_unique_shape_t unique[2];
+    const char *session_setup;   /* db_sql_session_setup */
+    const char *max_connections; /* db_sql_max_connections; NULL: no server */
+    const char *trancount_sql;   /* one row: transactions open (NULL: the driver tracks them) */
+
+    /* ---- the driver and the server ---- */
+    bool one_writer;     /* db_dialect_one_writer */
+    bool claim_shared;   /* db_sql_claim_shared */
+    bool effect_rows;    /* db_dialect_effect_rows */
+    bool wide_text;      /* text binds as UTF-16 (nvarchar) */
+    bool keep_prepared;  /* statements kept prepared per connection (db_stmt.c) */
+    bool dead_flag;      /* SQL_ATTR_CONNECTION_DEAD reads a flag (no round trip) */
+    bool access_token;   /* db.auth workload_identity */
+    unsigned ts_size, ts_digits; /* a timestamp parameter's declared size and digits */
+
+    /* ---- limits ---- */
+    size_t claim_rows_max;  /* db_sql_claim_rows_max */
+    size_t delete_rows_max; /* db_sql_delete_rows_max */
+} db_traits_t;
+
+/* The traits of d; NULL for DB_DIALECT_AUTO and any value that is no dialect. */
+const db_traits_t *db_dialect_traits(db_dialect_t d);
 
 /*
  * Configured codes (errors.transient_native / errors.permanent_native): an
@@ -168,15 +280,35 @@ ib_err_t db_sql_takeover(db_dialect_t d, const char *table, bool by_key, char *b
  * The checks run when migrate is false. probe_columns selects every inbox
  * column from the table with no rows: it fails when the table or a column
  * is missing. probe_key returns one row with the number of unique indexes
- * (or primary keys) on exactly (consumer, message_id): 0 means no key.
+ * (or primary keys) on exactly (consumer, column): 0 means no key. On
+ * message_id the key must be unfiltered (it holds every row); on
+ * idempotency_key it may filter out NULL (the shipped schemas do).
  */
 ib_err_t db_sql_probe_columns(db_dialect_t d, const char *table, char *buf, size_t size);
-ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, char *buf, size_t size);
+ib_err_t db_sql_probe_key(db_dialect_t d, const char *table, const char *column, char *buf,
+                          size_t size);
 /*
- * probe_idem_key: the same count for unique indexes on exactly (consumer,
- * idempotency_key), filtered or not (the shipped schemas filter out NULL).
+ * One row, one integer: 1 when table has column, else 0 (read from the
+ * catalogue, so a missing column is no error). column is inboxd's own.
  */
-ib_err_t db_sql_probe_idem_key(db_dialect_t d, const char *table, char *buf, size_t size);
+ib_err_t db_sql_has_column(db_dialect_t d, const char *table, const char *column, char *buf,
+                           size_t size);
+/*
+ * ALTER TABLE adding column (nullable) of kind to table; with guarded, a
+ * dialect whose ADD has no IF NOT EXISTS (SQL Server) tests the column
+ * first. SQLite's ADD COLUMN never tests: a racing migrator's error is
+ * re-probed by the caller.
+ */
+ib_err_t db_sql_add_column(db_dialect_t d, const char *table, const char *column, db_col_t kind,
+                           bool guarded, char *buf, size_t size);
+/*
+ * An index named <base>_<name> (SQL Server: IX_<base>_<name>) on table's
+ * cols ("(a, b)"), created when absent; filter is its WHERE, dropped where
+ * the dialect has no partial index (traits partial_indexes: the caller
+ * chooses columns that do without).
+ */
+ib_err_t db_sql_index(db_dialect_t d, const char *table, const char *name, const char *cols,
+                      const char *filter, char *buf, size_t size);
 /*
  * A unique key a route names in "constraints", as the dialect's unique
  * violation names it (db_unique_violation). Renders a query returning one
@@ -319,5 +451,7 @@ bool db_sql_append_rows(char *buf, size_t size, size_t *used, const char *row, s
 const char *db_sql_now(db_dialect_t d);
 /* The UTC time seconds ago as an SQL expression into buf; false when it does not fit. */
 bool db_sql_ago(db_dialect_t d, long long seconds, char *buf, size_t size);
+/* The UTC time seconds from now (a lease's end) into buf; false when it does not fit or d is none. */
+bool db_sql_later(db_dialect_t d, long seconds, char *buf, size_t size);
 
 #endif

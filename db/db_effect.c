@@ -29,102 +29,19 @@ const char *db_claim_outcome_name(db_claim_outcome_t o)
 
 /* ---- statement text ------------------------------------------------------ */
 
+/* The columns HTTP routes add to the inbox table, and their kinds (db_traits_t types). */
 typedef struct newcol {
     const char *name;
-    const char *type[4]; /* mssql, postgresql, sqlite, mariadb */
+    db_col_t kind;
 } newcol_t;
 
 static const newcol_t new_columns[] = {
-    {"lease_until", {"datetime2(3)", "timestamp(3)", "TEXT", "datetime(3)"}},
-    {"claim_token", {"varchar(32)", "varchar(32)", "TEXT", "varchar(32)"}},
-    {"remote_id", {"nvarchar(400)", "varchar(400)", "TEXT", "varchar(400)"}},
-    {"remote_status", {"int", "integer", "INTEGER", "int"}},
-    {"attempts", {"int", "integer", "INTEGER", "int"}},
-    {"resolution", {"varchar(16)", "varchar(16)", "TEXT", "varchar(16)"}},
-    {"resolution_note", {"nvarchar(2000)", "varchar(2000)", "TEXT", "varchar(2000)"}},
-    {"resolved_at", {"datetime2(3)", "timestamp(3)", "TEXT", "datetime(3)"}},
+    {"lease_until", DB_COL_TS},          {"claim_token", DB_COL_TOKEN},
+    {"remote_id", DB_COL_TEXT400},       {"remote_status", DB_COL_I32},
+    {"attempts", DB_COL_I32},            {"resolution", DB_COL_WORD},
+    {"resolution_note", DB_COL_TEXT2000}, {"resolved_at", DB_COL_TS},
 };
 #define NEW_COLUMNS (sizeof(new_columns) / sizeof(new_columns[0]))
-
-static int dialect_index(db_dialect_t d)
-{
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        return 0;
-    case DB_DIALECT_SQLITE:
-        return 2;
-    case DB_DIALECT_MARIADB:
-        return 3;
-    default:
-        return 1;
-    }
-}
-
-/* Now plus secs by the database's clock, as an SQL expression. */
-static void now_plus(db_dialect_t d, long secs, char *buf, size_t size)
-{
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        snprintf(buf, size, "DATEADD(second, %ld, SYSUTCDATETIME())", secs);
-        break;
-    case DB_DIALECT_SQLITE:
-        snprintf(buf, size, "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%+ld seconds')", secs);
-        break;
-    case DB_DIALECT_MARIADB:
-        snprintf(buf, size, "DATE_ADD(UTC_TIMESTAMP(3), INTERVAL %ld SECOND)", secs);
-        break;
-    default:
-        snprintf(buf, size, "(clock_timestamp() AT TIME ZONE 'UTC') + interval '%ld seconds'",
-                 secs);
-        break;
-    }
-}
-
-/* 1 when column col exists on table, as one row with one integer. */
-static void sql_has_column(db_dialect_t d, const char *table, const char *col, char *buf,
-                           size_t size)
-{
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        snprintf(buf, size, "SELECT CASE WHEN COL_LENGTH(N'%s', N'%s') IS NULL THEN 0 ELSE 1 END",
-                 table, col);
-        break;
-    case DB_DIALECT_SQLITE:
-        snprintf(buf, size, "SELECT COUNT(*) FROM pragma_table_info('%s') WHERE name = '%s'",
-                 db_table_base(table), col);
-        break;
-    case DB_DIALECT_MARIADB:
-        snprintf(buf, size,
-                 "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = "
-                 "DATABASE() AND table_name = '%s' AND column_name = '%s'",
-                 db_table_base(table), col);
-        break;
-    default:
-        snprintf(buf, size,
-                 "SELECT COUNT(*) FROM pg_attribute WHERE attrelid = to_regclass('%s') AND "
-                 "attname = '%s' AND NOT attisdropped",
-                 table, col);
-        break;
-    }
-}
-
-static void sql_add_column(db_dialect_t d, const char *table, const newcol_t *c, char *buf,
-                           size_t size)
-{
-    const char *type = c->type[dialect_index(d)];
-    switch (d) {
-    case DB_DIALECT_MSSQL:
-        snprintf(buf, size, "ALTER TABLE %s ADD %s %s NULL", table, c->name, type);
-        break;
-    case DB_DIALECT_SQLITE:
-        snprintf(buf, size, "ALTER TABLE %s ADD COLUMN %s %s", table, c->name, type);
-        break;
-    default: /* PostgreSQL and MariaDB: safe even if a racing migrator added it */
-        snprintf(buf, size, "ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s NULL", table, c->name,
-                 type);
-        break;
-    }
-}
 
 typedef db_effect_stmt_t effect_sql_t;
 
@@ -149,17 +66,13 @@ static ib_err_t conn_sql(db_conn_t *dbc, effect_sql_t which, long lease_s, char 
 ib_err_t db_effect_sql_text(db_dialect_t d, const char *table, db_effect_stmt_t which, long lease_s,
                             char *buf, size_t size)
 {
-    if (d == DB_DIALECT_AUTO || (unsigned)d > DB_DIALECT_MARIADB)
+    if (!db_dialect_traits(d))
         return IB_E_INVAL;
-    if (which == DB_ESQL_HAS_COLUMN || which == DB_ESQL_ADD_COLUMN) {
-        if (!db_table_name_valid(table))
-            return IB_E_INVAL;
-        if (which == DB_ESQL_HAS_COLUMN)
-            sql_has_column(d, table, new_columns[0].name, buf, size);
-        else
-            sql_add_column(d, table, &new_columns[0], buf, size);
-        return IB_E_OK;
-    }
+    if (which == DB_ESQL_HAS_COLUMN)
+        return db_sql_has_column(d, table, new_columns[0].name, buf, size);
+    if (which == DB_ESQL_ADD_COLUMN)
+        return db_sql_add_column(d, table, new_columns[0].name, new_columns[0].kind, false, buf,
+                                 size);
     return effect_sql(d, table, which, lease_s, buf, size);
 }
 
@@ -169,9 +82,8 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, effect_sql_t which, lo
     char lease[160];
     const char *now = db_sql_now(d);
     int n = -1;
-    if (!db_table_name_valid(t))
+    if (!db_table_name_valid(t) || !db_sql_later(d, lease_s, lease, sizeof lease))
         return IB_E_INVAL;
-    now_plus(d, lease_s, lease, sizeof lease);
     switch (which) {
     case DB_ESQL_CLAIM_INSERT:
         n = snprintf(buf, size,
@@ -271,7 +183,12 @@ static int missing_columns(db_conn_t *dbc, char *buf, size_t size, const char **
     *first = NULL;
     for (size_t i = 0; i < NEW_COLUMNS; i++) {
         long long has = 0;
-        sql_has_column(dbc->dialect, dbc->table, new_columns[i].name, sql, sizeof sql);
+        if (db_sql_has_column(dbc->dialect, dbc->table, new_columns[i].name, sql, sizeof sql) !=
+            IB_E_OK) {
+            db_rollback_quiet(dbc);
+            ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+            return -1;
+        }
         if (db_run(dbc, sql, NULL, 0, db_row_first_int, &has, NULL, err) != IB_E_OK) {
             db_rollback_quiet(dbc);
             if (err->cls == IB_CLASS_DUPLICATE)
@@ -282,7 +199,12 @@ static int missing_columns(db_conn_t *dbc, char *buf, size_t size, const char **
             continue;
         if (!*first)
             *first = new_columns[i].name;
-        sql_add_column(dbc->dialect, dbc->table, &new_columns[i], buf + used, size - used);
+        if (db_sql_add_column(dbc->dialect, dbc->table, new_columns[i].name, new_columns[i].kind,
+                              false, buf + used, size - used) != IB_E_OK) {
+            db_rollback_quiet(dbc);
+            ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
+            return -1;
+        }
         stmts[n++] = buf + used;
         used += strlen(buf + used) + 1;
     }
@@ -591,7 +513,8 @@ static bool claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char
 {
     char lease[160];
     size_t used;
-    now_plus(dbc->dialect, lease_s, lease, sizeof lease);
+    if (!db_sql_later(dbc->dialect, lease_s, lease, sizeof lease))
+        return false;
     int w = snprintf(buf, size,
                      "INSERT INTO %s (consumer, message_id, idempotency_key, body_sha256, status, "
                      "entity, sequence_number, delivery_count, enqueued_at, received_at, "

@@ -233,7 +233,7 @@ static db_outcome_t decide_existing(db_conn_t *dbc, const db_claim_t *c, const i
      * SQLite reports every constraint as 19; with no row on either key the
      * violation was not the inbox key (a NOT NULL or CHECK on a column).
      */
-    if (dbc->dialect == DB_DIALECT_SQLITE && viol) {
+    if (db_dialect_traits(dbc->dialect)->unique_code_shared && viol) {
         *err = *viol;
         err->cls = IB_CLASS_PERMANENT;
         return DB_FAILED;

@@ -15,20 +15,18 @@
 #define SWEEP_BATCH_DEFAULT 1000
 #define SWEEP_BATCH_MAX 10000
 
-typedef ib_err_t (*probe_sql_fn)(db_dialect_t d, const char *table, char *buf, size_t size);
-
 /*
- * Runs a catalog query counting the unique keys of the inbox table (sql_of:
- * db_sql_probe_key or db_sql_probe_idem_key) into *keys; what names the
- * check in an error. Read-only: rolled back.
+ * Runs a catalog query counting the unique keys on (consumer, column) of
+ * the inbox table (db_sql_probe_key) into *keys; what names the check in an
+ * error. Read-only: rolled back.
  */
-static ib_err_t probe_count(db_conn_t *dbc, probe_sql_fn sql_of, const char *what,
+static ib_err_t probe_count(db_conn_t *dbc, const char *column, const char *what,
                             long long *keys, ib_error_t *err)
 {
     char sql[DB_SQL_MAX];
 
     *keys = 0;
-    if (sql_of(dbc->dialect, dbc->table, sql, sizeof(sql)) != IB_E_OK)
+    if (db_sql_probe_key(dbc->dialect, dbc->table, column, sql, sizeof(sql)) != IB_E_OK)
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "db.inbox_table: invalid name");
     if (db_run(dbc, sql, NULL, 0, db_row_first_int, keys, NULL, err) != IB_E_OK) {
         db_rollback_quiet(dbc);
@@ -99,7 +97,7 @@ static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
         err->native = e.native;
         return IB_E_CONFIG;
     }
-    if (probe_count(dbc, db_sql_probe_key, "inbox key check", &keys, err) != IB_E_OK)
+    if (probe_count(dbc, "message_id", "inbox key check", &keys, err) != IB_E_OK)
         return err->code;
     if (keys < 1)
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT,
@@ -108,7 +106,7 @@ static ib_err_t probe(db_conn_t *dbc, ib_error_t *err)
                             "detected",
                             dbc->table);
     /* The unique index on (consumer, idempotency_key): without it two racing copies both apply. */
-    if (probe_count(dbc, db_sql_probe_idem_key, "idempotency key index check", &keys, err) !=
+    if (probe_count(dbc, "idempotency_key", "idempotency key index check", &keys, err) !=
         IB_E_OK)
         return err->code;
     if (keys < 1)

@@ -42,8 +42,7 @@ bool db_stmt_keepable(const db_conn_t *dbc, const char *sql)
      * PostgreSQL and SQLite are where this is measured. One statement only:
      * psqlODBC cannot prepare several in one named statement.
      */
-    return (dbc->dialect == DB_DIALECT_POSTGRESQL || dbc->dialect == DB_DIALECT_SQLITE) &&
-           sql && !strchr(sql, ';');
+    return db_dialect_traits(dbc->dialect)->keep_prepared && sql && !strchr(sql, ';');
 }
 
 unsigned char db_stmt_sig_param(const db_conn_t *dbc, const db_param_t *p)

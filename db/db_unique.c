@@ -54,47 +54,39 @@ static void sqlite_columns(const char *text, char *name, size_t size)
     name[n] = '\0';
 }
 
+/* True when err is the violation shape u describes. */
+static bool shape_matches(const db_unique_shape_t *u, const ib_error_t *err)
+{
+    if (!u->sqlstate && !u->native)
+        return false; /* an unused slot */
+    if (u->sqlstate && strcmp(err->sqlstate, u->sqlstate) != 0)
+        return false;
+    if (u->native != DB_NATIVE_ANY && err->native != u->native)
+        return false;
+    return !u->needs || strstr(err->text, u->needs);
+}
+
 bool db_unique_violation(db_dialect_t d, const ib_error_t *err, char *name, size_t size)
 {
-    const char *text = err->text;
+    const db_traits_t *tr = db_dialect_traits(d);
+    const db_unique_shape_t *u = NULL;
 
     if (size)
         name[0] = '\0';
-    switch (d) {
-    case DB_DIALECT_POSTGRESQL:
-        if (strcmp(err->sqlstate, "23505") != 0)
-            return false;
-        quoted_after(text, "unique constraint \"", '"', name, size);
-        return true;
-    case DB_DIALECT_MSSQL:
-        if (strcmp(err->sqlstate, "23000") != 0 || (err->native != 2627 && err->native != 2601))
-            return false;
-        /* 2627: "Violation of PRIMARY KEY|UNIQUE KEY constraint 'NAME'. ..."
-         * 2601: "Cannot insert duplicate key row in object 'T' with unique index 'NAME'. ..." */
-        if (err->native == 2627)
-            quoted_after(text, "constraint '", '\'', name, size);
-        else
-            quoted_after(text, "unique index '", '\'', name, size);
-        return true;
-    case DB_DIALECT_MARIADB:
-        if (err->native != 1062)
-            return false;
-        /* "Duplicate entry 'V' for key 'NAME'" (MariaDB 10.5+: 'table.NAME'). */
-        if (quoted_after(text, "for key '", '\'', name, size)) {
-            char *dot = strrchr(name, '.');
-            if (dot)
-                memmove(name, dot + 1, strlen(dot + 1) + 1);
-        }
-        return true;
-    case DB_DIALECT_SQLITE:
-        /* 19 is every constraint kind; only the text tells a unique key from a CHECK. */
-        if (err->native != 19 || !strstr(text, "UNIQUE constraint failed"))
-            return false;
-        sqlite_columns(text, name, size);
-        return true;
-    default:
+    for (size_t i = 0; tr && !u && i < sizeof(tr->unique) / sizeof(tr->unique[0]); i++)
+        if (shape_matches(&tr->unique[i], err))
+            u = &tr->unique[i];
+    if (!u)
         return false;
+    if (!u->marker) {
+        sqlite_columns(err->text, name, size);
+    } else if (quoted_after(err->text, u->marker, u->close, name, size) &&
+               tr->unique_strip_table) {
+        char *dot = strrchr(name, '.');
+        if (dot)
+            memmove(name, dot + 1, strlen(dot + 1) + 1);
     }
+    return true;
 }
 
 /* SQLite's "t.a, t.b" into the table "t" and the columns "a,b"; false when not of that shape. */
@@ -141,33 +133,16 @@ ib_err_t db_sql_probe_unique_named(db_dialect_t d, const char *name, char *buf, 
                                    char *table, size_t tsize, char *cols, size_t csize,
                                    int *nparams)
 {
-    const char *sql = NULL;
+    const db_traits_t *tr = db_dialect_traits(d);
+    const char *sql;
     *nparams = 1;
-    switch (d) {
-    case DB_DIALECT_POSTGRESQL: /* a unique constraint is named as its index */
-        sql = "SELECT COUNT(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-              "WHERE i.indisunique AND c.relname::text = ?";
-        break;
-    case DB_DIALECT_MSSQL: /* PRIMARY KEY and UNIQUE constraints own an index of their name */
-        sql = "SELECT COUNT(*) FROM sys.indexes WHERE is_unique = 1 AND name = ?";
-        break;
-    case DB_DIALECT_MARIADB:
-        sql = "SELECT COUNT(*) FROM (SELECT DISTINCT table_name FROM "
-              "information_schema.statistics WHERE table_schema = DATABASE() AND "
-              "non_unique = 0 AND index_name = ?) k";
-        break;
-    case DB_DIALECT_SQLITE:
-        /* The columns in index order, as the violation lists them. An INTEGER
-         * PRIMARY KEY has no index; name the column's own unique index instead. */
+    if (!tr)
+        return IB_E_INVAL;
+    sql = tr->unique_named_sql;
+    if (tr->unique_by_columns) {
         if (!sqlite_name_split(name, table, tsize, cols, csize))
             return IB_E_INVAL;
         *nparams = 2;
-        sql = "SELECT COUNT(*) FROM pragma_index_list(?) il WHERE il.\"unique\" = 1 AND "
-              "(SELECT group_concat(name, ',') FROM (SELECT name FROM "
-              "pragma_index_info(il.name) ORDER BY seqno)) = ?";
-        break;
-    default:
-        return IB_E_INVAL;
     }
     if ((size_t)snprintf(buf, size, "%s", sql) >= size)
         return IB_E_INVAL;

@@ -228,8 +228,8 @@ static ot_span_t *msg_span(const wk_trace_txn_t *tx, size_t i)
 /* db.system.name as OpenTelemetry's database conventions spell it. */
 static const char *db_system(const db_conn_t *dbc)
 {
-    db_dialect_t d = db_conn_dialect(dbc);
-    return d == DB_DIALECT_MSSQL ? "microsoft.sql_server" : db_dialect_name(d);
+    const db_traits_t *tr = db_dialect_traits(db_conn_dialect(dbc));
+    return tr ? tr->otel_system : "other_sql";
 }
 
 /* The phase hook (db_conn_set_phase_hook): one CLIENT span per phase. */

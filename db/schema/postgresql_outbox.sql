@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS inboxd_outbox (
     content_type   varchar(260) NULL,
     properties     text NULL,
     body           text NULL,
-    created_at     timestamp(3) NOT NULL DEFAULT (now() AT TIME ZONE 'UTC'),
+    created_at     timestamp(3) NOT NULL DEFAULT (clock_timestamp() AT TIME ZONE 'UTC'),
     status         varchar(16) NOT NULL DEFAULT 'pending'
         CHECK (status IN ('pending', 'published', 'failed')),
     attempts       integer NOT NULL DEFAULT 0,

@@ -228,7 +228,7 @@ static void test_mssql_statement_text(void)
     ASSERT_STREQ(buf, "EXEC sp_releaseapplock @Resource = N'inboxd-sweep:dbo.inbox', "
                       "@LockOwner = N'Session'");
 
-    ASSERT_EQ(db_sql_probe_key(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
+    ASSERT_EQ(db_sql_probe_key(DB_DIALECT_MSSQL, "dbo.inbox", "message_id", buf, sizeof(buf)), IB_E_OK);
     ASSERT_CONTAINS(buf, "FROM sys.indexes i WHERE i.object_id = OBJECT_ID(N'dbo.inbox')");
     ASSERT_CONTAINS(buf, "c.name IN (N'consumer', N'message_id')) = 2");
     ASSERT_EQ(db_sql_probe_columns(DB_DIALECT_MSSQL, "dbo.inbox", buf, sizeof(buf)), IB_E_OK);
@@ -661,9 +661,53 @@ static void test_setup_errors(void)
     ASSERT_TRUE(!db_dialect_is_setup_error(DB_DIALECT_SQLITE, "HY000", 19, "UNIQUE constraint"));
 }
 
+/*
+ * Every dialect has a complete row of traits: the statement builders read
+ * its fields without checking them, so a new row missing one would crash
+ * a builder rather than fail here.
+ */
+static void test_traits_complete(void)
+{
+    int rows = 0;
+    ASSERT_TRUE(db_dialect_traits(DB_DIALECT_AUTO) == NULL);
+    ASSERT_TRUE(db_dialect_traits(DB_DIALECTS) == NULL);
+    for (int d = DB_DIALECT_AUTO + 1; d < DB_DIALECTS; d++) {
+        const db_traits_t *tr = db_dialect_traits((db_dialect_t)d);
+        char buf[256];
+        ASSERT_TRUE(tr != NULL);
+        ASSERT_EQ((int)tr->dialect, d);
+        ASSERT_EQ(db_dialect_parse(tr->name), d);
+        ASSERT_EQ(db_dialect_from_dbms(tr->dbms[0]), (db_dialect_t)d);
+        for (int k = 0; k < DB_COL_KINDS; k++)
+            ASSERT_TRUE(tr->type[k] != NULL && tr->type[k][0]);
+        const char *texts[] = {tr->otel_system, tr->nullable, tr->key_collate, tr->pk_clause,
+                               tr->pk_prefix, tr->pk_suffix, tr->now, tr->now_default,
+                               tr->age_s_fmt, tr->top, tr->limit, tr->skip_locked_hint,
+                               tr->skip_locked, tr->read_locked_hint, tr->create_guard,
+                               tr->if_not_exists, tr->create_index, tr->index_prefix,
+                               tr->index_guard_fmt, tr->probe_key_fmt, tr->probe_unfiltered,
+                               tr->has_column_fmt, tr->add_column_fmt, tr->column_guard_fmt,
+                               tr->unique_named_sql, tr->session_setup};
+        for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
+            ASSERT_TRUE(texts[i] != NULL);
+        ASSERT_TRUE(tr->errors != NULL && tr->errors == db_dialect_errtable((db_dialect_t)d));
+        ASSERT_TRUE(tr->unique[0].sqlstate || tr->unique[0].native);
+        ASSERT_TRUE(db_sql_ago((db_dialect_t)d, 60, buf, sizeof buf));
+        ASSERT_TRUE(db_sql_later((db_dialect_t)d, 60, buf, sizeof buf));
+        ASSERT_TRUE(strstr(buf, "60") != NULL);
+        ASSERT_TRUE(tr->ts_size > 0 && tr->ts_digits > 0 && tr->delete_rows_max > 0);
+        /* the limit is either first (TOP) or last (LIMIT), never both nor neither */
+        ASSERT_EQ(tr->limit_first, tr->top[0] != '\0');
+        ASSERT_EQ(tr->limit_first, tr->limit[0] == '\0');
+        rows++;
+    }
+    ASSERT_EQ(rows, DB_DIALECTS - 1);
+}
+
 int main(void)
 {
     RUN(test_dialect_names);
+    RUN(test_traits_complete);
     RUN(test_mssql_classification);
     RUN(test_postgresql_classification);
     RUN(test_sqlite_and_mariadb_classification);
