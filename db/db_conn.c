@@ -109,6 +109,7 @@ ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const cha
     }
     mask_secrets(dbc ? dbc->connstr : NULL, (char *)dg.msg, sizeof(dg.msg));
 
+    /* No connection yet: auto, which classifies by the rules every dialect shares. */
     db_dialect_t d = dbc ? dbc->dialect : DB_DIALECT_AUTO;
     cls = db_classify(d, (char *)dg.state, dg.native, dbc ? &dbc->transient : NULL,
                       dbc ? &dbc->permanent : NULL);

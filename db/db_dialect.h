@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "db_limits.h"
 #include "ib_err.h"
 
 typedef enum {
@@ -54,19 +55,18 @@ const db_errrule_t *db_dialect_errtable(db_dialect_t d);
 
 /*
  * The kinds of column inboxd's tables hold; a dialect's type for each is a
- * row of its traits. The text kinds are named by their width, which
- * db_limits.h names once per column.
+ * row of its traits. The bounded text kinds are as wide as db_limits.h says.
  */
 typedef enum {
-    DB_COL_TEXT128 = 0, /* message ids, session ids, trace context */
-    DB_COL_TEXT200,     /* the consumer */
-    DB_COL_TEXT260,     /* entity paths, subjects, content types */
-    DB_COL_TEXT400,     /* idempotency keys, remote ids */
-    DB_COL_TEXT2000,    /* error details, notes */
-    DB_COL_WORD,        /* a status or class word, ASCII, 16 bytes */
-    DB_COL_TOKEN,       /* a claim token, 32 hex characters */
-    DB_COL_HASH,        /* a SHA-256, 64 hex characters */
-    DB_COL_BIG,         /* unbounded text (an outbox body, its properties) */
+    DB_COL_ID = 0,   /* DB_MESSAGE_ID_MAX: message ids, session ids, trace context */
+    DB_COL_CONSUMER, /* DB_CONSUMER_MAX: the consumer */
+    DB_COL_NAME,     /* DB_ENTITY_MAX: entity paths, subjects, content types */
+    DB_COL_KEY,      /* DB_IDEM_KEY_MAX: idempotency keys, remote ids */
+    DB_COL_DETAIL,   /* DB_DETAIL_MAX: error details, notes */
+    DB_COL_WORD,     /* a status or class word, ASCII, 16 bytes */
+    DB_COL_TOKEN,    /* a claim token, 32 hex characters */
+    DB_COL_HASH,     /* a SHA-256, 64 hex characters */
+    DB_COL_BIG,      /* unbounded text (an outbox body, its properties) */
     DB_COL_I64,
     DB_COL_I32,
     DB_COL_TS,     /* a UTC timestamp without zone, milliseconds */
@@ -95,16 +95,16 @@ typedef struct db_unique_shape {
  */
 typedef struct db_traits {
     db_dialect_t dialect;
-    const char *name;          /* db.dialect's value */
-    const char *dbms[2];       /* SQL_DBMS_NAME contains one of these (NULL: unused) */
-    const char *otel_system;   /* OpenTelemetry's db.system */
+    const char *name;           /* db.dialect's value */
+    const char *dbms[2];        /* SQL_DBMS_NAME contains one of these (NULL: unused) */
+    const char *otel_system;    /* OpenTelemetry's db.system */
     const db_errrule_t *errors; /* the error table (db_dialect_errtable) */
 
     /* ---- columns ---- */
     const char *type[DB_COL_KINDS];
-    const char *nullable;     /* after a nullable column's type: " NULL", or "" */
-    const char *key_collate;  /* after the inbox key columns' type */
-    const char *pk_clause;    /* the inbox key's constraint kind */
+    const char *nullable;              /* after a nullable column's type: " NULL", or "" */
+    const char *key_collate;           /* after the inbox key columns' type */
+    const char *pk_clause;             /* the inbox key's constraint kind */
     const char *pk_prefix, *pk_suffix; /* the key constraint's name around the table's base */
 
     /* ---- time ---- */
@@ -116,41 +116,41 @@ typedef struct db_traits {
     const char *age_s_fmt;   /* whole seconds since the timestamp expression %s */
 
     /* ---- statement shapes ---- */
-    bool limit_first;         /* the row limit is the first parameter (TOP) */
-    const char *top;          /* after SELECT / DELETE: "TOP (?) " */
-    const char *limit;        /* at the end: " LIMIT ?" */
+    bool limit_first;             /* the row limit is the first parameter (TOP) */
+    const char *top;              /* after SELECT / DELETE: "TOP (?) " */
+    const char *limit;            /* at the end: " LIMIT ?" */
     const char *skip_locked_hint; /* after a table read by a claim: " WITH (...)" */
-    const char *skip_locked;  /* after a claim's ORDER BY: " FOR UPDATE SKIP LOCKED" */
+    const char *skip_locked;      /* after a claim's ORDER BY: " FOR UPDATE SKIP LOCKED" */
     const char *read_locked_hint; /* after a table whose uncommitted rows a read must wait for */
     const char *create_guard; /* before CREATE TABLE, %s the table: "IF OBJECT_ID(...) IS NULL\n" */
-    const char *if_not_exists; /* in CREATE TABLE / INDEX: "IF NOT EXISTS " */
-    bool partial_indexes;     /* CREATE INDEX ... WHERE */
-    const char *create_index; /* "CREATE INDEX IF NOT EXISTS " */
-    const char *index_prefix; /* before an index's name: "IX_" */
-    const char *index_guard_fmt; /* before CREATE INDEX: table %s, index %s */
-    const char *probe_key_fmt; /* table %s, unfiltered %s, column %s: see db_sql_probe_key */
+    const char *if_not_exists;    /* in CREATE TABLE / INDEX: "IF NOT EXISTS " */
+    bool partial_indexes;         /* CREATE INDEX ... WHERE */
+    const char *create_index;     /* "CREATE INDEX IF NOT EXISTS " */
+    const char *index_prefix;     /* before an index's name: "IX_" */
+    const char *index_guard_fmt;  /* before CREATE INDEX: table %s, index %s */
+    const char *probe_key_fmt;    /* table %s, unfiltered %s, column %s: see db_sql_probe_key */
     const char *probe_unfiltered; /* the clause that refuses a filtered index */
-    const char *has_column_fmt; /* one row, 1 when column %s (2nd) exists on table %s (1st) */
-    const char *add_column_fmt; /* ALTER TABLE %s ADD column %s of type %s */
+    const char *has_column_fmt;   /* one row, 1 when column %s (2nd) exists on table %s (1st) */
+    const char *add_column_fmt;   /* ALTER TABLE %s ADD column %s of type %s */
     const char *column_guard_fmt; /* before an ADD COLUMN of its own: table %s, column %s */
-    bool catalog_base;        /* the catalogue names a table by its base (no schema) */
+    bool catalog_base;            /* the catalogue names a table by its base (no schema) */
     const char *unique_named_sql; /* db_sql_probe_unique_named's query */
-    bool unique_by_columns;   /* a unique violation names columns, not a key (SQLite) */
-    bool unique_strip_table;  /* a violation's key name may carry "table." (MariaDB) */
-    bool unique_code_shared;  /* the unique violation's code is every constraint's (SQLite) */
+    bool unique_by_columns;       /* a unique violation names columns, not a key (SQLite) */
+    bool unique_strip_table;      /* a violation's key name may carry "table." (MariaDB) */
+    bool unique_code_shared;      /* the unique violation's code is every constraint's (SQLite) */
     db_unique_shape_t unique[2];
     const char *session_setup;   /* db_sql_session_setup */
     const char *max_connections; /* db_sql_max_connections; NULL: no server */
     const char *trancount_sql;   /* one row: transactions open (NULL: the driver tracks them) */
 
     /* ---- the driver and the server ---- */
-    bool one_writer;     /* db_dialect_one_writer */
-    bool claim_shared;   /* db_sql_claim_shared */
-    bool effect_rows;    /* db_dialect_effect_rows */
-    bool wide_text;      /* text binds as UTF-16 (nvarchar) */
-    bool keep_prepared;  /* statements kept prepared per connection (db_stmt.c) */
-    bool dead_flag;      /* SQL_ATTR_CONNECTION_DEAD reads a flag (no round trip) */
-    bool access_token;   /* db.auth workload_identity */
+    bool one_writer;             /* db_dialect_one_writer */
+    bool claim_shared;           /* db_sql_claim_shared */
+    bool effect_rows;            /* db_dialect_effect_rows */
+    bool wide_text;              /* text binds as UTF-16 (nvarchar) */
+    bool keep_prepared;          /* statements kept prepared per connection (db_stmt.c) */
+    bool dead_flag;              /* SQL_ATTR_CONNECTION_DEAD reads a flag (no round trip) */
+    bool access_token;           /* db.auth workload_identity */
     unsigned ts_size, ts_digits; /* a timestamp parameter's declared size and digits */
 
     /* ---- limits ---- */

@@ -15,8 +15,6 @@
 
 #include "db_effect_int.h"
 
-#define DETAIL_MAX 2000
-
 const char *db_claim_outcome_name(db_claim_outcome_t o)
 {
     static const char *const names[] = {"new",      "taken_over", "retry",  "done",
@@ -90,22 +88,22 @@ static ib_err_t run_route(db_conn_t *dbc, const db_stmt_t *stmts, size_t nstmts,
     return IB_E_OK;
 }
 
-/* True when res's error detail is longer than the column keeps (DETAIL_MAX bytes). */
+/* True when res's error detail is longer than the column keeps (DB_DETAIL_MAX bytes). */
 static bool detail_long(const db_effect_result_t *res)
 {
-    return res->error_detail && strnlen(res->error_detail, DETAIL_MAX + 1) > DETAIL_MAX;
+    return res->error_detail && strnlen(res->error_detail, DB_DETAIL_MAX + 1) > DB_DETAIL_MAX;
 }
 
 /*
  * res's error detail as bound: itself, or when detail_long cut into buf
- * at DETAIL_MAX bytes, never inside a UTF-8 character. NULL when none.
+ * at DB_DETAIL_MAX bytes, never inside a UTF-8 character. NULL when none.
  */
-static const char *detail_of(const db_effect_result_t *res, char buf[DETAIL_MAX + 1])
+static const char *detail_of(const db_effect_result_t *res, char buf[DB_DETAIL_MAX + 1])
 {
     if (!detail_long(res))
         return res->error_detail;
-    ib_strlcpy(buf, res->error_detail, DETAIL_MAX + 1);
-    size_t end = DETAIL_MAX;
+    ib_strlcpy(buf, res->error_detail, DB_DETAIL_MAX + 1);
+    size_t end = DB_DETAIL_MAX;
     while (end > 0 && ((unsigned char)res->error_detail[end] & 0xC0) == 0x80)
         buf[--end] = '\0';
     return buf;
@@ -125,7 +123,7 @@ static void result_binds(const db_effect_result_t *res, const char *detail, db_b
 static ib_err_t finish_row(db_conn_t *dbc, const char *consumer, const db_claim_row_t *row,
                            const db_effect_result_t *res, ib_error_t *err)
 {
-    char sql[DB_SQL_MAX], cut[DETAIL_MAX + 1];
+    char sql[DB_SQL_MAX], cut[DB_DETAIL_MAX + 1];
     long long n = 0;
     db_bind_t b[8];
     if (db_effect_conn_sql(dbc, DB_ESQL_FINISH, 1, sql, sizeof sql, err) != IB_E_OK)
@@ -156,7 +154,7 @@ static ib_err_t finish_chunk(db_conn_t *dbc, const char *consumer,
     size_t size = 1024 + rows * 64;
     char *sql = malloc(size);
     db_bind_t *b = calloc(rows * 7 + 1, sizeof *b);
-    char(*cut)[DETAIL_MAX + 1] = nlong ? malloc(nlong * sizeof *cut) : NULL;
+    char(*cut)[DB_DETAIL_MAX + 1] = nlong ? malloc(nlong * sizeof *cut) : NULL;
     long long updated = 0;
     ib_err_t rc = IB_E_OK;
     if (!sql || !b || (nlong && !cut) || !db_effect_finish_rows_sql(dbc, rows, sql, size))

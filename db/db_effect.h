@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "db_inbox.h"
+#include "db_limits.h"
 
 typedef enum {
     DB_CLAIM_NEW = 0,    /* a fresh row, claimed by us: call */
@@ -46,7 +47,7 @@ typedef struct db_claim_row {
     char message_id[129]; /* the row's (another copy's, when it came by the key) */
     char token[33];       /* our claim token while we own the row */
     db_row_status_t status; /* the status found (DB_CLAIM_DONE) */
-    char remote_id[401];  /* the remote id recorded, "" when none */
+    char remote_id[DB_IDEM_KEY_MAX + 1]; /* the remote id recorded, "" when none */
     long remote_status;   /* the HTTP status recorded, 0 when none */
     long long attempts;   /* claims of this row so far, ours included */
 } db_claim_row_t;
@@ -106,7 +107,7 @@ typedef struct db_effect_result {
     const char *remote_id;    /* may be NULL */
     long remote_status;       /* HTTP status; 0 = none (NULL) */
     const char *error_class;  /* may be NULL */
-    const char *error_detail; /* may be NULL; cut to 2000 bytes */
+    const char *error_detail; /* may be NULL; cut to DB_DETAIL_MAX bytes */
 } db_effect_result_t;
 
 /*

@@ -342,8 +342,7 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
  * (consumer, message_id): two replicas claiming overlapping batches then
  * lock the keys they share in one order, and one waits for the other.
  */
-static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n,
-                           ib_error_t *err)
+static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n, ib_error_t *err)
 {
     db_keyed_t *keys = calloc(n, sizeof *keys);
     bool *picked = calloc(n, sizeof *picked);
@@ -364,16 +363,15 @@ static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t
     }
     qsort(keys, m, sizeof *keys, db_key_order);
     for (size_t at = 0; rc == IB_E_OK && at < m; at += DB_EFFECT_ROWS_MAX)
-        rc = claim_chunk(dbc, items, keys + at, m - at < DB_EFFECT_ROWS_MAX ? m - at : DB_EFFECT_ROWS_MAX,
-                         lease_s, err);
+        rc = claim_chunk(dbc, items, keys + at,
+                         m - at < DB_EFFECT_ROWS_MAX ? m - at : DB_EFFECT_ROWS_MAX, lease_s, err);
     free(keys);
     free(picked);
     return rc;
 }
 
 /* Each batchable item's lookup and insert in the open transaction (MariaDB, SQL Server). */
-static ib_err_t claim_each(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n,
-                           ib_error_t *err)
+static ib_err_t claim_each(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n, ib_error_t *err)
 {
     bool *taken = calloc(n ? n : 1, sizeof *taken);
     if (!taken)

@@ -20,10 +20,14 @@ typedef struct newcol {
 } newcol_t;
 
 static const newcol_t new_columns[] = {
-    {"lease_until", DB_COL_TS},          {"claim_token", DB_COL_TOKEN},
-    {"remote_id", DB_COL_TEXT400},       {"remote_status", DB_COL_I32},
-    {"attempts", DB_COL_I32},            {"resolution", DB_COL_WORD},
-    {"resolution_note", DB_COL_TEXT2000}, {"resolved_at", DB_COL_TS},
+    {"lease_until", DB_COL_TS},
+    {"claim_token", DB_COL_TOKEN},
+    {"remote_id", DB_COL_KEY},
+    {"remote_status", DB_COL_I32},
+    {"attempts", DB_COL_I32},
+    {"resolution", DB_COL_WORD},
+    {"resolution_note", DB_COL_DETAIL},
+    {"resolved_at", DB_COL_TS},
 };
 #define NEW_COLUMNS (sizeof(new_columns) / sizeof(new_columns[0]))
 

@@ -68,7 +68,7 @@ ib_err_t db_effect_resolve(db_conn_t *dbc, const char *consumer, const char *mes
     if (db_conn_ensure(dbc, err) != IB_E_OK)
         return err->code;
     if (db_effect_conn_sql(dbc, retry ? DB_ESQL_RESOLVE_RETRY : DB_ESQL_RESOLVE_PROCESSED, 1, sql,
-                 sizeof sql, err) != IB_E_OK)
+                           sizeof sql, err) != IB_E_OK)
         return err->code;
     db_bind_t b[4];
     size_t nb = 0;

@@ -14,12 +14,6 @@
 #include "ib_enc.h"
 #include "ib_log.h"
 
-#define CONSUMER_MAX 200
-#define MESSAGE_ID_MAX 128
-#define IDEM_KEY_MAX 400
-#define ENTITY_MAX 260
-#define DETAIL_MAX 2000
-
 const char *db_outcome_name(db_outcome_t o)
 {
     switch (o) {
@@ -92,17 +86,17 @@ ib_err_t db_claim_check(const db_claim_t *c, ib_error_t *err)
 
     if (!c)
         why = "no claim";
-    else if (!c->consumer || !*c->consumer || strlen(c->consumer) > CONSUMER_MAX)
-        why = "consumer is empty or longer than 200 bytes";
-    else if (!c->message_id || !*c->message_id || strlen(c->message_id) > MESSAGE_ID_MAX)
-        why = "message_id is empty or longer than 128 bytes";
+    else if (!c->consumer || !*c->consumer || strlen(c->consumer) > DB_CONSUMER_MAX)
+        why = "consumer is empty or longer than " DB_WIDTH(DB_CONSUMER_MAX) " bytes";
+    else if (!c->message_id || !*c->message_id || strlen(c->message_id) > DB_MESSAGE_ID_MAX)
+        why = "message_id is empty or longer than " DB_WIDTH(DB_MESSAGE_ID_MAX) " bytes";
     else if (c->idempotency_key &&
-             (!*c->idempotency_key || strlen(c->idempotency_key) > IDEM_KEY_MAX))
-        why = "idempotency_key is empty or longer than 400 bytes";
+             (!*c->idempotency_key || strlen(c->idempotency_key) > DB_IDEM_KEY_MAX))
+        why = "idempotency_key is empty or longer than " DB_WIDTH(DB_IDEM_KEY_MAX) " bytes";
     else if (!is_hex64(c->body_sha256))
         why = "body_sha256 is not 64 lowercase hex characters";
-    else if (c->entity && strlen(c->entity) > ENTITY_MAX)
-        why = "entity is longer than 260 bytes";
+    else if (c->entity && strlen(c->entity) > DB_ENTITY_MAX)
+        why = "entity is longer than " DB_WIDTH(DB_ENTITY_MAX) " bytes";
     if (why)
         return ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "inbox claim: %s", why);
     return IB_E_OK;
@@ -429,7 +423,7 @@ db_outcome_t db_inbox_record_failure_with(db_conn_t *dbc, const db_claim_t *clai
                                           size_t nstmts, ib_error_t *err)
 {
     ib_error_t local;
-    char cut[DETAIL_MAX + 1];
+    char cut[DB_DETAIL_MAX + 1];
     const char *status =
         db_row_status_name(cls == IB_CLASS_AMBIGUOUS ? DB_ROW_UNCERTAIN : DB_ROW_FAILED);
 
@@ -441,8 +435,8 @@ db_outcome_t db_inbox_record_failure_with(db_conn_t *dbc, const db_claim_t *clai
     if (detail) {
         /* Cut on a byte count, backing off a partial UTF-8 sequence. */
         size_t n = ib_strlcpy(cut, detail, sizeof(cut));
-        if (n > DETAIL_MAX) {
-            size_t end = DETAIL_MAX;
+        if (n > DB_DETAIL_MAX) {
+            size_t end = DB_DETAIL_MAX;
             /* detail[end] is the first byte left out: never split its character. */
             while (end > 0 && ((unsigned char)detail[end] & 0xC0) == 0x80)
                 end--;

@@ -25,6 +25,7 @@
 
 #include "db_conn.h"
 #include "db_dialect.h"
+#include "db_limits.h"
 #include "ib_err.h"
 
 /* ---- the inbox table --------------------------------------------------- */
@@ -81,9 +82,9 @@ db_row_status_t db_row_status_parse(const char *text);
 
 /* The identity and bookkeeping of one message. All pointers are borrowed. */
 typedef struct db_claim {
-    const char *consumer;        /* required, <= 200 bytes */
-    const char *message_id;      /* required, <= 128 bytes */
-    const char *idempotency_key; /* NULL when the route defines none; <= 400 bytes */
+    const char *consumer;        /* required, <= DB_CONSUMER_MAX bytes */
+    const char *message_id;      /* required, <= DB_MESSAGE_ID_MAX bytes */
+    const char *idempotency_key; /* NULL when the route defines none; <= DB_IDEM_KEY_MAX bytes */
     const char *body_sha256;     /* 64 lowercase hex characters (db_sha256_hex) */
     const char *entity;          /* may be NULL */
     long long sequence_number;
@@ -130,7 +131,7 @@ db_outcome_t db_inbox_apply(db_conn_t *dbc, const db_claim_t *claim, const db_st
  * The on_permanent:"record" path: a short transaction of its own that
  * inserts the inbox row with status 'failed' (or 'uncertain' when cls is
  * IB_CLASS_AMBIGUOUS), error_class = ib_class_name(cls) and detail (cut to
- * 2000 bytes; may be NULL). A redelivery then meets the row and is a
+ * DB_DETAIL_MAX bytes; may be NULL). A redelivery then meets the row and is a
  * DB_DUPLICATE without running the route again.
  *
  *   DB_APPLIED    recorded.

@@ -43,12 +43,11 @@ static int table_ddl(char *buf, size_t size, const db_traits_t *t, const char *t
                     "    published_at   %s%s,\n"
                     "    trace_context  %s%s\n"
                     ")",
-                    t->if_not_exists, table, ty[DB_COL_SERIAL], ty[DB_COL_TEXT260],
-                    ty[DB_COL_TEXT128], ty[DB_COL_TEXT128], nul, ty[DB_COL_TEXT260], nul,
-                    ty[DB_COL_TEXT128], nul, ty[DB_COL_TEXT260], nul, ty[DB_COL_BIG], nul,
-                    ty[DB_COL_BIG], nul, ty[DB_COL_TS], t->now_default, ty[DB_COL_WORD],
-                    ty[DB_COL_I32], ty[DB_COL_TEXT2000], nul, ty[DB_COL_TS], nul,
-                    ty[DB_COL_TEXT128], nul);
+                    t->if_not_exists, table, ty[DB_COL_SERIAL], ty[DB_COL_NAME], ty[DB_COL_ID],
+                    ty[DB_COL_ID], nul, ty[DB_COL_NAME], nul, ty[DB_COL_ID], nul, ty[DB_COL_NAME],
+                    nul, ty[DB_COL_BIG], nul, ty[DB_COL_BIG], nul, ty[DB_COL_TS], t->now_default,
+                    ty[DB_COL_WORD], ty[DB_COL_I32], ty[DB_COL_DETAIL], nul, ty[DB_COL_TS], nul,
+                    ty[DB_COL_ID], nul);
 }
 
 /*
@@ -292,5 +291,5 @@ ib_err_t db_outbox_sql_trace_probe(db_dialect_t d, const char *table, char *buf,
 
 ib_err_t db_outbox_sql_trace_add(db_dialect_t d, const char *table, char *buf, size_t size)
 {
-    return db_sql_add_column(d, table, "trace_context", DB_COL_TEXT128, true, buf, size);
+    return db_sql_add_column(d, table, "trace_context", DB_COL_ID, true, buf, size);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "wk_msgctx.h"
+#include "db_limits.h"
 #include "ib_time.h"
 #include "rt_int.h"
 #include "rt_keys.h"
@@ -203,8 +204,9 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, const em
     rt_keys_check(j, RT_SCOPE_EMIT, f, p);
     entity = json_object_get(j, "entity");
     if (!json_is_string(entity) || !*json_string_value(entity) ||
-        strlen(json_string_value(entity)) > 260)
-        wk_problem(p, EMIT_FIELD("entity"), "must be a queue or topic name (1 to 260 characters)");
+        strlen(json_string_value(entity)) > DB_ENTITY_MAX)
+        wk_problem(p, EMIT_FIELD("entity"),
+                   "must be a queue or topic name (1 to " DB_WIDTH(DB_ENTITY_MAX) " characters)");
     else if (!(e->entity = strdup(json_string_value(entity))))
         wk_problem(p, EMIT_FIELD("entity"), "out of memory");
     compile_emit_tmpl(&e->message_id, json_object_get(j, "message_id"),
@@ -400,12 +402,16 @@ ib_err_t rt_emits_bind(const rt_emits_t *emits, size_t i, const sb_msg_t *msg, r
     const char *tp = wk_traceparent(msg);
     out[0] = DB_TEXT(e->entity);
     /* points into msg, like out[4]; a later version longer than the column stays a property */
-    out[8] = tp && strlen(tp) <= 128 ? DB_TEXT(tp) : DB_NULL();
-    if ((rc = bind_tmpl(&e->message_id, "emit message_id", 128, msg, b, &out[1], err)) ||
-        (rc = bind_tmpl(&e->session_id, "emit session_id", 128, msg, b, &out[2], err)) ||
-        (rc = bind_tmpl(&e->subject, "emit subject", 260, msg, b, &out[3], err)) ||
-        (rc = bind_tmpl(&e->correlation_id, "emit correlation_id", 128, msg, b, &out[4], err)) ||
-        (rc = bind_tmpl(&e->content_type, "emit content_type", 260, msg, b, &out[5], err)))
+    out[8] = tp && strlen(tp) <= DB_MESSAGE_ID_MAX ? DB_TEXT(tp) : DB_NULL();
+    if ((rc = bind_tmpl(&e->message_id, "emit message_id", DB_MESSAGE_ID_MAX, msg, b, &out[1],
+                        err)) ||
+        (rc = bind_tmpl(&e->session_id, "emit session_id", DB_MESSAGE_ID_MAX, msg, b, &out[2],
+                        err)) ||
+        (rc = bind_tmpl(&e->subject, "emit subject", DB_ENTITY_MAX, msg, b, &out[3], err)) ||
+        (rc = bind_tmpl(&e->correlation_id, "emit correlation_id", DB_MESSAGE_ID_MAX, msg, b,
+                        &out[4], err)) ||
+        (rc =
+             bind_tmpl(&e->content_type, "emit content_type", DB_ENTITY_MAX, msg, b, &out[5], err)))
         return rc;
     if (!e->correlation_id.set)
         out[4] = (msg->message_id ? DB_TEXT(msg->message_id) : DB_NULL()); /* the chain stays traceable */

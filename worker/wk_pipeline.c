@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db_limits.h"
 #include "ib_backoff.h"
 #include "ib_log.h"
 #include "wk_decide.h"
@@ -117,10 +118,11 @@ static const rt_route_t *decide_early(wk_pipeline_t *p, const sb_msg_t *msg,
         wk_decide_dead_letter(d, WK_DL_BAD_MESSAGE_ID, "%s", msg->message_id_problem);
         return NULL;
     }
-    if (!msg->message_id || !*msg->message_id || strlen(msg->message_id) > 128) {
+    if (!msg->message_id || !*msg->message_id || strlen(msg->message_id) > DB_MESSAGE_ID_MAX) {
         ib_error_set(&d->err, IB_E_INVAL, IB_CLASS_PERMANENT, "message-id missing or too long");
-        wk_decide_dead_letter(d, WK_DL_BAD_MESSAGE_ID,
-                              "the inbox needs a message-id of 1 to 128 characters");
+        wk_decide_dead_letter(
+            d, WK_DL_BAD_MESSAGE_ID,
+            "the inbox needs a message-id of 1 to " DB_WIDTH(DB_MESSAGE_ID_MAX) " characters");
         return NULL;
     }
     route = rt_routes_match(p->routes, msg);

@@ -27,7 +27,8 @@ bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, c
                               size_t size);
 /* The finish of rows rows as one UPDATE joined to their values (db_dialect_effect_rows). */
 bool db_effect_finish_rows_sql(const db_conn_t *dbc, size_t rows, char *buf, size_t size);
-/* DB_ESQL_HAS_COLUMN / DB_ESQL_ADD_COLUMN for the first column HTTP routes add (db_effect_migrate.c). */
+/* DB_ESQL_HAS_COLUMN / DB_ESQL_ADD_COLUMN for the first column HTTP routes add
+ * (db_effect_migrate.c). */
 ib_err_t db_effect_column_sql(db_dialect_t d, const char *table, db_effect_stmt_t which, char *buf,
                               size_t size);
 
