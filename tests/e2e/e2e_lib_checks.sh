@@ -28,7 +28,10 @@ must_fail() {
 
 fragment control 'check "dead-lettered" "$(broker_stat orders dead_lettered)" 0
                   check "dlq" "$(broker_stat "orders/\$DeadLetterQueue" active)" 0
-                  check "series" "$(metric_in "$(printf "a 1\nb{x=\"y\"} 0\n")" "b{x=\"y\"}")" 0'
+                  check "series" "$(metric_in "$(printf "a 1\nb{x=\"y\"} 0\n")" "b{x=\"y\"}")" 0
+                  check "open connections" "$(broker_conn open)" 0
+                  s=$(stats_seq); stats_fresh "$s"
+                  check "a fresh file is two rewrites on" "$([ "$(stats_seq)" -ge $((s + 2)) ] && echo yes)" yes'
 check "control: correct names read their counters" "$(cat "$W/control.status"):$(grep -c REACHED "$W/control.out")" 0:1
 
 must_fail entity 'check "dead-lettered" "$(broker_stat ordres dead_lettered)" 0' "no entity 'ordres'"
@@ -37,4 +40,7 @@ must_fail in_wait 'wait_until 5 queue_empty ordres || die "not drained"' "no ent
 must_fail no_file 'kill -9 "$EMU_PID"; wait "$EMU_PID" 2>/dev/null; rm -f "$STATS"
                    check "dead-lettered" "$(broker_stat orders dead_lettered)" 0' "no stats file"
 must_fail series 'check "x" "$(metric_in "$(printf "a 1\n")" inboxd_nope_total)" 0' "no series inboxd_nope_total"
+must_fail conn 'check "open" "$(broker_conn opne)" 0' "no connection counter 'opne'"
+must_fail no_seq 'kill -9 "$EMU_PID"; wait "$EMU_PID" 2>/dev/null; echo "{\"entities\":{}}" >"$STATS"
+                  stats_fresh' "no seq in"
 must_fail no_server 'check "x" "$(metric 1 inboxd_messages_total)" 0' "GET /metrics on port 1"

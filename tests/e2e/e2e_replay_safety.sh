@@ -45,7 +45,9 @@ stop_inboxd $LAST_PID; check "inboxd exit status" "$STOP_RC" 0
 replay --dry-run >"$W/dry.out"
 check "dry-run exit status" "$?" 0
 check "dry-run lists every dead letter" "$(jq -r 'select(.event=="replay" and .result=="would_replay") | .message_id' "$W/dry.out" | sort -u | wc -l)" $N
-sleep 1.2 # the broker's stats file is rewritten every second
+# inboxd is stopped and the dry run gone: once the broker has handled their
+# closes, anything the dry run had moved is in the stats file.
+wait_until 10 broker_idle || die "the broker still counts $(broker_conn open) open connections"
 check "dry-run left the DLQ alone" "$(dlq_active)" $N
 check "dry-run sent nothing" "$(broker_stat orders active)" 0
 
@@ -75,7 +77,8 @@ check "interrupted exit status" "$?" 130
 check "interrupted summary" "$(jq -r 'select(.event=="summary") | .stopped' "$W/int.out")" interrupted
 moved=$(jq -r 'select(.event=="replay" and .result=="replayed") | .message_id' "$W/int.out" | wc -l)
 [ "$moved" -gt 0 ] && [ "$moved" -lt $((N - 10)) ] || die "SIGINT should stop part way, moved $moved"
-sleep 1.2
+# The interrupted run's last settlements are handled before its close.
+wait_until 10 broker_idle || die "the broker still counts $(broker_conn open) open connections"
 ids orders >"$W/in_entity"
 ids orders --dlq >"$W/in_dlq"
 check "no message both in the entity and the DLQ" "$(comm -12 "$W/in_entity" "$W/in_dlq" | wc -l)" 0

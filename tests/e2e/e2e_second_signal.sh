@@ -14,17 +14,23 @@ send_file stubborn "$W/msgs.jsonl"
 write_config "$W/inboxd.json" stubborn "$routes" '{"shutdown":{"drain_timeout_s":60}}'
 start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
-wait_until 30 bash -c "[ \$(jq -r '.entities.stubborn.locked // 0' '$STATS') = 1 ]" || die "not received"
-sleep 1
+locked_is() { [ "$(broker_stat stubborn locked)" = "$1" ]; }
+wait_until 30 locked_is 1 || die "not received: $(broker_stat stubborn locked) locked"
+# The handler is inside its transaction: the database runs its pg_sleep.
+sleeping() {
+  [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+             AND state = 'active' AND query LIKE 'SELECT pg_sleep(30)%'")" = 1 ]
+}
+wait_until 30 sleeping || die "the handler never reached its second statement"
 kill -TERM "$pid"
-sleep 1
+sleep 1 # an absence: the first signal must not end it within this second
 check "still draining after the first signal" "$(kill -0 "$pid" 2>/dev/null && echo running)" running
 t0=$(date +%s)
 kill -TERM "$pid"
 wait "$pid"; rc=$?
 check "exit status after the second signal" "$rc" 143
 check "exited at once" "$([ $(( $(date +%s) - t0 )) -le 2 ] && echo yes)" yes
-sleep 1.5 # the stats file is rewritten every second
+wait_until 10 broker_idle || die "the broker still counts $(broker_conn open) open connections"
 check "nothing applied" "$(sql 'SELECT count(*) FROM items')" 0
 check "no inbox row" "$(sql 'SELECT count(*) FROM inboxd_inbox')" 0
 check "not completed" "$(broker_stat stubborn completed)" 0

@@ -11,14 +11,14 @@ send_file term "$W/msgs.jsonl"
 write_config "$W/inboxd.json" term "$(items_route)" '{"shutdown":{"drain_timeout_s":10}}'
 start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
-wait_until 60 bash -c "[ \$(stat_done=\$(jq -r '.entities.term.completed // 0' $STATS 2>/dev/null); echo \${stat_done:-0}) -ge 200 ]" \
-  || die "no progress"
+completed_at_least() { [ "$(broker_stat term completed)" -ge "$1" ]; }
+wait_until 60 completed_at_least 200 || die "no progress: $(broker_stat term completed) completed"
 t0=$(date +%s)
 stop_inboxd $pid 12; rc=$STOP_RC
 t1=$(date +%s)
 check "exit status" "$rc" 0
 check "exited within the drain timeout" "$([ $((t1 - t0)) -le $(secs 11) ] && echo yes)" yes
-sleep 1.5 # the stats file is rewritten every second
+wait_until 10 broker_idle || die "the broker still counts $(broker_conn open) open connections"
 done_rows=$(sql 'SELECT count(*) FROM items')
 queued=$(( $(broker_stat term active) + $(broker_stat term locked) ))
 e2e_log "applied $done_rows, still queued $queued"

@@ -101,8 +101,11 @@ start_emu() {
   echo "$topo" >"$W/topology.json"
   EMU_KEY=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
   STATS="$W/broker.json"
+  # Stats every 200 ms (a scenario's own --stats-every-ms, later, wins):
+  # stats_fresh waits two rewrites.
   "$SBEMU" --listen 127.0.0.1:0 --topology "$W/topology.json" --key-name e2e --key "$EMU_KEY" \
-    --stats-file "$STATS" ${E2E_WEBSOCKETS:+--ws-listen 127.0.0.1:0} "$@" >"$W/sbemu.log" 2>&1 &
+    --stats-file "$STATS" --stats-every-ms 200 ${E2E_WEBSOCKETS:+--ws-listen 127.0.0.1:0} "$@" \
+    >"$W/sbemu.log" 2>&1 &
   EMU_PID=$!
   E2E_PIDS+=("$EMU_PID")
   EMU_PORT=""
@@ -247,6 +250,45 @@ broker_stat() {
   esac
   echo "$v"
 }
+
+# broker_conn FIELD: a connection counter of the stats file (accepted,
+# open, forced_closed); fails like broker_stat when it is absent.
+broker_conn() {
+  local v
+  [ -s "${STATS:-}" ] || fail "broker_conn $1: no stats file ${STATS:-(STATS unset)}"
+  v=$(jq -r --arg f "$1" 'if .connections | has($f) then .connections[$f] else "absent" end' \
+    "$STATS" 2>/dev/null) || fail "broker_conn $1: $STATS is not JSON"
+  [ "$v" != absent ] || fail "broker_conn: no connection counter '$1' in $STATS"
+  echo "$v"
+}
+
+# broker_idle: the broker has handled the close of every connection (a
+# stopped inboxd's, an exited inboxctl's): what they sent and settled is
+# counted, and the locks they held are released, in the same file.
+broker_idle() { [ "$(broker_conn open)" = 0 ]; }
+
+# stats_seq: the sequence number of the stats file now (sbemu counts every
+# rewrite); fails when the file or its seq is absent.
+stats_seq() {
+  local v
+  [ -s "${STATS:-}" ] || fail "stats_seq: no stats file ${STATS:-(STATS unset)}"
+  v=$(jq -r 'if has("seq") then .seq else "absent" end' "$STATS" 2>/dev/null) \
+    || fail "stats_seq: $STATS is not JSON"
+  [ "$v" != absent ] || fail "stats_seq: no seq in $STATS (an sbemu too old?)"
+  echo "$v"
+}
+
+# stats_fresh [SEQ]: waits for a stats file rendered wholly after the read
+# of SEQ (default: now), i.e. seq SEQ + 2 (seq SEQ + 1 may have been
+# rendered before the read and renamed into place after it); dies after 10 s
+# (scaled). For a fact that is an absence ("nothing more was sent"): once
+# what could have caused it has been seen to end, a fresh file shows it.
+stats_fresh() {
+  local from=${1:-$(stats_seq)}
+  wait_until 10 stats_seq_reached $((from + 2)) \
+    || die "stats_fresh: no stats file rendered after seq $from (now $(stats_seq))"
+}
+stats_seq_reached() { [ "$(stats_seq)" -ge "$1" ]; }
 
 # sanitizer_check: ends the scenario at once when a process it started
 # reported a sanitizer error (its log says where), rather than waiting out

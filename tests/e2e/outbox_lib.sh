@@ -39,20 +39,24 @@ peek_all() { "$INBOXCTL" peek --connection-string "$SB_CS" --entity "$1"; }
 sent_n() { [ "$(broker_stat "$1" sent)" -ge "$2" ]; }
 
 # restart_emu TOPOLOGY_JSON: stops sbemu (its messages are gone) and starts a
-# new one on the same port with the same key and a new topology.
+# new one on the same port with the same key and a new topology. The old
+# stats file goes with it (the new one counts seq from 1 again), so every
+# read after this is of the new broker.
 restart_emu() {
   kill -TERM "$EMU_PID" 2>/dev/null; wait "$EMU_PID" 2>/dev/null
+  rm -f "$STATS"
   echo "$1" >"$W/topology.json"
   : >"$W/sbemu2.log"
   "$SBEMU" --listen "127.0.0.1:$EMU_PORT" --topology "$W/topology.json" --key-name e2e --key "$EMU_KEY" \
-    --stats-file "$STATS" >"$W/sbemu2.log" 2>&1 &
+    --stats-file "$STATS" --stats-every-ms 200 >"$W/sbemu2.log" 2>&1 &
   EMU_PID=$!
   E2E_PIDS+=("$EMU_PID")
   for _ in $(seq 1 200); do
-    head -n 1 "$W/sbemu2.log" 2>/dev/null | grep -q listening && return 0
-    kill -0 "$EMU_PID" 2>/dev/null || break
+    head -n 1 "$W/sbemu2.log" 2>/dev/null | grep -q listening && break
+    kill -0 "$EMU_PID" 2>/dev/null || die "sbemu did not restart on port $EMU_PORT: $(cat "$W/sbemu2.log")"
     sleep 0.05
   done
-  die "sbemu did not restart on port $EMU_PORT: $(cat "$W/sbemu2.log")"
+  head -n 1 "$W/sbemu2.log" | grep -q listening || die "sbemu did not restart on port $EMU_PORT: $(cat "$W/sbemu2.log")"
+  wait_until 5 test -s "$STATS" || die "the restarted sbemu wrote no stats file $STATS"
 }
 

@@ -52,15 +52,17 @@ char *emu_stats_json(const emu_ns_t *ns)
     json_t *conns =
         json_pack("{s:I,s:I,s:I}", "accepted", (json_int_t)ns->conn_accepted, "open",
                   (json_int_t)ns->conn_open, "forced_closed", (json_int_t)ns->conn_forced);
-    json_t *root = json_pack("{s:o,s:o}", "entities", ents, "connections", conns);
+    json_t *root = json_pack("{s:I,s:o,s:o}", "seq", (json_int_t)ns->stats_seq, "entities", ents,
+                             "connections", conns);
     char *s = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     return s;
 }
 
 /* thread: proactor */
-int emu_stats_write(const emu_ns_t *ns, const char *path)
+int emu_stats_write(emu_ns_t *ns, const char *path)
 {
+    ns->stats_seq++;
     char *s = emu_stats_json(ns);
     if (!s)
         return -1;

@@ -1,7 +1,7 @@
 /*
  * test_emu_stats.c - the stats file format other test suites read: entity
- * paths as keys, gauges and counters, reasons, connection counters, and an
- * atomic rewrite.
+ * paths as keys, gauges and counters, reasons, connection counters, the
+ * rewrite sequence number, and an atomic rewrite.
  */
 #include "emu_stats.h"
 #include "ib_test.h"
@@ -47,6 +47,8 @@ static void test_format(void)
         json_is_object(json_object_get(ents, "events/Subscriptions/billing/$DeadLetterQueue")));
     ASSERT_EQ(json_integer_value(json_object_get(json_object_get(root, "connections"), "accepted")),
               2);
+    ASSERT_TRUE(json_is_integer(json_object_get(root, "seq")));
+    ASSERT_EQ(json_integer_value(json_object_get(root, "seq")), 0);
     json_decref(root);
     free(s);
 
@@ -55,8 +57,11 @@ static void test_format(void)
     ASSERT_TRUE(fd >= 0);
     close(fd);
     ASSERT_EQ(emu_stats_write(ns, path), 0);
+    ASSERT_EQ(emu_stats_write(ns, path), 0);
     json_t *again = json_load_file(path, 0, NULL);
     ASSERT_TRUE(again != NULL);
+    /* each rewrite counts: a reader waits on seq for a file rendered after it looked */
+    ASSERT_EQ(json_integer_value(json_object_get(again, "seq")), 2);
     json_decref(again);
     char tmp[64];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
