@@ -91,5 +91,5 @@ check "i-1 applied with the answer's key" \
 # A dead letter that arrived while the replay was stopping may sit locked by
 # its closing link until the lock (5 s) expires; then it is back, active.
 dlq_active_is() { [ "$(broker_stat 'charges/$DeadLetterQueue' active)" = "$1" ]; }
-wait_until 15 dlq_active_is 1 || true
-check "dead letters left" "$(broker_stat 'charges/$DeadLetterQueue' active)" 1
+wait_until 15 dlq_active_is 1 \
+  || die "dead letters left: $(broker_stat 'charges/$DeadLetterQueue' active) active, $(broker_stat 'charges/$DeadLetterQueue' locked) locked, expected 1 active"
