@@ -34,6 +34,18 @@ static void die(const char *fmt, const char *arg)
     exit(1);
 }
 
+/* From here on an absent stats file is a failure (sbt_stat), not "not yet". */
+static void wait_stats_file(const sbt_emu_t *emu)
+{
+    long long end = ib_mono_ms() + sbt_ms(5000);
+    struct stat sb;
+    while (stat(emu->stats, &sb) != 0 || sb.st_size == 0) {
+        if (ib_mono_ms() >= end)
+            die("sbemu wrote no stats file %s", emu->stats);
+        usleep(20 * 1000);
+    }
+}
+
 void sbt_emu_start(sbt_emu_t *emu, const char *topology, const char *const *extra)
 {
     const char *bin = getenv("SBEMU") ? getenv("SBEMU") : SBEMU_PATH;
@@ -64,6 +76,8 @@ void sbt_emu_start(sbt_emu_t *emu, const char *topology, const char *const *extr
     argv[argc++] = "c2VjcmV0LWtleQ==";
     argv[argc++] = "--stats-file";
     argv[argc++] = emu->stats;
+    argv[argc++] = "--stats-every-ms"; /* sbt_stat_fresh waits two rewrites; extra wins */
+    argv[argc++] = "200";
     if (getenv("SBT_EMU_DEBUG")) {
         argv[argc++] = "--log-level";
         argv[argc++] = "debug";
@@ -102,6 +116,7 @@ void sbt_emu_start(sbt_emu_t *emu, const char *topology, const char *const *extr
         _exit(0);
     }
     fclose(fp);
+    wait_stats_file(emu);
     snprintf(emu->connstr, sizeof(emu->connstr),
              "Endpoint=sb://127.0.0.1:%d/;SharedAccessKeyName=tester;"
              "SharedAccessKey=c2VjcmV0LWtleQ==;UseDevelopmentEmulator=true",
@@ -123,37 +138,80 @@ void sbt_emu_stop(sbt_emu_t *emu)
     }
 }
 
-static json_t *entity_stats(sbt_emu_t *emu, const char *entity, json_t **root)
+/* The stats file's root; ends the test when it cannot be read. */
+static json_t *stats_root(const sbt_emu_t *emu)
 {
     json_error_t je;
-    *root = json_load_file(emu->stats, 0, &je);
-    if (!*root)
-        return NULL;
-    return json_object_get(json_object_get(*root, "entities"), entity);
+    json_t *root = json_load_file(emu->stats, 0, &je);
+    if (!root) {
+        fprintf(stderr, "cannot read the stats file %s: %s\n", emu->stats, je.text);
+        exit(1);
+    }
+    return root;
+}
+
+/* entity's object in root; ends the test when the entity is absent. */
+static json_t *entity_stats(const sbt_emu_t *emu, json_t *root, const char *entity)
+{
+    json_t *e = json_object_get(json_object_get(root, "entities"), entity);
+    if (!json_is_object(e)) {
+        fprintf(stderr, "no entity '%s' in the stats file %s\n", entity, emu->stats);
+        exit(1);
+    }
+    return e;
 }
 
 long long sbt_stat(sbt_emu_t *emu, const char *entity, const char *field)
 {
-    json_t *root, *e = entity_stats(emu, entity, &root), *v;
-    long long n = -1;
-    v = e ? json_object_get(e, field) : NULL;
-    if (json_is_integer(v))
-        n = json_integer_value(v);
+    json_t *root = stats_root(emu);
+    json_t *v = json_object_get(entity_stats(emu, root, entity), field);
+    if (!json_is_integer(v)) {
+        fprintf(stderr, "entity '%s' has no counter '%s' in the stats file %s\n", entity, field,
+                emu->stats);
+        exit(1);
+    }
+    long long n = json_integer_value(v);
     json_decref(root);
     return n;
 }
 
 long long sbt_stat_reason(sbt_emu_t *emu, const char *entity, const char *reason)
 {
-    json_t *root, *e = entity_stats(emu, entity, &root), *v;
-    long long n = -1;
-    v = e ? json_object_get(json_object_get(e, "dead_lettered_by_reason"), reason) : NULL;
-    if (json_is_integer(v))
-        n = json_integer_value(v);
-    else if (e)
-        n = 0;
+    json_t *root = stats_root(emu);
+    json_t *by = json_object_get(entity_stats(emu, root, entity), "dead_lettered_by_reason");
+    if (!json_is_object(by)) {
+        fprintf(stderr, "entity '%s' has no dead_lettered_by_reason in %s\n", entity, emu->stats);
+        exit(1);
+    }
+    json_t *v = json_object_get(by, reason);
+    long long n = json_is_integer(v) ? json_integer_value(v) : 0; /* reasons seen only */
     json_decref(root);
     return n;
+}
+
+long long sbt_stat_seq(sbt_emu_t *emu)
+{
+    json_t *root = stats_root(emu);
+    json_t *v = json_object_get(root, "seq");
+    if (!json_is_integer(v)) {
+        fprintf(stderr, "no seq in the stats file %s\n", emu->stats);
+        exit(1);
+    }
+    long long n = json_integer_value(v);
+    json_decref(root);
+    return n;
+}
+
+void sbt_stat_fresh(sbt_emu_t *emu, long long seq)
+{
+    long long end = ib_mono_ms() + sbt_ms(10000), now;
+    while ((now = sbt_stat_seq(emu)) < seq + 2) {
+        if (ib_mono_ms() >= end) {
+            fprintf(stderr, "no stats file rendered after seq %lld (now %lld)\n", seq, now);
+            exit(1);
+        }
+        usleep(50 * 1000);
+    }
 }
 
 long long sbt_wait_stat(sbt_emu_t *emu, const char *entity, const char *field, long long want,

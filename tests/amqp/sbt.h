@@ -37,10 +37,23 @@ long long sbt_ms(long long ms);
 void sbt_emu_start(sbt_emu_t *emu, const char *topology, const char *const *extra);
 void sbt_emu_stop(sbt_emu_t *emu);
 
-/* A counter of entity from the stats file, or -1 when not (yet) there. */
+/*
+ * A counter of entity from the stats file (sbt_emu_start waited for the
+ * first one). Ends the test, saying what is missing, when the file, the
+ * entity or the counter is absent: a misspelt name never reads as a value.
+ */
 long long sbt_stat(sbt_emu_t *emu, const char *entity, const char *field);
-/* Same for dead_lettered_by_reason[reason]. */
+/* dead_lettered_by_reason[reason] of entity: 0 for a reason not seen. */
 long long sbt_stat_reason(sbt_emu_t *emu, const char *entity, const char *reason);
+/* The stats file's seq (sbemu counts every rewrite). */
+long long sbt_stat_seq(sbt_emu_t *emu);
+/*
+ * Waits for a stats file rendered wholly after the read of seq (seq + 2:
+ * seq + 1 may have been rendered before it); ends the test after 10 s
+ * (scaled). For an absence: once what could cause it is over, a fresh file
+ * shows it.
+ */
+void sbt_stat_fresh(sbt_emu_t *emu, long long seq);
 /* Polls until the counter equals want; returns the last value seen. */
 long long sbt_wait_stat(sbt_emu_t *emu, const char *entity, const char *field, long long want,
                         long long timeout_ms);
