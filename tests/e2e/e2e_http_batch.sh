@@ -61,10 +61,17 @@ wait_until 120 queue_empty charges || die "queue not drained"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 ledger "$PAY" "$W/pay.json"
 L="$W/pay.json"
-"$INBOXCTL" peek --connection-string "$SB_CS" --entity charges --dlq >"$W/dlq.jsonl"
-dl() { jq -r --arg m "$1" 'select(.message_id == $m) | .dead_letter_reason' "$W/dlq.jsonl"; }
-reqs() { ledger_q "$L" "[.requests[] | select(.key == \"charge:$1\" and (.reconcile | not))] | length"; }
-effects() { ledger_q "$L" ".effects[\"charge:$1\"] // [] | length"; }
+"$INBOXCTL" peek --connection-string "$SB_CS" --entity charges --dlq >"$W/dlq.jsonl" \
+  || die "inboxctl peek of the DLQ failed"
+# dl ID: the dead-letter reason of ID ("" when it is not in the DLQ); fails
+# for an id never sent and for a dead letter without a reason.
+dl() {
+  grep -q -F "\"message_id\":\"$1\"" "$W/orders.jsonl" || fail "dl: $1 was never sent"
+  jq -r --arg m "$1" 'select(.message_id == $m) | .dead_letter_reason // error("no dead_letter_reason")' \
+    "$W/dlq.jsonl" || fail "dl: cannot read the dead letter of $1 from $W/dlq.jsonl"
+}
+reqs() { ledger_calls "$L" "charge:$1"; }
+effects() { ledger_effects "$L" "charge:$1"; }
 row() { sql "SELECT status || ' ' || COALESCE(CAST(remote_status AS varchar(8)), '-') FROM inboxd_inbox WHERE message_id = '$1'"; }
 
 for i in 1 2 3 4 5 6; do

@@ -66,8 +66,8 @@ wait_until 30 dead_letters_reach 5 || die "AnswerNotStored dead letter missing"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
 
 ledger "$PAY" "$W/pay.json"; ledger "$IDEM" "$W/idem.json"
-calls() { ledger_q "$1" "[.requests[] | select(.key == \"charge:$2\" and (.reconcile | not))] | length"; }
-effects() { ledger_q "$1" "(.effects[\"charge:$2\"] // []) | length"; }
+calls() { ledger_calls "$1" "charge:$2"; }
+effects() { ledger_effects "$1" "charge:$2"; }
 check "a-1: one call, one effect (the replay did not call)" "$(calls "$W/pay.json" a-1) $(effects "$W/pay.json" a-1)" "1 1"
 check "a-1: applied once with the stored remote id" \
   "$(sql "SELECT count(*) || ' ' || min(charge_id) FROM charges WHERE order_id = 'a-1'")" \

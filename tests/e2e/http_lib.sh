@@ -36,8 +36,28 @@ fake_config() {
 # ledger URL FILE: the fake's ledger into FILE.
 ledger() { curl -sfk "$1/_ledger" >"$2" || die "cannot read the ledger at $1"; }
 
-# ledger_q FILE JQ: a jq query over a ledger file.
-ledger_q() { jq -r "$2" "$1"; }
+# ledger_q FILE JQ: a jq query over a ledger file; fails the scenario when
+# the file is missing or the query errs.
+ledger_q() {
+  [ -s "$1" ] || fail "ledger_q: no ledger file $1"
+  jq -r "$2" "$1" || fail "ledger_q: '$2' failed on $1"
+}
+
+# ledger_calls FILE KEY / ledger_effects FILE KEY: the calls (reconciling
+# GETs not counted) and the effects the destination recorded for KEY. Both
+# fail when no request at all carried KEY, so a misspelt key never reads 0.
+ledger_calls() {
+  ledger_key_seen "$1" "$2"
+  ledger_q "$1" "[.requests[] | select(.key == \"$2\" and (.reconcile | not))] | length"
+}
+ledger_effects() {
+  ledger_key_seen "$1" "$2"
+  ledger_q "$1" "if .effects | has(\"$2\") then .effects[\"$2\"] | length else 0 end"
+}
+ledger_key_seen() {
+  [ "$(ledger_q "$1" "[.requests[] | select(.key == \"$2\")] | length")" -gt 0 ] \
+    || fail "ledger: no request with key '$2' in $1"
+}
 
 # gen_orders N [PREFIX] [SUBJECT]: JSON lines of N ChargeRequested messages.
 gen_orders() {

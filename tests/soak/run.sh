@@ -160,6 +160,8 @@ twice=$(psql -d soak -c "SELECT count(*) - count(DISTINCT id) FROM items")
 dead=$(broker_stat dead_lettered)
 sent=$(( $(broker_stat sent) ))
 lost=$((N - applied - dead))
+forced=$(jq -er '.connections.forced_closed' "$W/stats.json") \
+  || { echo "soak: FAIL: no connections.forced_closed in $W/stats.json" >&2; exit 1; }
 cat <<EOF
 soak: seed $SEED, ${elapsed}s, batch_max ${SOAK_BATCH:-default}
 sent:                  $sent (of $N)
@@ -168,7 +170,7 @@ duplicates suppressed: $dups
 dead-lettered:         $dead
 lost:                  $lost
 applied twice:         $twice
-faults:                $kills kill -9 of inboxd, $pg_restarts PostgreSQL crash+restart, $(jq -r '.connections.forced_closed // 0' "$W/stats.json") connections dropped by sbemu
+faults:                $kills kill -9 of inboxd, $pg_restarts PostgreSQL crash+restart, $forced connections dropped by sbemu
 EOF
 # What became of a few of the messages not applied: their inbox row, and
 # what every inboxd run logged of them.

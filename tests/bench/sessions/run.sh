@@ -55,6 +55,8 @@ disown $! # killed by cleanup; no job notice
 emu_port=""
 for _ in $(seq 1 100); do emu_port=$(head -n 1 "$W/sbemu.log" | jq -r '.port // empty' 2>/dev/null || true); [ -n "$emu_port" ] && break; sleep 0.05; done
 [ -n "$emu_port" ] || { echo "bench: sbemu did not start"; exit 1; }
+for _ in $(seq 1 100); do [ -s "$W/stats.json" ] && break; sleep 0.05; done
+[ -s "$W/stats.json" ] || { echo "bench: sbemu wrote no stats file"; exit 1; }
 SB_CS="Endpoint=sb://127.0.0.1:$emu_port/;SharedAccessKeyName=bench;SharedAccessKey=bench;UseDevelopmentEmulator=true"
 DB_CS="Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=$port;Database=bench;Uid=postgres;Pwd=x"
 
@@ -108,7 +110,8 @@ phase() {
   pids+=($ipid)
   local start=$SECONDS completed=0
   while :; do
-    completed=$(jq -r --arg e "$entity" '.entities[$e].completed // 0' "$W/stats.json" 2>/dev/null || echo 0)
+    completed=$(jq -er --arg e "$entity" '.entities[$e].completed' "$W/stats.json") \
+      || { echo "bench: no counter $entity.completed in $W/stats.json"; exit 1; }
     [ "$completed" -ge "$n" ] && break
     [ $(( SECONDS - start )) -ge "$LIMIT" ] && break
     kill -0 $ipid 2>/dev/null || { echo "bench: inboxd died in phase $name"; tail "$W/$name.log"; exit 1; }
