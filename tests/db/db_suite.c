@@ -15,6 +15,7 @@
  * thread: main, except where a case starts its own threads or processes.
  */
 #include "db_suite.h"
+#include "db_conn_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,16 +77,40 @@ db_conn_t *ds_conn(long statement_timeout_s)
     return dbc;
 }
 
+/* The first row's first column of a query, and whether there was one. */
+typedef struct first_row {
+    long long v;
+    bool seen, null;
+} first_row_t;
+
+static bool read_first_row(SQLHSTMT st, void *arg)
+{
+    first_row_t *r = arg;
+    SQLBIGINT v = 0;
+    SQLLEN ind = 0;
+    r->seen = true;
+    if (!SQL_SUCCEEDED(SQLGetData(st, 1, SQL_C_SBIGINT, &v, sizeof(v), &ind)) ||
+        ind == SQL_NULL_DATA)
+        r->null = true;
+    else
+        r->v = v;
+    return false;
+}
+
 long long ds_run(db_conn_t *dbc, const char *sql)
 {
     ib_error_t err;
-    long long v = 0;
-    if (db_exec(dbc, sql, NULL, 0, &v, &err) != IB_E_OK || db_end(dbc, true, &err) != IB_E_OK) {
-        fprintf(stderr, "test-db: %s: %s\n", sql, err.text);
-        db_end(dbc, false, &err);
-        return -1;
+    first_row_t r = {0, false, false};
+    if (db_run(dbc, sql, NULL, 0, read_first_row, &r, NULL, &err) != IB_E_OK ||
+        db_end(dbc, true, &err) != IB_E_OK) {
+        fprintf(stderr, "test-db: FAIL: %s: %s\n", sql, err.text);
+        exit(1);
     }
-    return v;
+    if (!r.seen || r.null) {
+        fprintf(stderr, "test-db: FAIL: %s: %s\n", sql, r.seen ? "NULL" : "no row");
+        exit(1);
+    }
+    return r.v;
 }
 
 long long ds_runf(db_conn_t *dbc, const char *fmt, ...)
@@ -96,6 +121,27 @@ long long ds_runf(db_conn_t *dbc, const char *fmt, ...)
     vsnprintf(sql, sizeof(sql), fmt, ap);
     va_end(ap);
     return ds_run(dbc, sql);
+}
+
+int ds_exec(db_conn_t *dbc, const char *sql)
+{
+    ib_error_t err;
+    if (db_exec(dbc, sql, NULL, 0, NULL, &err) != IB_E_OK || db_end(dbc, true, &err) != IB_E_OK) {
+        fprintf(stderr, "test-db: %s: %s\n", sql, err.text);
+        db_end(dbc, false, &err);
+        return -1;
+    }
+    return 0;
+}
+
+int ds_execf(db_conn_t *dbc, const char *fmt, ...)
+{
+    char sql[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    return ds_exec(dbc, sql);
 }
 
 db_stmt_t ds_biz_stmt(char *sql, size_t size, db_param_t *params, const char *id, int thread)
@@ -146,12 +192,12 @@ static int setup(db_conn_t *dbc)
         return -1;
     }
     /* No key on the business table: a second apply of one id shows as a second row. */
-    if (ds_runf(dbc, "CREATE TABLE %s (msg_id varchar(64) NOT NULL, thread integer NOT NULL)",
-                ds_biz) < 0 ||
-        ds_runf(dbc, "CREATE TABLE %s (id integer NOT NULL PRIMARY KEY, v integer NOT NULL)",
-                ds_acct) < 0 ||
-        ds_runf(dbc, "INSERT INTO %s (id, v) VALUES (1, 0)", ds_acct) < 0 ||
-        ds_runf(dbc, "INSERT INTO %s (id, v) VALUES (2, 0)", ds_acct) < 0)
+    if (ds_execf(dbc, "CREATE TABLE %s (msg_id varchar(64) NOT NULL, thread integer NOT NULL)",
+                 ds_biz) < 0 ||
+        ds_execf(dbc, "CREATE TABLE %s (id integer NOT NULL PRIMARY KEY, v integer NOT NULL)",
+                 ds_acct) < 0 ||
+        ds_execf(dbc, "INSERT INTO %s (id, v) VALUES (1, 0)", ds_acct) < 0 ||
+        ds_execf(dbc, "INSERT INTO %s (id, v) VALUES (2, 0)", ds_acct) < 0)
         return -1;
     return 0;
 }

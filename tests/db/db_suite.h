@@ -25,9 +25,16 @@ extern const char *ds_skip_reason;
 
 /* A connection to the suite's inbox table (statement timeout in s; 0 = 60). Exits on failure. */
 db_conn_t *ds_conn(long statement_timeout_s);
-/* Runs sql and commits: the first integer of the first row (0 without one), -1 on error. */
+/*
+ * Runs the query sql and commits: the integer in the first column of its
+ * first row. Ends the suite (exit 1, saying why) when the query fails or
+ * gives no row or NULL, so that a count never reads 0 by accident.
+ */
 long long ds_run(db_conn_t *dbc, const char *sql);
 long long ds_runf(db_conn_t *dbc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Runs the statement sql (no result read) and commits: 0, or -1 after printing the error. */
+int ds_exec(db_conn_t *dbc, const char *sql);
+int ds_execf(db_conn_t *dbc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One message whose route inserts (id, thread) into the business table. */
 db_outcome_t ds_apply(db_conn_t *dbc, const char *consumer, const char *id, const char *idem,
                       const char *body, int thread, ib_error_t *err);

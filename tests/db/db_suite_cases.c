@@ -65,8 +65,8 @@ void case_business_unique_key(void)
     ib_error_t err;
     char sql[160], hash[65];
 
-    ASSERT_TRUE(ds_runf(dbc, "CREATE TABLE %s_ledger (ref varchar(64) NOT NULL PRIMARY KEY)",
-                        ds_prefix) >= 0);
+    ASSERT_TRUE(ds_execf(dbc, "CREATE TABLE %s_ledger (ref varchar(64) NOT NULL PRIMARY KEY)",
+                         ds_prefix) >= 0);
     snprintf(sql, sizeof(sql), "INSERT INTO %s_ledger (ref) VALUES (?)", ds_prefix);
     db_param_t p = DB_TEXT("invoice-42");
     db_stmt_t s = {sql, &p, 1};
@@ -98,10 +98,10 @@ void case_sweep(void)
     c = tl_claim("sweep", "swu", NULL, "{}", hash);
     ASSERT_EQ(db_inbox_record_failure(dbc, &c, IB_CLASS_AMBIGUOUS, "timeout", &err), DB_APPLIED);
     /* Text a timestamp column of every dialect accepts. */
-    ASSERT_TRUE(ds_runf(dbc,
-                        "UPDATE %s SET processed_at = '2020-01-01 00:00:00.000' WHERE consumer = "
-                        "'sweep'",
-                        ds_inbox) >= 0);
+    ASSERT_TRUE(ds_execf(dbc,
+                         "UPDATE %s SET processed_at = '2020-01-01 00:00:00.000' WHERE consumer = "
+                         "'sweep'",
+                         ds_inbox) >= 0);
     ASSERT_EQ(db_inbox_sweep(dbc, 30, 2, &err), 5);
     ASSERT_EQ(ds_runf(dbc, "SELECT COUNT(*) FROM %s WHERE consumer = 'sweep'", ds_inbox), 2);
     ASSERT_EQ(ds_runf(dbc,
@@ -195,7 +195,7 @@ void case_migrate_four_processes(void)
     ASSERT_TRUE(dbc != NULL);
     /* migrate false: the table exists with its key. */
     long long checked = db_migrate(dbc, false, &err);
-    ds_runf(dbc, "DROP TABLE IF EXISTS %s", table);
+    ds_execf(dbc, "DROP TABLE IF EXISTS %s", table);
     db_conn_free(dbc);
     ASSERT_EQ(ok, 4);
     ASSERT_EQ(checked, IB_E_OK);

@@ -170,7 +170,7 @@ void case_lock_timeout(void)
 
     long long before = ds_runf(holder, "SELECT v FROM %s WHERE id = 1", ds_acct);
     if (set)
-        ASSERT_TRUE(ds_run(waiter, set) >= 0);
+        ASSERT_EQ(ds_exec(waiter, set), 0);
     snprintf(sql, sizeof(sql), "UPDATE %s SET v = v + 10 WHERE id = 1", ds_acct);
     ASSERT_EQ(db_exec(holder, sql, NULL, 0, NULL, &err), IB_E_OK);
     /* The waiter's message touches the held row: it fails transient, with no inbox row. */
@@ -216,7 +216,7 @@ void case_killed_session(void)
         SKIP("SQLite has no server sessions to kill");
     db_conn_t *victim = ds_conn(0), *killer = ds_conn(0);
     ASSERT_TRUE(session_kill_sql(victim, kill, sizeof(kill)));
-    if (ds_run(killer, kill) < 0) {
+    if (ds_exec(killer, kill) < 0) {
         db_conn_free(victim);
         db_conn_free(killer);
         SKIP("this login may not end other sessions (KILL needs ALTER ANY CONNECTION)");

@@ -37,7 +37,11 @@ static void print_diag(SQLSMALLINT type, SQLHANDLE h, const char *what)
         fprintf(stderr, "%s: failed without diagnostics\n", what);
 }
 
-/* Runs sql on connstr with autocommit on; fetches the first integer when out. */
+/*
+ * Runs sql on connstr with autocommit on; fetches the first integer when out.
+ * 0, -1 on failure (printed), 1 when out was asked for and there is no row
+ * or it is NULL.
+ */
 static int raw_exec(const char *connstr, const char *sql, long long *out)
 {
     SQLHENV env = NULL;
@@ -59,6 +63,7 @@ static int raw_exec(const char *connstr, const char *sql, long long *out)
         print_diag(SQL_HANDLE_STMT, st, sql);
         goto out;
     }
+    rc = 0;
     if (out) {
         SQLBIGINT v = 0;
         SQLLEN ind = 0;
@@ -67,8 +72,9 @@ static int raw_exec(const char *connstr, const char *sql, long long *out)
             SQL_SUCCEEDED(SQLGetData(st, 1, SQL_C_SBIGINT, &v, sizeof(v), &ind)) &&
             ind != SQL_NULL_DATA)
             *out = v;
+        else
+            rc = 1; /* no row, or NULL */
     }
-    rc = 0;
 out:
     if (st)
         SQLFreeHandle(SQL_HANDLE_STMT, st);
@@ -183,8 +189,9 @@ int tl_admin_exec(const tl_db_t *t, const char *sql)
 long long tl_scalar(const tl_db_t *t, const char *sql)
 {
     long long v = 0;
-    if (raw_exec(t->connstr, sql, &v) != 0) {
-        fprintf(stderr, "tl_scalar failed: %s\n", sql);
+    int rc = raw_exec(t->connstr, sql, &v);
+    if (rc != 0) {
+        fprintf(stderr, "tl_scalar failed: %s%s\n", sql, rc == 1 ? ": no row, or NULL" : "");
         exit(1);
     }
     return v;

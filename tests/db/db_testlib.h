@@ -34,7 +34,10 @@ db_conn_t *tl_conn_transient(const tl_db_t *t, const char *codes);
 int tl_exec(const tl_db_t *t, const char *sql);
 /* tl_exec on the maintenance database (PostgreSQL only). */
 int tl_admin_exec(const tl_db_t *t, const char *sql);
-/* The first column of the first row of sql as an integer; exits 1 on failure. */
+/*
+ * The first column of the first row of sql as an integer; exits 1 on
+ * failure and when there is no row or it is NULL (never a silent 0).
+ */
 long long tl_scalar(const tl_db_t *t, const char *sql);
 /* A claim with body text: fills hash (65 bytes) from body. */
 db_claim_t tl_claim(const char *consumer, const char *message_id, const char *idem,
