@@ -76,12 +76,18 @@ static const char *const cond_unmet[WK_HEALTH__COND_COUNT] = {
     "database unreachable",
 };
 
+/* Monotonic milliseconds: opts.clock_ms when given (tests step it), else ib_mono_ms. */
+static long long now_ms(const wk_health_t *h)
+{
+    return h->o.clock_ms ? h->o.clock_ms(h->o.clock_ctx) : ib_mono_ms();
+}
+
 /* ---- state the worker sets ---- */
 
 void wk_health_heartbeat(wk_health_t *h)
 {
     if (h)
-        atomic_store_explicit(&h->heartbeat_ms, ib_mono_ms(), memory_order_relaxed);
+        atomic_store_explicit(&h->heartbeat_ms, now_ms(h), memory_order_relaxed);
 }
 
 void wk_health_set_condition(wk_health_t *h, wk_health_cond_t cond, bool met)
@@ -103,7 +109,7 @@ int wk_health_port(const wk_health_t *h)
 
 static long long heartbeat_age_ms(const wk_health_t *h)
 {
-    return ib_mono_ms() -
+    return now_ms(h) -
            atomic_load_explicit((_Atomic long long *)&h->heartbeat_ms, memory_order_relaxed);
 }
 
@@ -175,7 +181,7 @@ static void conn_respond(wk_health_t *h, wk_conn_t *c, int status, const char *r
         memcpy(c->out + hn, body, blen);
     c->outlen = (size_t)hn + blen;
     c->state = WK_CONN_WRITING;
-    c->deadline_ms = ib_mono_ms() + h->o.write_timeout_ms;
+    c->deadline_ms = now_ms(h) + h->o.write_timeout_ms;
 }
 
 static void conn_respond_text(wk_health_t *h, wk_conn_t *c, int status, const char *reason,
@@ -286,7 +292,7 @@ static void conn_read(wk_health_t *h, wk_conn_t *c)
     }
 }
 
-static void conn_write(wk_conn_t *c)
+static void conn_write(const wk_health_t *h, wk_conn_t *c)
 {
     while (c->outoff < c->outlen) {
         ssize_t n =
@@ -304,7 +310,7 @@ static void conn_write(wk_conn_t *c)
     free(c->out);
     c->out = NULL;
     c->state = WK_CONN_LINGER;
-    c->deadline_ms = ib_mono_ms() + LINGER_MS;
+    c->deadline_ms = now_ms(h) + LINGER_MS;
 }
 
 static void conn_linger(wk_conn_t *c)
@@ -326,7 +332,7 @@ static void conn_io(wk_health_t *h, wk_conn_t *c)
     if (c->state == WK_CONN_READING)
         conn_read(h, c);
     if (c->state == WK_CONN_WRITING) /* also straight after a request was answered */
-        conn_write(c);
+        conn_write(h, c);
     else if (c->state == WK_CONN_LINGER)
         conn_linger(c);
 }
@@ -366,7 +372,7 @@ static void accept_some(wk_health_t *h)
             close(fd);
             continue;
         }
-        long long now = ib_mono_ms();
+        long long now = now_ms(h);
         c->fd = fd;
         c->state = WK_CONN_READING;
         c->inlen = 0;
@@ -384,7 +390,7 @@ static void expire(wk_health_t *h, long long now)
         if (c->state == WK_CONN_READING) {
             conn_respond_text(h, c, 408, "Request Timeout", "request timeout\n", false);
             if (c->state == WK_CONN_WRITING)
-                conn_write(c);
+                conn_write(h, c);
         } else {
             conn_close(c);
         }
@@ -396,7 +402,7 @@ static void *serve(void *arg)
 {
     wk_health_t *h = arg;
     while (!atomic_load(&h->stop)) {
-        long long now = ib_mono_ms();
+        long long now = now_ms(h);
         long long next = now + 1000;
         int n = 0;
         h->pfd[n++] = (struct pollfd){.fd = h->wake[0], .events = POLLIN};
@@ -425,7 +431,7 @@ static void *serve(void *arg)
             if (h->pfd[1].revents & POLLIN)
                 accept_some(h);
         }
-        expire(h, ib_mono_ms());
+        expire(h, now_ms(h));
     }
     return NULL;
 }
@@ -555,7 +561,7 @@ wk_health_t *wk_health_start(const wk_health_opts_t *opts, ib_error_t *err)
         h->o.max_connections = 32;
     h->o.listen = NULL; /* not kept: the caller's string may go away */
     h->lfd = h->wake[0] = h->wake[1] = -1;
-    atomic_store(&h->heartbeat_ms, ib_mono_ms());
+    atomic_store(&h->heartbeat_ms, now_ms(h));
     if (!opts->listen || !opts->listen[0])
         return h; /* disabled: state only */
 

@@ -51,6 +51,13 @@ typedef struct wk_health_opts {
     int read_timeout_ms;            /* deadline for the request head; 0 = 5000 */
     int write_timeout_ms;           /* deadline for sending the response; 0 = 10000 */
     int max_connections;            /* concurrent connections; 0 = 32 */
+    /*
+     * Monotonic milliseconds for the heartbeat's age and every deadline;
+     * NULL = ib_mono_ms. Tests pass a clock they step. Called from the
+     * server thread and from the threads that call the setters.
+     */
+    long long (*clock_ms)(void *ctx);
+    void *clock_ctx;
 } wk_health_opts_t;
 
 /*
