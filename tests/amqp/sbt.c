@@ -408,49 +408,13 @@ void sbt_options(sbt_emu_t *emu, const char *entity, sb_options_t *opt)
     opt->op_timeout_ms = 10000;
 }
 
-const char *sbt_show_int(char *buf, long long v)
-{
-    snprintf(buf, 64, "%lld", v);
-    return buf;
-}
-
-const char *sbt_show_uint(char *buf, unsigned long long v)
-{
-    snprintf(buf, 64, "%llu", v);
-    return buf;
-}
-
-const char *sbt_show_dbl(char *buf, double v)
-{
-    snprintf(buf, 64, "%g", v);
-    return buf;
-}
-
-const char *sbt_show_str(char *buf, const char *v)
-{
-    if (v)
-        snprintf(buf, 64, "\"%.60s\"", v);
-    else
-        snprintf(buf, 64, "(null)");
-    return buf;
-}
-
-const char *sbt_show_ptr(char *buf, const void *v)
-{
-    if (v)
-        snprintf(buf, 64, "%p", v);
-    else
-        snprintf(buf, 64, "NULL");
-    return buf;
-}
-
 sb_client_t *sbt_client_start(const sb_options_t *opt, const sb_callbacks_t *cb)
 {
     ib_error_t err;
     sb_client_t *c = sb_client_new(opt, cb, &err);
     if (!c)
         fprintf(stderr, "sb_client_new: %s\n", err.text);
-    SBT_CHECK(c);
-    SBT_CHECK_EQ(sb_client_start(c), IB_E_OK);
+    ASSERT_TRUE(c);
+    ASSERT_EQ(sb_client_start(c), IB_E_OK);
     return c;
 }

@@ -1,7 +1,8 @@
 /*
  * sbt.h - helpers of the amqp/ integration tests: start a real sbemu
  * process on a loopback port chosen at run time, read its stats file, and a
- * small in-test "worker" that collects what the client hands out.
+ * small in-test "worker" that collects what the client hands out. Checks
+ * are ib_test.h's asserts; outside RUN a failed one exits 1 at once.
  *
  * Timeouts scale with INBOXD_TEST_TIMEOUT_MULTIPLIER (sanitizer builds).
  */
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "ib_test.h"
 #include "sb_client.h"
 #include "sb_send.h"
 
@@ -71,7 +73,7 @@ typedef struct sbt_rx {
     size_t qn;
     /* Counters are atomic: the test polls them while the client runs. */
     _Atomic int received, settled, settled_ok, lock_lost, shutdown, ready;
-    _Atomic int shutdown_completes; /* reported at stop as complete: never chosen, never true */
+    _Atomic int shutdown_completes;     /* reported at stop as complete: never chosen, never true */
     _Atomic int last_why;               /* ib_err_t of the last on_state(0, why) */
     _Atomic int results[64];            /* by ib_err_t code */
     _Atomic int inflight, max_inflight; /* handed and not yet settled */
@@ -97,81 +99,5 @@ void sbt_options(sbt_emu_t *emu, const char *entity, sb_options_t *opt);
  * sbt_callbacks); exits the test, saying why, when it cannot.
  */
 sb_client_t *sbt_client_start(const sb_options_t *opt, const sb_callbacks_t *cb);
-
-/*
- * Checks that end the test (exit 1) on failure, printing file, line, the
- * expression and, for the comparisons, the value of each side (like
- * ib_test.h), so that a red CI run explains itself. Each side is evaluated
- * once.
- */
-#define SBT_CHECK(cond)                                                                            \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* A printable form of a value of any scalar type, in buf. */
-#define SBT_SHOW_(buf, x)                                                                          \
-    _Generic((x),                                                                                  \
-        char *: sbt_show_str,                                                                      \
-        const char *: sbt_show_str,                                                                \
-        float: sbt_show_dbl,                                                                       \
-        double: sbt_show_dbl,                                                                      \
-        _Bool: sbt_show_int,                                                                       \
-        char: sbt_show_int,                                                                        \
-        signed char: sbt_show_int,                                                                 \
-        short: sbt_show_int,                                                                       \
-        int: sbt_show_int,                                                                         \
-        long: sbt_show_int,                                                                        \
-        long long: sbt_show_int,                                                                   \
-        unsigned char: sbt_show_uint,                                                              \
-        unsigned short: sbt_show_uint,                                                             \
-        unsigned: sbt_show_uint,                                                                   \
-        unsigned long: sbt_show_uint,                                                              \
-        unsigned long long: sbt_show_uint,                                                         \
-        default: sbt_show_ptr)((buf), (x))
-
-#define SBT_CHECK_OP_(a, op, b)                                                                    \
-    do {                                                                                           \
-        __auto_type a_ = (a);                                                                      \
-        __auto_type b_ = (b);                                                                      \
-        /* a literal side no longer looks constant here: compare as a op b would */                \
-        _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wsign-compare\"")      \
-        bool ok_ = a_ op b_;                                                                       \
-        _Pragma("GCC diagnostic pop")                                                              \
-        if (!ok_) {                                                                                \
-            char sa_[64], sb_[64];                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s %s %s: %s vs %s\n", __FILE__, __LINE__, #a,   \
-                    #op, #b, SBT_SHOW_(sa_, a_), SBT_SHOW_(sb_, b_));                              \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-#define SBT_CHECK_EQ(a, b) SBT_CHECK_OP_(a, ==, b)
-#define SBT_CHECK_NE(a, b) SBT_CHECK_OP_(a, !=, b)
-#define SBT_CHECK_LT(a, b) SBT_CHECK_OP_(a, <, b)
-#define SBT_CHECK_LE(a, b) SBT_CHECK_OP_(a, <=, b)
-#define SBT_CHECK_GT(a, b) SBT_CHECK_OP_(a, >, b)
-#define SBT_CHECK_GE(a, b) SBT_CHECK_OP_(a, >=, b)
-
-/* Both strings equal (a NULL side fails). */
-#define SBT_CHECK_STREQ(a, b)                                                                      \
-    do {                                                                                           \
-        const char *a_ = (a), *b_ = (b);                                                           \
-        if (!a_ || !b_ || strcmp(a_, b_) != 0) {                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s == %s: \"%s\" vs \"%s\"\n", __FILE__,         \
-                    __LINE__, #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)");                     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* For SBT_SHOW_: each writes into buf (64 bytes) and returns it. */
-const char *sbt_show_int(char *buf, long long v);
-const char *sbt_show_uint(char *buf, unsigned long long v);
-const char *sbt_show_dbl(char *buf, double v);
-const char *sbt_show_str(char *buf, const char *v);
-const char *sbt_show_ptr(char *buf, const void *v);
 
 #endif

@@ -22,7 +22,8 @@
 #include "sbt.h"
 
 static const char *topology =
-    "{\"queues\":[{\"name\":\"in\",\"lock_duration_s\":30},{\"name\":\"out\",\"lock_duration_s\":30},"
+    "{\"queues\":[{\"name\":\"in\",\"lock_duration_s\":30},{\"name\":\"out\",\"lock_duration_s\":"
+    "30},"
     "{\"name\":\"out2\",\"lock_duration_s\":30},{\"name\":\"out3\",\"lock_duration_s\":30}]}";
 
 /* n messages "<prefix>-<i>", body {"i":i}, session "s<i%3>", property k=i. */
@@ -60,7 +61,7 @@ static void check_all_ok(const ib_error_t *each, size_t n)
     for (size_t k = 0; k < n; k++)
         if (each[k].code != IB_E_OK) {
             fprintf(stderr, "message %zu: %s (%s)\n", k, each[k].text, each[k].condition);
-            SBT_CHECK_EQ(each[k].code, IB_E_OK);
+            ASSERT_EQ(each[k].code, IB_E_OK);
         }
 }
 
@@ -75,7 +76,7 @@ static sb_client_t *sender_only(sbt_emu_t *emu, sbt_rx_t *rx)
     cb.on_message = NULL; /* not needed by a client that only sends */
     cb.on_settled = NULL;
     c = sbt_client_start(&opt, &cb);
-    SBT_CHECK(sbt_wait_ready(rx, 10000));
+    ASSERT_TRUE(sbt_wait_ready(rx, 10000));
     return c;
 }
 
@@ -92,11 +93,11 @@ static void test_receiver_sends(sbt_emu_t *emu)
     sbt_options(emu, "in", &opt);
     sbt_callbacks(&rx, &cb);
     c = sbt_client_start(&opt, &cb);
-    SBT_CHECK(sbt_wait_ready(&rx, 10000));
+    ASSERT_TRUE(sbt_wait_ready(&rx, 10000));
     batch_fill(&b, "a", 0, 50);
-    SBT_CHECK_EQ(sb_client_send_each(c, "out", b.m, b.n, 10000, each), IB_E_OK);
+    ASSERT_EQ(sb_client_send_each(c, "out", b.m, b.n, 10000, each), IB_E_OK);
     check_all_ok(each, b.n);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "out", "active", 50, 3000), 50);
+    ASSERT_EQ(sbt_wait_stat(emu, "out", "active", 50, 3000), 50);
 
     /* Read back: order, id, subject, session, property, body. */
     sbt_rx_init(&rx2);
@@ -106,17 +107,17 @@ static void test_receiver_sends(sbt_emu_t *emu)
     r = sbt_client_start(&opt, &cb);
     for (size_t k = 0; k < b.n; k++) {
         sb_msg_t *msg = sbt_take(&rx2, 5000);
-        SBT_CHECK(msg);
-        SBT_CHECK_STREQ(msg->message_id, b.ids[k]);
-        SBT_CHECK_STREQ(msg->subject, "Sent");
-        SBT_CHECK_STREQ(msg->session_id, b.sess[k]);
-        SBT_CHECK_EQ(msg->nprops, 1);
-        SBT_CHECK_EQ(msg->props[0].i, (long long)k);
-        SBT_CHECK_EQ(msg->body_len, strlen(b.bodies[k]));
-        SBT_CHECK(memcmp(msg->body, b.bodies[k], msg->body_len) == 0);
+        ASSERT_TRUE(msg);
+        ASSERT_STREQ(msg->message_id, b.ids[k]);
+        ASSERT_STREQ(msg->subject, "Sent");
+        ASSERT_STREQ(msg->session_id, b.sess[k]);
+        ASSERT_EQ(msg->nprops, 1);
+        ASSERT_EQ(msg->props[0].i, (long long)k);
+        ASSERT_EQ(msg->body_len, strlen(b.bodies[k]));
+        ASSERT_TRUE(memcmp(msg->body, b.bodies[k], msg->body_len) == 0);
         sb_client_settle(r, msg, SB_COMPLETE, NULL, NULL);
     }
-    SBT_CHECK(sbt_wait_settled(&rx2, 50, 5000));
+    ASSERT_TRUE(sbt_wait_settled(&rx2, 50, 5000));
     sb_client_free(r);
     sbt_rx_destroy(&rx2);
     sb_client_free(c);
@@ -134,18 +135,18 @@ static void test_send_only_not_found(sbt_emu_t *emu)
     sbt_rx_init(&rx);
     c = sender_only(emu, &rx);
     batch_fill(&b, "nf", 0, 3);
-    SBT_CHECK_EQ(sb_client_send_each(c, "no-such-queue", b.m, b.n, 10000, each), IB_E_NOTFOUND);
+    ASSERT_EQ(sb_client_send_each(c, "no-such-queue", b.m, b.n, 10000, each), IB_E_NOTFOUND);
     for (size_t k = 0; k < b.n; k++) {
-        SBT_CHECK_EQ(each[k].code, IB_E_NOTFOUND);
-        SBT_CHECK_EQ(each[k].cls, IB_CLASS_PERMANENT);
+        ASSERT_EQ(each[k].code, IB_E_NOTFOUND);
+        ASSERT_EQ(each[k].cls, IB_CLASS_PERMANENT);
     }
     batch_fill(&b, "ok", 0, 5);
-    SBT_CHECK_EQ(sb_client_send_each(c, "out2", b.m, b.n, 10000, each), IB_E_OK);
+    ASSERT_EQ(sb_client_send_each(c, "out2", b.m, b.n, 10000, each), IB_E_OK);
     check_all_ok(each, b.n);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "out2", "active", 5, 3000), 5);
+    ASSERT_EQ(sbt_wait_stat(emu, "out2", "active", 5, 3000), 5);
     sb_client_stop(c);
-    SBT_CHECK_EQ(sb_client_send_each(c, "out2", b.m, 1, 10000, each), IB_E_SHUTDOWN);
-    SBT_CHECK_EQ(sbt_stat(emu, "out2", "active"), 5);
+    ASSERT_EQ(sb_client_send_each(c, "out2", b.m, 1, 10000, each), IB_E_SHUTDOWN);
+    ASSERT_EQ(sbt_stat(emu, "out2", "active"), 5);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
     fprintf(stderr, "send-only, not found, shutdown: ok\n");
@@ -180,13 +181,13 @@ static void test_two_threads(sbt_emu_t *emu)
     sbt_rx_init(&rx);
     c = sender_only(emu, &rx);
     a1.c = a2.c = c;
-    SBT_CHECK_EQ(pthread_create(&t1, NULL, send_thread, &a1), 0);
-    SBT_CHECK_EQ(pthread_create(&t2, NULL, send_thread, &a2), 0);
+    ASSERT_EQ(pthread_create(&t1, NULL, send_thread, &a1), 0);
+    ASSERT_EQ(pthread_create(&t2, NULL, send_thread, &a2), 0);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
-    SBT_CHECK_EQ(a1.failures, 0);
-    SBT_CHECK_EQ(a2.failures, 0);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "out3", "active", 200, 3000), 200);
+    ASSERT_EQ(a1.failures, 0);
+    ASSERT_EQ(a2.failures, 0);
+    ASSERT_EQ(sbt_wait_stat(emu, "out3", "active", 200, 3000), 200);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
     fprintf(stderr, "two threads: ok\n");
@@ -210,7 +211,7 @@ static size_t drain_ids(sbt_emu_t *emu, const char *entity, const char *prefix, 
     long long until;
     sb_msg_t *msg;
 
-    SBT_CHECK(seen);
+    ASSERT_TRUE(seen);
     sbt_rx_init(&rx);
     sbt_options(emu, entity, &opt);
     opt.prefetch = 100;
@@ -269,18 +270,18 @@ static void test_connection_drops(void)
         while (sb_client_send_each(c, "out", b.m, b.n, 5000, each) != IB_E_OK) {
             for (size_t k = 0; k < b.n; k++)
                 if (each[k].code != IB_E_OK)
-                    SBT_CHECK_EQ(each[k].cls, IB_CLASS_TRANSIENT);
+                    ASSERT_EQ(each[k].cls, IB_CLASS_TRANSIENT);
             transient++;
-            SBT_CHECK_LT(++tries, 50);
+            ASSERT_LT(++tries, 50);
         }
     }
     sb_client_stats(c, &st);
     fprintf(stderr, "drops: %d transient failures, %llu reconnects\n", transient, st.reconnects);
-    SBT_CHECK_GT(st.reconnects, 0ULL);
+    ASSERT_GT(st.reconnects, 0ULL);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
     /* Every id reached the queue (a message whose answer was lost may be there twice). */
-    SBT_CHECK_EQ(drain_ids(&emu, "out", "d", total, 30000), total);
+    ASSERT_EQ(drain_ids(&emu, "out", "d", total, 30000), total);
     sbt_emu_stop(&emu);
 }
 

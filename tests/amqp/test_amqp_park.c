@@ -54,24 +54,24 @@ static void test_dead_letter_waits_for_record(void)
      * long enough that a loaded machine still looks inside it. */
     c = park_client(&emu, &rx, (unsigned)sbt_ms(4000));
     msg = sbt_take(&rx, 10000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "w-0") == 0);
+    ASSERT_TRUE(msg && strcmp(msg->message_id, "w-0") == 0);
     dead_letter(c, msg);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 1, 5000), 1LL);
+    ASSERT_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 1, 5000), 1LL);
     /* The set is unanswered (its timeout is 4 s): nothing settled, nothing handed out. */
-    SBT_CHECK(sbt_take(&rx, 500) == NULL);
-    SBT_CHECK_EQ(sbt_stat(&emu, "pq", "dead_lettered"), 0LL);
-    SBT_CHECK(rx.settled == 0);
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 15000));
-    SBT_CHECK(rx.settled_ok == 1);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 2, 3000), 2LL);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "dead_lettered", 1, 3000), 1LL);
+    ASSERT_TRUE(sbt_take(&rx, 500) == NULL);
+    ASSERT_EQ(sbt_stat(&emu, "pq", "dead_lettered"), 0LL);
+    ASSERT_TRUE(rx.settled == 0);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 15000));
+    ASSERT_TRUE(rx.settled_ok == 1);
+    ASSERT_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 2, 3000), 2LL);
+    ASSERT_EQ(sbt_wait_stat(&emu, "pq", "dead_lettered", 1, 3000), 1LL);
     sb_client_stats(c, &st);
-    SBT_CHECK_EQ(st.sessions_parked, 1u);
-    SBT_CHECK(sbt_take(&rx, 500) == NULL); /* w-1 waits */
+    ASSERT_EQ(st.sessions_parked, 1u);
+    ASSERT_TRUE(sbt_take(&rx, 500) == NULL); /* w-1 waits */
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "active", 1, 3000), 1LL);
+    ASSERT_EQ(sbt_wait_stat(&emu, "pq", "active", 1, 3000), 1LL);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   dead_letter_waits_for_record\n");
 }
@@ -90,29 +90,29 @@ static void test_record_refused_releases_poison(void)
     sbt_rx_init(&rx);
     c = park_client(&emu, &rx, 10000);
     msg = sbt_take(&rx, 10000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "r-0") == 0);
+    ASSERT_TRUE(msg && strcmp(msg->message_id, "r-0") == 0);
     dead_letter(c, msg);
     /* Four tries over about 3.5 s, all refused: released, not dead-lettered. */
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 10000));
-    SBT_CHECK(rx.settled_ok == 0);
-    SBT_CHECK(rx.results[IB_E_BROKER] == 1);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 4, 3000), 4LL);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 10000));
+    ASSERT_TRUE(rx.settled_ok == 0);
+    ASSERT_TRUE(rx.results[IB_E_BROKER] == 1);
+    ASSERT_EQ(sbt_wait_stat(&emu, "pq", "session_state_sets", 4, 3000), 4LL);
     sbt_stat_fresh(&emu, sbt_stat_seq(&emu)); /* the release is handled: no dead letter after it */
-    SBT_CHECK_EQ(sbt_stat(&emu, "pq", "dead_lettered"), 0LL);
+    ASSERT_EQ(sbt_stat(&emu, "pq", "dead_lettered"), 0LL);
     /* The session stops at its poison all the same: r-0 comes first again. */
     msg = sbt_take(&rx, 10000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "r-0") == 0);
+    ASSERT_TRUE(msg && strcmp(msg->message_id, "r-0") == 0);
     dead_letter(c, msg);
-    SBT_CHECK(sbt_wait_settled(&rx, 2, 10000));
-    SBT_CHECK(rx.settled_ok == 1);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "dead_lettered", 1, 3000), 1LL);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 2, 10000));
+    ASSERT_TRUE(rx.settled_ok == 1);
+    ASSERT_EQ(sbt_wait_stat(&emu, "pq", "dead_lettered", 1, 3000), 1LL);
     sb_client_stats(c, &st);
-    SBT_CHECK_EQ(st.sessions_parked, 1u);
-    SBT_CHECK(sbt_take(&rx, 500) == NULL); /* r-1 waits */
+    ASSERT_EQ(st.sessions_parked, 1u);
+    ASSERT_TRUE(sbt_take(&rx, 500) == NULL); /* r-1 waits */
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "pq", "active", 1, 3000), 1LL);
+    ASSERT_EQ(sbt_wait_stat(&emu, "pq", "active", 1, 3000), 1LL);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   record_refused_releases_poison\n");
 }

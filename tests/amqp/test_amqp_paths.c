@@ -36,7 +36,7 @@ static sb_client_t *start_opt(sb_options_t *opt, sbt_rx_t *rx, bool wait_ready)
     sbt_callbacks(rx, &cb);
     c = sbt_client_start(opt, &cb);
     if (wait_ready)
-        SBT_CHECK(sbt_wait_ready(rx, 10000));
+        ASSERT_TRUE(sbt_wait_ready(rx, 10000));
     return c;
 }
 
@@ -61,8 +61,8 @@ static sb_msg_t **peek(sbt_emu_t *emu, const char *entity, size_t *n)
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     sb_msg_t **out;
-    SBT_CHECK(s);
-    SBT_CHECK_EQ(sb_sender_peek(s, entity, 1, 50, &out, n, &err), IB_E_OK);
+    ASSERT_TRUE(s);
+    ASSERT_EQ(sb_sender_peek(s, entity, 1, 50, &out, n, &err), IB_E_OK);
     sb_sender_close(s);
     return out;
 }
@@ -77,14 +77,14 @@ static void test_subscription(sbt_emu_t *emu)
     c = start(emu, "events/Subscriptions/audit", 0, &rx);
     for (int k = 0; k < 2; k++) {
         msg = sbt_take(&rx, 5000);
-        SBT_CHECK(msg);
+        ASSERT_TRUE(msg);
         sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     }
-    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 2);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "events/Subscriptions/audit", "completed", 2, 3000), 2);
-    SBT_CHECK_EQ(sbt_stat(emu, "events/Subscriptions/audit", "active"), 0);
-    SBT_CHECK_EQ(sbt_stat(emu, "events/Subscriptions/billing", "active"), 2); /* untouched */
+    ASSERT_TRUE(sbt_wait_settled(&rx, 2, 5000));
+    ASSERT_EQ(rx.settled_ok, 2);
+    ASSERT_EQ(sbt_wait_stat(emu, "events/Subscriptions/audit", "completed", 2, 3000), 2);
+    ASSERT_EQ(sbt_stat(emu, "events/Subscriptions/audit", "active"), 0);
+    ASSERT_EQ(sbt_stat(emu, "events/Subscriptions/billing", "active"), 2); /* untouched */
     finish(c, &rx);
     fprintf(stderr, "ok   subscription\n");
 }
@@ -104,30 +104,30 @@ static void test_modify(sbt_emu_t *emu)
     sbt_rx_init(&rx);
     c = start(emu, "q2", 0, &rx);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK(!sb_msg_prop(msg, "attempt"));
+    ASSERT_TRUE(msg);
+    ASSERT_TRUE(!sb_msg_prop(msg, "attempt"));
     sb_client_settle_props(c, msg, SB_ABANDON, NULL, NULL, mod1, 2);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_EQ(msg->delivery_count, 2);
-    SBT_CHECK((p = sb_msg_prop(msg, "attempt")));
-    SBT_CHECK_EQ(p->type, SB_PROP_INT64);
-    SBT_CHECK_EQ(p->i, 1);
-    SBT_CHECK((p = sb_msg_prop(msg, "note")));
-    SBT_CHECK_EQ(p->type, SB_PROP_STRING);
-    SBT_CHECK_STREQ(p->str, "retry");
+    ASSERT_TRUE(msg);
+    ASSERT_EQ(msg->delivery_count, 2);
+    ASSERT_TRUE((p = sb_msg_prop(msg, "attempt")));
+    ASSERT_EQ(p->type, SB_PROP_INT64);
+    ASSERT_EQ(p->i, 1);
+    ASSERT_TRUE((p = sb_msg_prop(msg, "note")));
+    ASSERT_EQ(p->type, SB_PROP_STRING);
+    ASSERT_STREQ(p->str, "retry");
     sb_client_settle_props(c, msg, SB_DEADLETTER, "Poison", "cannot parse", mod2, 1);
-    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 2);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "q2", "dead_lettered", 1, 3000), 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 2, 5000));
+    ASSERT_EQ(rx.settled_ok, 2);
+    ASSERT_EQ(sbt_wait_stat(emu, "q2", "dead_lettered", 1, 3000), 1);
     dl = peek(emu, "q2/$DeadLetterQueue", &n);
-    SBT_CHECK_EQ(n, 1);
-    SBT_CHECK(dl[0]->dead_letter_reason);
-    SBT_CHECK_STREQ(dl[0]->dead_letter_reason, "Poison");
-    SBT_CHECK((p = sb_msg_prop(dl[0], "stage")));
-    SBT_CHECK_STREQ(p->str, "final");
-    SBT_CHECK((p = sb_msg_prop(dl[0], "note")));
-    SBT_CHECK_STREQ(p->str, "retry");
+    ASSERT_EQ(n, 1);
+    ASSERT_TRUE(dl[0]->dead_letter_reason);
+    ASSERT_STREQ(dl[0]->dead_letter_reason, "Poison");
+    ASSERT_TRUE((p = sb_msg_prop(dl[0], "stage")));
+    ASSERT_STREQ(p->str, "final");
+    ASSERT_TRUE((p = sb_msg_prop(dl[0], "note")));
+    ASSERT_STREQ(p->str, "retry");
     sb_peek_free(dl, n);
     finish(c, &rx);
 
@@ -140,34 +140,35 @@ static void test_modify(sbt_emu_t *emu)
         sbt_rx_init(&rx);
         c = start(emu, "q2", 0, &rx);
         msg = sbt_take(&rx, 5000);
-        SBT_CHECK(msg);
+        ASSERT_TRUE(msg);
         sb_client_settle(c, msg, SB_DEADLETTER, big, big);
-        SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
-        SBT_CHECK_EQ(rx.settled_ok, 1);
+        ASSERT_TRUE(sbt_wait_settled(&rx, 1, 5000));
+        ASSERT_EQ(rx.settled_ok, 1);
         finish(c, &rx);
         sbt_rx_init(&rx);
         c = start(emu, "q2/$DeadLetterQueue", 0, &rx);
         for (int k = 0; k < 2; k++) {
             msg = sbt_take(&rx, 5000);
-            SBT_CHECK(msg);
-            SBT_CHECK(msg->dead_letter_reason);
+            ASSERT_TRUE(msg);
+            ASSERT_TRUE(msg->dead_letter_reason);
             /*
              * sbemu keeps at most 255 bytes of a reason and 1023 of a
              * description (its own buffers, smaller than the service's),
              * so only "accepted and stored, cut, not garbled" is checked.
              */
             if (strcmp(msg->message_id, "big-0") == 0)
-                SBT_CHECK(strlen(msg->dead_letter_reason) > 0 &&
-                          strlen(msg->dead_letter_reason) <= 4096 &&
-                          strspn(msg->dead_letter_reason, "r") == strlen(msg->dead_letter_reason) &&
-                          strlen(msg->dead_letter_description) <= 4096);
+                ASSERT_TRUE(strlen(msg->dead_letter_reason) > 0 &&
+                            strlen(msg->dead_letter_reason) <= 4096 &&
+                            strspn(msg->dead_letter_reason, "r") ==
+                                strlen(msg->dead_letter_reason) &&
+                            strlen(msg->dead_letter_description) <= 4096);
             sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
         }
-        SBT_CHECK(sbt_wait_settled(&rx, 2, 5000));
-        SBT_CHECK_EQ(rx.settled_ok, 2);
+        ASSERT_TRUE(sbt_wait_settled(&rx, 2, 5000));
+        ASSERT_EQ(rx.settled_ok, 2);
         finish(c, &rx);
-        SBT_CHECK_EQ(sbt_wait_stat(emu, "q2/$DeadLetterQueue", "completed", 2, 3000), 2);
-        SBT_CHECK_EQ(sbt_stat(emu, "q2/$DeadLetterQueue", "active"), 0);
+        ASSERT_EQ(sbt_wait_stat(emu, "q2/$DeadLetterQueue", "completed", 2, 3000), 2);
+        ASSERT_EQ(sbt_stat(emu, "q2/$DeadLetterQueue", "active"), 0);
     }
     fprintf(stderr, "ok   modify\n");
 }
@@ -182,7 +183,7 @@ typedef struct walk {
 static bool walk_each(const sb_msg_t *m, void *arg)
 {
     walk_t *w = arg;
-    SBT_CHECK_LT(w->n, 16);
+    ASSERT_LT(w->n, 16);
     snprintf(w->ids[w->n], sizeof w->ids[0], "%s", m->message_id ? m->message_id : "(none)");
     w->seqs[w->n++] = m->sequence_number;
     return w->stop_after == 0 || w->n < w->stop_after;
@@ -196,47 +197,48 @@ static void test_peek_each(sbt_emu_t *emu)
     walk_t w;
     long long fifth, unreadable = -1;
     char want[32];
-    SBT_CHECK(s);
+    ASSERT_TRUE(s);
     sbt_send(emu, "q6", "w", 7, NULL);
 
     /* Pages of 3, 3, 1, then the empty one: all seven, once each, in order. */
     memset(&w, 0, sizeof w);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
-    SBT_CHECK_EQ(w.n, 7);
-    SBT_CHECK_EQ(unreadable, 0);
+    ASSERT_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
+    ASSERT_EQ(w.n, 7);
+    ASSERT_EQ(unreadable, 0);
     for (int i = 0; i < 7; i++) {
         snprintf(want, sizeof want, "w-%d", i);
-        SBT_CHECK_STREQ(w.ids[i], want);
+        ASSERT_STREQ(w.ids[i], want);
         if (i)
-            SBT_CHECK_GT(w.seqs[i], w.seqs[i - 1]);
+            ASSERT_GT(w.seqs[i], w.seqs[i - 1]);
     }
     fifth = w.seqs[4];
 
     /* Stopped on the fourth, the first of the second page: nothing after it. */
     memset(&w, 0, sizeof w);
     w.stop_after = 4;
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
-    SBT_CHECK_EQ(w.n, 4);
-    SBT_CHECK_STREQ(w.ids[3], "w-3");
+    ASSERT_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
+    ASSERT_EQ(w.n, 4);
+    ASSERT_STREQ(w.ids[3], "w-3");
 
     /* From the fifth's sequence number; then from past the last: nothing, no error. */
     memset(&w, 0, sizeof w);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", fifth, 2, walk_each, &w, &unreadable, &err), IB_E_OK);
-    SBT_CHECK_EQ(w.n, 3);
-    SBT_CHECK_STREQ(w.ids[0], "w-4");
-    SBT_CHECK_STREQ(w.ids[2], "w-6");
+    ASSERT_EQ(sb_sender_peek_each(s, "q6", fifth, 2, walk_each, &w, &unreadable, &err), IB_E_OK);
+    ASSERT_EQ(w.n, 3);
+    ASSERT_STREQ(w.ids[0], "w-4");
+    ASSERT_STREQ(w.ids[2], "w-6");
     memset(&w, 0, sizeof w);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", fifth + 1000, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
-    SBT_CHECK_EQ(w.n, 0);
+    ASSERT_EQ(sb_sender_peek_each(s, "q6", fifth + 1000, 3, walk_each, &w, &unreadable, &err),
+              IB_E_OK);
+    ASSERT_EQ(w.n, 0);
 
     /* A missing entity fails with the peek's own error; a page of 0 is refused. */
-    SBT_CHECK_NE(sb_sender_peek_each(s, "nope", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
-    SBT_CHECK_NE(err.code, IB_E_OK);
-    SBT_CHECK(err.text[0]);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 0, walk_each, &w, &unreadable, &err), IB_E_INVAL);
-    SBT_CHECK_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, NULL, &err), IB_E_INVAL);
-    SBT_CHECK_EQ(w.n, 0);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "q6", "active", 7, 3000), 7); /* peeking took nothing */
+    ASSERT_NE(sb_sender_peek_each(s, "nope", 1, 3, walk_each, &w, &unreadable, &err), IB_E_OK);
+    ASSERT_NE(err.code, IB_E_OK);
+    ASSERT_TRUE(err.text[0]);
+    ASSERT_EQ(sb_sender_peek_each(s, "q6", 1, 0, walk_each, &w, &unreadable, &err), IB_E_INVAL);
+    ASSERT_EQ(sb_sender_peek_each(s, "q6", 1, 3, walk_each, &w, NULL, &err), IB_E_INVAL);
+    ASSERT_EQ(w.n, 0);
+    ASSERT_EQ(sbt_wait_stat(emu, "q6", "active", 7, 3000), 7); /* peeking took nothing */
     sb_sender_close(s);
     fprintf(stderr, "ok   peek_each\n");
 }
@@ -257,35 +259,35 @@ static void test_settle_after_link_loss(void)
     sbt_rx_init(&rx);
     c = start(&emu, "q3", 0, &rx);
     a = sbt_take(&rx, 5000);
-    SBT_CHECK(a);
+    ASSERT_TRUE(a);
     end = ib_mono_ms() + sbt_ms(5000);
     while (rx.lock_lost < 1 && ib_mono_ms() < end)
         usleep(20 * 1000);
-    SBT_CHECK_EQ(rx.lock_lost, 1);
+    ASSERT_EQ(rx.lock_lost, 1);
     /* The worker holds a: credit stays at zero, nothing else is delivered. */
-    SBT_CHECK_EQ(sbt_take(&rx, 500), NULL);
+    ASSERT_EQ(sbt_take(&rx, 500), NULL);
     sb_client_settle(c, a, SB_DEADLETTER, "LostLink", "settled via management");
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 10000));
-    SBT_CHECK_EQ(rx.settled_ok, 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 10000));
+    ASSERT_EQ(rx.settled_ok, 1);
     b = sbt_take(&rx, 5000); /* delivered on a new connection, which drops again */
-    SBT_CHECK(b);
+    ASSERT_TRUE(b);
     end = ib_mono_ms() + sbt_ms(5000);
     while (rx.lock_lost < 2 && ib_mono_ms() < end)
         usleep(20 * 1000);
-    SBT_CHECK_EQ(rx.lock_lost, 2);
+    ASSERT_EQ(rx.lock_lost, 2);
     sb_client_settle(c, b, SB_RELEASE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 2, 10000));
-    SBT_CHECK_EQ(rx.settled_ok, 1);
-    SBT_CHECK_EQ(rx.results[IB_E_DETACHED], 1); /* release has no $management form */
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "q3", "dead_lettered", 1, 3000), 1);
-    SBT_CHECK_EQ(sbt_stat_reason(&emu, "q3", "LostLink"), 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 2, 10000));
+    ASSERT_EQ(rx.settled_ok, 1);
+    ASSERT_EQ(rx.results[IB_E_DETACHED], 1); /* release has no $management form */
+    ASSERT_EQ(sbt_wait_stat(&emu, "q3", "dead_lettered", 1, 3000), 1);
+    ASSERT_EQ(sbt_stat_reason(&emu, "q3", "LostLink"), 1);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
     dl = peek(&emu, "q3/$DeadLetterQueue", &n);
-    SBT_CHECK_EQ(n, 1);
-    SBT_CHECK_STREQ(dl[0]->message_id, "l-0");
-    SBT_CHECK_STREQ(dl[0]->dead_letter_description, "settled via management");
+    ASSERT_EQ(n, 1);
+    ASSERT_STREQ(dl[0]->message_id, "l-0");
+    ASSERT_STREQ(dl[0]->dead_letter_description, "settled via management");
     sb_peek_free(dl, n);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   settle_after_link_loss\n");
@@ -300,19 +302,19 @@ static void test_stop_releases(sbt_emu_t *emu)
     sbt_rx_init(&rx);
     c = start(emu, "q4", 2, &rx);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "q4", "locked", 3, 3000), 3);
+    ASSERT_TRUE(msg);
+    ASSERT_EQ(sbt_wait_stat(emu, "q4", "locked", 3, 3000), 3);
     sb_client_stop_receiving(c);
     sb_client_stop(c);
-    SBT_CHECK_EQ(rx.shutdown, 1);
-    SBT_CHECK_EQ(rx.settled, 1);
+    ASSERT_EQ(rx.shutdown, 1);
+    ASSERT_EQ(rx.settled, 1);
     /* Held and never settled: reported released (as it was), not complete. */
-    SBT_CHECK_EQ(rx.shutdown_completes, 0);
+    ASSERT_EQ(rx.shutdown_completes, 0);
     /* The worker's settle after stop is ignored. */
     sb_client_free(c);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "q4", "active", 3, 3000), 3);
-    SBT_CHECK_EQ(sbt_stat(emu, "q4", "locked"), 0);
-    SBT_CHECK_EQ(sbt_stat(emu, "q4", "released"), 3);
+    ASSERT_EQ(sbt_wait_stat(emu, "q4", "active", 3, 3000), 3);
+    ASSERT_EQ(sbt_stat(emu, "q4", "locked"), 0);
+    ASSERT_EQ(sbt_stat(emu, "q4", "released"), 3);
     sbt_rx_destroy(&rx);
     fprintf(stderr, "ok   stop_releases\n");
 }
@@ -335,10 +337,10 @@ static void test_wrong_key(sbt_emu_t *emu)
              emu->port);
     so = (sb_sender_options_t){cs, NULL, NULL, NULL, 5000};
     s = sb_sender_open(&so, &err);
-    SBT_CHECK(s);
+    ASSERT_TRUE(s);
     memset(&m, 0, sizeof(m));
     m.message_id = "nope";
-    SBT_CHECK_EQ(sb_sender_send(s, "q5", &m, 1, &err), IB_E_AUTH);
+    ASSERT_EQ(sb_sender_send(s, "q5", &m, 1, &err), IB_E_AUTH);
     sb_sender_close(s);
 
     sbt_rx_init(&rx);
@@ -347,10 +349,10 @@ static void test_wrong_key(sbt_emu_t *emu)
     c = start_opt(&opt, &rx, false);
     usleep((useconds_t)sbt_ms(1500) * 1000);
     sb_client_stats(c, &st);
-    SBT_CHECK(!rx.ready);
-    SBT_CHECK_EQ(st.connected, 0);
-    SBT_CHECK_EQ(st.links, 0);
-    SBT_CHECK_EQ(rx.last_why, IB_E_AUTH);
+    ASSERT_TRUE(!rx.ready);
+    ASSERT_EQ(st.connected, 0);
+    ASSERT_EQ(st.links, 0);
+    ASSERT_EQ(rx.last_why, IB_E_AUTH);
     finish(c, &rx);
 
     /* No credential and no token provider: refused before connecting. */
@@ -361,8 +363,8 @@ static void test_wrong_key(sbt_emu_t *emu)
         bare.connection_string = "Endpoint=sb://127.0.0.1:1/;UseDevelopmentEmulator=true";
         bare.entity = "q5";
         sbt_callbacks(&rx, &bcb);
-        SBT_CHECK_EQ(sb_client_new(&bare, &bcb, &err), NULL);
-        SBT_CHECK_EQ(err.code, IB_E_CONFIG);
+        ASSERT_EQ(sb_client_new(&bare, &bcb, &err), NULL);
+        ASSERT_EQ(err.code, IB_E_CONFIG);
     }
 
     /* An entity that does not exist: not ready, and the reason says so. */
@@ -370,11 +372,11 @@ static void test_wrong_key(sbt_emu_t *emu)
     sbt_options(emu, "nope", &opt);
     c = start_opt(&opt, &rx, false);
     usleep((useconds_t)sbt_ms(1500) * 1000);
-    SBT_CHECK(!rx.ready);
-    SBT_CHECK_EQ(rx.last_why, IB_E_NOTFOUND);
+    ASSERT_TRUE(!rx.ready);
+    ASSERT_EQ(rx.last_why, IB_E_NOTFOUND);
     finish(c, &rx);
     sbt_stat_fresh(emu, sbt_stat_seq(emu)); /* every refused send is behind us */
-    SBT_CHECK_EQ(sbt_stat(emu, "q5", "sent"), 0);
+    ASSERT_EQ(sbt_stat(emu, "q5", "sent"), 0);
     fprintf(stderr, "ok   wrong_key_and_missing_entity\n");
 }
 
@@ -411,7 +413,7 @@ static void test_token_refresh(sbt_emu_t *emu)
 
     memset(&t, 0, sizeof(t));
     pthread_mutex_init(&t.mu, NULL);
-    SBT_CHECK_EQ(sb_connstr_parse(emu->connstr, &t.cs, &err), IB_E_OK);
+    ASSERT_EQ(sb_connstr_parse(emu->connstr, &t.cs, &err), IB_E_OK);
     sbt_rx_init(&rx);
     sbt_options(emu, "q5", &opt);
     opt.token_get = short_token;
@@ -420,16 +422,16 @@ static void test_token_refresh(sbt_emu_t *emu)
     usleep(10000 * 1000); /* past the first token's expiry */
     sbt_send(emu, "q5", "t", 1, NULL);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
+    ASSERT_TRUE(msg);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 1);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "q5", "completed", 1, 3000), 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 5000));
+    ASSERT_EQ(rx.settled_ok, 1);
+    ASSERT_EQ(sbt_wait_stat(emu, "q5", "completed", 1, 3000), 1);
     pthread_mutex_lock(&t.mu);
     calls = t.calls;
     pthread_mutex_unlock(&t.mu);
     fprintf(stderr, "token calls: %d\n", calls);
-    SBT_CHECK_GE(calls, 3); /* the first put and a refresh every ~4 s (half of 8 s) */
+    ASSERT_GE(calls, 3); /* the first put and a refresh every ~4 s (half of 8 s) */
     finish(c, &rx);
     sb_connstr_free(&t.cs);
     pthread_mutex_destroy(&t.mu);
@@ -460,24 +462,24 @@ static void test_settle_reply_lost(void)
     opt.settle_timeout_ms = 1500;
     c = start_opt(&opt, &rx, true);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->message_id, "d-0");
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->message_id, "d-0");
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     msg = sbt_take(&rx, 1000); /* handed out while d-0's answer is still awaited */
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->message_id, "d-1");
-    SBT_CHECK_EQ(rx.settled, 0);
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->message_id, "d-1");
+    ASSERT_EQ(rx.settled, 0);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 2, 8000));
-    SBT_CHECK_EQ(rx.settled_ok, 1);
-    SBT_CHECK_EQ(rx.results[IB_E_SETTLE_UNKNOWN], 1);
-    SBT_CHECK_EQ(rx.results[IB_E_LOCK_LOST], 0);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 2, 8000));
+    ASSERT_EQ(rx.settled_ok, 1);
+    ASSERT_EQ(rx.results[IB_E_SETTLE_UNKNOWN], 1);
+    ASSERT_EQ(rx.results[IB_E_LOCK_LOST], 0);
     sb_stats_t st;
     sb_client_stats(c, &st);
-    SBT_CHECK_EQ(st.link_recycles, 1);
+    ASSERT_EQ(st.link_recycles, 1);
     finish(c, &rx);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "q5", "completed", 2, 3000), 2);
-    SBT_CHECK_EQ(sbt_stat(&emu, "q5", "active"), 0);
+    ASSERT_EQ(sbt_wait_stat(&emu, "q5", "completed", 2, 3000), 2);
+    ASSERT_EQ(sbt_stat(&emu, "q5", "active"), 0);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   settle_reply_lost\n");
 }
@@ -498,9 +500,9 @@ static void test_connect_timeout(void)
     memset(&a, 0, sizeof(a));
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    SBT_CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    SBT_CHECK_EQ(listen(fd, 8), 0);
-    SBT_CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ASSERT_EQ(listen(fd, 8), 0);
+    ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &al), 0);
     port = ntohs(a.sin_port);
     snprintf(cs, sizeof(cs),
              "Endpoint=sb://127.0.0.1:%d/;SharedAccessKeyName=k;SharedAccessKey=v;"
@@ -516,9 +518,9 @@ static void test_connect_timeout(void)
     c = sbt_client_start(&opt, &cb);
     usleep((useconds_t)sbt_ms(2500) * 1000);
     sb_client_stats(c, &st);
-    SBT_CHECK(!rx.ready);
-    SBT_CHECK_EQ(rx.last_why, IB_E_TIMEOUT);
-    SBT_CHECK_GE(st.reconnects, 1);
+    ASSERT_TRUE(!rx.ready);
+    ASSERT_EQ(rx.last_why, IB_E_TIMEOUT);
+    ASSERT_GE(st.reconnects, 1);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);

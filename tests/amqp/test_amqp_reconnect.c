@@ -97,7 +97,7 @@ static void test_sessions_under_drops(void)
             sent_ok = 1;
         sb_sender_close(s);
     }
-    SBT_CHECK(sent_ok);
+    ASSERT_TRUE(sent_ok);
     sbt_rx_init(&rx);
     sbt_options(&emu, "sbusy", &opt);
     opt.sessions = true;
@@ -123,10 +123,10 @@ static void test_sessions_under_drops(void)
     usleep((useconds_t)sbt_ms(1000) * 1000);
     fprintf(stderr, "sessions: received=%d ok=%d lock_lost=%d LOCK_LOST=%d\n", rx.received,
             rx.settled_ok, rx.lock_lost, rx.results[IB_E_LOCK_LOST]);
-    SBT_CHECK_EQ(sbt_stat(&emu, "sbusy", "completed"), SN * SPER);
-    SBT_CHECK_EQ(sbt_stat(&emu, "sbusy", "active"), 0);
-    SBT_CHECK_EQ(order_errors, 0);
-    SBT_CHECK_EQ(rx.settled, rx.received);
+    ASSERT_EQ(sbt_stat(&emu, "sbusy", "completed"), SN * SPER);
+    ASSERT_EQ(sbt_stat(&emu, "sbusy", "active"), 0);
+    ASSERT_EQ(order_errors, 0);
+    ASSERT_EQ(rx.settled, rx.received);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
@@ -167,7 +167,7 @@ int main(void)
             sent_ok = 1;
         sb_sender_close(s);
     }
-    SBT_CHECK(sent_ok);
+    ASSERT_TRUE(sent_ok);
 
     sbt_rx_init(&rx);
     sbt_options(&emu, "busy", &opt);
@@ -201,21 +201,21 @@ int main(void)
             rx.received, rx.settled, rx.settled_ok, rx.lock_lost, st.reconnects,
             rx.results[IB_E_LOCK_LOST], rx.results[IB_E_DETACHED], rx.results[IB_E_TIMEOUT],
             rx.results[IB_E_BROKER]);
-    SBT_CHECK_EQ(sbt_stat(&emu, "busy", "completed"), N);
-    SBT_CHECK_EQ(sbt_stat(&emu, "busy", "active"), 0);
-    SBT_CHECK_EQ(sbt_stat(&emu, "busy", "locked"), 0);
-    SBT_CHECK_EQ(sbt_stat(&emu, "busy", "dead_lettered"), 0);
-    SBT_CHECK_GE(st.reconnects, 2);
+    ASSERT_EQ(sbt_stat(&emu, "busy", "completed"), N);
+    ASSERT_EQ(sbt_stat(&emu, "busy", "active"), 0);
+    ASSERT_EQ(sbt_stat(&emu, "busy", "locked"), 0);
+    ASSERT_EQ(sbt_stat(&emu, "busy", "dead_lettered"), 0);
+    ASSERT_GE(st.reconnects, 2);
     for (int i = 0; i < N; i++)
         if (ok_by_id[i] > 1) {
             fprintf(stderr, "x-%d completed OK %d times\n", i, ok_by_id[i]);
-            SBT_CHECK_LE(ok_by_id[i], 1);
+            ASSERT_LE(ok_by_id[i], 1);
         }
     pthread_mutex_lock(&rx.mu);
-    SBT_CHECK_EQ(rx.settled, rx.received); /* exactly one answer per message handed out */
-    SBT_CHECK_EQ(rx.qn, 0);
+    ASSERT_EQ(rx.settled, rx.received); /* exactly one answer per message handed out */
+    ASSERT_EQ(rx.qn, 0);
     pthread_mutex_unlock(&rx.mu);
-    SBT_CHECK_EQ(st.in_flight, 0);
+    ASSERT_EQ(st.in_flight, 0);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);

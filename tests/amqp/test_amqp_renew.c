@@ -28,7 +28,7 @@ static sb_client_t *start(sbt_emu_t *emu, const char *entity, unsigned prefetch,
     opt.max_auto_lock_renewal_s = 60;
     sbt_callbacks(rx, &cb);
     c = sbt_client_start(&opt, &cb);
-    SBT_CHECK(sbt_wait_ready(rx, 10000));
+    ASSERT_TRUE(sbt_wait_ready(rx, 10000));
     return c;
 }
 
@@ -43,18 +43,18 @@ static void test_held_3x(sbt_emu_t *emu)
     sbt_rx_init(&rx);
     c = start(emu, "slow", 0, &rx);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
+    ASSERT_TRUE(msg);
     usleep(6000 * 1000); /* 3x the lock duration (not scaled: the broker's clock) */
-    SBT_CHECK_EQ(rx.lock_lost, 0);
+    ASSERT_EQ(rx.lock_lost, 0);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 5000));
+    ASSERT_EQ(rx.settled_ok, 1);
     sb_client_stats(c, &st);
-    SBT_CHECK_GE(st.renewals_ok, 3);
-    SBT_CHECK_EQ(st.lock_lost, 0);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "slow", "completed", 1, 3000), 1);
-    SBT_CHECK_EQ(sbt_stat(emu, "slow", "delivered"), 1); /* never redelivered */
-    SBT_CHECK_EQ(sbt_stat(emu, "slow", "active"), 0);
+    ASSERT_GE(st.renewals_ok, 3);
+    ASSERT_EQ(st.lock_lost, 0);
+    ASSERT_EQ(sbt_wait_stat(emu, "slow", "completed", 1, 3000), 1);
+    ASSERT_EQ(sbt_stat(emu, "slow", "delivered"), 1); /* never redelivered */
+    ASSERT_EQ(sbt_stat(emu, "slow", "active"), 0);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
@@ -72,27 +72,27 @@ static void test_buffered_renewed(sbt_emu_t *emu)
     sbt_rx_init(&rx);
     c = start(emu, "pre", 2, &rx);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->message_id, "p-0");
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "pre", "locked", 3, 3000), 3);
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->message_id, "p-0");
+    ASSERT_EQ(sbt_wait_stat(emu, "pre", "locked", 3, 3000), 3);
     usleep(5000 * 1000); /* the two buffered locks would have expired twice over */
     sb_client_stats(c, &st);
     fprintf(stderr, "buffered: %llu tokens renewed in %llu requests\n", st.renewals_ok,
             st.renew_requests);
-    SBT_CHECK_GE(st.renewals_ok, 6);                /* 3 locks, renewed twice or more */
-    SBT_CHECK_LT(st.renew_requests, st.renewals_ok); /* batched per entity */
+    ASSERT_GE(st.renewals_ok, 6);                 /* 3 locks, renewed twice or more */
+    ASSERT_LT(st.renew_requests, st.renewals_ok); /* batched per entity */
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     for (int k = 1; k < 3; k++) {
         msg = sbt_take(&rx, 5000);
-        SBT_CHECK(msg);
-        SBT_CHECK_EQ(msg->delivery_count, 1);
+        ASSERT_TRUE(msg);
+        ASSERT_EQ(msg->delivery_count, 1);
         sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     }
-    SBT_CHECK(sbt_wait_settled(&rx, 3, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 3);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "pre", "completed", 3, 3000), 3);
-    SBT_CHECK_EQ(sbt_stat(emu, "pre", "delivered"), 3);
-    SBT_CHECK_EQ(sbt_stat(emu, "pre", "abandoned"), 0);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 3, 5000));
+    ASSERT_EQ(rx.settled_ok, 3);
+    ASSERT_EQ(sbt_wait_stat(emu, "pre", "completed", 3, 3000), 3);
+    ASSERT_EQ(sbt_stat(emu, "pre", "delivered"), 3);
+    ASSERT_EQ(sbt_stat(emu, "pre", "abandoned"), 0);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
@@ -113,31 +113,31 @@ static void test_refused(void)
     sbt_rx_init(&rx);
     c = start(&emu, "slow", 0, &rx);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_EQ(msg->delivery_count, 1);
+    ASSERT_TRUE(msg);
+    ASSERT_EQ(msg->delivery_count, 1);
     end = ib_mono_ms() + sbt_ms(5000);
     while (rx.lock_lost == 0 && ib_mono_ms() < end)
         usleep(50 * 1000);
     pthread_mutex_lock(&rx.mu);
-    SBT_CHECK_EQ(rx.lock_lost, 1);
-    SBT_CHECK_EQ(rx.nlost, 1);
-    SBT_CHECK_EQ(rx.lost[0], msg);
+    ASSERT_EQ(rx.lock_lost, 1);
+    ASSERT_EQ(rx.nlost, 1);
+    ASSERT_EQ(rx.lost[0], msg);
     pthread_mutex_unlock(&rx.mu);
     usleep(2500 * 1000); /* the refused renewal left the lock to run out */
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
-    SBT_CHECK_EQ(rx.results[IB_E_LOCK_LOST], 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 5000));
+    ASSERT_EQ(rx.results[IB_E_LOCK_LOST], 1);
     /* It comes back, counted as a second delivery, and completes. */
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->message_id, "r-0");
-    SBT_CHECK_EQ(msg->delivery_count, 2);
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->message_id, "r-0");
+    ASSERT_EQ(msg->delivery_count, 2);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 1);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "slow", "completed", 1, 3000), 1);
-    SBT_CHECK_EQ(sbt_stat(&emu, "slow", "delivered"), 2);
-    SBT_CHECK_EQ(sbt_stat(&emu, "slow", "active"), 0);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 2, 5000));
+    ASSERT_EQ(rx.settled_ok, 1);
+    ASSERT_EQ(sbt_wait_stat(&emu, "slow", "completed", 1, 3000), 1);
+    ASSERT_EQ(sbt_stat(&emu, "slow", "delivered"), 2);
+    ASSERT_EQ(sbt_stat(&emu, "slow", "active"), 0);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
@@ -167,29 +167,29 @@ static void test_expired_buffered(sbt_emu_t *emu)
     sbt_callbacks(&rx, &cb);
     c = sbt_client_start(&opt, &cb);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->message_id, "x-0");
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->message_id, "x-0");
     usleep(3000 * 1000); /* every lock (2 s) is gone */
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
-    SBT_CHECK_EQ(rx.results[IB_E_LOCK_LOST], 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 5000));
+    ASSERT_EQ(rx.results[IB_E_LOCK_LOST], 1);
     for (int k = 0; k < 3; k++) {
         msg = sbt_take(&rx, 5000);
-        SBT_CHECK(msg);
+        ASSERT_TRUE(msg);
         now = ib_now_ms();
-        SBT_CHECK_GT(msg->locked_until_ms, now); /* never handed with a dead lock */
-        SBT_CHECK_EQ(msg->delivery_count, 2);   /* each came back from the broker */
+        ASSERT_GT(msg->locked_until_ms, now); /* never handed with a dead lock */
+        ASSERT_EQ(msg->delivery_count, 2);    /* each came back from the broker */
         sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     }
-    SBT_CHECK(sbt_wait_settled(&rx, 4, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 3);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 4, 5000));
+    ASSERT_EQ(rx.settled_ok, 3);
     sb_client_stats(c, &st);
-    SBT_CHECK_EQ(st.expired_dropped, 2);
+    ASSERT_EQ(st.expired_dropped, 2);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK_EQ(sbt_wait_stat(emu, "exp", "completed", 3, 3000), 3);
-    SBT_CHECK_EQ(sbt_stat(emu, "exp", "delivered"), 6);
+    ASSERT_EQ(sbt_wait_stat(emu, "exp", "completed", 3, 3000), 3);
+    ASSERT_EQ(sbt_stat(emu, "exp", "delivered"), 6);
     fprintf(stderr, "ok   expired_buffered\n");
 }
 

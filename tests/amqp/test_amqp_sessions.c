@@ -77,23 +77,23 @@ static void test_session_lock_lost(void)
     sbt_callbacks(&rx, &cb);
     c = sbt_client_start(&opt, &cb);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->session_id, "only");
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->session_id, "only");
     end = ib_mono_ms() + sbt_ms(5000);
     while (rx.lock_lost == 0 && ib_mono_ms() < end)
         usleep(20 * 1000);
-    SBT_CHECK_EQ(rx.lock_lost, 1);
+    ASSERT_EQ(rx.lock_lost, 1);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     end = ib_mono_ms() + sbt_ms(5000);
     while (rx.results[IB_E_LOCK_LOST] == 0 && ib_mono_ms() < end)
         usleep(20 * 1000);
-    SBT_CHECK_EQ(rx.results[IB_E_LOCK_LOST], 1);
+    ASSERT_EQ(rx.results[IB_E_LOCK_LOST], 1);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sl", "completed", 0, 2000), 0);
+    ASSERT_EQ(sbt_wait_stat(&emu, "sl", "completed", 0, 2000), 0);
     /* Back with the broker once the client has gone. */
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sl", "active", 1, 5000), 1);
+    ASSERT_EQ(sbt_wait_stat(&emu, "sl", "active", 1, 5000), 1);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   session_lock_lost\n");
 }
@@ -121,26 +121,26 @@ static void test_session_renewal(void)
     sbt_callbacks(&rx, &cb);
     c = sbt_client_start(&opt, &cb);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->message_id, "r-0");
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->message_id, "r-0");
     usleep(5000 * 1000);
-    SBT_CHECK_EQ(rx.lock_lost, 0);
+    ASSERT_EQ(rx.lock_lost, 0);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     msg = sbt_take(&rx, 5000);
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->message_id, "r-1");
-    SBT_CHECK_EQ(msg->delivery_count, 1);
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->message_id, "r-1");
+    ASSERT_EQ(msg->delivery_count, 1);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 2, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 2);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 2, 5000));
+    ASSERT_EQ(rx.settled_ok, 2);
     sb_client_stats(c, &st);
-    SBT_CHECK_GE(st.renewals_ok, 2);
-    SBT_CHECK_EQ(st.sessions_accepted, 1);
+    ASSERT_GE(st.renewals_ok, 2);
+    ASSERT_EQ(st.sessions_accepted, 1);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sr", "completed", 2, 3000), 2);
-    SBT_CHECK_EQ(sbt_stat(&emu, "sr", "delivered"), 2);
+    ASSERT_EQ(sbt_wait_stat(&emu, "sr", "completed", 2, 3000), 2);
+    ASSERT_EQ(sbt_stat(&emu, "sr", "delivered"), 2);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   session_renewal\n");
 }
@@ -189,14 +189,14 @@ static void test_sessions_given_back_at_once(void)
     for (int i = 0; i < 6; i++) {
         char want[16];
         sb_msg_t *msg = sbt_take(&rx, 10000);
-        SBT_CHECK(msg);
+        ASSERT_TRUE(msg);
         /* Oldest session first, its two messages in order, then the next. */
         snprintf(want, sizeof(want), "%s-%d", msg->session_id, i % 2);
-        SBT_CHECK(strcmp(msg->message_id, want) == 0);
-        SBT_CHECK(strcmp(msg->session_id, order[i / 2]) == 0);
+        ASSERT_TRUE(strcmp(msg->message_id, want) == 0);
+        ASSERT_TRUE(strcmp(msg->session_id, order[i / 2]) == 0);
         sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     }
-    SBT_CHECK(sbt_wait_settled(&rx, 6, 5000) && rx.settled_ok == 6);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 6, 5000) && rx.settled_ok == 6);
     /* The last one goes back when its empty drain answer is in: seconds, not the 60 s idle. */
     end = ib_mono_ms() + sbt_ms(5000);
     do {
@@ -205,14 +205,14 @@ static void test_sessions_given_back_at_once(void)
             break;
         usleep(20 * 1000);
     } while (ib_mono_ms() < end);
-    SBT_CHECK(st.sessions_given_back >= 3 && st.sessions_held == 0);
-    SBT_CHECK(sbt_wait_stat(&emu, "sb", "sessions_held", 0, 5000) == 0);
-    SBT_CHECK(switches >= 2);
+    ASSERT_TRUE(st.sessions_given_back >= 3 && st.sessions_held == 0);
+    ASSERT_TRUE(sbt_wait_stat(&emu, "sb", "sessions_held", 0, 5000) == 0);
+    ASSERT_TRUE(switches >= 2);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK(sbt_wait_stat(&emu, "sb", "completed", 6, 5000) == 6);
-    SBT_CHECK(sbt_stat(&emu, "sb", "delivered") == 6);
+    ASSERT_TRUE(sbt_wait_stat(&emu, "sb", "completed", 6, 5000) == 6);
+    ASSERT_TRUE(sbt_stat(&emu, "sb", "delivered") == 6);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   sessions_given_back_at_once\n");
 }
@@ -246,23 +246,23 @@ static void test_session_abandon_keeps_order(void)
     c = sbt_client_start(&opt, &cb);
     for (int i = 0; i < 4; i++) {
         msg = sbt_take(&rx, 10000);
-        SBT_CHECK(msg && strcmp(msg->message_id, want[i]) == 0);
+        ASSERT_TRUE(msg && strcmp(msg->message_id, want[i]) == 0);
         if (i == 0) {
             /* x-1 and x-2 arrive in the same drain and wait behind it. */
-            SBT_CHECK(sbt_take(&rx, 300) == NULL);
+            ASSERT_TRUE(sbt_take(&rx, 300) == NULL);
             sb_client_settle(c, msg, SB_ABANDON, NULL, NULL);
         } else {
             if (i == 1)
-                SBT_CHECK(msg->delivery_count == 2);
+                ASSERT_TRUE(msg->delivery_count == 2);
             sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
         }
     }
-    SBT_CHECK(sbt_wait_settled(&rx, 4, 5000) && rx.settled_ok == 4);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 4, 5000) && rx.settled_ok == 4);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK(sbt_wait_stat(&emu, "sa", "completed", 3, 3000) == 3);
-    SBT_CHECK(sbt_stat(&emu, "sa", "abandoned") == 1);
+    ASSERT_TRUE(sbt_wait_stat(&emu, "sa", "completed", 3, 3000) == 3);
+    ASSERT_TRUE(sbt_stat(&emu, "sa", "abandoned") == 1);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   session_abandon_keeps_order\n");
 }
@@ -296,23 +296,23 @@ static void test_session_drain_unanswered(void)
     sbt_callbacks(&rx, &cb);
     c = sbt_client_start(&opt, &cb);
     msg = sbt_take(&rx, 10000);
-    SBT_CHECK(msg && strcmp(msg->message_id, "u-0") == 0);
+    ASSERT_TRUE(msg && strcmp(msg->message_id, "u-0") == 0);
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000) && rx.settled_ok == 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 5000) && rx.settled_ok == 1);
     settled_at = ib_mono_ms();
     end = settled_at + sbt_ms(10000);
     do {
         usleep(20 * 1000);
         sb_client_stats(c, &st);
     } while (st.sessions_given_back == 0 && ib_mono_ms() < end);
-    SBT_CHECK(st.sessions_given_back == 1);
+    ASSERT_TRUE(st.sessions_given_back == 1);
     /* Not at once: no answer came, so only the bound gave it back. */
-    SBT_CHECK(ib_mono_ms() - settled_at >= 1500);
-    SBT_CHECK(sbt_wait_stat(&emu, "su", "sessions_held", 0, 5000) == 0);
+    ASSERT_TRUE(ib_mono_ms() - settled_at >= 1500);
+    ASSERT_TRUE(sbt_wait_stat(&emu, "su", "sessions_held", 0, 5000) == 0);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
-    SBT_CHECK(sbt_wait_stat(&emu, "su", "completed", 1, 5000) == 1);
+    ASSERT_TRUE(sbt_wait_stat(&emu, "su", "completed", 1, 5000) == 1);
     sbt_emu_stop(&emu);
     fprintf(stderr, "ok   session_drain_unanswered\n");
 }
@@ -351,10 +351,10 @@ int main(void)
         }
     so = (sb_sender_options_t){emu.connstr, NULL, NULL, NULL, 10000};
     s = sb_sender_open(&so, &err);
-    SBT_CHECK(s);
-    SBT_CHECK_EQ(sb_sender_send(s, "sq", msgs, NSESS * PER, &err), IB_E_OK);
+    ASSERT_TRUE(s);
+    ASSERT_EQ(sb_sender_send(s, "sq", msgs, NSESS * PER, &err), IB_E_OK);
     sb_sender_close(s);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sq", "active", NSESS * PER, 5000), NSESS * PER);
+    ASSERT_EQ(sbt_wait_stat(&emu, "sq", "active", NSESS * PER, 5000), NSESS * PER);
 
     sbt_rx_init(&rx);
     rx.hook = hook;
@@ -371,7 +371,7 @@ int main(void)
         sb_msg_t *batch[8];
         int nb = 0;
         sb_msg_t *msg = sbt_take(&rx, 15000);
-        SBT_CHECK(msg);
+        ASSERT_TRUE(msg);
         batch[nb++] = msg;
         while (nb < 8 && (msg = sbt_take(&rx, 20)) != NULL)
             batch[nb++] = msg;
@@ -389,15 +389,15 @@ int main(void)
         }
         done += nb;
     }
-    SBT_CHECK(sbt_wait_settled(&rx, NSESS * PER, 10000));
-    SBT_CHECK_EQ(rx.settled_ok, NSESS * PER);
-    SBT_CHECK_EQ(order_errors, 0);
-    SBT_CHECK_EQ(overlap_errors, 0);
+    ASSERT_TRUE(sbt_wait_settled(&rx, NSESS * PER, 10000));
+    ASSERT_EQ(rx.settled_ok, NSESS * PER);
+    ASSERT_EQ(order_errors, 0);
+    ASSERT_EQ(overlap_errors, 0);
     for (int k = 0; k < NSESS; k++)
-        SBT_CHECK_EQ(next_index[k], PER);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "sq", "completed", NSESS * PER, 5000), NSESS * PER);
-    SBT_CHECK_EQ(sbt_stat(&emu, "sq", "active"), 0);
-    SBT_CHECK_EQ(sbt_stat(&emu, "sq", "locked"), 0);
+        ASSERT_EQ(next_index[k], PER);
+    ASSERT_EQ(sbt_wait_stat(&emu, "sq", "completed", NSESS * PER, 5000), NSESS * PER);
+    ASSERT_EQ(sbt_stat(&emu, "sq", "active"), 0);
+    ASSERT_EQ(sbt_stat(&emu, "sq", "locked"), 0);
 
     /* Idle sessions are given back. */
     usleep((useconds_t)sbt_ms(2500) * 1000);
@@ -405,11 +405,11 @@ int main(void)
     fprintf(stderr, "sessions accepted=%llu released=%llu max_held=%u held=%u\n",
             st.sessions_accepted, st.sessions_released, st.max_sessions_held, st.sessions_held);
     /* 4 being processed, plus one replacement per session known to be done. */
-    SBT_CHECK_LE(st.max_sessions_held, 8);
-    SBT_CHECK_GE(st.max_sessions_held, 2);
-    SBT_CHECK_GE(st.sessions_accepted, NSESS);
-    SBT_CHECK_EQ(st.sessions_held, 0);
-    SBT_CHECK_GE(st.sessions_released, NSESS);
+    ASSERT_LE(st.max_sessions_held, 8);
+    ASSERT_GE(st.max_sessions_held, 2);
+    ASSERT_GE(st.sessions_accepted, NSESS);
+    ASSERT_EQ(st.sessions_held, 0);
+    ASSERT_GE(st.sessions_released, NSESS);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);

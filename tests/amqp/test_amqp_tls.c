@@ -98,15 +98,15 @@ static int start_proxy(const char *dir)
     snprintf(cert, sizeof(cert), "%s/server.pem", dir);
     snprintf(key, sizeof(key), "%s/server.key", dir);
     ctx = SSL_CTX_new(TLS_server_method());
-    SBT_CHECK_EQ(SSL_CTX_use_certificate_chain_file(ctx, cert), 1);
-    SBT_CHECK_EQ(SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM), 1);
+    ASSERT_EQ(SSL_CTX_use_certificate_chain_file(ctx, cert), 1);
+    ASSERT_EQ(SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM), 1);
     listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     memset(&a, 0, sizeof(a));
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    SBT_CHECK_EQ(bind(listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    SBT_CHECK_EQ(listen(listen_fd, 16), 0);
-    SBT_CHECK_EQ(getsockname(listen_fd, (struct sockaddr *)&a, &al), 0);
+    ASSERT_EQ(bind(listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ASSERT_EQ(listen(listen_fd, 16), 0);
+    ASSERT_EQ(getsockname(listen_fd, (struct sockaddr *)&a, &al), 0);
     pthread_create(&t, NULL, acceptor, NULL);
     pthread_detach(t);
     return ntohs(a.sin_port);
@@ -125,7 +125,7 @@ static void make_certs(const char *dir)
              "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
              "-out server.pem -days 1 -extfile ext.cnf >/dev/null 2>&1",
              dir);
-    SBT_CHECK_EQ(system(cmd), 0);
+    ASSERT_EQ(system(cmd), 0);
 }
 
 static sb_sender_t *open_sender(const char *host, int port, const char *ca, ib_error_t *err)
@@ -164,14 +164,14 @@ int main(void)
     s = open_sender("localhost", port, ca, &err);
     if (!s)
         fprintf(stderr, "open with CA: %s\n", err.text);
-    SBT_CHECK(s);
+    ASSERT_TRUE(s);
     memset(&m, 0, sizeof(m));
     m.message_id = "tls-1";
     m.body = "secret";
     m.body_len = 6;
-    SBT_CHECK_EQ(sb_sender_send(s, "secure", &m, 1, &err), IB_E_OK);
+    ASSERT_EQ(sb_sender_send(s, "secure", &m, 1, &err), IB_E_OK);
     sb_sender_close(s);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "secure", "active", 1, 3000), 1);
+    ASSERT_EQ(sbt_wait_stat(&emu, "secure", "active", 1, 3000), 1);
 
     sbt_rx_init(&rx);
     snprintf(
@@ -184,33 +184,33 @@ int main(void)
     sbt_callbacks(&rx, &cb);
     c = sbt_client_start(&opt, &cb);
     msg = sbt_take(&rx, 10000);
-    SBT_CHECK(msg);
-    SBT_CHECK_STREQ(msg->message_id, "tls-1");
+    ASSERT_TRUE(msg);
+    ASSERT_STREQ(msg->message_id, "tls-1");
     sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-    SBT_CHECK(sbt_wait_settled(&rx, 1, 5000));
-    SBT_CHECK_EQ(rx.settled_ok, 1);
-    SBT_CHECK_EQ(sbt_wait_stat(&emu, "secure", "completed", 1, 3000), 1);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 1, 5000));
+    ASSERT_EQ(rx.settled_ok, 1);
+    ASSERT_EQ(sbt_wait_stat(&emu, "secure", "completed", 1, 3000), 1);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
 
     /* Without the CA: the system store does not know the test CA. */
     s = open_sender("localhost", port, NULL, &err);
-    SBT_CHECK_EQ(s, NULL);
+    ASSERT_EQ(s, NULL);
     fprintf(stderr, "without CA: %s: %s\n", ib_err_name(err.code), err.text);
-    SBT_CHECK_EQ(err.code, IB_E_TLS);
+    ASSERT_EQ(err.code, IB_E_TLS);
 
     /* Wrong host name: the certificate is for localhost, not 127.0.0.1. */
     s = open_sender("127.0.0.1", port, ca, &err);
-    SBT_CHECK_EQ(s, NULL);
+    ASSERT_EQ(s, NULL);
     fprintf(stderr, "wrong host: %s: %s\n", ib_err_name(err.code), err.text);
-    SBT_CHECK_EQ(err.code, IB_E_TLS);
+    ASSERT_EQ(err.code, IB_E_TLS);
 
     /* A CA file that does not exist is a configuration error, before connecting. */
     s = open_sender("localhost", port, "/nonexistent/ca.pem", &err);
-    SBT_CHECK_EQ(s, NULL);
-    SBT_CHECK_EQ(err.code, IB_E_CONFIG);
-    SBT_CHECK_NE(strstr(err.text, "servicebus.ca_file"), NULL);
+    ASSERT_EQ(s, NULL);
+    ASSERT_EQ(err.code, IB_E_CONFIG);
+    ASSERT_NE(strstr(err.text, "servicebus.ca_file"), NULL);
 
     shutdown(listen_fd, SHUT_RDWR);
     close(listen_fd);

@@ -43,10 +43,6 @@ db_stmt_t ds_biz_stmt(char *sql, size_t size, db_param_t *params, const char *id
 void ds_sleep_ms(long ms);
 /* Claims (tl_claim) and timeouts (tl_timeout) come from db_testlib.h. */
 
-/* Failed asserts so far in each file of cases (ib_test.h counts per file). */
-int ds_failures_cases(void);
-int ds_failures_faults(void);
-
 /* The cases (db_suite_cases.c, db_suite_faults.c). */
 void case_outcomes(void);
 void case_idempotency_backstop(void);

@@ -13,11 +13,6 @@
 
 #include "db_suite.h"
 
-int ds_failures_cases(void)
-{
-    return ib_test_failures;
-}
-
 /* Applied, then a duplicate (no second effect), then a conflict (row untouched). */
 void case_outcomes(void)
 {

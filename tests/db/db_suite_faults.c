@@ -18,11 +18,6 @@
 #define IDS 1000
 #define RETRIES 200
 
-int ds_failures_faults(void)
-{
-    return ib_test_failures;
-}
-
 static int cc_applied[IDS], cc_dup[IDS];
 static long cc_retries, cc_failures;
 static pthread_mutex_t cc_mu = PTHREAD_MUTEX_INITIALIZER;

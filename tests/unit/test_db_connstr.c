@@ -43,20 +43,14 @@ static void expect_bad(const char *s, const char *needle)
     ib_error_t err;
     ib_err_t rc = db_connstr_parse(s, &cs, &err);
     if (rc != IB_E_CONFIG) {
-        fprintf(stderr, "accepted: %s\n", s ? s : "(null)");
-        ib_test_failures++;
         if (rc == IB_E_OK)
             db_connstr_free(&cs);
-        return;
+        IB_FAIL_("accepted: %s", s ? s : "(null)");
     }
-    if (!strstr(err.text, needle)) {
-        fprintf(stderr, "'%s': error '%s' lacks '%s'\n", s ? s : "(null)", err.text, needle);
-        ib_test_failures++;
-    }
-    if (strstr(err.text, "SECRET")) {
-        fprintf(stderr, "error text leaks a value: %s\n", err.text);
-        ib_test_failures++;
-    }
+    if (!strstr(err.text, needle))
+        IB_FAIL_("'%s': error '%s' lacks '%s'", s ? s : "(null)", err.text, needle);
+    if (strstr(err.text, "SECRET"))
+        IB_FAIL_("error text leaks a value: %s", err.text);
 }
 
 static void test_malformed(void)
