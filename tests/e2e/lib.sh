@@ -370,6 +370,10 @@ drop_orders_rule() {
   esac
 }
 
+# ready PORT: inboxd's /readyz answers 200 (connected, links attached,
+# database reachable, not draining).
+ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz")" = 200 ]; }
+
 # metric PORT SERIES: the value of one exact series (name with its labels,
 # as printed) on inboxd's /metrics. Fails the scenario when curl is missing,
 # /metrics does not answer, or the series is absent.
