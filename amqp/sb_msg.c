@@ -53,6 +53,8 @@ typedef struct decoder {
     size_t body_cap;
     bool nomem;
     bool props_seen;
+    bool in_place;    /* a body in one data section may stay in the input */
+    bool body_in_buf; /* msg->body points into the input */
 } decoder_t;
 
 static void fail(decoder_t *dc, const char *fmt, const char *what)
@@ -506,6 +508,16 @@ static void keep_app_props_enc(decoder_t *dc, const unsigned char *sec, size_t n
 static void body_append(decoder_t *dc, const char *p, size_t n)
 {
     sb_msg_t *msg = dc->msg;
+    if (dc->body_in_buf) { /* a section more: the body so far moves out of the input */
+        const char *kept = (const char *)msg->body;
+        size_t kept_len = msg->body_len;
+        msg->body = NULL;
+        msg->body_len = 0;
+        dc->body_in_buf = false;
+        body_append(dc, kept, kept_len);
+        if (dc->nomem)
+            return;
+    }
     if (msg->body_len + n + 1 > dc->body_cap) {
         size_t cap = dc->body_cap ? dc->body_cap : 64;
         unsigned char *nb;
@@ -567,8 +579,10 @@ static unsigned long section_code(pn_data_t *d)
 /*
  * A data section in its usual encoding (descriptor 0x75 as a smallulong, a
  * vbin8 or vbin32) appended to the body straight from sec: through
- * pn_data_decode a large body would be copied once more first. Returns its
- * encoded size, 0 when it is not one (the general path decodes it).
+ * pn_data_decode a large body would be copied once more first. The first
+ * body of an in-place decode is not copied at all: the body points at it.
+ * Returns its encoded size, 0 when it is not one (the general path decodes
+ * it).
  */
 static size_t data_section_direct(decoder_t *dc, const unsigned char *sec, size_t left)
 {
@@ -586,13 +600,21 @@ static size_t data_section_direct(decoder_t *dc, const unsigned char *sec, size_
     }
     if (n > left - hdr)
         return 0;
-    body_append(dc, (const char *)sec + hdr, n);
+    if (dc->in_place && !dc->msg->body) {
+        dc->msg->body = (unsigned char *)sec + hdr; /* the input is the caller's to give */
+        dc->msg->body_len = n;
+        dc->body_in_buf = true;
+    } else {
+        body_append(dc, (const char *)sec + hdr, n);
+    }
     return hdr + n;
 }
 
-ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool received)
+/* sb_msg_decode; with in_place, *in_buf tells whether msg->body points into buf. */
+static ib_err_t decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool received,
+                       bool in_place, bool *in_buf)
 {
-    decoder_t dc = {msg, NULL, 0, false, false};
+    decoder_t dc = {msg, NULL, 0, false, false, in_place, false};
     size_t off = 0;
     bool body_seen = false;
 
@@ -676,10 +698,37 @@ ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool
     }
     pn_data_free(dc.d);
     if (dc.nomem) {
+        if (dc.body_in_buf) { /* not the message's to free */
+            msg->body = NULL;
+            msg->body_len = 0;
+        }
         sb_msg_clear(msg);
         return ib_error_set(&msg->decode_err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     }
+    *in_buf = dc.body_in_buf;
     return msg->decode_err.code;
+}
+
+ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool received)
+{
+    bool in_buf = false;
+    return decode(msg, buf, len, received, false, &in_buf);
+}
+
+ib_err_t sb_msg_decode_owned(sb_msg_t *msg, unsigned char *buf, size_t len, size_t cap,
+                             bool received)
+{
+    bool in_buf = false;
+    ib_err_t rc = decode(msg, buf, len, received, buf && cap > len, &in_buf);
+    if (!in_buf) {
+        free(buf);
+        return rc;
+    }
+    /* Every section is read: the byte after the body may be overwritten
+     * (within cap) by the convenience NUL. */
+    msg->owned = buf;
+    msg->body[msg->body_len] = '\0';
+    return rc;
 }
 
 sb_msg_t *sb_msg_new_decoded(const unsigned char *buf, size_t len, bool received)
@@ -711,7 +760,10 @@ void sb_msg_clear(sb_msg_t *msg)
     }
     free(msg->props);
     free(msg->props_enc);
-    free(msg->body);
+    if (msg->owned)
+        free(msg->owned); /* the body points into it */
+    else
+        free(msg->body);
     memset(msg, 0, sizeof(*msg));
 }
 

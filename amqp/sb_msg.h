@@ -79,8 +79,10 @@ typedef struct sb_msg {
     unsigned char *props_enc;
     size_t props_enc_len;
     unsigned char *body; /* data sections concatenated, or the amqp-value string or
-                            binary; never NULL when body_len > 0 */
+                            binary; never NULL when body_len > 0; points into
+                            owned after sb_msg_decode_owned kept it there */
     size_t body_len;
+    unsigned char *owned; /* the encoded message body points into, or NULL (sb_msg_decode_owned) */
     ib_error_t decode_err; /* code != IB_E_OK: malformed or unsupported, dead-letter it */
     void *user; /* the application's, from on_message on; the client never reads it */
 
@@ -98,6 +100,16 @@ typedef struct sb_msg {
  * above. Returns msg->decode_err.code, or IB_E_NOMEM. thread: any.
  */
 ib_err_t sb_msg_decode(sb_msg_t *msg, const unsigned char *buf, size_t len, bool received);
+
+/*
+ * As sb_msg_decode, for bytes the message may keep: buf (malloc'd, cap
+ * bytes, cap > len) passes to msg. When the body is one data section in its
+ * usual encoding it stays where it is in buf (no copy of a large body) and
+ * buf is freed with the message; otherwise buf is freed before this
+ * returns. Either way the caller no longer owns buf. thread: any.
+ */
+ib_err_t sb_msg_decode_owned(sb_msg_t *msg, unsigned char *buf, size_t len, size_t cap,
+                             bool received);
 
 /* Allocates and decodes; NULL on out of memory. thread: any. */
 sb_msg_t *sb_msg_new_decoded(const unsigned char *buf, size_t len, bool received);

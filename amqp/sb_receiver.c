@@ -206,10 +206,10 @@ static size_t readable_now(sb_client_t *c, sb_rcv_t *r, size_t pending)
 static bool acc_read(sb_rcv_t *r, size_t n)
 {
     ssize_t got;
-    if (r->acc_len + n > r->acc_cap) {
+    if (r->acc_len + n + 1 > r->acc_cap) {
         size_t cap = r->acc_cap ? r->acc_cap : 4096;
         char *grown;
-        while (cap < r->acc_len + n)
+        while (cap < r->acc_len + n + 1) /* + 1: the body's NUL (sb_msg_decode_owned) */
             cap *= 2;
         grown = realloc(r->acc, cap);
         if (!grown)
@@ -282,17 +282,27 @@ static void msg_arrived(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     sb_msg_t *msg = calloc(1, sizeof(*msg));
     struct sb_msg_state *st = calloc(1, sizeof(*st));
     pn_delivery_tag_t tag;
-    size_t got = r->acc_len;
+    size_t got = r->acc_len, cap;
+    unsigned char *bytes;
     long long now;
 
-    if (!msg || !st || sb_msg_decode(msg, (const unsigned char *)r->acc, got, true) == IB_E_NOMEM) {
+    if (!msg || !st) {
         free(msg);
         free(st);
         acc_drop(r);
         sb_dlv_release(dlv, PN_RELEASED);
         return;
     }
+    bytes = (unsigned char *)r->acc; /* the message's from here: its body stays in them */
+    cap = r->acc_cap;
+    r->acc = NULL;
     acc_drop(r); /* its bytes are counted as held from here (st->bytes) */
+    if (sb_msg_decode_owned(msg, bytes, got, cap, true) == IB_E_NOMEM) {
+        free(msg);
+        free(st);
+        sb_dlv_release(dlv, PN_RELEASED);
+        return;
+    }
     tag = pn_delivery_tag(dlv);
     msg->has_lock = sb_lock_token_from_tag((const unsigned char *)tag.start, tag.size,
                                            msg->lock_uuid, msg->lock_token);
@@ -311,8 +321,9 @@ static void msg_arrived(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
         st->lock_dur = 1000;
     st->renew_until = now + (long long)c->renew_max_s * 1000;
     st->state = SB_MS_NEW;
-    /* Held twice until settled: the decoded message, and its body parsed
-     * by the worker (Proton keeps at most SB_RCV_WINDOW of it). */
+    /* Held twice until settled: the bytes read (the body stays in them when
+     * it is one data section), and its body parsed by the worker (Proton
+     * keeps at most the session's window of it). */
     st->bytes = 2 * got;
     /* The estimate follows the largest recent size, decaying by 1/64 a message. */
     c->largest_bytes -= c->largest_bytes / 64;

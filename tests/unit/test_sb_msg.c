@@ -147,6 +147,78 @@ static void test_full(void)
     pn_data_free(d);
 }
 
+/* A copy of the first n bytes of buf in a buffer of n + extra bytes, for sb_msg_decode_owned. */
+static unsigned char *owned_copy(size_t n, size_t extra)
+{
+    unsigned char *b = malloc(n + extra);
+    memcpy(b, buf, n);
+    return b;
+}
+
+static void test_decode_owned(void)
+{
+    pn_data_t *d = pn_data(0);
+    sb_msg_t msg;
+    size_t n;
+    unsigned char *b;
+
+    /* One data section, then a footer: the body stays in the bytes given. */
+    section(d, 0x73);
+    pn_data_put_list(d);
+    pn_data_enter(d);
+    put_str(d, "m-1");
+    pn_data_exit(d);
+    pn_data_exit(d);
+    section(d, 0x75);
+    pn_data_put_binary(d, pn_bytes(7, "{\"a\":1}"));
+    pn_data_exit(d);
+    section(d, 0x78);
+    pn_data_put_map(d);
+    pn_data_exit(d);
+    n = encode(d);
+    b = owned_copy(n, 1);
+    ASSERT_EQ(sb_msg_decode_owned(&msg, b, n, n + 1, true), IB_E_OK);
+    ASSERT_TRUE(msg.owned == b);
+    ASSERT_TRUE(msg.body > b && msg.body + msg.body_len < b + n);
+    ASSERT_STREQ((char *)msg.body, "{\"a\":1}");
+    ASSERT_STREQ(msg.message_id, "m-1");
+    sb_msg_clear(&msg);
+    ASSERT_TRUE(msg.owned == NULL && msg.body == NULL);
+
+    /* No byte to spare for the NUL: copied, the bytes freed at once. */
+    b = owned_copy(n, 0);
+    ASSERT_EQ(sb_msg_decode_owned(&msg, b, n, n, true), IB_E_OK);
+    ASSERT_TRUE(msg.owned == NULL);
+    ASSERT_STREQ((char *)msg.body, "{\"a\":1}");
+    sb_msg_clear(&msg);
+
+    /* Two data sections: the body leaves the bytes and is whole. */
+    pn_data_clear(d);
+    n = full_message(d, 0);
+    b = owned_copy(n, 1);
+    ASSERT_EQ(sb_msg_decode_owned(&msg, b, n, n + 1, true), IB_E_OK);
+    ASSERT_TRUE(msg.owned == NULL);
+    ASSERT_EQ(msg.body_len, 11);
+    ASSERT_STREQ((char *)msg.body, "hello world");
+    sb_msg_clear(&msg);
+
+    /* An amqp-value body is copied; malformed bytes are freed too. */
+    pn_data_clear(d);
+    section(d, 0x77);
+    put_str(d, "text");
+    pn_data_exit(d);
+    n = encode(d);
+    b = owned_copy(n, 1);
+    ASSERT_EQ(sb_msg_decode_owned(&msg, b, n, n + 1, true), IB_E_OK);
+    ASSERT_TRUE(msg.owned == NULL);
+    ASSERT_STREQ((char *)msg.body, "text");
+    sb_msg_clear(&msg);
+    b = owned_copy(3, 1);
+    ASSERT_EQ(sb_msg_decode_owned(&msg, b, 3, 4, true), IB_E_DECODE);
+    sb_msg_clear(&msg);
+    pn_data_free(d);
+}
+
 static void test_amqp_value_string(void)
 {
     pn_data_t *d = pn_data(0);
@@ -525,6 +597,7 @@ static void test_props_enc_round_trip(void)
 int main(void)
 {
     RUN(test_full);
+    RUN(test_decode_owned);
     RUN(test_amqp_value_string);
     RUN(test_unsupported_bodies);
     RUN(test_malformed);
