@@ -14,6 +14,7 @@
 
 #include "ib_log.h"
 #include "sb_core.h"
+#include "sb_peek.h"
 
 typedef enum { RR_IDLE, RR_AUTH, RR_ATTACHING, RR_READY } rr_state_t;
 
@@ -38,6 +39,11 @@ struct sb_rr {
     bool snd_open, rcv_open;
     char reply_to[128];
     rr_req_t *queued, *sent;
+    /* The answer being read (core->answer_keep: only its first bytes kept) */
+    char *acc;
+    size_t acc_len, acc_cap;
+    bool acc_cut;  /* bytes past answer_keep were dropped */
+    bool acc_fail; /* out of memory: the answer is dropped */
     sb_rr_t *next;
 };
 
@@ -342,9 +348,19 @@ void sb_rr_forget(sb_core_t *core, void *ctx)
         forget_in(rr, ctx);
 }
 
+/* Forgets the answer being read. */
+static void acc_reset(sb_rr_t *rr)
+{
+    free(rr->acc);
+    rr->acc = NULL;
+    rr->acc_len = rr->acc_cap = 0;
+    rr->acc_cut = rr->acc_fail = false;
+}
+
 static void rr_lost(sb_rr_t *rr, const ib_error_t *why)
 {
     rr_req_t *all = rr->sent, **tail;
+    acc_reset(rr);
     if (rr->snd) {
         pn_link_set_context(rr->snd, NULL);
         pn_link_close(rr->snd);
@@ -369,18 +385,11 @@ static void rr_lost(sb_rr_t *rr, const ib_error_t *why)
     fail_list(all, why);
 }
 
-static void on_response(sb_rr_t *rr, pn_delivery_t *d)
+/* Hands the whole answer in buf to the request it answers. */
+static void on_response(sb_rr_t *rr, const char *buf, size_t len)
 {
-    size_t n = pn_delivery_pending(d);
-    char *buf = malloc(n ? n : 1);
     pn_message_t *m = pn_message();
-    ssize_t got = buf ? pn_link_recv(rr->rcv, buf, n) : -1;
-    pn_link_advance(rr->rcv);
-    pn_delivery_update(d, PN_ACCEPTED);
-    pn_delivery_settle(d);
-    if (pn_link_credit(rr->rcv) < 32)
-        pn_link_flow(rr->rcv, 64 - pn_link_credit(rr->rcv));
-    if (got >= 0 && pn_message_decode(m, buf, (size_t)got) == 0) {
+    if (m && pn_message_decode(m, buf, len) == 0) {
         pn_msgid_t cid = pn_message_get_correlation_id(m);
         char key[40] = "";
         if (cid.type == PN_STRING || cid.type == PN_SYMBOL) {
@@ -406,7 +415,73 @@ static void on_response(sb_rr_t *rr, pn_delivery_t *d)
         IB_LOG(IB_LOG_WARN, "mgmt", IB_MSG("undecodable response ignored"), IB_S("node", rr->node));
     }
     pn_message_free(m);
-    free(buf);
+}
+
+/* Appends up to n bytes of the current answer to rr->acc; false when none could be read. */
+static bool acc_take(sb_rr_t *rr, size_t n)
+{
+    ssize_t got;
+    if (rr->acc_len + n > rr->acc_cap) {
+        size_t cap = rr->acc_cap ? rr->acc_cap : 4096;
+        char *grown;
+        while (cap < rr->acc_len + n)
+            cap *= 2;
+        if (!(grown = realloc(rr->acc, cap))) {
+            rr->acc_fail = true;
+            return false;
+        }
+        rr->acc = grown;
+        rr->acc_cap = cap;
+    }
+    got = pn_link_recv(rr->rcv, rr->acc + rr->acc_len, n);
+    if (got <= 0)
+        return false;
+    rr->acc_len += (size_t)got;
+    return true;
+}
+
+/*
+ * Reads what has arrived of answer d: whole once complete, or with
+ * core->answer_keep frame by frame, the bytes past it dropped as they come
+ * (Proton then never holds a large answer whole). A complete answer is
+ * settled and handed on, cut to fit first when bytes were dropped.
+ */
+static void rr_read(sb_rr_t *rr, pn_delivery_t *d)
+{
+    size_t keep = rr->core->answer_keep, pending;
+    if (pn_delivery_aborted(d)) { /* the broker gave it up */
+        pn_delivery_settle(d);
+        acc_reset(rr);
+        return;
+    }
+    if (!keep && pn_delivery_partial(d))
+        return;
+    while ((pending = pn_delivery_pending(d)) > 0) {
+        size_t room = keep ? (rr->acc_len < keep ? keep - rr->acc_len : 0) : pending;
+        if (rr->acc_fail || room == 0) {
+            char scrap[4096];
+            rr->acc_cut = true;
+            if (pn_link_recv(rr->rcv, scrap, pending < sizeof scrap ? pending : sizeof scrap) <= 0)
+                break;
+        } else if (!acc_take(rr, pending < room ? pending : room) && !rr->acc_fail) {
+            break;
+        }
+    }
+    if (pn_delivery_partial(d))
+        return;
+    pn_link_advance(rr->rcv);
+    pn_delivery_update(d, PN_ACCEPTED);
+    pn_delivery_settle(d);
+    if (pn_link_credit(rr->rcv) < 32)
+        pn_link_flow(rr->rcv, 64 - pn_link_credit(rr->rcv));
+    if (rr->acc_fail)
+        IB_LOG(IB_LOG_WARN, "mgmt", IB_MSG("response dropped: out of memory"),
+               IB_S("node", rr->node));
+    else
+        on_response(rr, rr->acc ? rr->acc : "",
+                    rr->acc_cut ? sb_peek_answer_cut((unsigned char *)rr->acc, rr->acc_len)
+                                : rr->acc_len);
+    acc_reset(rr);
 }
 
 bool sb_rr_handle(sb_core_t *core, pn_event_t *e, pn_link_t *link)
@@ -452,8 +527,8 @@ bool sb_rr_handle(sb_core_t *core, pn_event_t *e, pn_link_t *link)
         if (link == rr->snd) {
             if (pn_delivery_remote_state(d) || pn_delivery_settled(d))
                 pn_delivery_settle(d);
-        } else if (pn_delivery_readable(d) && !pn_delivery_partial(d)) {
-            on_response(rr, d);
+        } else if (pn_delivery_readable(d)) {
+            rr_read(rr, d);
         }
         break;
     }
@@ -502,6 +577,7 @@ void sb_rr_tick(sb_core_t *core)
 static void reset_one(sb_rr_t *rr, const ib_error_t *why)
 {
     rr_req_t *all = rr->sent, **tail;
+    acc_reset(rr);
     rr->snd = rr->rcv = NULL;
     rr->ssn = NULL;
     rr->state = RR_IDLE;
@@ -533,6 +609,7 @@ static void rr_free(sb_rr_t *rr)
             pn_message_free(r->msg);
         free(r);
     }
+    acc_reset(rr);
     free(rr->entity);
     free(rr->node);
     free(rr->audience);

@@ -105,6 +105,9 @@ sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err)
         free(s);
         return NULL;
     }
+    s->core.answer_keep = opt->answer_keep;
+    if (opt->answer_keep)
+        s->core.max_frame = SB_MAX_FRAME; /* what arrives is read, or dropped, frame by frame */
     sb_out_init(&s->out, &s->core);
     sb_core_connect(&s->core);
     if (!run_until(s, &s->core.up, ib_mono_ms() + s->timeout_ms) && s->down &&

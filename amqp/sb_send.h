@@ -25,6 +25,10 @@ typedef struct sb_sender_options {
     sb_token_get_fn token_get;     /* NULL = SAS from the connection string */
     void *token_ctx;
     unsigned timeout_ms; /* per call; 0 = 30000 */
+    /* Bytes kept of a peek's answer, 0 = all. Past them the peeked
+     * messages' bodies are cut short (their properties stay whole): a
+     * large message is never held to learn its properties. */
+    size_t answer_keep;
 } sb_sender_options_t;
 
 /* Connects and authorizes; NULL with err filled. thread: the caller's. */

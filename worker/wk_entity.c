@@ -267,8 +267,8 @@ static void note(wk_entity_t *ep, source_t *src, const char *what, const ib_erro
                IB_S("entity", ep->o.entity));
 }
 
-/* A head message larger than this is peeked on a connection of its own. */
-#define PEEK_KEEP_BYTES (1u << 20)
+/* What the poller keeps of a peeked head: its properties whole, its body cut. */
+#define PEEK_KEEP_BYTES (64u << 10)
 
 /* Peeks the head of the entity: its enqueued time, 0 when empty. */
 static ib_err_t peek_head(wk_entity_t *ep, long long *enqueued_ms, ib_error_t *err)
@@ -278,7 +278,8 @@ static ib_err_t peek_head(wk_entity_t *ep, long long *enqueued_ms, ib_error_t *e
                                   .ca_file = ep->o.ca_file,
                                   .token_get = ep->o.token_get,
                                   .token_ctx = ep->o.token_ctx,
-                                  .timeout_ms = 10000};
+                                  .timeout_ms = 10000,
+                                  .answer_keep = PEEK_KEEP_BYTES};
         ep->peeker = sb_sender_open(&so, err);
         if (!ep->peeker)
             return err->code ? err->code : IB_E_IO;
@@ -292,12 +293,6 @@ static ib_err_t peek_head(wk_entity_t *ep, long long *enqueued_ms, ib_error_t *e
         return rc;
     }
     *enqueued_ms = n > 0 ? msgs[0]->enqueued_ms : 0;
-    if (n > 0 && msgs[0]->body_len > PEEK_KEEP_BYTES) {
-        /* Proton keeps the buffers a message grew (its delivery pool, the
-         * transport's input) as long as the connection: a fresh one next time. */
-        sb_sender_close(ep->peeker);
-        ep->peeker = NULL;
-    }
     sb_peek_free(msgs, n);
     return IB_E_OK;
 }

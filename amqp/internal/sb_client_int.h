@@ -30,13 +30,12 @@ typedef enum {
 typedef struct sb_rcv sb_rcv_t;
 
 /*
- * With a byte budget the broker's frames are at most SB_MAX_FRAME and a
- * receive link's session reads no further than SB_RCV_WINDOW ahead of
+ * With a byte budget the broker's frames are at most SB_MAX_FRAME (sb_core.h)
+ * and a receive link's session reads no further than SB_RCV_WINDOW ahead of
  * inboxd: what Proton holds of a message not yet read is bounded, and a
  * delivery's buffer (kept in Proton's pool for the connection's life) never
  * grows past the window.
  */
-#define SB_MAX_FRAME 16384
 #define SB_RCV_WINDOW (1u << 20)
 
 /* Sessions remembered as parked; parked sessions held at once besides the working ones. */

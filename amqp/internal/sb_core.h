@@ -59,6 +59,10 @@ typedef struct sb_core_hooks {
 
 typedef struct sb_aud sb_aud_t;
 
+/* The largest frame the broker may send where the bytes held are bounded
+ * (a byte budget, a kept answer): sb_core_t.max_frame. */
+#define SB_MAX_FRAME 16384
+
 struct sb_core {
     pn_proactor_t *proactor;
     pn_connection_t *conn;     /* NULL while disconnected */
@@ -73,6 +77,8 @@ struct sb_core {
     pn_ssl_domain_t *ssl; /* NULL for the emulator (plain TCP) */
     uint32_t max_frame;   /* largest frame the broker may send; 0 = any (then sessions have
                              no byte window, see sb_core_session) */
+    size_t answer_keep;   /* bytes kept of a $management answer, its bodies cut to fit
+                             (sb_peek_answer_cut); 0 = all */
     sb_core_hooks_t hooks;
     sb_rr_t *cbs;
     sb_rr_t *rrs; /* $management pairs, one per entity */

@@ -44,6 +44,19 @@ ib_err_t sb_peek_page_read(pn_data_t *body, sb_peek_page_t *pg, ib_error_t *err)
 /* Frees pg's messages and zeroes it. */
 void sb_peek_page_clear(sb_peek_page_t *pg);
 
+/*
+ * An encoded answer (a message's sections) of which only the first len
+ * bytes were kept, made whole again in place: whole sections are kept; in
+ * the one cut, lists and maps keep the elements that fit (whole map
+ * entries), a binary keeps the bytes there are (the peeked message inside
+ * cut the same way: its properties and annotations whole, its body
+ * shortened) and anything else is left out. Sizes and counts are rewritten,
+ * so the result decodes. Returns its length (<= len). For an answer read
+ * only in part (sb_sender_options_t.answer_keep): enough to learn a
+ * message's properties without holding its body.
+ */
+size_t sb_peek_answer_cut(unsigned char *buf, size_t len);
+
 /* Where a walk stands between two peeks. */
 typedef struct sb_peek_walk {
     long long from;       /* the next peek's from-sequence-number */

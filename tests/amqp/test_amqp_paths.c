@@ -6,7 +6,9 @@
  *  - stop with messages buffered and held (released, IB_E_SHUTDOWN);
  *  - a wrong SAS key (IB_E_AUTH) and tokens refreshed before they expire;
  *  - sb_sender_peek_each: a walk over several pages, a callback that stops
- *    it mid-page, a start past the end, a missing entity.
+ *    it mid-page, a start past the end, a missing entity;
+ *  - a peek that keeps only the first bytes of its answer (answer_keep): the
+ *    head's properties whole, its body cut.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +26,8 @@ static const char *topology =
     "{\"name\":\"q3\",\"lock_duration_s\":10,\"max_delivery_count\":5},"
     "{\"name\":\"q4\",\"lock_duration_s\":10,\"max_delivery_count\":5},"
     "{\"name\":\"q5\",\"lock_duration_s\":5,\"max_delivery_count\":5},"
-    "{\"name\":\"q6\",\"lock_duration_s\":5,\"max_delivery_count\":5}],"
+    "{\"name\":\"q6\",\"lock_duration_s\":5,\"max_delivery_count\":5},"
+    "{\"name\":\"q7\",\"lock_duration_s\":5,\"max_delivery_count\":5}],"
     "\"topics\":[{\"name\":\"events\",\"subscriptions\":[{\"name\":\"audit\",\"lock_duration_s\":5}"
     ","
     "{\"name\":\"billing\",\"lock_duration_s\":5}]}]}";
@@ -57,7 +60,7 @@ static void finish(sb_client_t *c, sbt_rx_t *rx)
 
 static sb_msg_t **peek(sbt_emu_t *emu, const char *entity, size_t *n)
 {
-    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000};
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, 0};
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     sb_msg_t **out;
@@ -191,7 +194,7 @@ static bool walk_each(const sb_msg_t *m, void *arg)
 
 static void test_peek_each(sbt_emu_t *emu)
 {
-    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000};
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, 0};
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     walk_t w;
@@ -241,6 +244,44 @@ static void test_peek_each(sbt_emu_t *emu)
     ASSERT_EQ(sbt_wait_stat(emu, "q6", "active", 7, 3000), 7); /* peeking took nothing */
     sb_sender_close(s);
     fprintf(stderr, "ok   peek_each\n");
+}
+
+/* A 200 KiB head peeked keeping 16 KiB of the answer: its properties, a body cut short. */
+static void test_peek_kept(sbt_emu_t *emu)
+{
+    enum { BIG = 200 << 10, KEEP = 16 << 10 };
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, KEEP};
+    char *body = malloc(BIG);
+    sb_out_msg_t m = {.message_id = "big", .subject = "Big", .body = body, .body_len = BIG};
+    sb_msg_t **out;
+    size_t n;
+    ib_error_t err;
+    sb_sender_t *s;
+    SBT_CHECK(body);
+    for (size_t i = 0; i < BIG; i++)
+        body[i] = (char)('a' + i % 26);
+    s = sb_sender_open(&so, &err);
+    SBT_CHECK(s);
+    SBT_CHECK_EQ(sb_sender_send(s, "q7", &m, 1, &err), IB_E_OK);
+    for (int round = 0; round < 2; round++) { /* twice on one connection */
+        SBT_CHECK_EQ(sb_sender_peek(s, "q7", 1, 1, &out, &n, &err), IB_E_OK);
+        SBT_CHECK_EQ(n, 1);
+        SBT_CHECK_STREQ(out[0]->message_id, "big");
+        SBT_CHECK_STREQ(out[0]->subject, "Big");
+        SBT_CHECK_GT(out[0]->sequence_number, 0);
+        SBT_CHECK_GT(out[0]->enqueued_ms, 0);
+        SBT_CHECK_GT(out[0]->body_len, 0);
+        SBT_CHECK_LT(out[0]->body_len, KEEP);
+        SBT_CHECK(memcmp(out[0]->body, body, out[0]->body_len) == 0);
+        sb_peek_free(out, n);
+    }
+    sb_sender_close(s);
+    out = peek(emu, "q7", &n); /* whole without answer_keep */
+    SBT_CHECK_EQ(n, 1);
+    SBT_CHECK_EQ(out[0]->body_len, BIG);
+    sb_peek_free(out, n);
+    free(body);
+    fprintf(stderr, "ok   peek_kept\n");
 }
 
 /* The connection drops right after the delivery: settlement goes through $management. */
@@ -335,7 +376,7 @@ static void test_wrong_key(sbt_emu_t *emu)
              "Endpoint=sb://127.0.0.1:%d/;SharedAccessKeyName=tester;SharedAccessKey=wrong;"
              "UseDevelopmentEmulator=true",
              emu->port);
-    so = (sb_sender_options_t){cs, NULL, NULL, NULL, 5000};
+    so = (sb_sender_options_t){cs, NULL, NULL, NULL, 5000, 0};
     s = sb_sender_open(&so, &err);
     ASSERT_TRUE(s);
     memset(&m, 0, sizeof(m));
@@ -539,6 +580,7 @@ int main(void)
     test_wrong_key(&emu);
     test_token_refresh(&emu);
     test_peek_each(&emu);
+    test_peek_kept(&emu);
     sbt_emu_stop(&emu);
     test_settle_after_link_loss();
     test_settle_reply_lost();

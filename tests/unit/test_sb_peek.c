@@ -7,6 +7,7 @@
  * or reports itself stuck instead of reading them as the end.
  */
 #include <proton/codec.h>
+#include <proton/message.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,131 @@ static void test_page_read(void)
     pn_data_free(d);
 }
 
+/*
+ * A whole peek answer message (status, then the amqp-value body) with one
+ * entry: sequence number 7, enqueued 1700000000123, a body of body_len
+ * bytes 'a'..'z': *out (malloc'd), *len.
+ */
+static void answer_message(size_t body_len, char **out, size_t *len)
+{
+    pn_data_t *m = pn_data(16), *d = pn_data(16);
+    char *body = malloc(body_len), *inner = malloc(body_len + 256);
+    size_t cap = body_len + 512;
+    ssize_t n;
+    for (size_t i = 0; i < body_len; i++)
+        body[i] = (char)('a' + i % 26);
+    pn_data_put_described(m);
+    pn_data_enter(m);
+    pn_data_put_ulong(m, 0x72);
+    pn_data_put_map(m);
+    pn_data_enter(m);
+    pn_data_put_symbol(m, pn_bytes(21, "x-opt-sequence-number"));
+    pn_data_put_long(m, 7);
+    pn_data_put_symbol(m, pn_bytes(19, "x-opt-enqueued-time"));
+    pn_data_put_timestamp(m, 1700000000123LL);
+    pn_data_exit(m);
+    pn_data_exit(m);
+    pn_data_put_described(m);
+    pn_data_enter(m);
+    pn_data_put_ulong(m, 0x75);
+    pn_data_put_binary(m, pn_bytes(body_len, body));
+    pn_data_exit(m);
+    n = pn_data_encode(m, inner, body_len + 256);
+    ASSERT_TRUE(n > 0);
+
+    pn_data_put_described(d); /* application-properties: the status */
+    pn_data_enter(d);
+    pn_data_put_ulong(d, 0x74);
+    pn_data_put_map(d);
+    pn_data_enter(d);
+    put_str(d, "statusCode");
+    pn_data_put_int(d, 200);
+    pn_data_exit(d);
+    pn_data_exit(d);
+    pn_data_put_described(d); /* amqp-value: {messages: [{message: <inner>}]} */
+    pn_data_enter(d);
+    pn_data_put_ulong(d, 0x77);
+    pn_data_put_map(d);
+    pn_data_enter(d);
+    put_str(d, "messages");
+    pn_data_put_list(d);
+    pn_data_enter(d);
+    pn_data_put_map(d);
+    pn_data_enter(d);
+    put_str(d, "message");
+    pn_data_put_binary(d, pn_bytes((size_t)n, inner));
+    put_str(d, "lock-token");
+    put_str(d, "after the message");
+    pn_data_exit(d);
+    pn_data_exit(d);
+    pn_data_exit(d);
+    pn_data_exit(d);
+    *out = malloc(cap);
+    n = pn_data_encode(d, *out, cap);
+    ASSERT_TRUE(n > 0);
+    pn_data_free(m);
+    pn_data_free(d);
+    free(body);
+    free(inner);
+    *len = (size_t)n;
+}
+
+/* The first keep bytes of an answer, cut: they decode; the entry once the body began. */
+static void check_cut(const char *whole, size_t len, size_t keep, size_t body_at)
+{
+    unsigned char *b = malloc(keep ? keep : 1);
+    pn_message_t *msg = pn_message();
+    sb_peek_page_t pg;
+    ib_error_t err;
+    size_t m;
+    memcpy(b, whole, keep);
+    m = sb_peek_answer_cut(b, keep);
+    ASSERT_TRUE(m <= keep);
+    ASSERT_EQ(keep == len, m == len);
+    if (m > 0)
+        ASSERT_EQ(pn_message_decode(msg, (const char *)b, m), 0);
+    if (keep >= body_at) {
+        ASSERT_EQ(sb_peek_page_read(pn_message_body(msg), &pg, &err), IB_E_OK);
+        ASSERT_EQ(pg.n, 1);
+        ASSERT_EQ(pg.msgs[0]->sequence_number, 7);
+        ASSERT_EQ(pg.msgs[0]->enqueued_ms, 1700000000123LL);
+        ASSERT_TRUE(pg.msgs[0]->body_len <= keep);
+        for (size_t i = 0; i < pg.msgs[0]->body_len; i++)
+            ASSERT_EQ(pg.msgs[0]->body[i], 'a' + i % 26);
+        sb_peek_page_clear(&pg);
+    }
+    pn_message_free(msg);
+    free(b);
+}
+
+/* Where the inner message's data section starts in an answer (its descriptor). */
+static size_t data_at(const char *a, size_t len)
+{
+    for (size_t i = len; i-- > 3;)
+        if (a[i - 3] == 0x00 && a[i - 2] == 0x53 && a[i - 1] == 0x75 && (unsigned char)a[i] == 0xb0)
+            return i - 3;
+    return len;
+}
+
+static void test_answer_cut(void)
+{
+    char *a;
+    size_t len, at;
+    answer_message(300, &a, &len);
+    at = data_at(a, len);
+    ASSERT_TRUE(at < len);
+    for (size_t keep = 0; keep <= len; keep++) /* every cut, within the body and before it */
+        check_cut(a, len, keep, at);
+    free(a);
+
+    /* 1 MiB body, 64 KiB kept: the properties whole, a body of what was kept. */
+    answer_message(1u << 20, &a, &len);
+    at = data_at(a, len);
+    check_cut(a, len, 64u << 10, at);
+    check_cut(a, len, len, at);
+    free(a);
+}
+
 /* One step of w over an answer v; the highest sequence number handed out is computed here. */
 static sb_peek_step_t step(sb_peek_walk_t *w, const long long *v, size_t n)
 {
@@ -182,6 +308,7 @@ static void test_walk_stuck(void)
 int main(void)
 {
     RUN(test_page_read);
+    RUN(test_answer_cut);
     RUN(test_walk_pages_past_unreadable);
     RUN(test_walk_stuck);
     return ib_test_done();
