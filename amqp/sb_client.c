@@ -307,6 +307,9 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     c->mcc = opt->max_concurrent_calls ? opt->max_concurrent_calls : 1;
     c->max_held_bytes = opt->max_held_bytes;
     c->core.max_frame = c->max_held_bytes ? SB_MAX_FRAME : 0;
+    c->rcv_window = c->max_held_bytes / 64 < SB_RCV_WINDOW_MIN   ? SB_RCV_WINDOW_MIN
+                    : c->max_held_bytes / 64 > SB_RCV_WINDOW_MAX ? SB_RCV_WINDOW_MAX
+                                                                 : (size_t)(c->max_held_bytes / 64);
     c->max_sessions = opt->max_concurrent_sessions ? opt->max_concurrent_sessions : 1;
     c->renew_max_s = opt->max_auto_lock_renewal_s;
     c->idle_s = opt->session_idle_timeout_s ? opt->session_idle_timeout_s : 60;

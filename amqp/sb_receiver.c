@@ -36,7 +36,7 @@ static void rcv_attach(sb_rcv_t *r)
         r->state = RCV_IDLE;
         return;
     }
-    r->ssn = sb_core_session(&c->core, SB_RCV_WINDOW);
+    r->ssn = sb_core_session(&c->core, c->rcv_window);
     pn_session_open(r->ssn);
     sb_core_name(&c->core, r->session ? "sess" : "recv", r->name, sizeof(r->name));
     r->link = pn_receiver(r->ssn, r->name);
@@ -230,7 +230,7 @@ static void msg_arrived(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv);
 /*
  * Reads the link's current delivery as far as the byte budget allows, and
  * the ones after it once whole. What is left unread stays in Proton, and
- * the session's window (SB_RCV_WINDOW) stops the broker; a settlement that
+ * the session's window (c->rcv_window) stops the broker; a settlement that
  * frees bytes calls this again through sb_rcv_grant.
  */
 static void rcv_read(sb_client_t *c, sb_rcv_t *r)

@@ -31,12 +31,14 @@ typedef struct sb_rcv sb_rcv_t;
 
 /*
  * With a byte budget the broker's frames are at most SB_MAX_FRAME (sb_core.h)
- * and a receive link's session reads no further than SB_RCV_WINDOW ahead of
- * inboxd: what Proton holds of a message not yet read is bounded, and a
- * delivery's buffer (kept in Proton's pool for the connection's life) never
- * grows past the window.
+ * and a receive link's session reads no further than its window ahead of
+ * inboxd (sb_client_t.rcv_window: a 64th of the budget, from SB_RCV_WINDOW_MIN
+ * to SB_RCV_WINDOW_MAX): what Proton holds of a message not yet read is
+ * bounded, and a delivery's buffer (kept in Proton's pool for the
+ * connection's life) never grows past the window.
  */
-#define SB_RCV_WINDOW (1u << 20)
+#define SB_RCV_WINDOW_MIN (256u << 10)
+#define SB_RCV_WINDOW_MAX (1u << 20)
 
 /* Sessions remembered as parked; parked sessions held at once besides the working ones. */
 #define SB_PARKED_MAX 256
@@ -169,6 +171,7 @@ struct sb_client {
     unsigned n_buffered, n_inflight, n_settling;
     unsigned long long held_bytes;    /* sum of st->bytes of messages past NEW, not DONE */
     unsigned long long max_held_bytes; /* 0 = no bound */
+    size_t rcv_window;                 /* a receive link's session window (see SB_RCV_WINDOW_MIN) */
     size_t largest_bytes;             /* the largest message received: credit's unit */
     unsigned long long arriving_bytes; /* twice the bytes read of deliveries not yet whole */
     sb_rcv_t *overdraft;    /* the receiver reading a message past the budget (alone) */
