@@ -2,21 +2,25 @@
 # memory - inboxd's peak RSS against servicebus.max_held_mb when large
 # messages are mixed with small ones (sbemu at Premium's 100 MB limit).
 #
-#   tests/bench/memory/run.sh            (every mix at budgets 16 and 64 MiB)
-#   MIXES="8:24:240 100:2:20" BUDGETS="16" tests/bench/memory/run.sh
+#   tests/bench/memory/run.sh            (every mix at budgets 16 and 64 MiB,
+#                                          and at 16 with the entity poll off)
+#   MIXES="8:24:240 100:2:20" BUDGETS="16" NOPOLL_BUDGETS="" tests/bench/memory/run.sh
 #
 # A mix SIZE_MIB:LARGE:SMALL sends LARGE messages of SIZE_MIB MiB JSON, one
-# after every SMALL/LARGE messages of 1 KiB, into a queue of their own, then
-# runs inboxd at its defaults but for max_held_mb until the broker has
-# completed them all. Prints one line per run: the mix, the budget, the
-# process's peak RSS (VmHWM) and the business rows written (all of them, or
-# it stops). SB_EXTRA (env) adds servicebus settings, e.g.
-# SB_EXTRA='"entity_poll_s": 0'. Not a test: nothing here asserts a figure.
+# after every SMALL/LARGE messages of 1 KiB (SMALL of them alone when LARGE
+# is 0), into a queue of their own, then runs inboxd at its defaults but for
+# max_held_mb until the broker has completed every one of them (its stats,
+# not a timer). Prints one line per run: the mix, the budget, the process's
+# peak RSS (VmHWM) and the business rows written (all of them, or it stops).
+# Each mix runs at every budget of BUDGETS, then at every budget of
+# NOPOLL_BUDGETS with servicebus.entity_poll_s 0. SB_EXTRA (env) adds
+# servicebus settings to every run. Not a test: nothing here asserts a figure.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 build=${BUILD:-$root/build}
-MIXES=${MIXES:-8:24:240 16:10:100 100:2:20}
+MIXES=${MIXES:-0:0:240 8:24:240 16:10:100 100:2:20}
 BUDGETS=${BUDGETS:-16 64}
+NOPOLL_BUDGETS=${NOPOLL_BUDGETS-16}
 for b in inboxd inboxctl sbemu; do
   [ -x "$build/$b" ] || { echo "bench: $build/$b missing; build first"; exit 2; }
 done
@@ -38,7 +42,7 @@ PG_CS="Driver={PostgreSQL Unicode};Server=127.0.0.1;Port=$port;Database=bench;Ui
 
 # One queue per run: q1, q2, ...
 runs=0
-for _ in $MIXES; do for _ in $BUDGETS; do runs=$((runs + 1)); done; done
+for _ in $MIXES; do for _ in $BUDGETS $NOPOLL_BUDGETS; do runs=$((runs + 1)); done; done
 jq -n --argjson n "$runs" '{queues: [range(1; $n + 1) | {name: "q\(.)", lock_duration_s: 60, max_delivery_count: 10}]}' >"$W/topo.json"
 "$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" \
   --stats-every-ms 100 --max-message-bytes 104857600 >"$W/sbemu.log" 2>&1 &
@@ -53,6 +57,8 @@ mix_file() {
     while (length(big) < want) big = big big
     big = substr(big, 1, want); small = sprintf("%0960d", 0)
     every = nl > 0 ? int(ns / nl) : 0; k = 0
+    if (nl == 0) for (j = 0; j < ns; j++) { k++
+      printf "{\"message_id\":\"s-%d\",\"subject\":\"Item\",\"body\":{\"id\":\"s-%d\",\"n\":%d,\"pad\":\"%s\"}}\n", k, k, k, small }
     for (i = 1; i <= nl; i++) {
       for (j = 0; j < every; j++) { k++
         printf "{\"message_id\":\"s-%d\",\"subject\":\"Item\",\"body\":{\"id\":\"s-%d\",\"n\":%d,\"pad\":\"%s\"}}\n", k, k, k, small }
@@ -68,12 +74,15 @@ for mix in $MIXES; do
   IFS=: read -r mib nl ns <<<"$mix"
   mix_file "$mib" "$nl" "$ns" >"$W/msgs.jsonl"
   total=$((nl + ns))
-  for budget in $BUDGETS; do
+  for run in $BUDGETS $(for b in $NOPOLL_BUDGETS; do echo "$b-nopoll"; done); do
+    budget=${run%-nopoll} extra=
+    [ "$run" = "$budget" ] || extra='"entity_poll_s": 0'
+    extra=${extra}${SB_EXTRA:+${extra:+, }$SB_EXTRA}
     q=$((q + 1))
     "$build/inboxctl" send --connection-string "$SB_CS" --entity "q$q" --file "$W/msgs.jsonl" >/dev/null 2>&1
     psql -d bench -c "TRUNCATE items" -c "DO \$\$ BEGIN IF to_regclass('inboxd_inbox') IS NOT NULL THEN TRUNCATE inboxd_inbox; END IF; END \$\$" >/dev/null
     cat >"$W/q$q.json" <<JSON
-{"consumer": "q$q", "servicebus": {"connection_string": "$SB_CS", "entity": "q$q", "max_held_mb": $budget${SB_EXTRA:+, $SB_EXTRA}},
+{"consumer": "q$q", "servicebus": {"connection_string": "$SB_CS", "entity": "q$q", "max_held_mb": $budget${extra:+, $extra}},
  "db": {"connection_string": "$PG_CS", "dialect": "postgresql"}, "routes": $routes,
  "http": {"listen": ""}, "log": {"level": "warn"}}
 JSON
@@ -87,7 +96,7 @@ JSON
     kill -TERM $ipid; wait $ipid || true
     rows=$(psql -d bench -tAc "SELECT count(*) FROM items")
     [ "$rows" = "$total" ] || { echo "bench: $rows business rows for $total messages" >&2; exit 1; }
-    printf '%s MiB x %s + %s small, max_held_mb %s%s: peak RSS %s MiB, %s rows\n' "$mib" "$nl" "$ns" "$budget" \
-      "${SB_EXTRA:+ ($SB_EXTRA)}" "$peak" "$rows"
+    if [ "$nl" = 0 ]; then name="$ns small"; else name="$mib MiB x $nl + $ns small"; fi
+    printf '%s, max_held_mb %s%s: peak RSS %s MiB, %s rows\n' "$name" "$budget" "${extra:+ ($extra)}" "$peak" "$rows"
   done
 done
