@@ -9,7 +9,7 @@
 # A mix SIZE_MIB:LARGE:SMALL sends LARGE messages of SIZE_MIB MiB JSON, one
 # after every SMALL/LARGE messages of 1 KiB (SMALL of them alone when LARGE
 # is 0), into a queue of their own, then runs inboxd at its defaults but for
-# max_held_mb until the broker has completed every one of them (its stats,
+# max_held_mb until the broker has had every one of them settled (its stats,
 # not a timer). Prints one line per run: the mix, the budget, the process's
 # peak RSS (VmHWM) and the business rows written (all of them, or it stops).
 # Each mix runs at every budget of BUDGETS, then at every budget of
@@ -19,7 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 build=${BUILD:-$root/build}
 MIXES=${MIXES:-0:0:240 8:24:240 16:10:100 100:2:20}
-BUDGETS=${BUDGETS:-16 64}
+BUDGETS=${BUDGETS-16 64}
 NOPOLL_BUDGETS=${NOPOLL_BUDGETS-16}
 for b in inboxd inboxctl sbemu; do
   [ -x "$build/$b" ] || { echo "bench: $build/$b missing; build first"; exit 2; }
@@ -65,7 +65,13 @@ mix_file() {
       printf "{\"message_id\":\"l-%d\",\"subject\":\"Item\",\"body\":{\"id\":\"l-%d\",\"n\":%d,\"pad\":\"%s\"}}\n", i, i, i, big } }'
 }
 
-completed() { jq -r --arg q "$1" '.entities[$q].completed' "$W/stats.json" 2>/dev/null; }
+# Whether the broker has handed over, and had settled, every message queue $1
+# received: at least $2, and any that inboxctl send sent again after a
+# failure (an inbox duplicate, completed as well).
+all_settled() {
+  jq -e --arg q "$1" --argjson n "$2" '.entities[$q] | .completed + .dead_lettered == .sent and
+    .sent >= $n and .active == 0 and .locked == 0' "$W/stats.json" >/dev/null 2>&1
+}
 
 routes='[{"match": "*", "sql": "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)",
           "params": ["$.id", "$.n", "message_id"], "idempotency_key": "item:{$.id}"}]'
@@ -88,7 +94,7 @@ for mix in $MIXES; do
 JSON
     "$build/inboxd" --config "$W/q$q.json" >"$W/q$q.log" 2>&1 &
     ipid=$!; pids+=($ipid)
-    while [ "$(completed "q$q")" != "$total" ]; do
+    until all_settled "q$q" "$total"; do
       kill -0 $ipid 2>/dev/null || { echo "bench: inboxd died" >&2; tail "$W/q$q.log" >&2; exit 1; }
       sleep 0.2
     done
