@@ -257,28 +257,28 @@ static void test_peek_kept(sbt_emu_t *emu)
     size_t n;
     ib_error_t err;
     sb_sender_t *s;
-    SBT_CHECK(body);
+    ASSERT_TRUE(body);
     for (size_t i = 0; i < BIG; i++)
         body[i] = (char)('a' + i % 26);
     s = sb_sender_open(&so, &err);
-    SBT_CHECK(s);
-    SBT_CHECK_EQ(sb_sender_send(s, "q7", &m, 1, &err), IB_E_OK);
+    ASSERT_TRUE(s);
+    ASSERT_EQ(sb_sender_send(s, "q7", &m, 1, &err), IB_E_OK);
     for (int round = 0; round < 2; round++) { /* twice on one connection */
-        SBT_CHECK_EQ(sb_sender_peek(s, "q7", 1, 1, &out, &n, &err), IB_E_OK);
-        SBT_CHECK_EQ(n, 1);
-        SBT_CHECK_STREQ(out[0]->message_id, "big");
-        SBT_CHECK_STREQ(out[0]->subject, "Big");
-        SBT_CHECK_GT(out[0]->sequence_number, 0);
-        SBT_CHECK_GT(out[0]->enqueued_ms, 0);
-        SBT_CHECK_GT(out[0]->body_len, 0);
-        SBT_CHECK_LT(out[0]->body_len, KEEP);
-        SBT_CHECK(memcmp(out[0]->body, body, out[0]->body_len) == 0);
+        ASSERT_EQ(sb_sender_peek(s, "q7", 1, 1, &out, &n, &err), IB_E_OK);
+        ASSERT_EQ(n, 1);
+        ASSERT_STREQ(out[0]->message_id, "big");
+        ASSERT_STREQ(out[0]->subject, "Big");
+        ASSERT_GT(out[0]->sequence_number, 0);
+        ASSERT_GT(out[0]->enqueued_ms, 0);
+        ASSERT_GT(out[0]->body_len, 0);
+        ASSERT_LT(out[0]->body_len, KEEP);
+        ASSERT_TRUE(memcmp(out[0]->body, body, out[0]->body_len) == 0);
         sb_peek_free(out, n);
     }
     sb_sender_close(s);
     out = peek(emu, "q7", &n); /* whole without answer_keep */
-    SBT_CHECK_EQ(n, 1);
-    SBT_CHECK_EQ(out[0]->body_len, BIG);
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(out[0]->body_len, BIG);
     sb_peek_free(out, n);
     free(body);
     fprintf(stderr, "ok   peek_kept\n");
