@@ -49,7 +49,7 @@ typedef struct emit_ctx {
     const char *name;
     unsigned allow;
     bool *needs_json;
-    wk_problems_t *p;
+    ib_problems_t *p;
 } emit_ctx_t;
 
 static void emit_free(emit_spec_t *e)
@@ -90,18 +90,18 @@ static void compile_emit_tmpl(tmpl_t *t, const json_t *j, const char *field, con
         return;
     t->set = true;
     if (!json_is_string(j) || !*json_string_value(j)) {
-        wk_problem(c->p, field, "must be a non-empty string");
+        ib_problem(c->p, field, "must be a non-empty string");
         return;
     }
     rt_tpl_compile(json_string_value(j), field, c->allow, &t->tpl, c->needs_json, c->p);
 }
 
 /* message_id must name the message: a template with a source that is the same in every copy. */
-static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
+static void check_emit_id(const tmpl_t *t, const char *field, ib_problems_t *p)
 {
     bool sourced = false;
     if (!t->set) {
-        wk_problem(p, field,
+        ib_problem(p, field,
                    "missing: every emitted message needs a deterministic message id (e.g. "
                    "\"shipment:{$.orderId}\") so that duplicate detection and the next inbox "
                    "recognise a re-send");
@@ -112,7 +112,7 @@ static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
         if (t->tpl.v[k].lit)
             continue;
         if (kind == SRC_FAIL_ERROR) {
-            wk_problem(p, field,
+            ib_problem(p, field,
                        "{error} is a driver's or a destination's text, which may differ between "
                        "two failures of one message; build the id from message_id, the body or "
                        "properties (with {reason} if wanted)");
@@ -121,7 +121,7 @@ static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
         if (kind == SRC_FAIL_REASON || kind == SRC_FAIL_CLASS)
             continue; /* the same for every message: names none */
         if (rt_src_varies(kind)) {
-            wk_problem(p, field,
+            ib_problem(p, field,
                        "{%s} differs between copies of one message (a resend or redelivery), "
                        "so the id would too and duplicates would get through; build it from "
                        "message_id, the body or properties",
@@ -131,7 +131,7 @@ static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
         sourced = true;
     }
     if (!sourced)
-        wk_problem(p, field,
+        ib_problem(p, field,
                    "is a constant: every message would emit the same id and duplicate "
                    "detection would drop all but the first; include a source such as "
                    "{message_id} or {$.orderId}");
@@ -140,29 +140,29 @@ static void check_emit_id(const tmpl_t *t, const char *field, wk_problems_t *p)
 static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *field,
                                const emit_ctx_t *c)
 {
-    wk_problems_t *p = c->p;
+    ib_problems_t *p = c->p;
     const char *k;
     json_t *v;
     if (!json_is_object(j)) {
-        wk_problem(p, field, "must be an object of name: source");
+        ib_problem(p, field, "must be an object of name: source");
         return;
     }
     e->props = calloc(json_object_size(j) ? json_object_size(j) : 1, sizeof(*e->props));
     if (!e->props) {
-        wk_problem(p, field, "out of memory");
+        ib_problem(p, field, "out of memory");
         return;
     }
     json_object_foreach((json_t *)j, k, v)
     {
         emit_prop_t *ep = &e->props[e->nprops];
         if (!rt_src_compile_param(v, c->allow, &ep->src)) {
-            wk_problem(p, field, "%s: unknown source (use a field, prop:NAME, $.path or a literal)",
+            ib_problem(p, field, "%s: unknown source (use a field, prop:NAME, $.path or a literal)",
                        k);
             continue;
         }
         if (!(ep->name = strdup(k))) {
             rt_src_free(&ep->src);
-            wk_problem(p, field, "out of memory");
+            ib_problem(p, field, "out of memory");
             return;
         }
         e->nprops++;
@@ -171,18 +171,18 @@ static void compile_emit_props(emit_spec_t *e, const json_t *j, const char *fiel
 
 /* The envelope's optional parts: "created_at": true, "schema_version": "text". */
 static void compile_envelope(emit_spec_t *e, const json_t *j, size_t i, const char *name,
-                             wk_problems_t *p)
+                             ib_problems_t *p)
 {
     const json_t *c = json_object_get(j, "created_at"), *v = json_object_get(j, "schema_version");
     char f[64];
     if (c && !json_is_boolean(c)) {
         snprintf(f, sizeof(f), "%s[%zu].created_at", name, i);
-        wk_problem(p, f, "must be true or false");
+        ib_problem(p, f, "must be true or false");
     }
     e->created_at = json_is_true(c);
     if (v && (!json_is_string(v) || !*json_string_value(v) || strlen(json_string_value(v)) > 64)) {
         snprintf(f, sizeof(f), "%s[%zu].schema_version", name, i);
-        wk_problem(p, f, "must be a string of 1 to 64 characters");
+        ib_problem(p, f, "must be a string of 1 to 64 characters");
     } else if (v) {
         e->schema_version = strdup(json_string_value(v));
     }
@@ -190,14 +190,14 @@ static void compile_envelope(emit_spec_t *e, const json_t *j, size_t i, const ch
 
 static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, const emit_ctx_t *c)
 {
-    wk_problems_t *p = c->p;
+    ib_problems_t *p = c->p;
     char f[64];
     json_t *v, *entity;
 
 #define EMIT_FIELD(fld) (snprintf(f, sizeof(f), "%s[%zu].%s", c->name, i, (fld)), f)
     if (!json_is_object(j)) {
         snprintf(f, sizeof(f), "%s[%zu]", c->name, i);
-        wk_problem(p, f, "must be an object");
+        ib_problem(p, f, "must be an object");
         return;
     }
     snprintf(f, sizeof(f), "%s[%zu]", c->name, i);
@@ -205,10 +205,10 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, const em
     entity = json_object_get(j, "entity");
     if (!json_is_string(entity) || !*json_string_value(entity) ||
         strlen(json_string_value(entity)) > DB_ENTITY_MAX)
-        wk_problem(p, EMIT_FIELD("entity"),
+        ib_problem(p, EMIT_FIELD("entity"),
                    "must be a queue or topic name (1 to " DB_WIDTH(DB_ENTITY_MAX) " characters)");
     else if (!(e->entity = strdup(json_string_value(entity))))
-        wk_problem(p, EMIT_FIELD("entity"), "out of memory");
+        ib_problem(p, EMIT_FIELD("entity"), "out of memory");
     compile_emit_tmpl(&e->message_id, json_object_get(j, "message_id"),
                       EMIT_FIELD("message_id"), c);
     check_emit_id(&e->message_id, EMIT_FIELD("message_id"), p);
@@ -221,7 +221,7 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, const em
                       EMIT_FIELD("content_type"), c);
     if ((v = json_object_get(j, "body")) != NULL) {
         if (!rt_src_compile_param(v, c->allow, &e->body))
-            wk_problem(p, EMIT_FIELD("body"),
+            ib_problem(p, EMIT_FIELD("body"),
                        "unknown source (use body, $.path, a field, prop:NAME or {\"const\": ...})");
         else
             e->body_set = true;
@@ -234,13 +234,13 @@ static void compile_emit_one(emit_spec_t *e, const json_t *j, size_t i, const em
 #undef EMIT_FIELD
 }
 
-rt_emits_t *rt_emits_compile(const json_t *j, bool failure, bool *needs_json, wk_problems_t *p)
+rt_emits_t *rt_emits_compile(const json_t *j, bool failure, bool *needs_json, ib_problems_t *p)
 {
     rt_emits_t *emits;
     const emit_ctx_t c = {failure ? "emit_on_failure" : "emit", failure ? SRC_ALLOW_FAILURE : 0,
                           needs_json, p};
     if (!json_is_array(j) || json_array_size(j) == 0) {
-        wk_problem(p, c.name, "must be a non-empty array of messages");
+        ib_problem(p, c.name, "must be a non-empty array of messages");
         return NULL;
     }
     emits = calloc(1, sizeof(*emits));
@@ -248,7 +248,7 @@ rt_emits_t *rt_emits_compile(const json_t *j, bool failure, bool *needs_json, wk
         emits->v = calloc(json_array_size(j), sizeof(*emits->v));
     if (!emits || !emits->v) {
         free(emits);
-        wk_problem(p, c.name, "out of memory");
+        ib_problem(p, c.name, "out of memory");
         return NULL;
     }
     emits->n = json_array_size(j);

@@ -15,8 +15,8 @@
 
 #include "db_inbox.h"
 #include "ib_err.h"
+#include "ib_problems.h"
 #include "sb_msg.h"
-#include "wk_config.h"
 #include "rt_route.h"
 
 #define RT_EMIT_PARAMS 9 /* the columns db_outbox_sql_insert binds */
@@ -31,7 +31,7 @@ typedef struct rt_emits rt_emits_t;
  * "emit[I].FIELD: WHY" (or "emit_on_failure[I]..."). NULL when it is not
  * an array. Sets *needs_json when a source reads the body as JSON.
  */
-rt_emits_t *rt_emits_compile(const json_t *emit, bool failure, bool *needs_json, wk_problems_t *p);
+rt_emits_t *rt_emits_compile(const json_t *emit, bool failure, bool *needs_json, ib_problems_t *p);
 void rt_emits_free(rt_emits_t *emits);
 size_t rt_emits_count(const rt_emits_t *emits);
 /* Binds emit i over msg into out[RT_EMIT_PARAMS]; strings are kept by b. */

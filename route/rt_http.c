@@ -110,26 +110,26 @@ static bool authority_literal(const char *t)
  * checked against the list on every call (rt_route_bind_http).
  */
 static void compile_url(const json_t *v, const char *field, template_t *tpl, bool hosts, bool *nj,
-                        wk_problems_t *p)
+                        ib_problems_t *p)
 {
     if (!json_is_string(v) || !url_template_ok(json_string_value(v))) {
-        wk_problem(p, field, "must be a string starting with https:// or http://");
+        ib_problem(p, field, "must be a string starting with https:// or http://");
         return;
     }
     if (!hosts && !authority_literal(json_string_value(v)))
-        wk_problem(p, field,
+        ib_problem(p, field,
                    "the scheme, host and port must be written out (templates only in the path "
                    "and query), or the hosts a message may choose listed in http.allowed_hosts: "
                    "a message must not choose where the route's headers go");
     rt_tpl_compile(json_string_value(v), field, SRC_ALLOW_KEY, tpl, nj, p);
 }
 
-static void compile_headers(rt_http_spec_t *h, const json_t *hs, bool *nj, wk_problems_t *p)
+static void compile_headers(rt_http_spec_t *h, const json_t *hs, bool *nj, ib_problems_t *p)
 {
     const char *name;
     json_t *v;
     if (!json_is_object(hs)) {
-        wk_problem(p, "http.headers", "must be an object of name: value");
+        ib_problem(p, "http.headers", "must be an object of name: value");
         return;
     }
     h->headers = calloc(json_object_size(hs) + 1, sizeof(*h->headers));
@@ -138,7 +138,7 @@ static void compile_headers(rt_http_spec_t *h, const json_t *hs, bool *nj, wk_pr
         char field[160];
         snprintf(field, sizeof field, "http.headers.%s", name);
         if (!token_valid(name)) {
-            wk_problem(p, field, "is not a valid header name");
+            ib_problem(p, field, "is not a valid header name");
             continue;
         }
         http_header_t *hd = &h->headers[h->nheaders];
@@ -149,18 +149,18 @@ static void compile_headers(rt_http_spec_t *h, const json_t *hs, bool *nj, wk_pr
             const char *var = json_string_value(json_object_get(v, "env"));
             const char *val = getenv(var);
             if (!val || !*val) {
-                wk_problem(p, field, "environment variable %s is not set", var);
+                ib_problem(p, field, "environment variable %s is not set", var);
                 continue;
             }
             if (strchr(val, '\r') || strchr(val, '\n')) {
-                wk_problem(p, field, "environment variable %s holds a line break", var);
+                ib_problem(p, field, "environment variable %s holds a line break", var);
                 continue;
             }
             hd->secret = strdup(val);
             if (strlen(val) >= SECRET_MIN)
                 ib_log_add_secret(val);
         } else {
-            wk_problem(p, field, "must be a string template or {\"env\": NAME}");
+            ib_problem(p, field, "must be a string template or {\"env\": NAME}");
             continue;
         }
         if (strcasecmp(name, "Content-Type") == 0)
@@ -170,18 +170,18 @@ static void compile_headers(rt_http_spec_t *h, const json_t *hs, bool *nj, wk_pr
     }
 }
 
-static void compile_reconcile(rt_http_spec_t *h, const json_t *rc, bool *nj, wk_problems_t *p)
+static void compile_reconcile(rt_http_spec_t *h, const json_t *rc, bool *nj, ib_problems_t *p)
 {
     json_t *v;
     if (!json_is_object(rc)) {
-        wk_problem(p, "http.reconcile", "must be an object with method and url");
+        ib_problem(p, "http.reconcile", "must be an object with method and url");
         return;
     }
     rt_keys_check(rc, RT_SCOPE_RECONCILE, "http.reconcile", p);
     if ((v = json_object_get(rc, "found"))) {
         if (!json_is_string(v) || json_string_value(v)[0] != '$' ||
             !rt_src_compile_text(json_string_value(v), 0, &h->found))
-            wk_problem(p, "http.reconcile.found",
+            ib_problem(p, "http.reconcile.found",
                        "must be a JSON path into the lookup's answer ($[0].id)");
         else
             h->has_found = true;
@@ -189,52 +189,52 @@ static void compile_reconcile(rt_http_spec_t *h, const json_t *rc, bool *nj, wk_
     json_t *m = json_object_get(rc, "method");
     h->rec_method = strdup(m && json_is_string(m) ? json_string_value(m) : "GET");
     if (m && (!json_is_string(m) || !method_valid(h->rec_method)))
-        wk_problem(p, "http.reconcile.method", "must be GET, POST, PUT, PATCH or DELETE");
+        ib_problem(p, "http.reconcile.method", "must be GET, POST, PUT, PATCH or DELETE");
     if (!json_object_get(rc, "url"))
-        wk_problem(p, "http.reconcile.url", "missing");
+        ib_problem(p, "http.reconcile.url", "missing");
     else
         compile_url(json_object_get(rc, "url"), "http.reconcile.url", &h->rec_url, h->nhosts > 0,
                     nj, p);
     h->has_reconcile = true;
 }
 
-static void compile_scalars(rt_http_spec_t *h, const json_t *o, wk_problems_t *p)
+static void compile_scalars(rt_http_spec_t *h, const json_t *o, ib_problems_t *p)
 {
     json_t *v;
     h->method =
         strdup(json_is_string(v = json_object_get(o, "method")) ? json_string_value(v) : "POST");
     if (v && (!json_is_string(v) || !method_valid(h->method)))
-        wk_problem(p, "http.method", "must be GET, POST, PUT, PATCH or DELETE");
+        ib_problem(p, "http.method", "must be GET, POST, PUT, PATCH or DELETE");
     if ((v = json_object_get(o, "idempotency_header"))) {
         if (!json_is_string(v) || !token_valid(json_string_value(v)))
-            wk_problem(p, "http.idempotency_header", "must be a header name");
+            ib_problem(p, "http.idempotency_header", "must be a header name");
         else
             h->idem_header = strdup(json_string_value(v));
     }
     if ((v = json_object_get(o, "idempotent")) && !json_is_boolean(v))
-        wk_problem(p, "http.idempotent", "must be true or false");
+        ib_problem(p, "http.idempotent", "must be true or false");
     h->idempotent = v && json_is_true(v);
     h->timeout_ms = rt_key_int(o, RT_SCOPE_HTTP, "timeout_ms", "http.timeout_ms", p);
     h->lease_s = rt_key_int(o, RT_SCOPE_HTTP, "lease_s", "http.lease_s", p);
     if (h->lease_s * 1000L <= h->timeout_ms)
-        wk_problem(p, "http.lease_s",
+        ib_problem(p, "http.lease_s",
                    "(%ld s) must be longer than http.timeout_ms (%ld ms): the lease must outlast "
                    "a call",
                    h->lease_s, h->timeout_ms);
     if ((v = json_object_get(o, "ca_file"))) {
         if (!json_is_string(v) || !*json_string_value(v))
-            wk_problem(p, "http.ca_file", "must be a file path");
+            ib_problem(p, "http.ca_file", "must be a file path");
         else
             h->ca_file = strdup(json_string_value(v));
     }
 }
 
-static void compile_statuses(rt_http_spec_t *h, const json_t *v, wk_problems_t *p)
+static void compile_statuses(rt_http_spec_t *h, const json_t *v, ib_problems_t *p)
 {
     size_t i;
     json_t *e;
     if (!json_is_array(v)) {
-        wk_problem(p, "http.applied_statuses", "must be an array of HTTP statuses ([409])");
+        ib_problem(p, "http.applied_statuses", "must be an array of HTTP statuses ([409])");
         return;
     }
     h->applied = calloc(json_array_size(v) + 1, sizeof(*h->applied));
@@ -242,7 +242,7 @@ static void compile_statuses(rt_http_spec_t *h, const json_t *v, wk_problems_t *
     {
         long st = json_is_integer(e) ? (long)json_integer_value(e) : 0;
         if (st < 300 || st > 499 || st == 408 || st == 429) {
-            wk_problem(p, "http.applied_statuses",
+            ib_problem(p, "http.applied_statuses",
                        "each must be a 3xx or 4xx status other than 408 and 429 (2xx is applied "
                        "already; 408, 429 and 5xx are transient)");
             continue;
@@ -251,12 +251,12 @@ static void compile_statuses(rt_http_spec_t *h, const json_t *v, wk_problems_t *
     }
 }
 
-static void compile_hosts(rt_http_spec_t *h, const json_t *v, wk_problems_t *p)
+static void compile_hosts(rt_http_spec_t *h, const json_t *v, ib_problems_t *p)
 {
     size_t i;
     json_t *e;
     if (!json_is_array(v) || json_array_size(v) == 0) {
-        wk_problem(p, "http.allowed_hosts", "must be a non-empty array of host names");
+        ib_problem(p, "http.allowed_hosts", "must be a non-empty array of host names");
         return;
     }
     h->hosts = calloc(json_array_size(v) + 1, sizeof(*h->hosts));
@@ -264,7 +264,7 @@ static void compile_hosts(rt_http_spec_t *h, const json_t *v, wk_problems_t *p)
     {
         const char *t = json_is_string(e) ? json_string_value(e) : "";
         if (!*t || strcspn(t, "/?#@{} ") != strlen(t)) {
-            wk_problem(p, "http.allowed_hosts", "each must be a host or host:port");
+            ib_problem(p, "http.allowed_hosts", "each must be a host or host:port");
             continue;
         }
         char *c = strdup(t);
@@ -274,12 +274,12 @@ static void compile_hosts(rt_http_spec_t *h, const json_t *v, wk_problems_t *p)
     }
 }
 
-static void compile_limits(rt_http_spec_t *h, const json_t *o, wk_problems_t *p)
+static void compile_limits(rt_http_spec_t *h, const json_t *o, ib_problems_t *p)
 {
     json_t *v;
     if ((v = json_object_get(o, "rate_per_s"))) {
         if (!json_is_number(v) || json_number_value(v) <= 0 || json_number_value(v) > 100000)
-            wk_problem(p, "http.rate_per_s", "must be a number above 0, at most 100000");
+            ib_problem(p, "http.rate_per_s", "must be a number above 0, at most 100000");
         else
             h->rate_per_s = json_number_value(v);
     }
@@ -292,12 +292,12 @@ static void compile_limits(rt_http_spec_t *h, const json_t *o, wk_problems_t *p)
         compile_hosts(h, v, p);
 }
 
-rt_http_spec_t *rt_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
+rt_http_spec_t *rt_http_compile(const json_t *o, bool has_key, ib_problems_t *p)
 {
     json_t *v;
     bool nj = false;
     if (!json_is_object(o)) {
-        wk_problem(p, "http", "must be an object");
+        ib_problem(p, "http", "must be an object");
         return NULL;
     }
     rt_http_spec_t *h = calloc(1, sizeof(*h));
@@ -305,12 +305,12 @@ rt_http_spec_t *rt_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
     compile_scalars(h, o, p);
     compile_limits(h, o, p);
     if (!json_object_get(o, "url"))
-        wk_problem(p, "http.url", "missing");
+        ib_problem(p, "http.url", "missing");
     else
         compile_url(json_object_get(o, "url"), "http.url", &h->url, h->nhosts > 0, &nj, p);
     if ((v = json_object_get(o, "body"))) {
         if (!rt_src_compile_param(v, 0, &h->body))
-            wk_problem(p, "http.body",
+            ib_problem(p, "http.body",
                        "must be body, a $.path, a message field or {\"const\": ...}");
         else
             h->has_body = true;
@@ -320,14 +320,14 @@ rt_http_spec_t *rt_http_compile(const json_t *o, bool has_key, wk_problems_t *p)
     if ((v = json_object_get(o, "remote_id"))) {
         if (!json_is_string(v) || json_string_value(v)[0] != '$' ||
             !rt_src_compile_text(json_string_value(v), 0, &h->remote_id))
-            wk_problem(p, "http.remote_id", "must be a JSON path into the response ($.id)");
+            ib_problem(p, "http.remote_id", "must be a JSON path into the response ($.id)");
         else
             h->has_remote_id = true;
     }
     if ((v = json_object_get(o, "reconcile")))
         compile_reconcile(h, v, &nj, p);
     if (h->idempotent && !h->idem_header)
-        wk_problem(p, "http.idempotent",
+        ib_problem(p, "http.idempotent",
                    "true needs idempotency_header (the destination can only honour a key it is "
                    "sent)");
     (void)has_key;

@@ -143,7 +143,7 @@ const rt_key_t *rt_key_find(rt_scope_t scope, const char *key)
     return NULL;
 }
 
-void rt_keys_check(const json_t *o, rt_scope_t scope, const char *field, wk_problems_t *p)
+void rt_keys_check(const json_t *o, rt_scope_t scope, const char *field, ib_problems_t *p)
 {
     const char *k;
     json_t *v;
@@ -154,22 +154,22 @@ void rt_keys_check(const json_t *o, rt_scope_t scope, const char *field, wk_prob
         if (*field) {
             char f[128];
             snprintf(f, sizeof(f), "%s.%s", field, k);
-            wk_problem(p, f, "unknown key");
+            ib_problem(p, f, "unknown key");
         } else {
-            wk_problem(p, k, "unknown key");
+            ib_problem(p, k, "unknown key");
         }
     }
 }
 
 long rt_key_int(const json_t *o, rt_scope_t scope, const char *key, const char *field,
-                wk_problems_t *p)
+                ib_problems_t *p)
 {
     const rt_key_t *d = rt_key_find(scope, key);
     json_t *v = json_object_get(o, key);
     if (!v)
         return d->dflt;
     if (!json_is_integer(v) || json_integer_value(v) < d->min || json_integer_value(v) > d->max) {
-        wk_problem(p, field, "must be an integer from %ld to %ld", d->min, d->max);
+        ib_problem(p, field, "must be an integer from %ld to %ld", d->min, d->max);
         return d->dflt;
     }
     return (long)json_integer_value(v);

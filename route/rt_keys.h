@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "wk_config.h"
+#include "ib_problems.h"
 
 typedef enum {
     RT_SCOPE_ROUTE,     /* routes[i] */
@@ -44,12 +44,12 @@ const rt_key_t *rt_key_find(rt_scope_t scope, const char *key);
 
 /* Refuses, as "<field>.<key>: unknown key", each key of o that the table
  * does not hold for scope. field is the object's own path ("" at a route). */
-void rt_keys_check(const json_t *o, rt_scope_t scope, const char *field, wk_problems_t *p);
+void rt_keys_check(const json_t *o, rt_scope_t scope, const char *field, ib_problems_t *p);
 
 /* An integer key of o with the table's bounds and default: the default
  * when absent, a problem naming field when out of range. */
 long rt_key_int(const json_t *o, rt_scope_t scope, const char *key, const char *field,
-                wk_problems_t *p);
+                ib_problems_t *p);
 
 /* The reference tables, markdown (inboxd --route-reference). */
 void rt_keys_print_markdown(FILE *fp);

@@ -233,24 +233,24 @@ static size_t count_placeholders(const char *sql)
 }
 
 static void compile_stmts(rt_route_t *r, const json_t *sql, const json_t *params, unsigned allow,
-                          wk_problems_t *p)
+                          ib_problems_t *p)
 {
     size_t nsql = json_is_array(sql) ? json_array_size(sql) : 1;
 
     if (!json_is_string(sql) && !json_is_array(sql)) {
-        wk_problem(p, "sql", "must be a string or an array of strings");
+        ib_problem(p, "sql", "must be a string or an array of strings");
         return;
     }
     if (nsql == 0) {
-        wk_problem(p, "sql", "is an empty array");
+        ib_problem(p, "sql", "is an empty array");
         return;
     }
     if (params && !json_is_array(params)) {
-        wk_problem(p, "params", "must be an array");
+        ib_problem(p, "params", "must be an array");
         return;
     }
     if (json_is_array(sql) && params && json_array_size(params) != nsql) {
-        wk_problem(p, "params", "with %zu statements, params must hold %zu arrays (one per statement)",
+        ib_problem(p, "params", "with %zu statements, params must hold %zu arrays (one per statement)",
                 nsql, nsql);
         return;
     }
@@ -266,12 +266,12 @@ static void compile_stmts(rt_route_t *r, const json_t *sql, const json_t *params
 
         snprintf(field, sizeof(field), json_is_array(sql) ? "sql[%zu]" : "sql", i);
         if (!json_is_string(s) || !*json_string_value(s)) {
-            wk_problem(p, field, "must be a non-empty string");
+            ib_problem(p, field, "must be a non-empty string");
             continue;
         }
         r->stmts[i].sql = strdup(json_string_value(s));
         if (rt_sql_txn_keyword(json_string_value(s))) {
-            wk_problem(p, field,
+            ib_problem(p, field,
                        "holds the transaction statement %s: a route's statements run inside "
                        "inboxd's transaction with the inbox row, which inboxd alone begins "
                        "and ends",
@@ -279,13 +279,13 @@ static void compile_stmts(rt_route_t *r, const json_t *sql, const json_t *params
             continue;
         }
         if (plist && !json_is_array(plist)) {
-            wk_problem(p, "params", "entry %zu must be an array", i);
+            ib_problem(p, "params", "entry %zu must be an array", i);
             continue;
         }
         np = plist ? json_array_size(plist) : 0;
         want = count_placeholders(r->stmts[i].sql);
         if (np != want) {
-            wk_problem(p, field, "has %zu '?' placeholders but %zu params", want, np);
+            ib_problem(p, field, "has %zu '?' placeholders but %zu params", want, np);
             continue;
         }
         r->stmts[i].params = calloc(np ? np : 1, sizeof(src_t));
@@ -293,7 +293,7 @@ static void compile_stmts(rt_route_t *r, const json_t *sql, const json_t *params
         for (size_t k = 0; k < np; k++) {
             if (!rt_src_compile_param(json_array_get(plist, k), allow, &r->stmts[i].params[k])) {
                 char *t = json_dumps(json_array_get(plist, k), JSON_ENCODE_ANY);
-                wk_problem(
+                ib_problem(
                     p, "params",
                     "unknown source %s (use message_id, body, subject, "
                     "correlation_id, session_id, content_type, enqueued_at, sequence_number, "
@@ -321,7 +321,7 @@ static part_t *tpl_next(template_t *tpl, size_t *cap)
 }
 
 void rt_tpl_compile(const char *t, const char *field, unsigned allow, template_t *tpl,
-                    bool *needs_json, wk_problems_t *p)
+                    bool *needs_json, ib_problems_t *p)
 {
     const char *c;
     size_t cap = 0, llen = 0;
@@ -346,13 +346,13 @@ void rt_tpl_compile(const char *t, const char *field, unsigned allow, template_t
         if (open) {
             const char *close = strchr(c, '}');
             if (!close) {
-                wk_problem(p, field, "a '{' is never closed");
+                ib_problem(p, field, "a '{' is never closed");
                 break;
             }
             char *inner = strndup(c + 1, (size_t)(close - c - 1));
             part_t *pt = tpl_next(tpl, &cap);
             if (!rt_src_compile_text(inner, allow, &pt->src)) {
-                wk_problem(p, field, "unknown source {%s}", inner);
+                ib_problem(p, field, "unknown source {%s}", inner);
             } else {
                 if (pt->src.kind == SRC_JSON)
                     *needs_json = true;
@@ -363,7 +363,7 @@ void rt_tpl_compile(const char *t, const char *field, unsigned allow, template_t
             continue;
         }
         if (*c == '}') {
-            wk_problem(p, field, "a '}' has no '{' (write '}}' for a literal brace)");
+            ib_problem(p, field, "a '}' has no '{' (write '}}' for a literal brace)");
             break;
         }
         lit[llen++] = *c;
@@ -395,14 +395,14 @@ bool rt_src_varies(src_kind_t k)
  * of one message must render the same key, or both apply; and a key of
  * constants alone would make every message after the first a duplicate.
  */
-static void check_key_stable(const template_t *key, wk_problems_t *p)
+static void check_key_stable(const template_t *key, ib_problems_t *p)
 {
     bool sourced = false;
     for (size_t k = 0; k < key->n; k++) {
         if (key->v[k].lit)
             continue;
         if (rt_src_varies(key->v[k].src.kind)) {
-            wk_problem(p, "idempotency_key",
+            ib_problem(p, "idempotency_key",
                        "{%s} differs between copies of one message (a redelivery or a resend), "
                        "so each copy would get its own key and every copy would apply; build it "
                        "from message_id, the body or properties",
@@ -412,21 +412,21 @@ static void check_key_stable(const template_t *key, wk_problems_t *p)
         sourced = true;
     }
     if (!sourced && key->n)
-        wk_problem(p, "idempotency_key",
+        ib_problem(p, "idempotency_key",
                    "is a constant: every message would share one key, so all but the first "
                    "would be taken for duplicates; include a source such as {$.orderId}");
 }
 
-static void compile_key(rt_route_t *r, const json_t *key, wk_problems_t *p)
+static void compile_key(rt_route_t *r, const json_t *key, ib_problems_t *p)
 {
     const char *text;
     if (!json_is_string(key) || !*json_string_value(key)) {
-        wk_problem(p, "idempotency_key", "must be a non-empty string");
+        ib_problem(p, "idempotency_key", "must be a non-empty string");
         return;
     }
     text = json_string_value(key);
     if (strstr(text, "{lock_token}")) { /* no source: named here rather than "unknown" */
-        wk_problem(p, "idempotency_key",
+        ib_problem(p, "idempotency_key",
                    "{lock_token} is new on every delivery, so each copy of a message would get "
                    "its own key and every copy would apply; build it from message_id, the body "
                    "or properties");
@@ -438,7 +438,7 @@ static void compile_key(rt_route_t *r, const json_t *key, wk_problems_t *p)
         check_key_stable(&r->key, p);
 }
 
-static void compile_match(rt_route_t *r, const json_t *m, wk_problems_t *p)
+static void compile_match(rt_route_t *r, const json_t *m, ib_problems_t *p)
 {
     const char *k;
     json_t *v;
@@ -448,7 +448,7 @@ static void compile_match(rt_route_t *r, const json_t *m, wk_problems_t *p)
         return;
     }
     if (!json_is_object(m) || json_object_size(m) == 0) {
-        wk_problem(p, "match", "must be \"*\" or an object with subject and/or property");
+        ib_problem(p, "match", "must be \"*\" or an object with subject and/or property");
         return;
     }
     rt_keys_check(m, RT_SCOPE_MATCH, "match", p);
@@ -456,14 +456,14 @@ static void compile_match(rt_route_t *r, const json_t *m, wk_problems_t *p)
     {
         if (strcmp(k, "subject") == 0) {
             if (!json_is_string(v))
-                wk_problem(p, "match.subject", "must be a string");
+                ib_problem(p, "match.subject", "must be a string");
             else
                 r->subject = strdup(json_string_value(v));
         } else if (strcmp(k, "property") == 0) {
             const char *pk;
             json_t *pv;
             if (!json_is_object(v) || json_object_size(v) == 0) {
-                wk_problem(p, "match.property", "must be an object of name: value");
+                ib_problem(p, "match.property", "must be an object of name: value");
                 continue;
             }
             r->props = calloc(json_object_size(v), sizeof(*r->props));
@@ -479,7 +479,7 @@ static void compile_match(rt_route_t *r, const json_t *m, wk_problems_t *p)
                 else if (json_is_boolean(pv))
                     text = json_is_true(pv) ? "true" : "false";
                 if (!text) {
-                    wk_problem(p, "match.property", "%s must be a string, integer or boolean", pk);
+                    ib_problem(p, "match.property", "%s must be a string, integer or boolean", pk);
                     continue;
                 }
                 r->props[r->nprops].key = strdup(pk);
@@ -490,7 +490,7 @@ static void compile_match(rt_route_t *r, const json_t *m, wk_problems_t *p)
 }
 
 /* "on_unique_violation": "duplicate" | "permanent", "constraints": ["name", ...]. */
-static void compile_unique(rt_route_t *r, const json_t *j, wk_problems_t *p)
+static void compile_unique(rt_route_t *r, const json_t *j, ib_problems_t *p)
 {
     json_t *onu = json_object_get(j, "on_unique_violation");
     json_t *names = json_object_get(j, "constraints");
@@ -501,36 +501,36 @@ static void compile_unique(rt_route_t *r, const json_t *j, wk_problems_t *p)
     if (onu && strcmp(o, "duplicate") == 0)
         r->unique_duplicate = true;
     else if (onu && strcmp(o, "permanent") != 0)
-        wk_problem(p, "on_unique_violation", "must be \"duplicate\" or \"permanent\"");
+        ib_problem(p, "on_unique_violation", "must be \"duplicate\" or \"permanent\"");
     if (!names)
         return;
     if (!r->unique_duplicate)
-        wk_problem(p, "constraints", "only allowed with on_unique_violation \"duplicate\"");
+        ib_problem(p, "constraints", "only allowed with on_unique_violation \"duplicate\"");
     if (!json_is_array(names) || json_array_size(names) == 0) {
-        wk_problem(p, "constraints", "must be a non-empty array of constraint or index names");
+        ib_problem(p, "constraints", "must be a non-empty array of constraint or index names");
         return;
     }
     json_array_foreach(names, i, v) if (!json_is_string(v) || !*json_string_value(v))
     {
-        wk_problem(p, "constraints", "element %zu is not a non-empty string", i);
+        ib_problem(p, "constraints", "element %zu is not a non-empty string", i);
         return;
     }
     r->constraints = json_incref(names);
 }
 
 /* "payload_hash": "body" (the whole body, the default) | "params" (the bound values). */
-static void compile_payload_hash(rt_route_t *r, const json_t *j, wk_problems_t *p)
+static void compile_payload_hash(rt_route_t *r, const json_t *j, ib_problems_t *p)
 {
     const char *v = json_is_string(j) ? json_string_value(j) : "";
     size_t nparams = 0;
     if (!j || strcmp(v, "body") == 0)
         return;
     if (strcmp(v, "params") != 0) {
-        wk_problem(p, "payload_hash", "must be \"body\" or \"params\"");
+        ib_problem(p, "payload_hash", "must be \"body\" or \"params\"");
         return;
     }
     if (r->http) {
-        wk_problem(p, "payload_hash",
+        ib_problem(p, "payload_hash",
                    "\"params\" is for SQL routes (an HTTP route's parameters are bound after "
                    "its call, too late for the claim)");
         return;
@@ -538,7 +538,7 @@ static void compile_payload_hash(rt_route_t *r, const json_t *j, wk_problems_t *
     for (size_t s = 0; s < r->nstmts; s++)
         nparams += r->stmts[s].nparams;
     if (nparams == 0) {
-        wk_problem(p, "payload_hash",
+        ib_problem(p, "payload_hash",
                    "\"params\" needs params: with none, every payload would hash alike");
         return;
     }
@@ -547,7 +547,7 @@ static void compile_payload_hash(rt_route_t *r, const json_t *j, wk_problems_t *
 
 /* An action route settles without applying: a key that only an applying
  * route takes (the table's kinds) is refused rather than ignored. */
-static void refuse_with_action(const json_t *j, wk_problems_t *p)
+static void refuse_with_action(const json_t *j, ib_problems_t *p)
 {
     const char *k;
     json_t *v;
@@ -555,24 +555,24 @@ static void refuse_with_action(const json_t *j, wk_problems_t *p)
     {
         const rt_key_t *d = rt_key_find(RT_SCOPE_ROUTE, k);
         if (d && !(d->kinds & RT_KIND_ACTION))
-            wk_problem(p, k, "not allowed with action%s",
+            ib_problem(p, k, "not allowed with action%s",
                        strcmp(k, "emit_on_failure") == 0
                            ? " (the route's dead letter is the configuration's, not a failure)"
                            : "");
     }
 }
 
-static void compile_route(rt_route_t *r, const json_t *j, wk_problems_t *p)
+static void compile_route(rt_route_t *r, const json_t *j, ib_problems_t *p)
 {
     json_t *action, *onp;
 
     if (!json_is_object(j)) {
-        wk_problem(p, "", "must be an object");
+        ib_problem(p, "", "must be an object");
         return;
     }
     rt_keys_check(j, RT_SCOPE_ROUTE, "", p);
     if (!json_object_get(j, "match"))
-        wk_problem(p, "match", "missing (use \"*\" to match every message)");
+        ib_problem(p, "match", "missing (use \"*\" to match every message)");
     else
         compile_match(r, json_object_get(j, "match"), p);
 
@@ -583,33 +583,33 @@ static void compile_route(rt_route_t *r, const json_t *j, wk_problems_t *p)
             json_t *reason = json_object_get(j, "reason");
             r->action = RT_ACT_DEADLETTER;
             if (!json_is_string(reason) || !*json_string_value(reason))
-                wk_problem(p, "reason", "action \"deadletter\" needs a non-empty reason");
+                ib_problem(p, "reason", "action \"deadletter\" needs a non-empty reason");
             else
                 r->reason = strdup(json_string_value(reason));
         } else if (strcmp(a, "complete") == 0) {
             r->action = RT_ACT_COMPLETE;
         } else {
-            wk_problem(p, "action", "must be \"deadletter\" or \"complete\"");
+            ib_problem(p, "action", "must be \"deadletter\" or \"complete\"");
         }
         refuse_with_action(j, p);
         return;
     }
     r->action = RT_ACT_APPLY;
     if (json_object_get(j, "reason"))
-        wk_problem(p, "reason", "only allowed with action \"deadletter\"");
+        ib_problem(p, "reason", "only allowed with action \"deadletter\"");
     if (json_object_get(j, "http")) {
         /* An HTTP route: the call is the effect; sql (optional) runs when it finishes. */
         r->http =
             rt_http_compile(json_object_get(j, "http"), json_object_get(j, "idempotency_key"), p);
         if (json_object_get(j, "on_permanent"))
-            wk_problem(p, "on_permanent", "not allowed with http (a refusal is always recorded)");
+            ib_problem(p, "on_permanent", "not allowed with http (a refusal is always recorded)");
         if (json_object_get(j, "sql"))
             compile_stmts(r, json_object_get(j, "sql"), json_object_get(j, "params"),
                           SRC_ALLOW_RESPONSE, p);
         else if (json_object_get(j, "params"))
-            wk_problem(p, "params", "given without sql");
+            ib_problem(p, "params", "given without sql");
     } else if (!json_object_get(j, "sql")) {
-        wk_problem(p, "sql", "missing (or give http, or action \"deadletter\" / \"complete\")");
+        ib_problem(p, "sql", "missing (or give http, or action \"deadletter\" / \"complete\")");
     } else {
         compile_stmts(r, json_object_get(j, "sql"), json_object_get(j, "params"), 0, p);
     }
@@ -626,7 +626,7 @@ static void compile_route(rt_route_t *r, const json_t *j, wk_problems_t *p)
         if (strcmp(o, "record") == 0)
             r->record = true;
         else if (strcmp(o, "deadletter") != 0)
-            wk_problem(p, "on_permanent", "must be \"deadletter\" or \"record\"");
+            ib_problem(p, "on_permanent", "must be \"deadletter\" or \"record\"");
     }
     compile_unique(r, j, p);
     compile_payload_hash(r, json_object_get(j, "payload_hash"), p);
@@ -634,7 +634,7 @@ static void compile_route(rt_route_t *r, const json_t *j, wk_problems_t *p)
 
 int rt_routes_compile(const json_t *routes, rt_routes_t *out, FILE *errs)
 {
-    wk_problems_t p = {.errs = errs};
+    ib_problems_t p = {.errs = errs};
     size_t n = json_array_size(routes);
 
     memset(out, 0, sizeof(*out));
@@ -1422,19 +1422,19 @@ int rt_routes_warn(const rt_routes_t *routes, FILE *errs)
 
 int rt_routes_check_limits(const rt_routes_t *routes, long long renewal_s, FILE *errs)
 {
-    wk_problems_t p = {.errs = errs};
+    ib_problems_t p = {.errs = errs};
     for (size_t i = 0; i < routes->n; i++) {
         const rt_http_spec_t *h = routes->v[i].http;
         if (!h)
             continue;
         snprintf(p.prefix, sizeof(p.prefix), "routes[%zu]", i);
         if (renewal_s > 0 && rt_http_lease_s(h) >= renewal_s)
-            wk_problem(&p, "http.lease_s",
+            ib_problem(&p, "http.lease_s",
                        "(%ld s) must be shorter than servicebus.max_auto_lock_renewal_s (%lld s): "
                        "the broker lock must outlive the claim",
                        rt_http_lease_s(h), renewal_s);
         else if (renewal_s == 0)
-            wk_problem(&p, "http.lease_s",
+            ib_problem(&p, "http.lease_s",
                        "HTTP routes need lock renewal (servicebus.max_auto_lock_renewal_s > 0)");
     }
     return p.n;

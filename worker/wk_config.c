@@ -3,7 +3,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "db_inbox.h"
 #include "db_outbox.h"
 #include "ib_log.h"
+#include "ib_problems.h"
 #include "sb_connstr.h"
 #include "sb_transport.h"
 #include "wk_health.h"
@@ -254,19 +254,6 @@ static const char *type_name(wk_config_type_t t)
     }
 }
 
-void wk_problem(wk_problems_t *p, const char *key, const char *fmt, ...)
-{
-    va_list ap;
-    p->n++;
-    if (!p->errs)
-        return;
-    fprintf(p->errs, "config: %s%s%s: ", p->prefix, p->prefix[0] && *key ? "." : "", key);
-    va_start(ap, fmt);
-    vfprintf(p->errs, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->errs);
-}
-
 static const wk_setting_t *find_setting(const char *name)
 {
     for (const wk_setting_t *s = wk_settings; s->name; s++)
@@ -291,7 +278,7 @@ static bool enum_has(const char *choices, const char *v)
 
 /* Stores a value given as text (defaults and environment). */
 static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *text,
-                          const char *origin, wk_problems_t *p)
+                          const char *origin, ib_problems_t *p)
 {
     void *slot = (char *)cfg + s->offset;
 
@@ -300,12 +287,12 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
     case WK_CT_ENUM: {
         char *dup;
         if (s->type == WK_CT_ENUM && !enum_has(choices_of(s), text)) {
-            wk_problem(p, s->name, "%s: must be one of %s", origin, choices_of(s));
+            ib_problem(p, s->name, "%s: must be one of %s", origin, choices_of(s));
             return;
         }
         dup = strdup(text);
         if (!dup) {
-            wk_problem(p, s->name, "out of memory");
+            ib_problem(p, s->name, "out of memory");
             return;
         }
         free(*(char **)slot);
@@ -318,11 +305,11 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
         errno = 0;
         v = strtoll(text, &end, 10);
         if (!*text || *end || errno) {
-            wk_problem(p, s->name, "%s: wrong type, expected an integer", origin);
+            ib_problem(p, s->name, "%s: wrong type, expected an integer", origin);
             return;
         }
         if (v < s->min || v > s->max) {
-            wk_problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min,
+            ib_problem(p, s->name, "%s: %lld is out of range [%lld, %lld]", origin, v, s->min,
                        s->max);
             return;
         }
@@ -335,7 +322,7 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
         else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0)
             *(bool *)slot = false;
         else
-            wk_problem(p, s->name, "%s: wrong type, expected true or false", origin);
+            ib_problem(p, s->name, "%s: wrong type, expected true or false", origin);
         return;
     case WK_CT_JSON: {
         json_error_t jerr;
@@ -343,13 +330,13 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
         if (!v) {
             char why[128];
             /* Never jansson's text: it quotes the value, which may be a secret. */
-            wk_problem(p, s->name, "%s: invalid JSON: %s", origin,
+            ib_problem(p, s->name, "%s: invalid JSON: %s", origin,
                        rt_json_error_describe(&jerr, why, sizeof(why)));
             return;
         }
         if (!json_is_array(v)) {
             json_decref(v);
-            wk_problem(p, s->name, "%s: wrong type, expected an array", origin);
+            ib_problem(p, s->name, "%s: wrong type, expected an array", origin);
             return;
         }
         json_decref(*(json_t **)slot);
@@ -360,7 +347,7 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
 }
 
 /* Stores a value from the JSON file, checking its JSON type. */
-static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, wk_problems_t *p)
+static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, ib_problems_t *p)
 {
     void *slot = (char *)cfg + s->offset;
     char num[32];
@@ -369,14 +356,14 @@ static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, wk
     case WK_CT_STR:
     case WK_CT_ENUM:
         if (!json_is_string(v)) {
-            wk_problem(p, s->name, "wrong type, expected a string");
+            ib_problem(p, s->name, "wrong type, expected a string");
             return;
         }
         set_from_text(cfg, s, json_string_value(v), "file", p);
         return;
     case WK_CT_INT:
         if (!json_is_integer(v)) {
-            wk_problem(p, s->name, "wrong type, expected an integer");
+            ib_problem(p, s->name, "wrong type, expected an integer");
             return;
         }
         snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
@@ -384,14 +371,14 @@ static void set_from_json(wk_config_t *cfg, const wk_setting_t *s, json_t *v, wk
         return;
     case WK_CT_BOOL:
         if (!json_is_boolean(v)) {
-            wk_problem(p, s->name, "wrong type, expected true or false");
+            ib_problem(p, s->name, "wrong type, expected true or false");
             return;
         }
         *(bool *)slot = json_is_true(v);
         return;
     case WK_CT_JSON:
         if (!json_is_array(v)) {
-            wk_problem(p, s->name, "wrong type, expected an array");
+            ib_problem(p, s->name, "wrong type, expected an array");
             return;
         }
         json_decref(*(json_t **)slot);
@@ -414,7 +401,7 @@ static bool is_section(const char *key)
  * (one problem naming the path, in fp; the settings' own go to p), so that
  * the checks which would only repeat it as missing settings are skipped.
  */
-static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *fp, wk_problems_t *p)
+static bool load_file(wk_config_t *cfg, const char *path, ib_problems_t *fp, ib_problems_t *p)
 {
     json_error_t jerr;
     json_t *root;
@@ -423,21 +410,21 @@ static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *fp, wk_
     struct stat st;
 
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        wk_problem(fp, path, "cannot load: it is a directory, not a JSON file");
+        ib_problem(fp, path, "cannot load: it is a directory, not a JSON file");
         return false;
     }
     root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         char why[128];
         if (json_error_code(&jerr) == json_error_cannot_open_file)
-            wk_problem(fp, path, "cannot load: %s", jerr.text);
+            ib_problem(fp, path, "cannot load: %s", jerr.text);
         else
-            wk_problem(fp, path, "cannot load: %s",
+            ib_problem(fp, path, "cannot load: %s",
                        rt_json_error_describe(&jerr, why, sizeof(why)));
         return false;
     }
     if (!json_is_object(root)) {
-        wk_problem(fp, path, "the top level must be a JSON object");
+        ib_problem(fp, path, "the top level must be a JSON object");
         json_decref(root);
         return false;
     }
@@ -450,7 +437,7 @@ static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *fp, wk_
             const char *sub;
             json_t *sv;
             if (!json_is_object(v)) {
-                wk_problem(p, key, "wrong type, expected an object");
+                ib_problem(p, key, "wrong type, expected an object");
                 continue;
             }
             json_object_foreach(v, sub, sv)
@@ -461,10 +448,10 @@ static bool load_file(wk_config_t *cfg, const char *path, wk_problems_t *fp, wk_
                 if (s)
                     set_from_json(cfg, s, sv, p);
                 else
-                    wk_problem(p, full, "unknown key");
+                    ib_problem(p, full, "unknown key");
             }
         } else {
-            wk_problem(p, key, "unknown key");
+            ib_problem(p, key, "unknown key");
         }
     }
     json_decref(root);
@@ -509,7 +496,7 @@ static void register_secrets(const wk_config_t *cfg)
  * can carry an access token (Microsoft's driver, no UID/PWD/...). The db
  * layer's text names its key ("db.auth: ..." or "db.connection_string: ...").
  */
-static void check_db_auth(const wk_config_t *cfg, wk_problems_t *p)
+static void check_db_auth(const wk_config_t *cfg, ib_problems_t *p)
 {
     ib_error_t err;
     const char *dialect = cfg->db.dialect ? cfg->db.dialect : "auto";
@@ -517,7 +504,7 @@ static void check_db_auth(const wk_config_t *cfg, wk_problems_t *p)
     if (!cfg->db.auth || strcmp(cfg->db.auth, "workload_identity") != 0)
         return;
     if (strcmp(dialect, "auto") != 0 && strcmp(dialect, "mssql") != 0)
-        wk_problem(p, "db.auth", "workload_identity works with SQL Server only, not db.dialect %s",
+        ib_problem(p, "db.auth", "workload_identity works with SQL Server only, not db.dialect %s",
                    dialect);
     if (!cfg->db.connection_string || !*cfg->db.connection_string ||
         db_token_connstr_check(cfg->db.connection_string, &err) == IB_E_OK)
@@ -526,13 +513,13 @@ static void check_db_auth(const wk_config_t *cfg, wk_problems_t *p)
     if (colon && (size_t)(colon - err.text) < 32) {
         char key[32];
         snprintf(key, sizeof(key), "%.*s", (int)(colon - err.text), err.text);
-        wk_problem(p, key, "%s", colon + 2);
+        ib_problem(p, key, "%s", colon + 2);
     } else {
-        wk_problem(p, "db.auth", "%s", err.text);
+        ib_problem(p, "db.auth", "%s", err.text);
     }
 }
 
-static void check_native_list(json_t *list, const char *name, wk_problems_t *p)
+static void check_native_list(json_t *list, const char *name, ib_problems_t *p)
 {
     size_t i;
     json_t *e;
@@ -542,7 +529,7 @@ static void check_native_list(json_t *list, const char *name, wk_problems_t *p)
             continue;
         if (json_is_string(e) && strlen(json_string_value(e)) == 5)
             continue;
-        wk_problem(p, name, "element %zu must be a native error code or a 5-character SQLSTATE", i);
+        ib_problem(p, name, "element %zu must be a native error code or a 5-character SQLSTATE", i);
     }
 }
 
@@ -553,7 +540,7 @@ static void check_native_list(json_t *list, const char *name, wk_problems_t *p)
  * by the broker within its duplicate-detection history. A row swept before
  * then lets that copy apply again.
  */
-static void warn_retention(const wk_config_t *cfg, wk_problems_t *p)
+static void warn_retention(const wk_config_t *cfg, ib_problems_t *p)
 {
     long long keep = cfg->db.inbox_retention_days * 86400LL;
     const struct {
@@ -573,7 +560,7 @@ static void warn_retention(const wk_config_t *cfg, wk_problems_t *p)
                     cfg->db.inbox_retention_days, keep, windows[i].key, windows[i].s);
 }
 
-static void validate(wk_config_t *cfg, wk_problems_t *p)
+static void validate(wk_config_t *cfg, ib_problems_t *p)
 {
     for (const wk_setting_t *s = wk_settings; s->name; s++) {
         if (!(s->flags & WK_CF_REQUIRED))
@@ -582,25 +569,25 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
         if (!v || !*v) {
             char env[128];
             wk_config_env_name(s->name, env, sizeof(env));
-            wk_problem(p, s->name, "missing required setting (set it in the file or %s)", env);
+            ib_problem(p, s->name, "missing required setting (set it in the file or %s)", env);
         }
     }
     if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string) {
         sb_connstr_t sb;
         ib_error_t err;
         if (sb_connstr_parse(cfg->servicebus.connection_string, &sb, &err) != IB_E_OK) {
-            wk_problem(p, "servicebus.connection_string", "%s", err.text);
+            ib_problem(p, "servicebus.connection_string", "%s", err.text);
         } else {
             if (sb.entity_path && !*cfg->servicebus.entity) {
                 free(cfg->servicebus.entity);
                 cfg->servicebus.entity = strdup(sb.entity_path);
             } else if (sb.entity_path && strcmp(sb.entity_path, cfg->servicebus.entity) != 0) {
-                wk_problem(p, "servicebus.entity",
+                ib_problem(p, "servicebus.entity",
                            "'%s' differs from the connection string's EntityPath '%s'",
                            cfg->servicebus.entity, sb.entity_path);
             }
             if (!sb.sas && !sb.key && strcmp(cfg->servicebus.auth, "sas") == 0)
-                wk_problem(p, "servicebus.connection_string",
+                ib_problem(p, "servicebus.connection_string",
                            "has no SharedAccessKeyName/SharedAccessKey or SharedAccessSignature "
                            "(required with servicebus.auth sas; use workload_identity for Azure "
                            "AD)");
@@ -611,16 +598,16 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
         db_connstr_t dbc;
         ib_error_t err;
         if (db_connstr_parse(cfg->db.connection_string, &dbc, &err) != IB_E_OK)
-            wk_problem(p, "db.connection_string", "%s", err.text);
+            ib_problem(p, "db.connection_string", "%s", err.text);
         else
             db_connstr_free(&dbc);
     }
     check_db_auth(cfg, p);
     warn_retention(cfg, p);
     if (cfg->consumer && strlen(cfg->consumer) > 200)
-        wk_problem(p, "consumer", "longer than 200 characters");
+        ib_problem(p, "consumer", "longer than 200 characters");
     if (cfg->retry.base_ms > cfg->retry.max_ms)
-        wk_problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)",
+        ib_problem(p, "retry.base_ms", "%lld is larger than retry.max_ms (%lld)",
                    cfg->retry.base_ms, cfg->retry.max_ms);
     resolve_max_deliveries(cfg);
     if (cfg->retry.max_deliveries > 0 && cfg->servicebus.max_delivery_count > 0 &&
@@ -647,21 +634,21 @@ static void validate(wk_config_t *cfg, wk_problems_t *p)
     {
         ib_error_t err;
         if (wk_health_listen_check(cfg->http.listen, &err) != IB_E_OK)
-            wk_problem(p, "http.listen", "%s", err.text);
+            ib_problem(p, "http.listen", "%s", err.text);
     }
     {
         ib_error_t err;
         if (!wk_trace_check(cfg, &err))
-            wk_problem(p, "otel", "%s", err.text);
+            ib_problem(p, "otel", "%s", err.text);
     }
     for (const char *c = cfg->outbox.table; c && *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
-            wk_problem(p, "outbox.table", "only letters, digits, '_' and '.' are allowed");
+            ib_problem(p, "outbox.table", "only letters, digits, '_' and '.' are allowed");
             break;
         }
     for (const char *c = cfg->db.inbox_table; c && *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
-            wk_problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
+            ib_problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
             break;
         }
 }
@@ -703,7 +690,7 @@ void wk_config_explain_budget(const wk_config_t *cfg, FILE *out)
 /* wk_config_load, with the file's own problem (unreadable, not JSON) written to file_errs. */
 static int load(wk_config_t *cfg, const char *path, FILE *errs, FILE *file_errs, bool *file_ok)
 {
-    wk_problems_t p = {.errs = errs}, fp = {.errs = file_errs};
+    ib_problems_t p = {.errs = errs}, fp = {.errs = file_errs};
 
     *file_ok = true;
     memset(cfg, 0, sizeof(*cfg));
@@ -786,10 +773,10 @@ int wk_config_unknown_env(FILE *errs, bool fatal)
 
 int wk_config_check_entity(const wk_config_t *cfg, FILE *errs)
 {
-    wk_problems_t p = {.errs = errs};
+    ib_problems_t p = {.errs = errs};
     if (cfg->servicebus.connection_string && *cfg->servicebus.connection_string &&
         (!cfg->servicebus.entity || !*cfg->servicebus.entity))
-        wk_problem(&p, "servicebus.entity",
+        ib_problem(&p, "servicebus.entity",
                    "missing required setting (or give EntityPath in the connection string)");
     return p.n;
 }

@@ -167,25 +167,10 @@ int wk_config_unknown_env(FILE *errs, bool fatal);
 /* INBOXD_SECTION_KEY for a setting name, into buf. */
 void wk_config_env_name(const char *name, char *buf, size_t size);
 
-/*
- * Problems found while reading the configuration: counted, and each one
- * written to errs (when not NULL) as "config: <prefix>.<key>: <text>" (the
- * prefix, such as "routes[2]", may be empty). Shared by wk_config.c and
- * rt_route.c so every bad key is reported the same way. thread: main.
- */
 /* Service Bus's MaxDeliveryCount when the entity's is not known. */
 #define WK_SB_DEFAULT_MAX_DELIVERY_COUNT 10
 
 /* What retry.max_deliveries is and why (--check-config). thread: main. */
 void wk_config_explain_budget(const wk_config_t *cfg, FILE *out);
-
-typedef struct wk_problems {
-    FILE *errs;
-    int n;
-    char prefix[32];
-} wk_problems_t;
-
-void wk_problem(wk_problems_t *p, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "wk_config.h"
+#include "ib_problems.h"
 #include "rt_json.h"
 #include "rt_route.h"
 
@@ -90,7 +90,7 @@ char *rt_binding_keep(rt_binding_t *b, char *s);
  * reads the body as JSON.
  */
 void rt_tpl_compile(const char *text, const char *field, unsigned allow, template_t *tpl,
-                    bool *needs_json, wk_problems_t *p);
+                    bool *needs_json, ib_problems_t *p);
 void rt_tpl_free(template_t *tpl);
 /*
  * Renders tpl for msg into a string kept in b (max bytes at most, what
@@ -105,7 +105,7 @@ ib_err_t rt_tpl_render(const template_t *tpl, const sb_msg_t *msg, rt_binding_t 
                        bool url_encode, size_t max, const char *what, char **out, ib_error_t *err);
 
 /* The "http" section of a route (rt_http.c). */
-rt_http_spec_t *rt_http_compile(const json_t *http, bool has_key, wk_problems_t *p);
+rt_http_spec_t *rt_http_compile(const json_t *http, bool has_key, ib_problems_t *p);
 void rt_http_free(rt_http_spec_t *h);
 
 /*
