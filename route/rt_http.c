@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fx_dest.h"
 #include "ib_log.h"
-#include "wk_dest.h"
 #include "wk_msgctx.h"
 #include "rt_int.h"
 #include "rt_keys.h"
@@ -457,7 +457,7 @@ static bool entry_has_port(const char *e)
  */
 static bool host_allowed(const rt_http_spec_t *h, const char *url, char *dest, size_t size)
 {
-    if (!wk_dest_key(url, dest, size)) {
+    if (!fx_dest_key(url, dest, size)) {
         dest[0] = '\0'; /* a literal host wk_dest cannot name: called, not governed */
         return h->nhosts == 0;
     }
@@ -560,8 +560,8 @@ ib_err_t rt_route_bind_http(const rt_route_t *r, const sb_msg_t *msg, const char
     if (c->reconcile_url)
         c->reconcile_url_redacted = rt_binding_keep(b, redact_url(c->reconcile_url));
     if (!host_allowed(h, c->url, c->dest, sizeof c->dest) ||
-        (c->reconcile_url && !host_allowed(h, c->reconcile_url, (char[WK_DEST_KEY_MAX]){0},
-                                           WK_DEST_KEY_MAX)))
+        (c->reconcile_url && !host_allowed(h, c->reconcile_url, (char[FX_DEST_KEY_MAX]){0},
+                                           FX_DEST_KEY_MAX)))
         return ib_error_set(err, IB_E_NOT_ALLOWED, IB_CLASS_PERMANENT,
                             "http.url: host of '%s' is not in http.allowed_hosts", c->url_redacted);
     if ((rc = bind_body(h, msg, b, c, err)) != IB_E_OK)

@@ -55,6 +55,7 @@
 
 #include "db_inbox.h"
 #include "fx_client.h"
+#include "fx_dest.h"
 #include "ib_err.h"
 #include "sb_msg.h"
 #include "wk_outcome.h"
@@ -216,7 +217,7 @@ bool rt_http_reconcile_found(const rt_http_spec_t *h, const fx_response_t *resp)
 /* One message's request, bound; owns its strings (through b). */
 typedef struct rt_http_call {
     char *url;
-    char dest[300]; /* its destination: scheme://host:port (wk_dest_key) */
+    char dest[FX_DEST_KEY_MAX]; /* its destination: scheme://host:port (fx_dest_key) */
     char *url_redacted; /* scheme://host/path, for logs and dead letters */
     char *reconcile_url;
     char *reconcile_url_redacted; /* as url_redacted; NULL without reconcile */

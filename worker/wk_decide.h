@@ -66,7 +66,7 @@ typedef struct wk_decision {
      */
     bool held;
     long long hold_ms;
-    char dest[WK_DEST_KEY_MAX];
+    char dest[FX_DEST_KEY_MAX];
     bool decided; /* set by wk_decide (and so by every dead letter): a settlement was chosen */
     wk_carry_t carry;
 } wk_decision_t;

@@ -4,7 +4,6 @@
  */
 #include "wk_dest.h"
 
-#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,7 @@
 #include "ib_backoff.h"
 
 typedef struct dest {
-    char key[WK_DEST_KEY_MAX];
+    char key[FX_DEST_KEY_MAX];
     bool open;
     int failures;            /* transient failures in a row */
     long long interval_ms;   /* probe interval while open */
@@ -61,49 +60,13 @@ void wk_dests_free(wk_dests_t *ds)
     free(ds);
 }
 
-bool wk_dest_key(const char *url, char *key, size_t size)
-{
-    const char *hs = strstr(url, "://");
-    if (!hs)
-        return false;
-    size_t slen = (size_t)(hs - url);
-    const char *host = hs + 3;
-    size_t alen = strcspn(host, "/?#");
-    const char *at = memchr(host, '@', alen); /* userinfo is not part of the destination */
-    if (at) {
-        alen -= (size_t)(at + 1 - host);
-        host = at + 1;
-    }
-    if (alen == 0 || slen == 0)
-        return false;
-    const char *colon = NULL;
-    for (const char *c = host; c < host + alen; c++)
-        if (*c == ':')
-            colon = c;
-        else if (*c == ']')
-            colon = NULL; /* an IPv6 literal's colons */
-    size_t hlen = colon ? (size_t)(colon - host) : alen;
-    const char *port = colon ? colon + 1 : (slen == 5 && strncasecmp(url, "https", 5) == 0 ? "443" : "80");
-    size_t plen = colon ? alen - hlen - 1 : strlen(port);
-    int n = snprintf(key, size, "%.*s://%.*s:%.*s", (int)slen, url, (int)hlen, host, (int)plen,
-                     port);
-    if (n < 0 || (size_t)n >= size)
-        return false;
-    for (char *c = key; *c; c++) {
-        *c = (char)tolower((unsigned char)*c);
-        if (!isalnum((unsigned char)*c) && !strchr(":/.-_[]%", *c))
-            return false; /* never a quote or a backslash in a metric label */
-    }
-    return true;
-}
-
 /* key's entry, made when new; NULL when the table is full. mu held. */
 static dest_t *find(wk_dests_t *ds, const char *key, bool make)
 {
     for (size_t i = 0; i < ds->n; i++)
         if (strcmp(ds->v[i].key, key) == 0)
             return &ds->v[i];
-    if (!make || ds->n >= WK_DEST_MAX || strlen(key) >= WK_DEST_KEY_MAX)
+    if (!make || ds->n >= WK_DEST_MAX || strlen(key) >= FX_DEST_KEY_MAX)
         return NULL;
     dest_t *d = &ds->v[ds->n++];
     memset(d, 0, sizeof(*d));

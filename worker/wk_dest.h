@@ -36,7 +36,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define WK_DEST_KEY_MAX 300 /* "https://host:port" */
+#include "fx_dest.h"
+
 #define WK_DEST_MAX 256     /* destinations tracked; beyond, calls go ungoverned */
 #define WK_DEST_THRESHOLD 3
 #define WK_DEST_PROBE_MIN_MS 500
@@ -62,12 +63,6 @@ typedef struct wk_dest_limits {
 /* NULL on out of memory. thread: main. */
 wk_dests_t *wk_dests_new(void);
 void wk_dests_free(wk_dests_t *ds);
-
-/*
- * The destination of url: "scheme://host:port" in lower case, the port
- * spelled out (80, 443 by default). False when url has no such prefix.
- */
-bool wk_dest_key(const char *url, char *key, size_t size);
 
 /*
  * Before a call to key: true when it may go now (a slot taken: call

@@ -125,7 +125,7 @@ typedef struct run {
     bool again;              /* a retry after the batch (retry_after_ms: again_ms) */
     long long again_ms;
     wk_trace_call_t tc;      /* the batch call's span */
-    char rec_dest[WK_DEST_KEY_MAX]; /* the reconcile URL's destination ("" when ungoverned) */
+    char rec_dest[FX_DEST_KEY_MAX]; /* the reconcile URL's destination ("" when ungoverned) */
 } run_t;
 
 static void set_abandon(wk_decision_t *d)
@@ -772,7 +772,7 @@ static bool reconciled(run_t *r, fx_client_t *fx)
         lookups_spent(r);
         return false;
     }
-    if (!r->rec_dest[0] && !wk_dest_key(r->call.reconcile_url, r->rec_dest, sizeof r->rec_dest))
+    if (!r->rec_dest[0] && !fx_dest_key(r->call.reconcile_url, r->rec_dest, sizeof r->rec_dest))
         r->rec_dest[0] = '\0'; /* a literal host wk_dest cannot name: asked, not governed */
     switch (reconcile(r, fx)) {
     case REC_ABSENT:

@@ -1,27 +1,9 @@
-/* Per-destination state (worker/wk_dest.c): the key of a URL, the circuit
- * with one probe at a time, Retry-After, the token bucket, the slots. */
+/* Per-destination state (worker/wk_dest.c): the circuit with one probe at
+ * a time, Retry-After, the token bucket, the slots. */
 #include <string.h>
 
 #include "ib_test.h"
 #include "wk_dest.h"
-
-static void test_key(void)
-{
-    char k[WK_DEST_KEY_MAX];
-    ASSERT_TRUE(wk_dest_key("https://Pay.Example/charges?x=1", k, sizeof k));
-    ASSERT_STREQ(k, "https://pay.example:443");
-    ASSERT_TRUE(wk_dest_key("http://127.0.0.1:8080", k, sizeof k));
-    ASSERT_STREQ(k, "http://127.0.0.1:8080");
-    ASSERT_TRUE(wk_dest_key("http://user:pw@h/x", k, sizeof k));
-    ASSERT_STREQ(k, "http://h:80");
-    ASSERT_TRUE(wk_dest_key("https://[::1]:9/x", k, sizeof k));
-    ASSERT_STREQ(k, "https://[::1]:9");
-    ASSERT_TRUE(wk_dest_key("https://[::1]/x", k, sizeof k));
-    ASSERT_STREQ(k, "https://[::1]:443");
-    ASSERT_TRUE(!wk_dest_key("pay.example/x", k, sizeof k));
-    ASSERT_TRUE(!wk_dest_key("https:///x", k, sizeof k));
-    ASSERT_TRUE(!wk_dest_key("https://a\"b/x", k, sizeof k)); /* never in a metric label */
-}
 
 static const wk_dest_limits_t NONE = {0, 0, false};
 
@@ -184,7 +166,6 @@ static void test_batch_window(void)
 
 int main(void)
 {
-    RUN(test_key);
     RUN(test_circuit_one_probe_backoff);
     RUN(test_retry_after_rate_slots);
     RUN(test_long_retry_after_probed);
