@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wk_msgctx.h"
 #include "db_limits.h"
 #include "ib_time.h"
 #include "rt_int.h"
@@ -296,9 +295,8 @@ static char *param_text(const db_param_t *v)
  * that emitted the message (the consumer span when tracing is on, else the
  * incoming context), tracestate as it came.
  */
-static void carry_trace(json_t *props, const sb_msg_t *msg)
+static void carry_trace(json_t *props, const sb_msg_t *msg, const char *tp)
 {
-    const char *tp = wk_traceparent(msg);
     const sb_prop_t *ts = sb_msg_prop(msg, "tracestate");
     if (tp && !json_object_get(props, "traceparent"))
         json_object_set_new(props, "traceparent", json_string(tp));
@@ -341,7 +339,7 @@ static ib_err_t bind_emit_props(const emit_spec_t *e, const sb_msg_t *msg, rt_bi
         }
         json_object_set_new(props, e->props[i].name, param_json(&v));
     }
-    carry_trace(props, msg);
+    carry_trace(props, msg, b->traceparent);
     add_envelope(e, props, msg);
     text = json_object_size(props) ? json_dumps(props, JSON_COMPACT) : NULL;
     json_decref(props);
@@ -399,9 +397,9 @@ ib_err_t rt_emits_bind(const rt_emits_t *emits, size_t i, const sb_msg_t *msg, r
 {
     const emit_spec_t *e = &emits->v[i];
     ib_err_t rc;
-    const char *tp = wk_traceparent(msg);
+    const char *tp = b->traceparent;
     out[0] = DB_TEXT(e->entity);
-    /* points into msg, like out[4]; a later version longer than the column stays a property */
+    /* borrowed like out[4]; a later version longer than the column stays a property */
     out[8] = tp && strlen(tp) <= DB_MESSAGE_ID_MAX ? DB_TEXT(tp) : DB_NULL();
     if ((rc = bind_tmpl(&e->message_id, "emit message_id", DB_MESSAGE_ID_MAX, msg, b, &out[1],
                         err)) ||

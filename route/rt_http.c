@@ -24,7 +24,6 @@
 
 #include "fx_dest.h"
 #include "ib_log.h"
-#include "wk_msgctx.h"
 #include "rt_int.h"
 #include "rt_keys.h"
 
@@ -458,7 +457,7 @@ static bool entry_has_port(const char *e)
 static bool host_allowed(const rt_http_spec_t *h, const char *url, char *dest, size_t size)
 {
     if (!fx_dest_key(url, dest, size)) {
-        dest[0] = '\0'; /* a literal host wk_dest cannot name: called, not governed */
+        dest[0] = '\0'; /* a literal host fx_dest_key cannot name: called, not governed */
         return h->nhosts == 0;
     }
     if (h->nhosts == 0)
@@ -540,12 +539,13 @@ static char *redact_url(const char *url)
 }
 
 ib_err_t rt_route_bind_http(const rt_route_t *r, const sb_msg_t *msg, const char *key,
-                            rt_http_call_t *c, ib_error_t *err)
+                            const char *traceparent, rt_http_call_t *c, ib_error_t *err)
 {
     const rt_http_spec_t *h = rt_route_http(r);
     rt_binding_t *b = &c->b;
     ib_err_t rc;
     memset(c, 0, sizeof(*c));
+    b->traceparent = traceparent;
     c->headers = calloc(h->nheaders + 4, sizeof(*c->headers));
     if (!c->headers)
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
@@ -580,9 +580,8 @@ ib_err_t rt_route_bind_http(const rt_route_t *r, const sb_msg_t *msg, const char
                    err);
     if (h->idem_header && (rc = add_header(c, b, h->idem_header, key, err)) != IB_E_OK)
         return rc;
-    const char *tp = wk_traceparent(msg);
-    if (tp)
-        add_header(c, b, "traceparent", tp, err);
+    if (b->traceparent)
+        add_header(c, b, "traceparent", b->traceparent, err);
     ib_error_clear(err);
     return IB_E_OK;
 }

@@ -1227,10 +1227,12 @@ static ib_err_t bind_stmts(const rt_route_t *r, const sb_msg_t *msg, rt_binding_
     return rc;
 }
 
-ib_err_t rt_route_bind(const rt_route_t *r, const sb_msg_t *msg, rt_binding_t *out, ib_error_t *err)
+ib_err_t rt_route_bind(const rt_route_t *r, const sb_msg_t *msg, const char *traceparent,
+                       rt_binding_t *out, ib_error_t *err)
 {
     ib_err_t rc;
     memset(out, 0, sizeof(*out));
+    out->traceparent = traceparent;
     /* An HTTP route's statements need the answer: rt_route_bind_finish. */
     if (!r->http && (rc = bind_stmts(r, msg, out, err)) != IB_E_OK)
         return rc;
@@ -1243,10 +1245,11 @@ ib_err_t rt_route_bind(const rt_route_t *r, const sb_msg_t *msg, rt_binding_t *o
     return IB_E_OK;
 }
 
-ib_err_t rt_route_bind_finish(const rt_route_t *r, const sb_msg_t *msg, const fx_response_t *resp,
-                              rt_binding_t *out, ib_error_t *err)
+ib_err_t rt_route_bind_finish(const rt_route_t *r, const sb_msg_t *msg, const char *traceparent,
+                              const fx_response_t *resp, rt_binding_t *out, ib_error_t *err)
 {
     memset(out, 0, sizeof(*out));
+    out->traceparent = traceparent;
     out->response = resp;
     ib_err_t rc = bind_stmts(r, msg, out, err);
     if (rc == IB_E_OK)
@@ -1259,8 +1262,8 @@ bool rt_route_rejects(const rt_route_t *r)
     return r->rejects != NULL;
 }
 
-ib_err_t rt_route_bind_rejection(const rt_route_t *r, const sb_msg_t *msg, const rt_failure_t *f,
-                                 rt_binding_t *out, ib_error_t *err)
+ib_err_t rt_route_bind_rejection(const rt_route_t *r, const sb_msg_t *msg, const char *traceparent,
+                                 const rt_failure_t *f, rt_binding_t *out, ib_error_t *err)
 {
     size_t n = rt_emits_count(r->rejects);
     char error[RT_FAILURE_ERROR_MAX + 1];
@@ -1268,6 +1271,7 @@ ib_err_t rt_route_bind_rejection(const rt_route_t *r, const sb_msg_t *msg, const
     ib_err_t rc;
 
     memset(out, 0, sizeof(*out));
+    out->traceparent = traceparent;
     if (f->error) { /* a driver's or a destination's text: well-formed UTF-8, bounded */
         ib_utf8_sanitize(error, sizeof(error), f->error);
         bounded.error = error;
@@ -1374,14 +1378,6 @@ bool rt_route_finish_reads_headers(const rt_route_t *r)
             if (r->stmts[i].params[k].kind == SRC_RESPONSE_HEADER)
                 return true;
     return false;
-}
-
-wk_dl_reason_t rt_route_bind_reason(ib_err_t rc)
-{
-    return rc == IB_E_INVALID_JSON    ? WK_DL_INVALID_JSON
-           : rc == IB_E_MISSING_FIELD ? WK_DL_MISSING_FIELD
-           : rc == IB_E_INVAL         ? WK_DL_BAD_KEY
-                                      : WK_DL_BIND_ERROR; /* IB_E_NOT_ALLOWED among them */
 }
 
 ib_err_t rt_routes_check_unique(const rt_routes_t *routes, db_conn_t *dbc, ib_error_t *err)

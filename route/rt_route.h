@@ -58,7 +58,6 @@
 #include "fx_dest.h"
 #include "ib_err.h"
 #include "sb_msg.h"
-#include "wk_outcome.h"
 
 typedef enum { RT_ACT_APPLY, RT_ACT_DEADLETTER, RT_ACT_COMPLETE } rt_action_t;
 
@@ -134,6 +133,7 @@ typedef struct rt_binding {
     const fx_response_t *response; /* the call's answer (finishing statements of HTTP routes) */
     json_t *response_json;
     const rt_failure_t *failure; /* the failure a rejection is bound for (emit_on_failure) */
+    const char *traceparent; /* the trace context effects carry on (borrowed); NULL: none */
 } rt_binding_t;
 
 /*
@@ -142,9 +142,15 @@ typedef struct rt_binding {
  * IB_E_MISSING_FIELD naming the path or property that is absent, or
  * IB_E_INVAL for an idempotency key over 400 bytes. out must be freed with
  * rt_binding_free either way.
+ *
+ * traceparent is the W3C trace context the message's effects carry on (the
+ * emitted messages' traceparent, Diagnostic-Id and trace_context; an HTTP
+ * call's traceparent header): the caller's, NULL for none. It is borrowed,
+ * not copied, and must outlive the binding. The same holds for every
+ * rt_route_bind_* below.
  */
-ib_err_t rt_route_bind(const rt_route_t *r, const sb_msg_t *msg, rt_binding_t *out,
-                       ib_error_t *err);
+ib_err_t rt_route_bind(const rt_route_t *r, const sb_msg_t *msg, const char *traceparent,
+                       rt_binding_t *out, ib_error_t *err);
 void rt_binding_free(rt_binding_t *b);
 /*
  * The payload hash of a bound message when the route sets payload_hash
@@ -169,11 +175,8 @@ bool rt_route_rejects(const rt_route_t *r);
  * as rt_route_bind does when a template's source is missing; out must be
  * freed with rt_binding_free either way. thread: any.
  */
-ib_err_t rt_route_bind_rejection(const rt_route_t *r, const sb_msg_t *msg, const rt_failure_t *f,
-                                 rt_binding_t *out, ib_error_t *err);
-
-/* The dead-letter reason of a binding failure (WK_DL_MISSING_FIELD, ...). */
-wk_dl_reason_t rt_route_bind_reason(ib_err_t rc);
+ib_err_t rt_route_bind_rejection(const rt_route_t *r, const sb_msg_t *msg, const char *traceparent,
+                                 const rt_failure_t *f, rt_binding_t *out, ib_error_t *err);
 
 /* ---- HTTP routes (rt_http.c) ---------------------------------------
  *
@@ -234,11 +237,11 @@ typedef struct rt_http_call {
  * rt_http_call_free either way. thread: any.
  */
 ib_err_t rt_route_bind_http(const rt_route_t *r, const sb_msg_t *msg, const char *key,
-                            rt_http_call_t *out, ib_error_t *err);
+                            const char *traceparent, rt_http_call_t *out, ib_error_t *err);
 void rt_http_call_free(rt_http_call_t *c);
 /* The route's finishing statements, with response:... sources from resp. */
-ib_err_t rt_route_bind_finish(const rt_route_t *r, const sb_msg_t *msg, const fx_response_t *resp,
-                              rt_binding_t *out, ib_error_t *err);
+ib_err_t rt_route_bind_finish(const rt_route_t *r, const sb_msg_t *msg, const char *traceparent,
+                              const fx_response_t *resp, rt_binding_t *out, ib_error_t *err);
 /* The remote id (http.remote_id) found in resp, "" when none. */
 void rt_route_remote_id(const rt_route_t *r, const fx_response_t *resp, char *buf, size_t size);
 /*

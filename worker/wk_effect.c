@@ -315,7 +315,7 @@ static void unbound(run_t *r, const fx_response_t *resp, const ib_error_t *e)
         return;
     }
     r->d->err = *e;
-    wk_decide_dead_letter(r->d, rt_route_bind_reason(e->code),
+    wk_decide_dead_letter(r->d, wk_dl_reason_of_bind(e->code),
                           "the call succeeded (HTTP %ld, remote id '%s') but the finishing SQL "
                           "could not be bound: %s",
                           resp->status, r->d->remote_id, e->text);
@@ -359,7 +359,7 @@ static void applied(run_t *r, const fx_response_t *resp)
     rt_binding_t fb;
     ib_error_t e;
     rt_route_remote_id(r->route, resp, r->d->remote_id, sizeof r->d->remote_id);
-    if (rt_route_bind_finish(r->route, r->msg, resp, &fb, &e) != IB_E_OK) {
+    if (rt_route_bind_finish(r->route, r->msg, wk_traceparent(r->msg), resp, &fb, &e) != IB_E_OK) {
         rt_binding_free(&fb);
         unbound(r, resp, &e);
         return;
@@ -429,7 +429,7 @@ static bool replay_failed(run_t *r)
     if (rt_route_finish_reads_headers(r->route)) {
         ib_error_set(&e, IB_E_MISSING_FIELD, IB_CLASS_PERMANENT,
                      "the finishing SQL reads response headers, which the row does not store");
-    } else if (rt_route_bind_finish(r->route, r->msg, &stored, &fb, &e) == IB_E_OK) {
+    } else if (rt_route_bind_finish(r->route, r->msg, wk_traceparent(r->msg), &stored, &fb, &e) == IB_E_OK) {
         finish_applied(r, &stored, &fb);
         fx_response_free(&stored);
         return true;
@@ -462,7 +462,7 @@ static const db_stmt_t *rejection_events(run_t *r, const rt_failure_t *f, rt_bin
     memset(rb, 0, sizeof(*rb));
     if (!rt_route_rejects(r->route) || r->replayed)
         return NULL; /* a replay or retry refused again: the row's first failure published it */
-    if (rt_route_bind_rejection(r->route, r->msg, f, rb, &e) != IB_E_OK) {
+    if (rt_route_bind_rejection(r->route, r->msg, wk_traceparent(r->msg), f, rb, &e) != IB_E_OK) {
         IB_LOG(IB_LOG_ERROR, "rejection_unbound",
                IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
                       "without its rejection event"),
@@ -882,7 +882,7 @@ static bool bind_call(run_t *r)
     const db_claim_t *c = r->claim;
     if (rt_route_bind_http(r->route, r->msg, c->idempotency_key ? c->idempotency_key
                                                                 : r->msg->message_id,
-                           &r->call, &r->d->err) == IB_E_OK)
+                           wk_traceparent(r->msg), &r->call, &r->d->err) == IB_E_OK)
         return true;
     /* Nothing was called: give the row up and dead-letter the message. */
     ib_error_t e;
@@ -890,7 +890,7 @@ static bool bind_call(run_t *r)
     if (r->d->err.cls == IB_CLASS_TRANSIENT)
         set_abandon(r->d);
     else
-        wk_decide_dead_letter(r->d, rt_route_bind_reason(r->d->err.code), "%s", r->d->err.text);
+        wk_decide_dead_letter(r->d, wk_dl_reason_of_bind(r->d->err.code), "%s", r->d->err.text);
     return false;
 }
 
@@ -1045,7 +1045,7 @@ static void admit_all(batch_t *b, const wk_effect_item_t *items)
             continue; /* unresolved: its row exists, looked up alone; spent: decided alone */
         if (rt_route_bind_http(r->route, r->msg,
                                c->idempotency_key ? c->idempotency_key : r->msg->message_id,
-                               &r->call, &e) != IB_E_OK) {
+                               wk_traceparent(r->msg), &r->call, &e) != IB_E_OK) {
             rt_http_call_free(&r->call);
             continue;
         }

@@ -38,3 +38,11 @@ ib_class_t wk_dl_reason_class(wk_dl_reason_t r)
 {
     return (unsigned)r < WK_DL__COUNT ? reasons[r].cls : IB_CLASS_PERMANENT;
 }
+
+wk_dl_reason_t wk_dl_reason_of_bind(ib_err_t rc)
+{
+    return rc == IB_E_INVALID_JSON    ? WK_DL_INVALID_JSON
+           : rc == IB_E_MISSING_FIELD ? WK_DL_MISSING_FIELD
+           : rc == IB_E_INVAL         ? WK_DL_BAD_KEY
+                                      : WK_DL_BIND_ERROR; /* IB_E_NOT_ALLOWED among them */
+}

@@ -113,5 +113,11 @@ const char *wk_dl_reason_name(wk_dl_reason_t r);
 wk_outcome_t wk_dl_reason_outcome(wk_dl_reason_t r);
 /* The error class r stands for (IB_CLASS_PERMANENT when out of range). */
 ib_class_t wk_dl_reason_class(wk_dl_reason_t r);
+/*
+ * The dead-letter reason of a route binding's failure (rt_route_bind and
+ * the other rt_route_bind_*): InvalidJson, MissingField, BadKey (an
+ * idempotency key over its limit), else BindError.
+ */
+wk_dl_reason_t wk_dl_reason_of_bind(ib_err_t rc);
 
 #endif

@@ -36,7 +36,7 @@ static const db_stmt_t *rejection(const rt_route_t *route, const sb_msg_t *msg,
     memset(rb, 0, sizeof(*rb));
     if (!rt_route_rejects(route))
         return NULL;
-    if (rt_route_bind_rejection(route, msg, &f, rb, &e) != IB_E_OK) {
+    if (rt_route_bind_rejection(route, msg, wk_traceparent(msg), &f, rb, &e) != IB_E_OK) {
         IB_LOG(IB_LOG_ERROR, "rejection_unbound",
                IB_MSG("the route's emit_on_failure could not be bound: the failure is recorded "
                       "without its rejection event"),
@@ -197,14 +197,14 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
         /* An operator's replay takes a row recorded 'failed' over (db_inbox_apply). */
         .replay = sb_msg_prop(msg, "inboxd-replay-count") != NULL,
     };
-    rc = rt_route_bind(it->route, msg, &it->b, &d->err);
+    rc = rt_route_bind(it->route, msg, wk_traceparent(msg), &it->b, &d->err);
     if (rc != IB_E_OK) {
         rt_binding_free(&it->b);
         if (d->err.cls == IB_CLASS_TRANSIENT) { /* out of memory */
             wk_decide(d, WK_OUT_ABANDONED);
             return PREP_DECIDED;
         }
-        permanent(p, dbc, it->route, msg, &it->claim, rt_route_bind_reason(rc), d);
+        permanent(p, dbc, it->route, msg, &it->claim, wk_dl_reason_of_bind(rc), d);
         return PREP_DECIDED;
     }
     it->bound = true;

