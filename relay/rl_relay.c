@@ -21,7 +21,6 @@
 #include "sb_condition.h"
 #include "sb_msg.h"
 #include "sb_client.h"
-#include "wk_pipeline.h"
 
 #define BACKOFF_BASE_MS 200
 #define SEND_TIMEOUT_MS 10000
@@ -39,7 +38,7 @@ struct rl_relay {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, woken, joined;
-    wk_metrics_outbox_t stats; /* guarded by mu */
+    rl_relay_stats_t stats; /* guarded by mu */
     /* relay thread only */
     db_conn_t *dbc;
     int failures; /* consecutive transient failures: the backoff step */
@@ -163,7 +162,7 @@ void rl_relay_wake(rl_relay_t *r)
 
 static void count_failed(rl_relay_t *r, const char *condition)
 {
-    wk_metrics_outbox_t *s = &r->stats;
+    rl_relay_stats_t *s = &r->stats;
     size_t i;
     if (!condition || !*condition)
         condition = "unknown";
@@ -172,8 +171,8 @@ static void count_failed(rl_relay_t *r, const char *condition)
         if (strcmp(s->failed[i].condition, condition) == 0)
             break;
     if (i == s->nfailed) {
-        if (s->nfailed == WK_METRICS_OUTBOX_CONDITIONS) {
-            i = WK_METRICS_OUTBOX_CONDITIONS - 1; /* the last slot collects the rest */
+        if (s->nfailed == RL_RELAY_CONDITIONS) {
+            i = RL_RELAY_CONDITIONS - 1; /* the last slot collects the rest */
             ib_strlcpy(s->failed[i].condition, "other", sizeof(s->failed[i].condition));
         } else {
             ib_strlcpy(s->failed[i].condition, condition, sizeof(s->failed[i].condition));
@@ -185,7 +184,7 @@ static void count_failed(rl_relay_t *r, const char *condition)
 }
 
 /* thread: any */
-void rl_relay_stats(void *relay, wk_metrics_outbox_t *out)
+void rl_relay_stats(void *relay, rl_relay_stats_t *out)
 {
     rl_relay_t *r = relay;
     pthread_mutex_lock(&r->mu);

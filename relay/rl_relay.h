@@ -30,7 +30,6 @@
 #include "ib_err.h"
 #include "ot_trace.h"
 #include "sb_client.h"
-#include "wk_metrics.h"
 
 typedef struct rl_relay rl_relay_t;
 
@@ -53,8 +52,28 @@ typedef struct rl_relay_options {
 rl_relay_t *rl_relay_start(const rl_relay_options_t *opt, ib_error_t *err);
 /* Wakes the relay for a round now (a local commit inserted rows). thread: any. */
 void rl_relay_wake(rl_relay_t *r);
-/* A copy of the counters for /metrics (a wk_metrics_outbox_fn; ctx is the relay). thread: any. */
-void rl_relay_stats(void *relay, wk_metrics_outbox_t *out);
+/*
+ * The relay's figures, shown as the inboxd_outbox_* metrics: the pending
+ * count, the oldest pending row's age and the session ids held back by a
+ * failed row (db_outbox.h, DB_OUTBOX_SKIPPED) at the relay's last look, rows
+ * published, and rows failed by broker condition (the last entry may be
+ * "other" once RL_RELAY_CONDITIONS are in use).
+ */
+#define RL_RELAY_CONDITIONS 16
+typedef struct rl_relay_stats {
+    long long pending;
+    long long oldest_pending_s;
+    long long blocked_sessions;
+    unsigned long long published_total;
+    size_t nfailed;
+    struct {
+        char condition[96];
+        unsigned long long count;
+    } failed[RL_RELAY_CONDITIONS];
+} rl_relay_stats_t;
+
+/* A copy of the counters (relay is an rl_relay_t, void * for a metrics source). thread: any. */
+void rl_relay_stats(void *relay, rl_relay_stats_t *out);
 /*
  * Stops after the current round (its transaction commits or rolls back) and
  * joins; the counters stay readable. Call it before stopping the client, so

@@ -15,7 +15,7 @@
 #include "wk_config.h"
 #include "wk_daemon.h"
 #include "wk_limits.h"
-#include "rl_outbox.h"
+#include "wk_outbox.h"
 #include "rt_keys.h"
 #include "rt_route.h"
 
@@ -37,7 +37,7 @@ static int check_all(wk_config_t *cfg, const char *path, bool relay_only, bool l
 {
     int problems = wk_config_load(cfg, path, out);
     rt_routes_t routes = {0};
-    rl_outbox_plan_t plan = {0};
+    wk_outbox_plan_t plan = {0};
     bool compiled = false;
     if (!relay_only)
         problems += wk_config_check_entity(cfg, out);
@@ -48,7 +48,7 @@ static int check_all(wk_config_t *cfg, const char *path, bool relay_only, bool l
         problems += rt_routes_check_limits(&routes, cfg->servicebus.max_auto_lock_renewal_s, out);
         rt_routes_warn(&routes, out);
         if (!route_problems)
-            problems += rl_outbox_plan(cfg, &routes, relay_only, &plan, out);
+            problems += wk_outbox_plan(cfg, &routes, relay_only, &plan, out);
     }
     if (live && !problems) {
         wk_config_transport_apply(cfg);

@@ -34,7 +34,7 @@
 #include "wk_limits.h"
 #include "wk_health.h"
 #include "wk_metrics.h"
-#include "rl_outbox.h"
+#include "wk_outbox.h"
 #include "wk_pipeline.h"
 #include "rt_route.h"
 #include "wk_sweeper.h"
@@ -78,7 +78,7 @@ struct daemon {
     bool entity_checked; /* the settings were held against its first read (thread: main) */
     bool curl_inited;    /* start_entity's curl_global_init, paired at stop */
     bool relay_only;         /* inboxd --relay-only: no receiver, no db workers */
-    rl_outbox_plan_t outbox; /* whether the outbox table is used and relayed here */
+    wk_outbox_plan_t outbox; /* whether the outbox table is used and relayed here */
     rl_relay_t *relay;
     worker_t *workers;
     int nworkers; /* started */
@@ -983,11 +983,11 @@ static int tick(daemon_t *dm)
 
 static ib_err_t compile_routes(daemon_t *dm, ib_error_t *err)
 {
-    /* rt_routes_compile and rl_outbox_plan have already named every bad key on stderr. */
+    /* rt_routes_compile and wk_outbox_plan have already named every bad key on stderr. */
     if (rt_routes_compile(dm->cfg->routes, &dm->routes, stderr) != 0 ||
         rt_routes_check_limits(&dm->routes, dm->cfg->servicebus.max_auto_lock_renewal_s, stderr))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "routes: invalid");
-    if (rl_outbox_plan(dm->cfg, &dm->routes, dm->relay_only, &dm->outbox, stderr) != 0 ||
+    if (wk_outbox_plan(dm->cfg, &dm->routes, dm->relay_only, &dm->outbox, stderr) != 0 ||
         !rt_routes_set_outbox(&dm->routes, dm->cfg->outbox.table))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "outbox: invalid");
     return IB_E_OK;
@@ -1042,7 +1042,7 @@ static ib_err_t prepare_db(daemon_t *dm, ib_error_t *err)
              (db_migrate(dbc, dm->cfg->db.migrate, err) == IB_E_OK &&
               rt_routes_check_unique(&dm->routes, dbc, err) == IB_E_OK &&
               (!rt_routes_have_http(&dm->routes) || db_effect_migrate(dbc, false, err) == IB_E_OK))) &&
-            (!dm->outbox.enabled || rl_outbox_prepare(dm->cfg, dbc, err) == IB_E_OK)) {
+            (!dm->outbox.enabled || wk_outbox_prepare(dm->cfg, dbc, err) == IB_E_OK)) {
             if (!dm->relay_only)
                 IB_LOG(IB_LOG_INFO, "db_ready",
                        IB_MSG(dm->cfg->db.migrate ? "inbox table ready" : "inbox table checked"),
@@ -1169,7 +1169,7 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
 {
     int n = (int)dm->cfg->db.pool_size;
     if (dm->outbox.relay) {
-        dm->relay = rl_outbox_relay_start(dm->cfg, &dm->db.opt, dm->otel, dm->client,
+        dm->relay = wk_outbox_relay_start(dm->cfg, &dm->db.opt, dm->otel, dm->client,
                                           dm->metrics, err);
         if (!dm->relay)
             return err->code;

@@ -602,7 +602,7 @@ static void render_dests(wk_metrics_t *m, wk_buf_t *b)
 
 static void render_outbox(wk_metrics_t *m, wk_buf_t *b)
 {
-    wk_metrics_outbox_t o;
+    rl_relay_stats_t o;
     memset(&o, 0, sizeof(o));
     m->outbox_fn(m->outbox_ctx, &o);
     header(b, "inboxd_outbox_pending", "gauge", "Outbox rows waiting to be published.");
@@ -618,7 +618,7 @@ static void render_outbox(wk_metrics_t *m, wk_buf_t *b)
     buf_printf(b, "inboxd_outbox_published_total %llu\n", o.published_total);
     header(b, "inboxd_outbox_failed_total", "counter",
            "Outbox rows marked failed after a permanent send failure, by broker condition.");
-    for (size_t i = 0; i < o.nfailed && i < WK_METRICS_OUTBOX_CONDITIONS; i++) {
+    for (size_t i = 0; i < o.nfailed && i < RL_RELAY_CONDITIONS; i++) {
         buf_printf(b, "inboxd_outbox_failed_total{condition=\"");
         buf_label_value(b, o.failed[i].condition);
         buf_printf(b, "\"} %llu\n", o.failed[i].count);

@@ -44,6 +44,7 @@
 #include <stddef.h>
 
 #include "ib_err.h"
+#include "rl_relay.h"
 #include "wk_outcome.h"
 
 /* Distinct dead-letter reasons kept before folding into "other". */
@@ -168,26 +169,10 @@ void wk_metrics_in_flight_add(wk_metrics_t *m, long long delta);
 void wk_metrics_oldest_in_flight_set(wk_metrics_t *m, long long since_mono_ms);
 
 /*
- * The outbox relay's figures, read when /metrics is scraped: the pending
- * count, the oldest pending row's age and the session ids held back by a
- * failed row (db_outbox.h, DB_OUTBOX_SKIPPED) at the relay's last look, rows
- * published, and rows failed by broker condition (the last entry may be
- * "other" once WK_METRICS_OUTBOX_CONDITIONS are in use).
+ * The outbox relay's figures (rl_relay_stats_t), read when /metrics is
+ * scraped.
  */
-#define WK_METRICS_OUTBOX_CONDITIONS 16
-typedef struct wk_metrics_outbox {
-    long long pending;
-    long long oldest_pending_s;
-    long long blocked_sessions;
-    unsigned long long published_total;
-    size_t nfailed;
-    struct {
-        char condition[96];
-        unsigned long long count;
-    } failed[WK_METRICS_OUTBOX_CONDITIONS];
-} wk_metrics_outbox_t;
-
-typedef void (*wk_metrics_outbox_fn)(void *ctx, wk_metrics_outbox_t *out);
+typedef void (*wk_metrics_outbox_fn)(void *ctx, rl_relay_stats_t *out);
 /*
  * Registers the source of the inboxd_outbox_* metrics (NULL: none, the
  * metrics are left out). Set once before /metrics is served; fn is called

@@ -1,19 +1,14 @@
 /*
- * Route emits and the relay's pieces without a broker: check-config errors
- * for emit (a missing or non-deterministic message_id says why), binding an
- * emit into the outbox insert's eight parameters (templates, the
- * correlation id and trace context carried over, JSON bodies), outbox
- * properties parsed back into typed AMQP properties, the outbox plan, and
- * the inboxd_outbox_* metrics.
+ * Route emits without a broker: check-config errors for emit (a missing or
+ * non-deterministic message_id says why), binding an emit into the outbox
+ * insert's nine parameters (templates, the correlation id and the trace
+ * context handed in carried over, JSON bodies), emit_on_failure.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ib_test.h"
 #include "sb_msg.h"
-#include "wk_metrics.h"
-#include "rl_outbox.h"
-#include "rl_relay.h"
 #include "rt_route.h"
 #include "rt_route_test.h"
 
@@ -169,115 +164,6 @@ static void test_no_emit(void)
     rt_routes_free(&rs);
 }
 
-static void test_props_parse(void)
-{
-    sb_prop_t *pr;
-    size_t n;
-    void *holder;
-    ib_error_t err;
-    ASSERT_EQ(rl_relay_props_parse("{\"s\":\"x\",\"i\":42,\"d\":1.5,\"b\":true,\"z\":null}",
-                                   &pr, &n, &holder, &err),
-              IB_E_OK);
-    ASSERT_EQ(n, 5);
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(pr[i].key, "s") == 0) {
-            ASSERT_EQ(pr[i].type, SB_PROP_STRING);
-            ASSERT_STREQ(pr[i].str, "x");
-        } else if (strcmp(pr[i].key, "i") == 0) {
-            ASSERT_EQ(pr[i].type, SB_PROP_INT64);
-            ASSERT_EQ(pr[i].i, 42);
-        } else if (strcmp(pr[i].key, "d") == 0) {
-            ASSERT_EQ(pr[i].type, SB_PROP_DOUBLE);
-        } else if (strcmp(pr[i].key, "b") == 0) {
-            ASSERT_EQ(pr[i].type, SB_PROP_BOOL);
-            ASSERT_EQ(pr[i].i, 1);
-        } else if (strcmp(pr[i].key, "z") == 0) {
-            ASSERT_EQ(pr[i].type, SB_PROP_NULL);
-        } else {
-            ASSERT_STREQ(pr[i].key, "(one of s, i, d, b, z)");
-        }
-    }
-    rl_relay_props_free(pr, holder);
-    ASSERT_EQ(rl_relay_props_parse(NULL, &pr, &n, &holder, &err), IB_E_OK);
-    ASSERT_EQ(n, 0);
-    ASSERT_TRUE(pr != NULL); /* room for the trace context the relay adds */
-    rl_relay_props_free(pr, holder);
-    ASSERT_EQ(rl_relay_props_parse("[1]", &pr, &n, &holder, &err), IB_E_INVALID_JSON);
-    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
-    ASSERT_EQ(rl_relay_props_parse("{bad", &pr, &n, &holder, &err), IB_E_INVALID_JSON);
-    /* Nested values are refused like a top-level array, naming the key. */
-    ASSERT_EQ(rl_relay_props_parse("{\"s\":\"x\",\"o\":{\"a\":1}}", &pr, &n, &holder, &err),
-              IB_E_INVALID_JSON);
-    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
-    ASSERT_CONTAINS(err.text, "properties.o is a JSON object");
-    ASSERT_TRUE(pr == NULL && holder == NULL && n == 0);
-    ASSERT_EQ(rl_relay_props_parse("{\"l\":[1,2]}", &pr, &n, &holder, &err), IB_E_INVALID_JSON);
-    ASSERT_CONTAINS(err.text, "properties.l is a JSON array");
-}
-
-static void test_outbox_plan(void)
-{
-    wk_config_t cfg;
-    rt_routes_t emits, plain;
-    rl_outbox_plan_t plan;
-    int problems;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *fp;
-
-    memset(&cfg, 0, sizeof(cfg));
-    free(compile_errors(ROUTE("[{\"entity\":\"q\",\"message_id\":\"{message_id}\"}]"), &problems, &emits));
-    free(compile_errors("[{\"match\":\"*\",\"sql\":\"SELECT 1\"}]", &problems, &plain));
-    cfg.outbox.enabled = "auto";
-    cfg.outbox.relay = "auto";
-    ASSERT_EQ(rl_outbox_plan(&cfg, &emits, false, &plan, NULL), 0);
-    ASSERT_TRUE(plan.enabled && plan.relay);
-    ASSERT_EQ(rl_outbox_plan(&cfg, &plain, false, &plan, NULL), 0);
-    ASSERT_TRUE(!plan.enabled && !plan.relay);
-    ASSERT_EQ(rl_outbox_plan(&cfg, &plain, true, &plan, NULL), 0);
-    ASSERT_TRUE(plan.enabled && plan.relay);
-    cfg.outbox.relay = "false"; /* emit here, publish from another replica */
-    ASSERT_EQ(rl_outbox_plan(&cfg, &emits, false, &plan, NULL), 0);
-    ASSERT_TRUE(plan.enabled && !plan.relay);
-    cfg.outbox.enabled = "false";
-    fp = open_memstream(&buf, &len);
-    ASSERT_EQ(rl_outbox_plan(&cfg, &emits, false, &plan, fp), 1);
-    fclose(fp);
-    ASSERT_CONTAINS(buf, "config: outbox.enabled: is false, but a route emits");
-    free(buf);
-    rt_routes_free(&emits);
-    rt_routes_free(&plain);
-}
-
-static void fake_outbox(void *ctx, wk_metrics_outbox_t *o)
-{
-    (void)ctx;
-    o->pending = 12;
-    o->oldest_pending_s = 30;
-    o->blocked_sessions = 2;
-    o->published_total = 1000;
-    o->nfailed = 1;
-    strcpy(o->failed[0].condition, "amqp:not-found");
-    o->failed[0].count = 3;
-}
-
-static void test_outbox_metrics(void)
-{
-    wk_metrics_t *m = wk_metrics_new("t");
-    char *text = wk_metrics_render(m, NULL);
-    ASSERT_NOT_CONTAINS(text, "inboxd_outbox_pending");
-    free(text);
-    wk_metrics_outbox_source(m, fake_outbox, NULL);
-    text = wk_metrics_render(m, NULL);
-    ASSERT_CONTAINS(text, "# TYPE inboxd_outbox_pending gauge\ninboxd_outbox_pending 12\n");
-    ASSERT_CONTAINS(text, "inboxd_outbox_oldest_pending_seconds 30\n");
-    ASSERT_CONTAINS(text, "# TYPE inboxd_outbox_blocked_sessions gauge\ninboxd_outbox_blocked_sessions 2\n");
-    ASSERT_CONTAINS(text, "inboxd_outbox_published_total 1000\n");
-    ASSERT_CONTAINS(text, "inboxd_outbox_failed_total{condition=\"amqp:not-found\"} 3\n");
-    free(text);
-    wk_metrics_free(m);
-}
-
 #define FROUTE(rej) "[{\"match\":\"*\",\"sql\":\"SELECT 1\",\"emit_on_failure\":" rej "}]"
 
 /* emit_on_failure is checked like emit, under its own name; {error} never names the event. */
@@ -417,8 +303,5 @@ int main(void)
     RUN(test_reject_bind);
     RUN(test_emit_bind);
     RUN(test_no_emit);
-    RUN(test_props_parse);
-    RUN(test_outbox_plan);
-    RUN(test_outbox_metrics);
     return ib_test_done();
 }

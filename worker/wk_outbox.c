@@ -1,16 +1,16 @@
 /*
- * rl_outbox.c - the daemon's outbox set-up: the plan, the table, the relay.
- * See rl_outbox.h. thread: main.
+ * wk_outbox.c - the daemon's outbox set-up: the plan, the table, the relay.
+ * See wk_outbox.h. thread: main.
  */
-#include "rl_outbox.h"
+#include "wk_outbox.h"
 
 #include <string.h>
 
 #include "db_outbox.h"
 #include "ib_log.h"
 
-int rl_outbox_plan(const wk_config_t *cfg, const rt_routes_t *routes, bool relay_only,
-                   rl_outbox_plan_t *plan, FILE *errs)
+int wk_outbox_plan(const wk_config_t *cfg, const rt_routes_t *routes, bool relay_only,
+                   wk_outbox_plan_t *plan, FILE *errs)
 {
     const char *en = cfg->outbox.enabled, *rl = cfg->outbox.relay;
     bool emits = rt_routes_emit(routes);
@@ -38,7 +38,7 @@ int rl_outbox_plan(const wk_config_t *cfg, const rt_routes_t *routes, bool relay
     return problems;
 }
 
-ib_err_t rl_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *err)
+ib_err_t wk_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *err)
 {
     if (db_outbox_migrate(dbc, cfg->outbox.table, cfg->db.migrate, err) != IB_E_OK)
         return err->code;
@@ -48,7 +48,7 @@ ib_err_t rl_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *e
     return IB_E_OK;
 }
 
-rl_relay_t *rl_outbox_relay_start(const wk_config_t *cfg, const db_options_t *dbopt,
+rl_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *dbopt,
                                   ot_exporter_t *otel,
                                   sb_client_t *client, wk_metrics_t *metrics, ib_error_t *err)
 {
