@@ -1,11 +1,6 @@
 /*
- * rt_json.h - describing a JSON parse failure without quoting the input;
- * reading a value of a message body without building a tree.
- *
- * jansson's error text quotes the token it stopped at ("'}' expected near
- * 'xyz'"), which would copy a fragment of a message body (or of a secret in
- * an environment variable) into logs and dead-letter descriptions. This
- * gives the kind of error and where it is, nothing of the text itself.
+ * rt_json.h - reading a value of a message body without building a tree
+ * (a parse failure is described by ib_json_error_describe, ib_json.h).
  *
  * thread: any.
  */
@@ -15,12 +10,6 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-/*
- * Writes e.g. "invalid syntax at byte 17 (line 1, column 18)" into buf.
- * Returns buf.
- */
-const char *rt_json_error_describe(const json_error_t *jerr, char *buf, size_t size);
 
 /*
  * The fast path for "$.path" sources. jansson builds a tree of the whole

@@ -7,8 +7,8 @@
 
 #include "fx_client.h"
 #include "ib_enc.h"
+#include "ib_json.h"
 #include "ib_utf8.h"
-#include "rt_json.h"
 #include "db_outbox.h"
 #include "rt_emit.h"
 #include "rt_int.h"
@@ -804,7 +804,7 @@ static ib_err_t body_json(rt_binding_t *b, const sb_msg_t *msg, ib_error_t *err)
         char why[128];
         return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
                             "body is not valid JSON: %s",
-                            rt_json_error_describe(&jerr, why, sizeof(why)));
+                            ib_json_error_describe(&jerr, why, sizeof(why)));
     }
     return IB_E_OK;
 }

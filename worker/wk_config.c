@@ -1,5 +1,4 @@
 #include "wk_config.h"
-#include "wk_trace.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,12 +10,12 @@
 #include "db_connstr.h"
 #include "db_inbox.h"
 #include "db_outbox.h"
+#include "ib_json.h"
 #include "ib_log.h"
 #include "ib_problems.h"
 #include "sb_connstr.h"
 #include "sb_transport.h"
 #include "wk_health.h"
-#include "rt_json.h"
 
 #define OFF(field) offsetof(wk_config_t, field)
 
@@ -331,7 +330,7 @@ static void set_from_text(wk_config_t *cfg, const wk_setting_t *s, const char *t
             char why[128];
             /* Never jansson's text: it quotes the value, which may be a secret. */
             ib_problem(p, s->name, "%s: invalid JSON: %s", origin,
-                       rt_json_error_describe(&jerr, why, sizeof(why)));
+                       ib_json_error_describe(&jerr, why, sizeof(why)));
             return;
         }
         if (!json_is_array(v)) {
@@ -420,7 +419,7 @@ static bool load_file(wk_config_t *cfg, const char *path, ib_problems_t *fp, ib_
             ib_problem(fp, path, "cannot load: %s", jerr.text);
         else
             ib_problem(fp, path, "cannot load: %s",
-                       rt_json_error_describe(&jerr, why, sizeof(why)));
+                       ib_json_error_describe(&jerr, why, sizeof(why)));
         return false;
     }
     if (!json_is_object(root)) {
@@ -638,7 +637,8 @@ static void validate(wk_config_t *cfg, ib_problems_t *p)
     }
     {
         ib_error_t err;
-        if (!wk_trace_check(cfg, &err))
+        ot_options_t o = wk_config_otel(cfg);
+        if (!ot_options_check(&o, &err))
             ib_problem(p, "otel", "%s", err.text);
     }
     for (const char *c = cfg->outbox.table; c && *c; c++)
@@ -916,4 +916,18 @@ void wk_config_print_markdown(FILE *fp)
                 (s->flags & WK_CF_REQUIRED) ? ", required" : "",
                 (s->flags & WK_CF_SENSITIVE) ? ", secret" : "", s->def, range, env, s->doc);
     }
+}
+
+ot_options_t wk_config_otel(const wk_config_t *cfg)
+{
+    return (ot_options_t){
+        .endpoint = cfg->otel.endpoint,
+        .traces_endpoint = cfg->otel.traces_endpoint,
+        .protocol = cfg->otel.protocol,
+        .headers = cfg->otel.headers,
+        .service_name = cfg->otel.service_name,
+        .resource_attributes = cfg->otel.resource_attributes,
+        .sampler = cfg->otel.sampler,
+        .sampler_arg = cfg->otel.sampler_arg,
+    };
 }

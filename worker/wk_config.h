@@ -19,6 +19,8 @@
 
 #include <jansson.h>
 
+#include "ot_trace.h"
+
 typedef struct wk_config {
     char *consumer;
     struct {
@@ -144,6 +146,8 @@ void wk_config_free(wk_config_t *cfg);
  * INBOXD_SERVICEBUS_WEBSOCKET_PORT. thread: main, before any Service Bus client.
  */
 void wk_config_transport_apply(const wk_config_t *cfg);
+/* The otel.* settings as otel/'s exporter options (strings borrowed from cfg). */
+ot_options_t wk_config_otel(const wk_config_t *cfg);
 /*
  * The entity to receive from must be named (servicebus.entity or EntityPath)
  * unless inboxd runs --relay-only; the problem, if any, goes to errs as

@@ -12,20 +12,6 @@
 #include "sb_msg.h"
 #include "wk_trace.h"
 
-static ot_options_t options_of(const wk_config_t *cfg)
-{
-    return (ot_options_t){
-        .endpoint = cfg->otel.endpoint,
-        .traces_endpoint = cfg->otel.traces_endpoint,
-        .protocol = cfg->otel.protocol,
-        .headers = cfg->otel.headers,
-        .service_name = cfg->otel.service_name,
-        .resource_attributes = cfg->otel.resource_attributes,
-        .sampler = cfg->otel.sampler,
-        .sampler_arg = cfg->otel.sampler_arg,
-    };
-}
-
 /*
  * What every consumer span shares, computed once at start (wk_trace_exporter,
  * before any worker runs) and only read afterwards: spans borrow these.
@@ -53,15 +39,9 @@ static void consts_set(const wk_config_t *cfg)
 
 ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err)
 {
-    ot_options_t o = options_of(cfg);
+    ot_options_t o = wk_config_otel(cfg);
     consts_set(cfg);
     return ot_exporter_new(&o, err);
-}
-
-bool wk_trace_check(const wk_config_t *cfg, ib_error_t *err)
-{
-    ot_options_t o = options_of(cfg);
-    return ot_options_check(&o, err);
 }
 
 /* The sender's context: traceparent, else a Diagnostic-Id in that form. */

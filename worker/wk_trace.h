@@ -34,8 +34,6 @@ typedef struct wk_trace {
  * consumer group), before any message. thread: main, once at start.
  */
 ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err);
-/* Checks the otel.* settings as wk_trace_exporter would, without starting it. */
-bool wk_trace_check(const wk_config_t *cfg, ib_error_t *err);
 
 /* Starts msg's consumer span and sets msg->user = t. thread: proactor (on_message). */
 void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_trace_t *t);
