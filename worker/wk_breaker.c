@@ -8,22 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ib_backoff.h"
+#include "ib_breaker.h"
 
 struct wk_breaker {
     pthread_mutex_t mu;
-    bool open;
-    int consecutive;         /* attempts in a row failing with key below */
-    char key_state[6];       /* SQLSTATE of the failing attempts */
-    long key_native;         /* and their native code */
-    ib_error_t reason;       /* the error that opened the circuit */
-    long long interval_ms;   /* current probe interval */
-    int probes_failed;       /* since the circuit opened (the backoff's attempt) */
-    ib_rand_t seed;          /* the probe backoff's jitter */
-    long long next_probe_ms; /* when the next probe may start */
-    bool probing;            /* a probe is running */
-    int fail_streak;         /* attempts in a row failed for a database reason */
-    int ok_streak;           /* attempts in a row the database answered */
+    ib_breaker_t br;   /* its count: attempts in a row failing with the key below */
+    char key_state[6]; /* SQLSTATE of the failing attempts */
+    long key_native;   /* and their native code */
+    ib_error_t reason; /* the error that opened the circuit */
+    int fail_streak;   /* attempts in a row failed for a database reason */
+    int ok_streak;     /* attempts in a row the database answered */
     bool unhealthy;
 };
 
@@ -45,7 +39,7 @@ void wk_breaker_free(wk_breaker_t *b)
 
 static bool same_key(const wk_breaker_t *b, const ib_error_t *err)
 {
-    return b->consecutive > 0 && strcmp(b->key_state, err->sqlstate) == 0 &&
+    return b->br.failures > 0 && strcmp(b->key_state, err->sqlstate) == 0 &&
            b->key_native == err->native;
 }
 
@@ -65,53 +59,27 @@ static void note_health(wk_breaker_t *b, const ib_error_t *err)
     }
 }
 
-/*
- * The wait before the next probe after failed probes: at least
- * WK_BREAKER_PROBE_MIN_MS, plus ib_backoff_ms's full-jitter draw whose
- * ceiling doubles with each failure, so never more than
- * WK_BREAKER_PROBE_MAX_MS and replicas that opened together do not probe
- * together.
- */
-static long long probe_interval(wk_breaker_t *b, int failed)
-{
-    return WK_BREAKER_PROBE_MIN_MS + ib_backoff_ms(WK_BREAKER_PROBE_MIN_MS,
-                                                   WK_BREAKER_PROBE_MAX_MS - WK_BREAKER_PROBE_MIN_MS,
-                                                   failed + 1, &b->seed);
-}
-
 bool wk_breaker_record(wk_breaker_t *b, const ib_error_t *err, long long now_ms)
 {
     bool opened = false;
     pthread_mutex_lock(&b->mu);
-    b->probing = false;
     note_health(b, err);
-    if (!err || err->code != IB_E_DB_SETUP) {
-        /* Passed, or failed for another reason (the message's own data):
-         * the database's setup is not what fails. */
-        b->consecutive = 0;
-        if (b->open && (!err || err->code == IB_E_OK)) {
-            b->open = false;
-            ib_error_clear(&b->reason);
+    if (!err || err->code == IB_E_OK) {
+        ib_breaker_pass(&b->br);
+        ib_error_clear(&b->reason);
+    } else if (err->code != IB_E_DB_SETUP) {
+        /* Failed for another reason (the message's own data): the
+         * database's setup is not what fails. */
+        ib_breaker_restart(&b->br);
+    } else {
+        if (!same_key(b, err)) {
+            ib_breaker_restart(&b->br);
+            memcpy(b->key_state, err->sqlstate, sizeof(b->key_state));
+            b->key_native = err->native;
         }
-        pthread_mutex_unlock(&b->mu);
-        return false;
-    }
-    if (!same_key(b, err)) {
-        b->consecutive = 0;
-        memcpy(b->key_state, err->sqlstate, sizeof(b->key_state));
-        b->key_native = err->native;
-    }
-    b->consecutive++;
-    if (b->open) {
-        /* A probe failed: the next one after a longer draw. */
-        b->interval_ms = probe_interval(b, ++b->probes_failed);
-        b->next_probe_ms = now_ms + b->interval_ms;
-    } else if (b->consecutive >= WK_BREAKER_THRESHOLD) {
-        b->open = opened = true;
-        b->reason = *err;
-        b->probes_failed = 0;
-        b->interval_ms = probe_interval(b, 0);
-        b->next_probe_ms = now_ms + b->interval_ms;
+        opened = ib_breaker_fail(&b->br, now_ms);
+        if (opened)
+            b->reason = *err;
     }
     pthread_mutex_unlock(&b->mu);
     return opened;
@@ -120,22 +88,15 @@ bool wk_breaker_record(wk_breaker_t *b, const ib_error_t *err, long long now_ms)
 bool wk_breaker_is_open(wk_breaker_t *b)
 {
     pthread_mutex_lock(&b->mu);
-    bool open = b->open;
+    bool open = b->br.open;
     pthread_mutex_unlock(&b->mu);
     return open;
 }
 
 bool wk_breaker_admit(wk_breaker_t *b, long long now_ms, long long *wait_ms)
 {
-    bool ok = true;
     pthread_mutex_lock(&b->mu);
-    if (b->open) {
-        ok = !b->probing && now_ms >= b->next_probe_ms;
-        if (ok)
-            b->probing = true;
-        else if (wait_ms)
-            *wait_ms = b->probing ? b->interval_ms : b->next_probe_ms - now_ms;
-    }
+    bool ok = ib_breaker_admit(&b->br, now_ms, wait_ms);
     pthread_mutex_unlock(&b->mu);
     return ok;
 }
@@ -143,7 +104,7 @@ bool wk_breaker_admit(wk_breaker_t *b, long long now_ms, long long *wait_ms)
 bool wk_breaker_db_healthy(wk_breaker_t *b)
 {
     pthread_mutex_lock(&b->mu);
-    bool ok = !b->open && !b->unhealthy;
+    bool ok = !b->br.open && !b->unhealthy;
     pthread_mutex_unlock(&b->mu);
     return ok;
 }

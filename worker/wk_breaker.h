@@ -4,12 +4,12 @@
  * renamed table, a read-only replica, a full disk: IB_E_DB_SETUP).
  *
  *   closed  messages run normally; each attempt's result is recorded.
- *   open    WK_BREAKER_THRESHOLD consecutive attempts failed with the same
+ *   open    IB_BREAKER_THRESHOLD consecutive attempts failed with the same
  *           setup error (same SQLSTATE and native code). No message is run
- *           except one probe at a time, when the probe is due; the probe
- *           interval is WK_BREAKER_PROBE_MIN_MS plus a full-jitter draw
- *           (ib_backoff_ms) whose ceiling doubles with each failed probe, at
- *           most WK_BREAKER_PROBE_MAX_MS. A probe that passes closes it.
+ *           except one probe at a time, when the probe is due (the interval
+ *           of common/ib_breaker.h, whose state machine this is). A probe
+ *           that passes closes it; a data error of one message neither
+ *           counts nor closes it.
  *
  * It also keeps the database's health for /readyz, with hysteresis: not
  * healthy after WK_DB_UNHEALTHY_AFTER attempts in a row failed for a reason
@@ -28,10 +28,6 @@
 #include <stdbool.h>
 
 #include "ib_err.h"
-
-#define WK_BREAKER_THRESHOLD 3
-#define WK_BREAKER_PROBE_MIN_MS 500
-#define WK_BREAKER_PROBE_MAX_MS 30000
 
 #define WK_DB_UNHEALTHY_AFTER 3
 #define WK_DB_HEALTHY_AFTER 2

@@ -9,16 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ib_backoff.h"
+#include "ib_breaker.h"
 
 typedef struct dest {
     char key[FX_DEST_KEY_MAX];
-    bool open;
-    int failures;            /* transient failures in a row */
-    long long interval_ms;   /* probe interval while open */
-    int probes_failed;       /* since the circuit opened (the backoff's attempt) */
-    long long next_probe_ms; /* when the next probe may start */
-    bool probing;            /* a probe is under way */
+    ib_breaker_t br;         /* the circuit: its count is transient failures in a row */
+    bool probing;            /* a probe is under way (of the circuit or of a hold) */
     long long offered_ms;    /* start of wk_dest_ready's current window */
     int offered;             /* held messages let go in that window */
     double rate;             /* rate_per_s, as the last caller gave it */
@@ -34,7 +30,6 @@ struct wk_dests {
     pthread_mutex_t mu;
     dest_t *v;
     size_t n;
-    ib_rand_t seed; /* the probe backoff's jitter (under mu) */
 };
 
 wk_dests_t *wk_dests_new(void)
@@ -100,7 +95,7 @@ static bool token(dest_t *d, double rate, long long now, bool take, long long *w
 /* Whether calls to d wait for a probe: its circuit is open or a Retry-After holds. mu held. */
 static bool gated(const dest_t *d, long long now)
 {
-    return d->open || now < d->not_before_ms;
+    return d->br.open || now < d->not_before_ms;
 }
 
 /*
@@ -110,11 +105,11 @@ static bool gated(const dest_t *d, long long now)
  */
 static bool probe_due(const dest_t *d, long long now, long long *wait_ms)
 {
-    long long due = d->open ? d->next_probe_ms : 0;
+    long long due = d->br.open ? d->br.next_probe_ms : 0;
     if (now < d->not_before_ms && d->hold_probe_ms > due)
         due = d->hold_probe_ms;
     if (d->probing) {
-        *wait_ms = d->open ? d->interval_ms : WK_DEST_HOLD_PROBE_MS;
+        *wait_ms = d->br.open ? d->br.interval_ms : WK_DEST_HOLD_PROBE_MS;
         return false;
     }
     *wait_ms = due - now;
@@ -134,7 +129,7 @@ bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim,
         ;
     } else if (lim->max_concurrent > 0 && d->in_flight >= lim->max_concurrent) {
         *wait_ms = 50;
-    } else if (lim->ramp && d->in_flight >= WK_DEST_THRESHOLD + d->ok_streak) {
+    } else if (lim->ramp && d->in_flight >= IB_BREAKER_THRESHOLD + d->ok_streak) {
         *wait_ms = 50;
     } else if ((d->rate = lim->rate_per_s, token(d, lim->rate_per_s, now_ms, true, wait_ms))) {
         ok = true;
@@ -159,19 +154,6 @@ void wk_dest_cancel(wk_dests_t *ds, const char *key)
                                                                    : d->tokens + 1;
     }
     pthread_mutex_unlock(&ds->mu);
-}
-
-/*
- * The wait before the next probe after failed probes: at least
- * WK_DEST_PROBE_MIN_MS, plus ib_backoff_ms's full-jitter draw whose ceiling
- * doubles with each failure, so never more than WK_DEST_PROBE_MAX_MS and
- * workers or replicas that opened together do not probe together. mu held.
- */
-static long long probe_interval(wk_dests_t *ds, int failed)
-{
-    return WK_DEST_PROBE_MIN_MS + ib_backoff_ms(WK_DEST_PROBE_MIN_MS,
-                                                WK_DEST_PROBE_MAX_MS - WK_DEST_PROBE_MIN_MS,
-                                                failed + 1, &ds->seed);
 }
 
 /*
@@ -206,26 +188,14 @@ bool wk_dest_done(wk_dests_t *ds, const char *key, wk_dest_result_t res, long lo
     if (res == WK_DEST_OK) {
         if (d->ok_streak < WK_DEST_WINDOW_MAX)
             d->ok_streak++;
-        d->failures = 0;
-        d->open = d->probing = false;
+        ib_breaker_pass(&d->br);
     } else if (res == WK_DEST_TRANSIENT) {
         d->ok_streak = 0;
-        d->failures++;
-        if (d->open) {
-            d->interval_ms = probe_interval(ds, ++d->probes_failed); /* the probe failed */
-            d->next_probe_ms = now_ms + d->interval_ms;
-        } else if (d->failures >= WK_DEST_THRESHOLD) {
-            d->open = opened = true;
-            d->probes_failed = 0;
-            d->interval_ms = probe_interval(ds, 0);
-            d->next_probe_ms = now_ms + d->interval_ms;
-        }
-        d->probing = false;
+        opened = ib_breaker_fail(&d->br, now_ms);
     } else {
-        d->probing = false; /* no answer: the next probe says more */
-        if (d->open)
-            d->next_probe_ms = now_ms + d->interval_ms;
+        ib_breaker_unsure(&d->br, now_ms); /* no answer: the next probe says more */
     }
+    d->probing = false;
     pthread_mutex_unlock(&ds->mu);
     return opened;
 }
@@ -263,7 +233,7 @@ size_t wk_dest_metrics(wk_dests_t *ds, char *buf, size_t size)
     pthread_mutex_lock(&ds->mu);
     for (size_t i = 0; i < ds->n && len < size; i++) {
         int n = snprintf(buf + len, size - len, "inboxd_http_circuit_open{destination=\"%s\"} %d\n",
-                         ds->v[i].key, ds->v[i].open ? 1 : 0);
+                         ds->v[i].key, ds->v[i].br.open ? 1 : 0);
         if (n < 0 || (size_t)n >= size - len) {
             buf[len] = '\0';
             break;
@@ -279,7 +249,7 @@ int wk_dest_open_count(wk_dests_t *ds)
     int n = 0;
     pthread_mutex_lock(&ds->mu);
     for (size_t i = 0; i < ds->n; i++)
-        n += ds->v[i].open;
+        n += ds->v[i].br.open;
     pthread_mutex_unlock(&ds->mu);
     return n;
 }

@@ -2,13 +2,11 @@
  * wk_dest.h - what inboxd knows of each HTTP destination (the scheme, host
  * and port of a route's URL), shared by every db worker of the process:
  *
- *   circuit  closed: calls go. WK_DEST_THRESHOLD transient failures in a
- *            row (refused, DNS, TLS, a timeout before sending, 408, 429,
+ *   circuit  closed: calls go. IB_BREAKER_THRESHOLD transient failures in
+ *            a row (refused, DNS, TLS, a timeout before sending, 408, 429,
  *            5xx) open it: no call goes, except one probe at a time when it
- *            is due: WK_DEST_PROBE_MIN_MS plus a full-jitter draw
- *            (ib_backoff_ms) whose ceiling doubles with each failed probe,
- *            at most WK_DEST_PROBE_MAX_MS.
- *            Any answer that is not transient closes it.
+ *            is due (the interval of common/ib_breaker.h, whose state
+ *            machine this is). Any answer that is not transient closes it.
  *   not before  a Retry-After holds every call to it until then (the
  *            caller caps it: http.max_retry_after_s). A hold longer than
  *            WK_DEST_HOLD_PROBE_MS lets one probe through each
@@ -17,7 +15,7 @@
  *   rate     http.rate_per_s: a token bucket (burst of one second's worth).
  *   slots    http.max_concurrent: calls under way at once.
  *   window   for calls made at once (a batch, wk_dest_limits_t.ramp): at most
- *            WK_DEST_THRESHOLD plus the answers in a row that were not
+ *            IB_BREAKER_THRESHOLD plus the answers in a row that were not
  *            transient under way at once, so a batch never sends more calls
  *            to a destination that just failed than the circuit allows
  *            (a destination that answers earns its concurrency back).
@@ -39,9 +37,6 @@
 #include "fx_dest.h"
 
 #define WK_DEST_MAX 256     /* destinations tracked; beyond, calls go ungoverned */
-#define WK_DEST_THRESHOLD 3
-#define WK_DEST_PROBE_MIN_MS 500
-#define WK_DEST_PROBE_MAX_MS 30000
 #define WK_DEST_HOLD_PROBE_MS 5000 /* a Retry-After is honoured in full up to this */
 #define WK_DEST_WINDOW_MAX 4096
 

@@ -1,6 +1,7 @@
 /* The circuit breaker's state machine (worker/wk_breaker.c). */
 #include <string.h>
 
+#include "ib_breaker.h"
 #include "ib_test.h"
 #include "wk_breaker.h"
 
@@ -42,34 +43,34 @@ static void test_probes_back_off_and_close(void)
     wk_breaker_t *b = wk_breaker_new();
     ib_error_t priv = setup_err("42501", 1);
     long long wait = 0, t = 0;
-    for (int i = 0; i < WK_BREAKER_THRESHOLD; i++)
+    for (int i = 0; i < IB_BREAKER_THRESHOLD; i++)
         wk_breaker_record(b, &priv, t);
     ASSERT_TRUE(wk_breaker_is_open(b));
     ASSERT_TRUE(!wk_breaker_admit(b, t, &wait));
     /* The first probe: the floor plus a draw up to the floor again. */
-    ASSERT_TRUE(wait >= WK_BREAKER_PROBE_MIN_MS && wait <= 2 * WK_BREAKER_PROBE_MIN_MS);
+    ASSERT_TRUE(wait >= IB_BREAKER_PROBE_MIN_MS && wait <= 2 * IB_BREAKER_PROBE_MIN_MS);
     ASSERT_TRUE(!wk_breaker_admit(b, t + wait - 1, NULL)); /* not before it is due */
     t += wait;
     ASSERT_TRUE(wk_breaker_admit(b, t, NULL));  /* one probe */
     ASSERT_TRUE(!wk_breaker_admit(b, t, NULL)); /* and only one */
     ASSERT_TRUE(!wk_breaker_record(b, &priv, t));
     ASSERT_TRUE(!wk_breaker_admit(b, t, &wait));
-    ASSERT_TRUE(wait >= WK_BREAKER_PROBE_MIN_MS && wait <= 3 * WK_BREAKER_PROBE_MIN_MS);
+    ASSERT_TRUE(wait >= IB_BREAKER_PROBE_MIN_MS && wait <= 3 * IB_BREAKER_PROBE_MIN_MS);
     /* Failing probes: the draws spread (jitter) and stay within the cap. */
-    long long lo = WK_BREAKER_PROBE_MAX_MS, hi = 0;
+    long long lo = IB_BREAKER_PROBE_MAX_MS, hi = 0;
     for (int i = 0; i < 40; i++) {
-        t += WK_BREAKER_PROBE_MAX_MS;
+        t += IB_BREAKER_PROBE_MAX_MS;
         ASSERT_TRUE(wk_breaker_admit(b, t, NULL));
         wk_breaker_record(b, &priv, t);
         ASSERT_TRUE(!wk_breaker_admit(b, t, &wait));
-        ASSERT_TRUE(wait >= WK_BREAKER_PROBE_MIN_MS && wait <= WK_BREAKER_PROBE_MAX_MS);
+        ASSERT_TRUE(wait >= IB_BREAKER_PROBE_MIN_MS && wait <= IB_BREAKER_PROBE_MAX_MS);
         if (i >= 10) {
             lo = wait < lo ? wait : lo;
             hi = wait > hi ? wait : hi;
         }
     }
-    ASSERT_TRUE(hi - lo > WK_BREAKER_PROBE_MIN_MS); /* 30 draws over 0.5-30 s are not one value */
-    t += WK_BREAKER_PROBE_MAX_MS;
+    ASSERT_TRUE(hi - lo > IB_BREAKER_PROBE_MIN_MS); /* 30 draws over 0.5-30 s are not one value */
+    t += IB_BREAKER_PROBE_MAX_MS;
     ASSERT_TRUE(wk_breaker_admit(b, t, NULL));
     ASSERT_TRUE(!wk_breaker_record(b, NULL, t)); /* the probe passed */
     ASSERT_TRUE(!wk_breaker_is_open(b));

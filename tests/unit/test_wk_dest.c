@@ -2,6 +2,7 @@
  * a time, Retry-After, the token bucket, the slots. */
 #include <string.h>
 
+#include "ib_breaker.h"
 #include "ib_test.h"
 #include "wk_dest.h"
 
@@ -12,15 +13,15 @@ static void test_circuit_one_probe_backoff(void)
     wk_dests_t *ds = wk_dests_new();
     const char *a = "http://a:80", *b = "http://b:80";
     long long w;
-    for (int i = 0; i < WK_DEST_THRESHOLD; i++) {
+    for (int i = 0; i < IB_BREAKER_THRESHOLD; i++) {
         ASSERT_TRUE(wk_dest_admit(ds, a, &NONE, 0, &w));
-        ASSERT_EQ(wk_dest_done(ds, a, WK_DEST_TRANSIENT, -1, 0), i == WK_DEST_THRESHOLD - 1);
+        ASSERT_EQ(wk_dest_done(ds, a, WK_DEST_TRANSIENT, -1, 0), i == IB_BREAKER_THRESHOLD - 1);
     }
     ASSERT_EQ(wk_dest_open_count(ds), 1);
     /* Open: nothing goes until the probe is due; another destination is untouched. */
     ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 100, &w));
     /* The first probe: the floor plus a draw up to the floor again (jitter). */
-    ASSERT_TRUE(w >= WK_DEST_PROBE_MIN_MS - 100 && w <= 2 * WK_DEST_PROBE_MIN_MS - 100);
+    ASSERT_TRUE(w >= IB_BREAKER_PROBE_MIN_MS - 100 && w <= 2 * IB_BREAKER_PROBE_MIN_MS - 100);
     long long due = 100 + w;
     ASSERT_TRUE(wk_dest_admit(ds, b, &NONE, 100, &w));
     ASSERT_TRUE(!wk_dest_done(ds, b, WK_DEST_OK, -1, 100));
@@ -34,7 +35,7 @@ static void test_circuit_one_probe_backoff(void)
     /* The probe fails: the next after a draw whose ceiling doubled. */
     wk_dest_done(ds, a, WK_DEST_TRANSIENT, -1, 1000);
     ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, 1000, &w));
-    ASSERT_TRUE(w >= WK_DEST_PROBE_MIN_MS && w <= 3 * WK_DEST_PROBE_MIN_MS);
+    ASSERT_TRUE(w >= IB_BREAKER_PROBE_MIN_MS && w <= 3 * IB_BREAKER_PROBE_MIN_MS);
     due = 1000 + w;
     ASSERT_TRUE(!wk_dest_admit(ds, a, &NONE, due - 1, &w));
     ASSERT_EQ(w, 1);
@@ -133,7 +134,7 @@ static void test_long_retry_after_probed(void)
     wk_dests_free(ds);
 }
 
-/* Calls made at once (a batch): WK_DEST_THRESHOLD at first, more as answers come back. */
+/* Calls made at once (a batch): IB_BREAKER_THRESHOLD at first, more as answers come back. */
 static void test_batch_window(void)
 {
     wk_dests_t *ds = wk_dests_new();
@@ -143,24 +144,24 @@ static void test_batch_window(void)
     int n = 0;
     while (n < 100 && wk_dest_admit(ds, d, &ramp, 0, &w))
         n++;
-    ASSERT_EQ(n, WK_DEST_THRESHOLD);
+    ASSERT_EQ(n, IB_BREAKER_THRESHOLD);
     ASSERT_TRUE(wk_dest_admit(ds, d, &NONE, 0, &w)); /* a call made alone is not windowed */
-    for (int i = 0; i < WK_DEST_THRESHOLD + 1; i++)
+    for (int i = 0; i < IB_BREAKER_THRESHOLD + 1; i++)
         wk_dest_done(ds, d, WK_DEST_OK, -1, 1);
     /* Four answers in a row: a window of THRESHOLD + 4, none under way. */
     n = 0;
     while (n < 100 && wk_dest_admit(ds, d, &ramp, 2, &w))
         n++;
-    ASSERT_EQ(n, WK_DEST_THRESHOLD + 4);
+    ASSERT_EQ(n, IB_BREAKER_THRESHOLD + 4);
     /* A transient failure shrinks it back. */
     wk_dest_done(ds, d, WK_DEST_TRANSIENT, -1, 3);
     ASSERT_TRUE(!wk_dest_admit(ds, d, &ramp, 3, &w));
-    for (int i = 0; i < WK_DEST_THRESHOLD + 3; i++)
+    for (int i = 0; i < IB_BREAKER_THRESHOLD + 3; i++)
         wk_dest_done(ds, d, WK_DEST_UNKNOWN, -1, 4);
     n = 0;
     while (n < 100 && wk_dest_admit(ds, d, &ramp, 5, &w))
         n++;
-    ASSERT_EQ(n, WK_DEST_THRESHOLD);
+    ASSERT_EQ(n, IB_BREAKER_THRESHOLD);
     wk_dests_free(ds);
 }
 
