@@ -14,6 +14,7 @@
 #include <proton/sasl.h>
 #include <proton/transport.h>
 
+#include "ib_enc.h"
 #include "ib_log.h"
 #include "sb_transport.h"
 #include "sb_wsb.h"
@@ -44,6 +45,7 @@ ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
                       const sb_core_hooks_t *hooks, ib_error_t *err)
 {
     unsigned char rnd[6] = {0};
+    char rnd_hex[2 * sizeof(rnd) + 1];
     FILE *fp;
 
     memset(core, 0, sizeof(*core));
@@ -69,8 +71,8 @@ ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
             memset(rnd, 0, sizeof(rnd));
         fclose(fp);
     }
-    snprintf(core->container, sizeof(core->container), "inboxd-%02x%02x%02x%02x%02x%02x-%d", rnd[0],
-             rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], (int)getpid());
+    ib_enc_hex(rnd_hex, rnd, sizeof(rnd));
+    snprintf(core->container, sizeof(core->container), "inboxd-%s-%d", rnd_hex, (int)getpid());
     if (!core->cs.emulator) {
         const char *ca = ca_file && *ca_file                   ? ca_file
                          : access(SYSTEM_CA_BUNDLE, R_OK) == 0 ? SYSTEM_CA_BUNDLE

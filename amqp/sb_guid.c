@@ -3,10 +3,9 @@
  * §4.3): the delivery tag is in .NET Guid.ToByteArray() order, $management
  * uses canonical RFC 4122 order.
  */
-#include <ctype.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "ib_enc.h"
 #include "sb_msg.h"
 
 void sb_guid_swap(const unsigned char in[16], unsigned char out[16])
@@ -24,42 +23,34 @@ void sb_guid_swap(const unsigned char in[16], unsigned char out[16])
     memcpy(out + 8, t + 8, 8);
 }
 
+/* The canonical form's groups: bytes of the uuid, in order, 4-2-2-2-6. */
+static const unsigned char guid_groups[5] = {4, 2, 2, 2, 6};
+
 void sb_guid_format(const unsigned char u[16], char out[37])
 {
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-             u[14], u[15]);
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
+    char *o = out;
+    for (int g = 0; g < 5; g++) {
+        if (g)
+            *o++ = '-';
+        ib_enc_hex(o, u, guid_groups[g]);
+        o += 2 * guid_groups[g];
+        u += guid_groups[g];
+    }
 }
 
 bool sb_guid_parse(const char *s, unsigned char uuid[16])
 {
-    int k = 0;
     if (!s || strlen(s) != 36)
         return false;
-    for (int i = 0; i < 36;) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i] != '-')
-                return false;
-            i++;
-            continue;
-        }
-        int hi = hexval((unsigned char)s[i]), lo = hexval((unsigned char)s[i + 1]);
-        if (hi < 0 || lo < 0)
+    for (int g = 0; g < 5; g++) {
+        if (g && *s++ != '-')
             return false;
-        uuid[k++] = (unsigned char)(hi << 4 | lo);
-        i += 2;
+        if (!ib_dec_hex(uuid, s, guid_groups[g], IB_HEX_ANY_CASE))
+            return false;
+        s += 2 * guid_groups[g];
+        uuid += guid_groups[g];
     }
-    return k == 16;
+    return true;
 }
 
 bool sb_lock_token_from_tag(const unsigned char *tag, size_t tag_len, unsigned char uuid[16],

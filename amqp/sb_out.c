@@ -4,27 +4,20 @@
  */
 #include "sb_out.h"
 
-#include <ctype.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <proton/message.h>
 
+#include "ib_enc.h"
 #include "sb_core.h"
 
-static bool unhex(const char *h, unsigned char *out, size_t max, size_t *n)
+/* A "binary:" id's hex text h as at most max bytes into out (*n of them). */
+static bool binary_id(const char *h, unsigned char *out, size_t max, size_t *n)
 {
     size_t len = strlen(h);
-    if (len % 2 || len / 2 > max)
+    if (len % 2 || len / 2 > max || !ib_dec_hex(out, h, len / 2, IB_HEX_ANY_CASE))
         return false;
-    for (size_t k = 0; k < len / 2; k++) {
-        unsigned v;
-        if (!isxdigit((unsigned char)h[2 * k]) || !isxdigit((unsigned char)h[2 * k + 1]) ||
-            sscanf(h + 2 * k, "%2x", &v) != 1)
-            return false;
-        out[k] = (unsigned char)v;
-    }
     *n = len / 2;
     return true;
 }
@@ -48,7 +41,7 @@ void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scr
         m->message_id_len = 16;
         m->message_id_type = SB_ID_UUID;
     } else if (strncmp(rendered, "binary:", 7) == 0 &&
-               unhex(rendered + 7, scratch, SB_ID_SCRATCH, &n) && n > 0) {
+               binary_id(rendered + 7, scratch, SB_ID_SCRATCH, &n) && n > 0) {
         m->message_id = (const char *)scratch;
         m->message_id_len = n;
         m->message_id_type = SB_ID_BINARY;

@@ -1,5 +1,6 @@
 /*
- * ib_enc.c - hex, percent and JSON string encoders (see ib_enc.h).
+ * ib_enc.c - hex, percent and JSON string encoders, hex and percent
+ * decoders (see ib_enc.h).
  * thread: any.
  */
 #include "ib_enc.h"
@@ -21,6 +22,35 @@ void ib_enc_hex(char *dst, const void *src, size_t n)
         dst[2 * k + 1] = hex_lower[p[k] & 15];
     }
     dst[2 * n] = '\0';
+}
+
+int ib_hex_digit(int c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* One digit of the case asked; -1 when it is not. */
+static int digit_of(char c, ib_hex_case_t hcase)
+{
+    return hcase == IB_HEX_LOWER && c >= 'A' && c <= 'F' ? -1 : ib_hex_digit((unsigned char)c);
+}
+
+bool ib_dec_hex(void *dst, const char *src, size_t n, ib_hex_case_t hcase)
+{
+    unsigned char *out = dst;
+    for (size_t k = 0; k < n; k++) {
+        int hi = digit_of(src[2 * k], hcase);
+        if (hi < 0)
+            return false;
+        int lo = digit_of(src[2 * k + 1], hcase);
+        if (lo < 0)
+            return false;
+        out[k] = (unsigned char)(hi << 4 | lo);
+    }
+    return true;
 }
 
 /* RFC 3986 section 2.3. */
@@ -66,17 +96,12 @@ char *ib_enc_pct_dup(const char *s)
     return out;
 }
 
-static int hex_value(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
 char *ib_dec_pct(char *s)
 {
     char *w = s;
     for (const char *r = s; *r; r++) {
-        int hi = r[0] == '%' ? hex_value(r[1]) : -1, lo = hi >= 0 ? hex_value(r[2]) : -1;
+        int hi = r[0] == '%' ? ib_hex_digit((unsigned char)r[1]) : -1;
+        int lo = hi >= 0 ? ib_hex_digit((unsigned char)r[2]) : -1;
         if (lo >= 0) {
             *w++ = (char)(hi * 16 + lo);
             r += 2;

@@ -2,6 +2,8 @@
  * ib_enc.h - the text encoders of inboxd: hex, percent (URI) and JSON string.
  *
  *   ib_enc_hex   bytes -> lowercase hex (ids, hashes, tokens, binary bodies)
+ *   ib_dec_hex   the reverse (either case, or lowercase only where a format
+ *                says so, as W3C trace context does); ib_hex_digit one digit
  *   ib_enc_pct   RFC 3986 percent-encoding: everything but the unreserved
  *                characters A-Z a-z 0-9 - . _ ~ becomes %XX (uppercase hex),
  *                for SAS token audiences, form bodies and URL templates
@@ -17,10 +19,26 @@
 #ifndef IB_ENC_H
 #define IB_ENC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Writes the n bytes at src as 2n lowercase hex digits and a NUL into dst (2n+1 bytes). */
 void ib_enc_hex(char *dst, const void *src, size_t n);
+
+/* The value of the hex digit c (0-9, a-f, A-F), -1 when c is not one. */
+int ib_hex_digit(int c);
+
+typedef enum {
+    IB_HEX_ANY_CASE, /* a-f and A-F */
+    IB_HEX_LOWER,    /* a-f only */
+} ib_hex_case_t;
+
+/*
+ * Decodes the 2n hex digits at src into the n bytes at dst. False when one
+ * of them is not a hex digit of that case (a NUL ends the reading there, so
+ * a shorter string is refused, never read past); dst is then partly written.
+ */
+bool ib_dec_hex(void *dst, const char *src, size_t n, ib_hex_case_t hcase);
 
 /*
  * Percent-encodes the n bytes at src into dst (size bytes; dst may be NULL

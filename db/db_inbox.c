@@ -72,12 +72,8 @@ void db_sha256_hex(const void *data, size_t len, char hex[65])
 
 static bool is_hex64(const char *s)
 {
-    if (!s || strlen(s) != 64)
-        return false;
-    for (int i = 0; i < 64; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return true;
+    unsigned char md[32];
+    return s && strlen(s) == 64 && ib_dec_hex(md, s, 32, IB_HEX_LOWER);
 }
 
 ib_err_t db_claim_check(const db_claim_t *c, ib_error_t *err)

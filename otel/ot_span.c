@@ -18,22 +18,6 @@ long long ot_now_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Lower-case hex only, as the W3C specification requires. */
-static bool unhex(const char *s, unsigned n, uint8_t *out)
-{
-    for (unsigned i = 0; i < 2 * n; i++) {
-        char c = s[i];
-        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (v < 0)
-            return false;
-        if (i % 2 == 0)
-            out[i / 2] = (uint8_t)(v << 4);
-        else
-            out[i / 2] |= (uint8_t)v;
-    }
-    return true;
-}
-
 static bool all_zero(const uint8_t *id, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
@@ -48,12 +32,14 @@ bool ot_ctx_parse(const char *tp, ot_ctx_t *out)
     size_t len = tp ? strlen(tp) : 0;
     memset(out, 0, sizeof(*out));
     /* version 00 is exactly 55 characters; a later one may go on after a '-' */
-    if (len < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || !unhex(tp, 1, &ver))
+    if (len < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || !ib_dec_hex(&ver, tp, 1, IB_HEX_LOWER))
         return false;
     if (ver == 0xff || (ver == 0 && len != 55) || (len > 55 && tp[55] != '-'))
         return false;
-    if (!unhex(tp + 3, 16, out->trace_id) || !unhex(tp + 36, 8, out->span_id) ||
-        !unhex(tp + 53, 1, &out->flags) || all_zero(out->trace_id, 16) ||
+    /* Lower-case hex only, as the W3C specification requires. */
+    if (!ib_dec_hex(out->trace_id, tp + 3, 16, IB_HEX_LOWER) ||
+        !ib_dec_hex(out->span_id, tp + 36, 8, IB_HEX_LOWER) ||
+        !ib_dec_hex(&out->flags, tp + 53, 1, IB_HEX_LOWER) || all_zero(out->trace_id, 16) ||
         all_zero(out->span_id, 8)) {
         memset(out, 0, sizeof(*out));
         return false;

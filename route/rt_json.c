@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_enc.h"
+
 /* ---- the checked scan ---------------------------------------------------- */
 
 typedef struct scan {
@@ -26,17 +28,6 @@ static void skip_ws(scan_t *sc)
         sc->p++;
 }
 
-static int hex_digit(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Four hex digits at p (p + 4 <= end); -1 when they are not. */
 static long hex4(const unsigned char *p, const unsigned char *end)
 {
@@ -44,7 +35,7 @@ static long hex4(const unsigned char *p, const unsigned char *end)
     if (end - p < 4)
         return -1;
     for (int i = 0; i < 4; i++) {
-        int d = hex_digit(p[i]);
+        int d = ib_hex_digit(p[i]);
         if (d < 0)
             return -1;
         v = v * 16 + d;

@@ -8,31 +8,22 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "ib_enc.h"
 #include "ib_log.h"
 
-/* n lower- or upper-case hex digits at s, not all zero; copied lower-cased into out. */
-static bool hex_id(const char *s, size_t n, char *out)
-{
-    bool nonzero = false;
-    for (size_t i = 0; i < n; i++) {
-        if (!isxdigit((unsigned char)s[i]))
-            return false;
-        nonzero |= s[i] != '0';
-        out[i] = (char)tolower((unsigned char)s[i]);
-    }
-    out[n] = '\0';
-    return nonzero;
-}
-
-/* "vv-<32>-<16>-<2>": the 32-digit trace id. */
+/* "vv-<32>-<16>-<2>" (either case): the 32-digit trace id, lower-cased, not all zero. */
 static bool from_traceparent(const char *v, char out[WK_TRACE_ID_MAX])
 {
+    unsigned char ver, id[16], zero[16] = {0};
     if (strlen(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' ||
-        !isxdigit((unsigned char)v[0]) || !isxdigit((unsigned char)v[1]))
+        !ib_dec_hex(&ver, v, 1, IB_HEX_ANY_CASE))
         return false;
     if (strncmp(v, "ff", 2) == 0) /* version ff is invalid */
         return false;
-    return hex_id(v + 3, 32, out);
+    if (!ib_dec_hex(id, v + 3, 16, IB_HEX_ANY_CASE) || memcmp(id, zero, 16) == 0)
+        return false;
+    ib_enc_hex(out, id, 16);
+    return true;
 }
 
 /* "|<root>.<...>": the root, printable, without '|' and '.'. */

@@ -1,6 +1,7 @@
 /* The runtime kit of common/: full-jitter backoff and its random state
- * (ib_backoff.c), hex, percent and JSON string encoders (ib_enc.c), and the
- * monotonic sleep and condition-variable deadline (ib_time.c). */
+ * (ib_backoff.c), the hex codec, percent and JSON string encoders and the
+ * percent decoder (ib_enc.c), and the monotonic sleep and
+ * condition-variable deadline (ib_time.c). */
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -88,6 +89,33 @@ static void test_hex(void)
     ASSERT_STREQ(out, "007fabff41");
     ib_enc_hex(out, "", 0);
     ASSERT_STREQ(out, "");
+}
+
+/* The decoder: either case or lowercase only; a non-digit or a short string
+ * is refused without reading past its NUL. */
+static void test_dec_hex(void)
+{
+    unsigned char b[5];
+    char back[11];
+    ASSERT_TRUE(ib_dec_hex(b, "007fABff41", 5, IB_HEX_ANY_CASE));
+    ib_enc_hex(back, b, 5);
+    ASSERT_STREQ(back, "007fabff41");
+    ASSERT_TRUE(!ib_dec_hex(b, "007fABff41", 5, IB_HEX_LOWER));
+    ASSERT_TRUE(ib_dec_hex(b, "007fabff41", 5, IB_HEX_LOWER));
+    ASSERT_EQ(b[2], 0xab);
+    ASSERT_TRUE(!ib_dec_hex(b, "0g", 1, IB_HEX_ANY_CASE));
+    ASSERT_TRUE(!ib_dec_hex(b, "g0", 1, IB_HEX_ANY_CASE));
+    char *short_one = strdup("abc"); /* ASan: a read past the NUL would be caught */
+    ASSERT_TRUE(!ib_dec_hex(b, short_one, 2, IB_HEX_ANY_CASE));
+    ASSERT_TRUE(!ib_dec_hex(b, short_one + 2, 1, IB_HEX_ANY_CASE));
+    free(short_one);
+    ASSERT_TRUE(ib_dec_hex(b, "", 0, IB_HEX_LOWER));
+    ASSERT_EQ(ib_hex_digit('0'), 0);
+    ASSERT_EQ(ib_hex_digit('F'), 15);
+    ASSERT_EQ(ib_hex_digit('f'), 15);
+    ASSERT_EQ(ib_hex_digit('g'), -1);
+    ASSERT_EQ(ib_hex_digit('/'), -1);
+    ASSERT_EQ(ib_hex_digit(0), -1);
 }
 
 /* RFC 3986: the unreserved characters stay, everything else (sub-delims
@@ -213,6 +241,7 @@ int main(void)
     RUN(test_backoff_jitter);
     RUN(test_seeds_differ);
     RUN(test_hex);
+    RUN(test_dec_hex);
     RUN(test_dec_pct);
     RUN(test_pct);
     RUN(test_json);
