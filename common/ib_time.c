@@ -22,7 +22,8 @@ long long ib_mono_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void ib_time_rfc3339(char *buf, size_t size, long long ms)
+/* ms as UTC: the date, sep, the time with milliseconds, then zone. */
+static void utc_format(char *buf, size_t size, long long ms, char sep, const char *zone)
 {
     struct tm tm;
     time_t sec;
@@ -31,8 +32,18 @@ void ib_time_rfc3339(char *buf, size_t size, long long ms)
         ms = ib_now_ms();
     sec = (time_t)(ms / 1000);
     gmtime_r(&sec, &tm);
-    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    snprintf(buf, size, "%04d-%02d-%02d%c%02d:%02d:%02d.%03d%s", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, sep, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000), zone);
+}
+
+void ib_time_rfc3339(char *buf, size_t size, long long ms)
+{
+    utc_format(buf, size, ms, 'T', "Z");
+}
+
+void ib_time_sql(char *buf, size_t size, long long ms)
+{
+    utc_format(buf, size, ms, ' ', "");
 }
 
 static struct timespec mono_at(long long ms)

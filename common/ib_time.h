@@ -23,10 +23,16 @@ long long ib_now_ms(void);
 long long ib_mono_ms(void);
 
 /*
- * Formats ms_since_epoch as RFC 3339 UTC with milliseconds into buf (at least
- * 25 bytes). ms_since_epoch < 0 means "now".
+ * The one UTC formatter: ms_since_epoch (< 0 means "now") with milliseconds
+ * into buf (at least IB_TIME_TEXT_MAX bytes; cut, NUL-terminated, when
+ * smaller).
+ *   ib_time_rfc3339  "2026-12-05T07:16:07.123Z" (logs, records, JSON)
+ *   ib_time_sql      "2026-12-05 07:16:07.123"  (a timestamp without zone
+ *                    as every dialect's SQL reads it)
  */
+#define IB_TIME_TEXT_MAX 25
 void ib_time_rfc3339(char *buf, size_t size, long long ms_since_epoch);
+void ib_time_sql(char *buf, size_t size, long long ms_since_epoch);
 
 /*
  * Sleeps ms milliseconds (<= 0 returns at once), resuming after a signal

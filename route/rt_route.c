@@ -8,6 +8,7 @@
 #include "fx_client.h"
 #include "ib_enc.h"
 #include "ib_json.h"
+#include "ib_time.h"
 #include "ib_utf8.h"
 #include "db_outbox.h"
 #include "rt_emit.h"
@@ -930,18 +931,14 @@ const json_t *rt_src_json(rt_binding_t *b, const src_t *s, const sb_msg_t *msg, 
 static ib_err_t eval_enqueued_at(rt_binding_t *b, const sb_msg_t *msg, db_param_t *out,
                                  ib_error_t *err)
 {
-    time_t sec = (time_t)(msg->enqueued_ms / 1000);
-    struct tm tm;
     char *t;
-    if (!msg->enqueued_ms) {
+    if (msg->enqueued_ms <= 0) {
         *out = DB_NULL();
         return IB_E_OK;
     }
-    if (!(t = malloc(32)))
+    if (!(t = malloc(IB_TIME_TEXT_MAX)))
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    gmtime_r(&sec, &tm);
-    snprintf(t, 32, "%04d-%02d-%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(msg->enqueued_ms % 1000));
+    ib_time_sql(t, IB_TIME_TEXT_MAX, msg->enqueued_ms);
     *out = DB_TEXT(rt_binding_keep(b, t));
     return IB_E_OK;
 }

@@ -118,6 +118,24 @@ static void test_dec_hex(void)
     ASSERT_EQ(ib_hex_digit(0), -1);
 }
 
+/* The one UTC formatter, both styles, on a fixed instant; a small buffer cuts. */
+static void test_utc_format(void)
+{
+    char buf[IB_TIME_TEXT_MAX], small[11];
+    const long long ms = 1764918967123LL; /* 2025-12-05 07:16:07.123 UTC */
+    ib_time_rfc3339(buf, sizeof buf, ms);
+    ASSERT_STREQ(buf, "2025-12-05T07:16:07.123Z");
+    ib_time_sql(buf, sizeof buf, ms);
+    ASSERT_STREQ(buf, "2025-12-05 07:16:07.123");
+    ib_time_sql(buf, sizeof buf, 5);
+    ASSERT_STREQ(buf, "1970-01-01 00:00:00.005");
+    ib_time_rfc3339(small, sizeof small, ms);
+    ASSERT_STREQ(small, "2025-12-05");
+    ib_time_rfc3339(buf, sizeof buf, -1); /* now */
+    ASSERT_EQ(strlen(buf), IB_TIME_TEXT_MAX - 1);
+    ASSERT_TRUE(strncmp(buf, "20", 2) == 0 && buf[23] == 'Z');
+}
+
 /* RFC 3986: the unreserved characters stay, everything else (sub-delims
  * such as ! * ' ( ) included) becomes %XX in uppercase hex. */
 static void test_pct(void)
@@ -245,6 +263,7 @@ int main(void)
     RUN(test_dec_pct);
     RUN(test_pct);
     RUN(test_json);
+    RUN(test_utc_format);
     RUN(test_sleep);
     RUN(test_cond_deadline);
     return ib_test_done();
