@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_backoff.h"
 #include "ib_enc.h"
 #include "ib_log.h"
 #include "ib_time.h"
@@ -273,7 +274,8 @@ static void on_parked(void *ctx, int status, pn_message_t *resp, const ib_error_
                IB_I("attempt", (long long)r->park_tries),
                IB_S("error", status < 0 ? err->text : why.text));
         if (again) {
-            r->park_retry_at = ib_mono_ms() + (500LL << (r->park_tries - 1));
+            r->park_retry_at = ib_mono_ms() + ib_backoff_ms(SB_PARK_RETRY_MS, SB_PARK_RETRY_MAX_MS,
+                                                            (int)r->park_tries, &r->c->seed);
             call_free(call);
             return;
         }

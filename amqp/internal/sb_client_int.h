@@ -181,7 +181,7 @@ struct sb_client {
     long long stop_deadline;
     long long reconnect_at;
     unsigned attempt;
-    ib_rand_t seed; /* reconnect and re-attach jitter (proactor thread) */
+    ib_rand_t seed; /* reconnect, re-attach and park retry jitter (proactor thread) */
 };
 
 /* sb_client.c */
@@ -269,11 +269,15 @@ void sb_sstate_check(sb_rcv_t *r);
  * A message of r's session is to be dead-lettered (it waits, park_wait):
  * records the session as parked first. A set-session-state that fails for
  * want of the broker (no answer, 5xx) is sent again, SB_PARK_TRIES in all,
- * the session held meanwhile. The answer, or the last failure, ends in
+ * the session held meanwhile; before try n+1 it waits ib_backoff_ms
+ * (SB_PARK_RETRY_MS, doubling per try, full jitter, so receivers that failed
+ * together do not send together). The answer, or the last failure, ends in
  * sb_settle_park_done: no crash can leave the dead letter sent and the
  * session not parked.
  */
 #define SB_PARK_TRIES 4
+#define SB_PARK_RETRY_MS 500
+#define SB_PARK_RETRY_MAX_MS 2000 /* the third wait's ceiling: 3.5 s at most in all */
 void sb_sstate_park(sb_rcv_t *r, sb_msg_t *msg);
 /* Gives back parked sessions held long enough (before their lock ends); sends parks again. */
 void sb_sstate_tick(sb_client_t *c);

@@ -92,7 +92,7 @@ static void test_record_refused_releases_poison(void)
     msg = sbt_take(&rx, 10000);
     ASSERT_TRUE(msg && strcmp(msg->message_id, "r-0") == 0);
     dead_letter(c, msg);
-    /* Four tries over about 3.5 s, all refused: released, not dead-lettered. */
+    /* Four tries over at most 3.5 s of jittered waits, all refused: released, not dead-lettered. */
     ASSERT_TRUE(sbt_wait_settled(&rx, 1, 10000));
     ASSERT_TRUE(rx.settled_ok == 0);
     ASSERT_TRUE(rx.results[IB_E_BROKER] == 1);
