@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <proton/message.h>
 
 #include "ib_enc.h"
@@ -46,6 +47,65 @@ void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scr
         m->message_id_len = n;
         m->message_id_type = SB_ID_BINARY;
     }
+}
+
+/* One JSON value as p's value; false for an array or an object. */
+static bool prop_from_json(json_t *v, sb_prop_t *p)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        p->type = SB_PROP_STRING;
+        p->str = (char *)json_string_value(v);
+        return true;
+    case JSON_INTEGER:
+        p->type = SB_PROP_INT64;
+        p->i = json_integer_value(v);
+        return true;
+    case JSON_REAL:
+        p->type = SB_PROP_DOUBLE;
+        p->d = json_real_value(v);
+        return true;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        p->type = SB_PROP_BOOL;
+        p->i = json_is_true(v);
+        return true;
+    case JSON_NULL:
+        p->type = SB_PROP_NULL;
+        return true;
+    default:
+        return false;
+    }
+}
+
+ib_err_t sb_out_props_from_json(json_t *obj, sb_prop_t *props, size_t max, size_t *n,
+                                ib_error_t *err)
+{
+    const char *k;
+    json_t *v;
+    size_t i = 0;
+
+    *n = 0;
+    if (!json_is_object(obj))
+        return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                            "properties is not a JSON object of application properties");
+    if (json_object_size(obj) > max)
+        return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                            "properties holds %zu application properties, at most %zu are taken",
+                            json_object_size(obj), max);
+    json_object_foreach(obj, k, v)
+    {
+        sb_prop_t *p = &props[i++];
+        memset(p, 0, sizeof(*p));
+        p->key = (char *)k;
+        if (!prop_from_json(v, p))
+            return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                                "properties.%s is a JSON %s; application properties are strings, "
+                                "numbers, booleans or null",
+                                k, json_is_object(v) ? "object" : "array");
+    }
+    *n = i;
+    return IB_E_OK;
 }
 
 /*

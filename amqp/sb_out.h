@@ -57,6 +57,21 @@ typedef struct sb_out_msg {
 void sb_out_msg_set_id(sb_out_msg_t *m, const char *rendered, unsigned char *scratch);
 
 /*
+ * The application properties of a JSON object, the one rule for every
+ * sender that takes them as JSON (inboxctl send --file, the outbox relay):
+ * each member becomes an sb_prop_t in props (room for max): strings,
+ * integers, reals, booleans and null keep their type; keys and strings
+ * point into obj (the caller keeps it alive). Fails (IB_E_INVALID_JSON,
+ * permanent, *n 0) when obj is not an object, when it holds more than max
+ * members, and when a value is an array or an object, which no application
+ * property can hold: err names that key ("properties.<key> is a JSON
+ * array..."). thread: any.
+ */
+struct json_t;
+ib_err_t sb_out_props_from_json(struct json_t *obj, sb_prop_t *props, size_t max, size_t *n,
+                                ib_error_t *err);
+
+/*
  * Encodes m as one AMQP message (header durable, properties, application
  * properties, one data section) into a malloc'd buffer: *buf, *len. Fails
  * (IB_E_INVAL, permanent) when Proton cannot encode it. thread: any.

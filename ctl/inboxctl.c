@@ -22,6 +22,9 @@
  * A line of --file is {"message_id":..,"subject":..,"session_id":..,
  * "correlation_id":..,"content_type":..,"properties":{..},"body": text or JSON,
  * "scheduled_in_s": N (optional: the broker enqueues it N seconds from now)}.
+ * Its properties are taken by the relay's rule (sb_out_props_from_json):
+ * an array or object value is refused naming the line and key, exit 2, and
+ * the lines read since the last chunk of SEND_CHUNK sent are not sent.
  * peek and dlq list print one JSON object per message on stdout; dlq replay
  * (ctl/ctl_replay.c) one per message moved and a summary. Entries the peek
  * cannot decode are paged past and counted: peek and dlq list say how many
@@ -212,17 +215,21 @@ static bool add_prop(opts_t *o, const char *kv, bool integer)
     return true;
 }
 
-/* Fills m from one JSON line; strings point into j (kept alive by the caller). */
-static bool msg_from_json(json_t *j, sb_out_msg_t *m, sb_prop_t *props, char **body_text)
+/*
+ * Fills m from one JSON line; strings point into j (kept alive by the
+ * caller). False with why (a static text, or err's) when the line is not a
+ * message object.
+ */
+static bool msg_from_json(json_t *j, sb_out_msg_t *m, sb_prop_t *props, char **body_text,
+                          ib_error_t *err)
 {
     json_t *body, *pr;
-    const char *k;
-    json_t *v;
-    size_t n = 0;
 
     memset(m, 0, sizeof(*m));
-    if (!json_is_object(j))
+    if (!json_is_object(j)) {
+        ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT, "not a message object");
         return false;
+    }
     m->message_id = json_string_value(json_object_get(j, "message_id"));
     m->subject = json_string_value(json_object_get(j, "subject"));
     m->session_id = json_string_value(json_object_get(j, "session_id"));
@@ -230,36 +237,17 @@ static bool msg_from_json(json_t *j, sb_out_msg_t *m, sb_prop_t *props, char **b
     m->content_type = json_string_value(json_object_get(j, "content_type"));
     /* Scheduled: the broker enqueues it this many seconds from now. */
     json_t *sched = json_object_get(j, "scheduled_in_s");
-    if (sched && !json_is_integer(sched))
+    if (sched && !json_is_integer(sched)) {
+        ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
+                     "scheduled_in_s is not an integer");
         return false;
+    }
     if (sched && json_integer_value(sched) > 0)
         m->scheduled_ms = ib_now_ms() + json_integer_value(sched) * 1000;
     pr = json_object_get(j, "properties");
-    json_object_foreach(pr, k, v)
-    {
-        if (n == MAX_PROPS)
-            return false;
-        sb_prop_t *p = &props[n++];
-        memset(p, 0, sizeof(*p));
-        p->key = (char *)k;
-        if (json_is_string(v)) {
-            p->type = SB_PROP_STRING;
-            p->str = (char *)json_string_value(v);
-        } else if (json_is_integer(v)) {
-            p->type = SB_PROP_INT64;
-            p->i = json_integer_value(v);
-        } else if (json_is_real(v)) {
-            p->type = SB_PROP_DOUBLE;
-            p->d = json_real_value(v);
-        } else if (json_is_boolean(v)) {
-            p->type = SB_PROP_BOOL;
-            p->i = json_is_true(v);
-        } else {
-            p->type = SB_PROP_NULL;
-        }
-    }
     m->props = props;
-    m->nprops = n;
+    if (pr && sb_out_props_from_json(pr, props, MAX_PROPS, &m->nprops, err) != IB_E_OK)
+        return false;
     body = json_object_get(j, "body");
     if (json_is_string(body)) {
         m->body = json_string_value(body);
@@ -296,11 +284,12 @@ static int send_file(sb_sender_t **s, const sb_sender_options_t *so, const opts_
             lineno++;
             if (strspn(line, " \t\r\n") == (size_t)len)
                 continue;
+            ib_error_t why;
             js[n] = json_loads(line, 0, &jerr);
             bodies[n] = NULL;
-            if (!js[n] || !msg_from_json(js[n], &ms[n], props[n], &bodies[n])) {
-                fprintf(stderr, "inboxctl: %s:%zu: not a message object (%s)\n", o->file, lineno,
-                        js[n] ? "bad fields" : jerr.text);
+            if (!js[n] || !msg_from_json(js[n], &ms[n], props[n], &bodies[n], &why)) {
+                fprintf(stderr, "inboxctl: %s:%zu: %s%s\n", o->file, lineno,
+                        js[n] ? "" : "not a message object: ", js[n] ? why.text : jerr.text);
                 json_decref(js[n]);
                 free(bodies[n]);
                 rc = 2;

@@ -21,6 +21,7 @@
 #include "sb_condition.h"
 #include "sb_msg.h"
 #include "sb_client.h"
+#include "sb_out.h"
 
 #define BACKOFF_BASE_MS 200
 #define SEND_TIMEOUT_MS 10000
@@ -52,9 +53,8 @@ ib_err_t rl_relay_props_parse(const char *text, sb_prop_t **props, size_t *n, vo
                               ib_error_t *err)
 {
     json_error_t jerr;
-    json_t *j, *v;
-    const char *k;
-    size_t i = 0;
+    json_t *j;
+    size_t room;
 
     *props = NULL;
     *n = 0;
@@ -65,55 +65,19 @@ ib_err_t rl_relay_props_parse(const char *text, sb_prop_t **props, size_t *n, vo
                       : ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     }
     j = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-    if (!j || !json_is_object(j)) {
-        json_decref(j);
-        return ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
-                            "properties is not a JSON object of application properties");
-    }
-    *props = calloc(json_object_size(j) + RL_PROPS_SPARE, sizeof(**props));
+    room = json_is_object(j) ? json_object_size(j) : 0;
+    *props = calloc(room + RL_PROPS_SPARE, sizeof(**props));
     if (!*props) {
         json_decref(j);
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     }
     /* Strings point into j (kept in *holder). */
-    json_object_foreach(j, k, v)
-    {
-        sb_prop_t *p = &(*props)[i++];
-        p->key = (char *)k;
-        switch (json_typeof(v)) {
-        case JSON_STRING:
-            p->type = SB_PROP_STRING;
-            p->str = (char *)json_string_value(v);
-            break;
-        case JSON_INTEGER:
-            p->type = SB_PROP_INT64;
-            p->i = json_integer_value(v);
-            break;
-        case JSON_REAL:
-            p->type = SB_PROP_DOUBLE;
-            p->d = json_real_value(v);
-            break;
-        case JSON_TRUE:
-        case JSON_FALSE:
-            p->type = SB_PROP_BOOL;
-            p->i = json_is_true(v);
-            break;
-        case JSON_NULL:
-            p->type = SB_PROP_NULL;
-            break;
-        default:
-            /* An object or array has no faithful application-property form. */
-            ib_error_set(err, IB_E_INVALID_JSON, IB_CLASS_PERMANENT,
-                         "properties.%s is a JSON %s; application properties are strings, "
-                         "numbers, booleans or null",
-                         k, json_is_object(v) ? "object" : "array");
-            free(*props);
-            *props = NULL;
-            json_decref(j);
-            return IB_E_INVALID_JSON;
-        }
+    if (sb_out_props_from_json(j, *props, room, n, err) != IB_E_OK) {
+        free(*props);
+        *props = NULL;
+        json_decref(j);
+        return err->code;
     }
-    *n = i;
     *holder = j;
     return IB_E_OK;
 }

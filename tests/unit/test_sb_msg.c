@@ -1,4 +1,5 @@
 /* Unit tests of the message decoder (amqp/sb_msg.c). */
+#include <jansson.h>
 #include <proton/codec.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include "ib_test.h"
 #include "sb_enc.h"
 #include "sb_msg.h"
+#include "sb_out.h"
 #include "sb_send.h"
 
 static unsigned char buf[262144];
@@ -329,6 +331,45 @@ static void test_guid(void)
     ASSERT_STREQ(text, "");
 }
 
+/* JSON -> application properties, the one rule (sb_out_props_from_json). */
+static void test_props_from_json(void)
+{
+    sb_prop_t pr[5];
+    size_t n = 9;
+    ib_error_t err;
+    json_t *j = json_loads("{\"s\":\"x\",\"i\":-3,\"d\":0.25,\"b\":false,\"z\":null}", 0, NULL);
+    ASSERT_EQ(sb_out_props_from_json(j, pr, 5, &n, &err), IB_E_OK);
+    ASSERT_EQ(n, 5);
+    ASSERT_STREQ(pr[0].key, "s");
+    ASSERT_EQ(pr[0].type, SB_PROP_STRING);
+    ASSERT_STREQ(pr[0].str, "x");
+    ASSERT_EQ(pr[1].type, SB_PROP_INT64);
+    ASSERT_EQ(pr[1].i, -3);
+    ASSERT_EQ(pr[2].type, SB_PROP_DOUBLE);
+    ASSERT_TRUE(pr[2].d == 0.25);
+    ASSERT_EQ(pr[3].type, SB_PROP_BOOL);
+    ASSERT_EQ(pr[3].i, 0);
+    ASSERT_EQ(pr[4].type, SB_PROP_NULL);
+    ASSERT_EQ(sb_out_props_from_json(j, pr, 4, &n, &err), IB_E_INVALID_JSON); /* no room */
+    ASSERT_EQ(n, 0);
+    ASSERT_CONTAINS(err.text, "at most 4");
+    json_decref(j);
+    j = json_loads("{\"a\":1,\"tags\":[1]}", 0, NULL);
+    ASSERT_EQ(sb_out_props_from_json(j, pr, 5, &n, &err), IB_E_INVALID_JSON);
+    ASSERT_EQ(err.cls, IB_CLASS_PERMANENT);
+    ASSERT_CONTAINS(err.text, "properties.tags is a JSON array");
+    ASSERT_EQ(n, 0);
+    json_decref(j);
+    j = json_loads("{\"who\":{}}", 0, NULL);
+    ASSERT_EQ(sb_out_props_from_json(j, pr, 5, &n, &err), IB_E_INVALID_JSON);
+    ASSERT_CONTAINS(err.text, "properties.who is a JSON object");
+    json_decref(j);
+    j = json_loads("[1]", 0, NULL);
+    ASSERT_EQ(sb_out_props_from_json(j, pr, 5, &n, &err), IB_E_INVALID_JSON);
+    ASSERT_EQ(sb_out_props_from_json(NULL, pr, 5, &n, &err), IB_E_INVALID_JSON);
+    json_decref(j);
+}
+
 static void test_utf8_cap(void)
 {
     char big[5000];
@@ -606,6 +647,7 @@ int main(void)
     RUN(test_ids_round_trip);
     RUN(test_props_enc_round_trip);
     RUN(test_guid);
+    RUN(test_props_from_json);
     RUN(test_utf8_cap);
     return ib_test_done();
 }
