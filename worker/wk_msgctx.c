@@ -11,19 +11,15 @@
 #include "ib_enc.h"
 #include "ib_log.h"
 
-/* "vv-<32>-<16>-<2>" (either case): the 32-digit trace id, lower-cased, not all zero. */
-static bool from_traceparent(const char *v, char out[WK_TRACE_ID_MAX])
+const char *wk_trace_parent(const sb_msg_t *msg, ot_ctx_t *ctx)
 {
-    unsigned char ver, id[16], zero[16] = {0};
-    if (strlen(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' ||
-        !ib_dec_hex(&ver, v, 1, IB_HEX_ANY_CASE))
-        return false;
-    if (strncmp(v, "ff", 2) == 0) /* version ff is invalid */
-        return false;
-    if (!ib_dec_hex(id, v + 3, 16, IB_HEX_ANY_CASE) || memcmp(id, zero, 16) == 0)
-        return false;
-    ib_enc_hex(out, id, 16);
-    return true;
+    static const char *const keys[] = {"traceparent", "Diagnostic-Id"};
+    for (size_t i = 0; i < 2; i++) {
+        const sb_prop_t *p = sb_msg_prop(msg, keys[i]);
+        if (p && p->type == SB_PROP_STRING && p->str && ot_ctx_parse(p->str, ctx))
+            return p->str;
+    }
+    return NULL;
 }
 
 /* "|<root>.<...>": the root, printable, without '|' and '.'. */
@@ -47,13 +43,15 @@ static bool from_request_id(const char *v, char out[WK_TRACE_ID_MAX])
 
 bool wk_trace_id(const sb_msg_t *msg, char out[WK_TRACE_ID_MAX])
 {
-    const sb_prop_t *p = sb_msg_prop(msg, "traceparent");
+    ot_ctx_t ctx;
+    const sb_prop_t *p;
     out[0] = '\0';
-    if (p && p->type == SB_PROP_STRING && p->str && from_traceparent(p->str, out))
+    if (wk_trace_parent(msg, &ctx)) {
+        ib_enc_hex(out, ctx.trace_id, sizeof(ctx.trace_id));
         return true;
+    }
     p = sb_msg_prop(msg, "Diagnostic-Id");
-    if (p && p->type == SB_PROP_STRING && p->str &&
-        (from_traceparent(p->str, out) || from_request_id(p->str, out)))
+    if (p && p->type == SB_PROP_STRING && p->str && from_request_id(p->str, out))
         return true;
     out[0] = '\0';
     return false;
@@ -61,17 +59,11 @@ bool wk_trace_id(const sb_msg_t *msg, char out[WK_TRACE_ID_MAX])
 
 const char *wk_traceparent(const sb_msg_t *msg)
 {
-    static const char *const keys[] = {"traceparent", "Diagnostic-Id"};
-    char id[WK_TRACE_ID_MAX];
+    ot_ctx_t ctx;
     const wk_trace_t *t = msg->user;
     if (t && t->traceparent[0]) /* tracing on: the span the message's effects belong to */
         return t->traceparent;
-    for (size_t i = 0; i < 2; i++) {
-        const sb_prop_t *p = sb_msg_prop(msg, keys[i]);
-        if (p && p->type == SB_PROP_STRING && p->str && from_traceparent(p->str, id))
-            return p->str;
-    }
-    return NULL;
+    return wk_trace_parent(msg, &ctx);
 }
 
 const char *wk_span_id(const sb_msg_t *msg)

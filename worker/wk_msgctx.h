@@ -11,16 +11,24 @@
 #include <stddef.h>
 
 #include "ib_err.h"
+#include "ot_trace.h"
 #include "sb_msg.h"
 
 /*
- * The trace id of msg: from a W3C traceparent application property
- * ("00-<32 hex trace id>-<16 hex parent>-<2 hex flags>"), else from
- * Diagnostic-Id (the Azure SDKs' name for it: a traceparent, or in older
- * SDKs a hierarchical Request-Id "|<root>.<...>." whose root is taken).
- * Writes it (lower case, at most 64 characters) into out and returns true;
- * false with out "" when the message carries neither or a malformed value
- * (an all-zero W3C trace id is invalid).
+ * The sender's trace context, the one reader of it: the W3C traceparent
+ * application property ("00-<32 hex trace id>-<16 hex parent>-<2 hex
+ * flags>"), else Diagnostic-Id (the Azure SDKs' name for it) in that form,
+ * each checked by the one validator, ot_ctx_parse (lower-case hex, no
+ * all-zero id). Returns the property's text (points into msg) with *ctx
+ * filled, or NULL when neither is one. thread: any.
+ */
+const char *wk_trace_parent(const sb_msg_t *msg, ot_ctx_t *ctx);
+
+/*
+ * The trace id of msg: wk_trace_parent's, else the root of a Diagnostic-Id
+ * that is an older SDK's hierarchical Request-Id "|<root>.<...>.". Writes it
+ * (lower case, at most 64 characters) into out and returns true; false with
+ * out "" when the message carries neither or a malformed value.
  */
 #define WK_TRACE_ID_MAX 65
 bool wk_trace_id(const sb_msg_t *msg, char out[WK_TRACE_ID_MAX]);

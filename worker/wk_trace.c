@@ -10,6 +10,7 @@
 
 #include "ib_enc.h"
 #include "sb_msg.h"
+#include "wk_msgctx.h"
 #include "wk_trace.h"
 
 /*
@@ -44,18 +45,6 @@ ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err)
     return ot_exporter_new(&o, err);
 }
 
-/* The sender's context: traceparent, else a Diagnostic-Id in that form. */
-static bool parent_of(const sb_msg_t *msg, ot_ctx_t *parent)
-{
-    static const char *const keys[] = {"traceparent", "Diagnostic-Id"};
-    for (size_t i = 0; i < 2; i++) {
-        const sb_prop_t *p = sb_msg_prop(msg, keys[i]);
-        if (p && p->type == SB_PROP_STRING && ot_ctx_parse(p->str, parent))
-            return true;
-    }
-    return false;
-}
-
 void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_trace_t *t)
 {
     ot_ctx_t parent;
@@ -65,7 +54,7 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
     t->settle_ns = 0;
     if (!x)
         return;
-    bool has_parent = parent_of(msg, &parent);
+    bool has_parent = wk_trace_parent(msg, &parent) != NULL;
     t->span =
         ot_span_start_const(x, consts.name, OT_KIND_CONSUMER, has_parent ? &parent : NULL, true, 0);
     if (!t->span)

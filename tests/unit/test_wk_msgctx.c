@@ -21,9 +21,23 @@ static void test_trace_id(void)
 {
     char id[WK_TRACE_ID_MAX];
     sb_prop_t p;
-    sb_msg_t m = with_prop(&p, "traceparent", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01");
+    ot_ctx_t ctx;
+    sb_msg_t m = with_prop(&p, "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
     ASSERT_TRUE(wk_trace_id(&m, id));
     ASSERT_STREQ(id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    ASSERT_STREQ(wk_trace_parent(&m, &ctx), p.str);
+    ASSERT_EQ(ctx.span_id[7], 0xb7);
+    ASSERT_EQ(ctx.flags, 1);
+    /* One validator (ot_ctx_parse), W3C's: upper-case hex is not a traceparent,
+     * for the trace id as for the consumer span's parent and what is carried on. */
+    m = with_prop(&p, "traceparent", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01");
+    ASSERT_TRUE(!wk_trace_id(&m, id));
+    ASSERT_TRUE(wk_traceparent(&m) == NULL);
+    ASSERT_TRUE(wk_trace_parent(&m, &ctx) == NULL);
+    /* Nor is an all-zero parent (span) id. */
+    m = with_prop(&p, "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01");
+    ASSERT_TRUE(!wk_trace_id(&m, id));
+    ASSERT_TRUE(wk_traceparent(&m) == NULL);
     m = with_prop(&p, "Diagnostic-Id", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
     ASSERT_TRUE(wk_trace_id(&m, id));
     ASSERT_STREQ(id, "0af7651916cd43dd8448eb211c80319c");
