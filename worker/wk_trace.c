@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db_limits.h"
 #include "ib_enc.h"
 #include "sb_msg.h"
 #include "wk_msgctx.h"
@@ -18,8 +19,8 @@
  * before any worker runs) and only read afterwards: spans borrow these.
  */
 static struct {
-    char name[300];   /* "process <entity>" */
-    char topic[260];  /* messaging.destination.name */
+    char name[sizeof("process ") + DB_ENTITY_MAX]; /* "process <entity>" */
+    char topic[DB_ENTITY_MAX + 1];                /* messaging.destination.name */
     const char *sub;  /* messaging.destination.subscription.name, or NULL */
     const char *consumer;
 } consts;
