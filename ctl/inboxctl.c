@@ -260,6 +260,46 @@ static bool msg_from_json(json_t *j, sb_out_msg_t *m, sb_prop_t *props, char **b
     return true;
 }
 
+/*
+ * Sends the n messages of ms, each once the broker accepted it: after a
+ * transient failure the connection is reopened and only the messages
+ * without an accept are sent again (one whose answer was lost may then
+ * arrive twice, which is what the consumer's inbox is for; a lost one
+ * would not be). ms is reordered. 0, or 1 after a failure it printed.
+ */
+static int send_chunk(sb_sender_t **s, const sb_sender_options_t *so, const char *entity,
+                      sb_out_msg_t *ms, size_t n, size_t total)
+{
+    ib_error_t each[SEND_CHUNK], err;
+    int tries = 0;
+    while (n > 0 && sb_sender_send_each(*s, entity, ms, n, each) != IB_E_OK) {
+        size_t left = 0;
+        const ib_error_t *why = NULL;
+        for (size_t i = 0; i < n; i++) {
+            if (each[i].code == IB_E_OK)
+                continue;
+            if (!why || (why->cls == IB_CLASS_TRANSIENT && each[i].cls != IB_CLASS_TRANSIENT))
+                why = &each[i];
+            ms[left++] = ms[i];
+        }
+        total += n - left;
+        n = left;
+        if (!why || why->cls != IB_CLASS_TRANSIENT || ++tries > 5) {
+            fprintf(stderr, "inboxctl: send failed after %zu messages: %s\n", total,
+                    why ? why->text : "no answer");
+            return 1;
+        }
+        fprintf(stderr, "inboxctl: %s; reconnecting and sending the %zu not accepted again\n",
+                why->text, n);
+        sb_sender_close(*s);
+        if (!(*s = sb_sender_open(so, &err))) {
+            fprintf(stderr, "inboxctl: cannot reconnect: %s\n", err.text);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int send_file(sb_sender_t **s, const sb_sender_options_t *so, const opts_t *o)
 {
     FILE *fp = strcmp(o->file, "-") == 0 ? stdin : fopen(o->file, "r");
@@ -298,28 +338,7 @@ static int send_file(sb_sender_t **s, const sb_sender_options_t *so, const opts_
             n++;
         }
         if (n == SEND_CHUNK || (len < 0 && n)) {
-            ib_error_t err;
-            int tries = 0;
-            /* A connection the broker drops mid-chunk is reopened and the
-             * chunk sent again: a message may then arrive twice, which is
-             * what the consumer's inbox is for; a lost one would not be. */
-            while (sb_sender_send(*s, o->entity, ms, n, &err) != IB_E_OK) {
-                if (err.cls != IB_CLASS_TRANSIENT || ++tries > 5) {
-                    fprintf(stderr, "inboxctl: send failed after %zu messages: %s\n", total,
-                            err.text);
-                    rc = 1;
-                    break;
-                }
-                fprintf(stderr, "inboxctl: %s; reconnecting and sending the last %zu again\n",
-                        err.text, n);
-                sb_sender_close(*s);
-                *s = sb_sender_open(so, &err);
-                if (!*s) {
-                    fprintf(stderr, "inboxctl: cannot reconnect: %s\n", err.text);
-                    rc = 1;
-                    break;
-                }
-            }
+            rc = send_chunk(s, so, o->entity, ms, n, total);
             if (rc == 0)
                 total += n;
             for (size_t i = 0; i < n; i++) {
