@@ -9,6 +9,9 @@
 #    MaxDeliveryCount of 10 on a 5 s lock (scaled down from 60 s on a 60 s
 #    lock: the locks are renewed several times) with inboxd's defaults:
 #    nothing may reach the broker's MaxDeliveryCount.
+#    The first 100 messages are sent before the outage and the rest while
+#    the database is down, so the outage meets messages in flight however
+#    fast inboxd drains a queue.
 . "$(dirname "$0")/lib.sh"
 [ -n "${INBOXD_TEST_PG_PORT:-}" ] || [ "${INBOXD_TEST_REQUIRE_PG:-0}" = 1 ] || { echo "skip: no PostgreSQL"; exit 77; }
 # A private server: this test stops it.
@@ -24,7 +27,9 @@ LOCK_S=10; [ "$MDC" -le 10 ] && LOCK_S=5
 create_items_table
 start_emu "{\"queues\":[{\"name\":\"outage\",\"lock_duration_s\":$LOCK_S,\"max_delivery_count\":$MDC}]}"
 gen_items $N o >"$W/msgs.jsonl"
-send_file outage "$W/msgs.jsonl"
+head -n 100 "$W/msgs.jsonl" >"$W/before.jsonl"
+tail -n +101 "$W/msgs.jsonl" >"$W/during.jsonl"
+send_file outage "$W/before.jsonl"
 write_config "$W/inboxd.json" outage "$(items_route)" \
   "{\"retry\":{\"attempts\":4,\"base_ms\":200,\"max_ms\":2000},\"http\":{\"listen\":\"127.0.0.1:0\"}}"
 start_inboxd "$W/inboxd.json" inboxd
@@ -34,6 +39,8 @@ wait_until 60 bash -c "[ \$(psql -h 127.0.0.1 -p $INBOXD_TEST_PG_PORT -U postgre
   || die "no progress before the outage"
 "$E2E_SRC/tests/lib/pg.sh" stop "$PGDIR"
 e2e_log "PostgreSQL stopped"
+send_file outage "$W/during.jsonl"
+e2e_log "sent $(wc -l <"$W/during.jsonl") messages during the outage"
 sleep "$OUTAGE_S"
 "$E2E_SRC/tests/lib/pg.sh" start "$PGDIR" >/dev/null || die "cannot restart PostgreSQL"
 e2e_log "PostgreSQL restarted"
