@@ -55,6 +55,7 @@ typedef struct emu_link {
     bool session_pending; /* attach not answered yet: waiting, or a session assigned */
     bool session_lost;    /* to be detached: session-lock-lost */
     bool drain_ignored;   /* fault: a drain of this link is left unanswered for good */
+    bool stalled;         /* fault (stall_link): credit taken, never a transfer */
     int64_t session_deadline_ms;
     emu_session_t *session;
     emu_buf_t rx;         /* a transfer being received */
@@ -101,6 +102,9 @@ typedef struct emu_broker {
     emu_conn_t *current; /* connection of the event being handled */
     emu_buf_t scratch;
     int64_t next_stats_ms, next_drop_ms;
+    uint64_t deliveries;        /* transfers to consumers, all connections */
+    uint64_t consumer_attaches; /* receive links attached (stall_link counts them) */
+    int64_t busy_until_ms;      /* the server-busy window's end; 0 = not begun */
     bool stopping;
     int http_port; /* the management endpoint's port (emu_http.c); 0 = none */
     int ws_port;   /* the AMQP over WebSockets port (emu_ws.c); 0 = none */
@@ -143,6 +147,14 @@ void emu_link_flush_replies(emu_broker_t *b, emu_conn_t *conn, bool all);
 void emu_link_release(emu_broker_t *b, emu_link_t *l);
 /* Closes l with an error condition. */
 void emu_link_refuse(emu_link_t *l, const char *cond, const char *desc);
+/*
+ * Fault server_busy_for_ms: true while the window lasts (it begins with
+ * the server_busy_after-th delivery); each true answer is counted as one
+ * operation answered busy (ns->server_busy).
+ */
+bool emu_server_busy(emu_broker_t *b);
+#define EMU_BUSY_COND "com.microsoft:server-busy"
+#define EMU_BUSY_TEXT "The server is busy. Please retry the operation."
 
 /* emu_cbs.c */
 void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req);

@@ -70,6 +70,21 @@ static void waiting_del(emu_entity_t *ent, emu_link_t *l)
 }
 
 /* thread: proactor */
+bool emu_server_busy(emu_broker_t *b)
+{
+    int64_t now = emu_now_ms();
+    uint64_t after = b->faults.server_busy_after > 0 ? (uint64_t)b->faults.server_busy_after : 1;
+    if (b->faults.server_busy_for_ms <= 0)
+        return false;
+    if (!b->busy_until_ms && b->deliveries >= after) {
+        b->busy_until_ms = now + b->faults.server_busy_for_ms;
+        IB_LOG(IB_LOG_INFO, "fault", IB_MSG("server-busy window begins"),
+               IB_I("ms", b->faults.server_busy_for_ms));
+    }
+    return b->busy_until_ms && now < b->busy_until_ms;
+}
+
+/* thread: proactor */
 void emu_link_assign_waiting(emu_broker_t *b, emu_entity_t *ent)
 {
     int64_t now = emu_now_ms();
@@ -184,8 +199,18 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
                         "Cannot receive from a topic; receive from a subscription.");
         return;
     }
+    if (emu_server_busy(b)) {
+        b->ns->server_busy++;
+        emu_link_refuse(l, EMU_BUSY_COND, EMU_BUSY_TEXT);
+        return;
+    }
     l->kind = EMU_LINK_CONSUMER;
     l->peek_lock = pn_link_remote_snd_settle_mode(pl) != PN_SND_SETTLED;
+    if (++b->consumer_attaches == (uint64_t)b->faults.stall_link) {
+        l->stalled = true; /* fault: takes credit, never gets a transfer */
+        b->ns->links_stalled++;
+        IB_LOG(IB_LOG_INFO, "fault", IB_MSG("receive link stalled"), IB_S("entity", ent->path));
+    }
     char id[200];
     int sf = session_filter(pl, id, sizeof id);
     if (ent->opts.requires_session) {
@@ -349,6 +374,7 @@ static bool deliver_one(emu_broker_t *b, emu_link_t *l, int64_t now)
     if (!l->peek_lock)
         emu_msg_consume(m);
     l->conn->deliveries++;
+    b->deliveries++;
     return true;
 }
 
@@ -382,10 +408,19 @@ static void pump_link(emu_broker_t *b, emu_link_t *l, int64_t now)
         return;
     if (l->stream_d && stream_more(l))
         return; /* the rest of a large delivery first */
+    if (l->stalled)
+        return; /* fault: neither transfers nor a drain's answer */
     int drop_after = b->faults.drop_after;
     while (pn_link_credit(l->pl) > 0 && !conn->closing && !l->stream_d) {
         if (l->ent->opts.requires_session && !l->session)
             break;
+        if (emu_server_busy(b)) {
+            /* Fault: a receive with credit out is answered with a detach. */
+            b->ns->server_busy++;
+            emu_link_refuse(l, EMU_BUSY_COND, EMU_BUSY_TEXT);
+            consumers_del(l->ent, l);
+            return;
+        }
         if (!deliver_one(b, l, now))
             break;
         if (drop_after > 0 && conn->deliveries >= (uint64_t)drop_after) {
@@ -518,6 +553,16 @@ void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
         IB_LOG(IB_LOG_INFO, "fault", IB_MSG("dead letter ignored"));
         return;
     }
+    if (l->peek_lock && !remote_settled && emu_server_busy(b)) {
+        /* Fault: refused, not applied; the message stays locked. */
+        b->ns->server_busy++;
+        pn_condition_t *c = pn_disposition_condition(pn_delivery_local(d));
+        pn_condition_set_name(c, EMU_BUSY_COND);
+        pn_condition_set_description(c, EMU_BUSY_TEXT);
+        pn_delivery_update(d, PN_REJECTED);
+        pn_delivery_settle(d);
+        return;
+    }
     pn_delivery_tag_t tag = pn_delivery_tag(d);
     int64_t now = emu_now_ms();
     int rc = -1;
@@ -622,6 +667,9 @@ void emu_link_on_incoming(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
         snprintf(why, sizeof(why), "The message is larger than the %zu bytes sbemu allows.",
                  max_message(b));
         reject(d, "amqp:link:message-size-exceeded", why);
+    } else if (l->kind == EMU_LINK_SEND_IN && emu_server_busy(b)) {
+        b->ns->server_busy++;
+        reject(d, EMU_BUSY_COND, EMU_BUSY_TEXT);
     } else if (l->kind == EMU_LINK_SEND_IN) {
         emu_send_t rc = emu_entity_send(l->ent, l->rx.data, l->rx.len, now);
         if (rc == EMU_SEND_OK) {

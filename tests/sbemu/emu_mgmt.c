@@ -461,6 +461,9 @@ void emu_mgmt_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
     c.body = pn_message_body(req);
     if (!emu_app_prop_str(req, "operation", op, sizeof op)) {
         finish(&c, 400, "com.microsoft:argument-error", "operation is required.");
+    } else if (emu_server_busy(b)) {
+        b->ns->server_busy++;
+        finish(&c, 503, EMU_BUSY_COND, EMU_BUSY_TEXT);
     } else if (strcmp(op, "com.microsoft:renew-lock") == 0) {
         op_renew_lock(&c);
     } else if (strcmp(op, "com.microsoft:update-disposition") == 0) {

@@ -52,8 +52,10 @@ char *emu_stats_json(const emu_ns_t *ns)
     json_t *conns =
         json_pack("{s:I,s:I,s:I}", "accepted", (json_int_t)ns->conn_accepted, "open",
                   (json_int_t)ns->conn_open, "forced_closed", (json_int_t)ns->conn_forced);
-    json_t *root = json_pack("{s:I,s:o,s:o}", "seq", (json_int_t)ns->stats_seq, "entities", ents,
-                             "connections", conns);
+    json_t *faults = json_pack("{s:I,s:I}", "server_busy", (json_int_t)ns->server_busy,
+                               "links_stalled", (json_int_t)ns->links_stalled);
+    json_t *root = json_pack("{s:I,s:o,s:o,s:o}", "seq", (json_int_t)ns->stats_seq, "entities",
+                             ents, "connections", conns, "faults", faults);
     char *s = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     return s;

@@ -107,7 +107,8 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
     static const char *const keys[] = {
         "drop_after",      "drop_every_ms",     "refuse_renew", "lock_early_ms",
         "settle_delay_ms", "drop_settle_reply", "ignore_drain", "refuse_set_state",
-        "stall_set_state", "ignore_dead_letter", NULL};
+        "stall_set_state", "ignore_dead_letter", "server_busy_for_ms", "server_busy_after",
+        "stall_link", NULL};
     if (check_keys(f, keys, "faults", err, errlen))
         return -1;
     const int max = 1 << 30;
@@ -128,7 +129,12 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
                    get_int(f, "stall_set_state", &faults->stall_set_state, max, "faults", err,
                            errlen) ||
                    get_int(f, "ignore_dead_letter", &faults->ignore_dead_letter, max, "faults",
-                           err, errlen)
+                           err, errlen) ||
+                   get_int(f, "server_busy_for_ms", &faults->server_busy_for_ms, max, "faults",
+                           err, errlen) ||
+                   get_int(f, "server_busy_after", &faults->server_busy_after, max, "faults",
+                           err, errlen) ||
+                   get_int(f, "stall_link", &faults->stall_link, max, "faults", err, errlen)
                ? -1
                : 0;
 }

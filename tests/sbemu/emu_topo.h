@@ -23,6 +23,9 @@ typedef struct emu_faults {
     int refuse_set_state;  /* answer the next K set-session-state requests 503 server-busy */
     int stall_set_state;   /* leave the next K set-session-state requests unanswered */
     int ignore_dead_letter; /* neither apply nor answer the next K dead-letter dispositions */
+    int server_busy_for_ms; /* answer com.microsoft:server-busy for this long ... */
+    int server_busy_after;  /* ... from the N-th delivery on (0 = the first) */
+    int stall_link;         /* the K-th receive link attached never gets a transfer */
 } emu_faults_t;
 
 /*
