@@ -7,6 +7,7 @@
 
 #include "ib_log.h"
 #include "sb_client_int.h"
+#include "sb_condition.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -155,10 +156,12 @@ static void c_on_tick(void *owner)
         c->stats.reconnects += c->attempt > 0;
         sb_core_connect(&c->core);
     }
-    if (c->core.up && !c->sessions)
+    sb_throttle_tick(c);
+    if (c->core.up && !c->sessions && !sb_throttle_on(c))
         for (sb_rcv_t *r = c->rcvs; r; r = r->next)
             if (r->state == RCV_IDLE && now >= r->retry_at && !c->receiving_stopped)
                 sb_rcv_start(r);
+    sb_stall_tick(c);
     for (sb_rcv_t *r = c->rcvs; r; r = r->next)
         sb_rcv_recycle_finish(r, false);
     sb_settle_tick(c);
@@ -192,6 +195,7 @@ void sb_client_publish_stats(sb_client_t *c)
     c->stats.loop_mono_ms = ib_mono_ms();
     pthread_mutex_lock(&c->lock);
     c->stats_pub = c->stats;
+    c->stats_pub.throttled_ms = sb_throttle_ms(c); /* the hold under way counts as it goes */
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -322,6 +326,7 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     c->session_prefetch = opt->session_prefetch ? opt->session_prefetch : 1;
     c->park = opt->session_park && c->sessions;
     c->settle_timeout_ms = opt->settle_timeout_ms ? opt->settle_timeout_ms : 10000;
+    c->stall_ms = opt->stall_timeout_ms ? opt->stall_timeout_ms : 60000;
     if (!c->entity || !c->audience || (c->sessions && sb_session_fifo_init(c) != 0)) {
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         sb_client_free(c);
@@ -485,6 +490,11 @@ void sb_client_free(sb_client_t *c)
 static void send_back(sb_out_req_t *req, void *ctx)
 {
     sb_client_t *c = ctx;
+    for (size_t k = 0; k < req->n; k++)
+        if (sb_condition_busy(req->each[k].condition)) {
+            sb_throttle_note(c, "send");
+            break;
+        }
     pthread_mutex_lock(&c->lock);
     req->back = true;
     pthread_cond_broadcast(&c->sent_cv);
@@ -496,6 +506,8 @@ void sb_client_take_sends(sb_client_t *c)
     sb_out_req_t *req;
     ib_error_t why;
     ib_error_set(&why, IB_E_SHUTDOWN, IB_CLASS_TRANSIENT, "the client is stopping");
+    if (sb_throttle_on(c))
+        return; /* held in the queue until the broker is no longer busy */
     pthread_mutex_lock(&c->lock);
     req = c->oq_head;
     c->oq_head = c->oq_tail = NULL;
@@ -551,6 +563,14 @@ ib_err_t sb_client_send_each(sb_client_t *c, const char *entity, const sb_out_ms
     memcpy(each, req->each, n * sizeof(*each));
     sb_out_req_free(req);
     return rc;
+}
+
+void sb_client_set_backlog(sb_client_t *c, long long active)
+{
+    pthread_mutex_lock(&c->lock);
+    c->backlog = active;
+    c->backlog_at = ib_mono_ms();
+    pthread_mutex_unlock(&c->lock);
 }
 
 void sb_client_stats(sb_client_t *c, sb_stats_t *out)

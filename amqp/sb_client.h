@@ -136,6 +136,10 @@ typedef struct sb_options {
     unsigned renew_margin_ms;  /* overrides the renewal margin above */
     unsigned settle_timeout_ms; /* a disposition unanswered this long: outcome unknown,
                                    the link is recycled; default 10000 */
+    unsigned stall_timeout_ms; /* a receive link with credit out and no transfer this long,
+                                  while sb_client_set_backlog says the entity has messages
+                                  no one of ours holds, is recycled (twice in a row: the
+                                  connection); default 60000 */
 } sb_options_t;
 
 typedef struct sb_callbacks {
@@ -179,7 +183,11 @@ typedef struct sb_stats {
     unsigned long long expired_dropped; /* buffered messages not handed: lock expired */
     unsigned long long reconnects;
     unsigned long long link_recycles; /* receive links closed and re-attached: unanswered
-                                         settlements */
+                                         settlements, stalls, the broker's idle close */
+    unsigned long long stalls;        /* receive links found stalled (recycled) */
+    unsigned long long stall_reconnects; /* connections recycled for a second stall in a row */
+    unsigned long long server_busy;   /* operations answered com.microsoft:server-busy */
+    unsigned long long throttled_ms;  /* time spent holding for server-busy */
     unsigned long long sessions_accepted;
     unsigned long long sessions_released;   /* given back or lost */
     unsigned long long sessions_given_back; /* by the client: done, idle or stopping */
@@ -250,6 +258,12 @@ void sb_client_free(sb_client_t *c);
  */
 ib_err_t sb_client_send_each(sb_client_t *c, const char *entity, const sb_out_msg_t *msgs,
                              size_t n, unsigned timeout_ms, ib_error_t *each);
+/*
+ * The entity's active messages as just read from Service Bus (the entity
+ * poller): what stall detection (stall_timeout_ms) compares with the
+ * messages the client holds. thread: any.
+ */
+void sb_client_set_backlog(sb_client_t *c, long long active);
 /* A snapshot of the counters. thread: any. */
 void sb_client_stats(sb_client_t *c, sb_stats_t *out);
 

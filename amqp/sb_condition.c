@@ -48,3 +48,8 @@ void sb_send_error_classify(ib_error_t *err)
     }
     err->cls = sb_condition_class(err->condition);
 }
+
+bool sb_condition_busy(const char *condition)
+{
+    return condition && strcmp(condition, "com.microsoft:server-busy") == 0;
+}

@@ -14,10 +14,15 @@
 #ifndef SB_CONDITION_H
 #define SB_CONDITION_H
 
+#include <stdbool.h>
+
 #include "ib_err.h"
 
 /* The class of a condition symbol; NULL or "" (no condition) is transient. */
 ib_class_t sb_condition_class(const char *condition);
+
+/* The broker is throttling: com.microsoft:server-busy. NULL is not. */
+bool sb_condition_busy(const char *condition);
 
 /*
  * Sets err->cls from err->condition for a failed send (IB_E_NOTFOUND and

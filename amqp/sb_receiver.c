@@ -11,6 +11,7 @@
 
 #include "ib_log.h"
 #include "sb_client_int.h"
+#include "sb_condition.h"
 
 /* A buffered message whose lock ends sooner than this is not handed out. */
 #define HANDOFF_MIN_LOCK_MS 1000
@@ -51,6 +52,7 @@ static void rcv_attach(sb_rcv_t *r)
     r->state = RCV_ATTACHING;
     r->attach_at = ib_mono_ms();
     r->held = 0;
+    r->credit_since = 0;
     r->gen++;
 }
 
@@ -114,7 +116,7 @@ void sb_rcv_grant(sb_rcv_t *r)
     if (r->stalled && !r->reading && r->link)
         rcv_read(c, r); /* settlements freed bytes: read on */
     if (r->state != RCV_OPEN || !r->link || r->recycling || c->receiving_stopped || c->paused ||
-        c->stopping)
+        c->stopping || sb_throttle_on(c))
         return;
     if (r->session) {
         sb_session_step(r); /* sessions take credit only as drains */
@@ -131,8 +133,11 @@ void sb_rcv_grant(sb_rcv_t *r)
         want = window - (int)(c->n_inflight + c->n_buffered) - settling - credit;
     }
     want = within_byte_budget(c, want, credit);
-    if (want > 0)
+    if (want > 0) {
+        if (credit == 0)
+            r->credit_since = ib_mono_ms();
         pn_link_flow(r->link, want);
+    }
 }
 
 /* Whether auto-renewal still looks after this message's lock. */
@@ -336,6 +341,8 @@ static void msg_arrived(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     c->held = msg;
     r->held++;
     r->last_activity = ib_mono_ms();
+    r->credit_since = r->link && pn_link_credit(r->link) > 0 ? r->last_activity : 0;
+    c->stalls_in_row = 0;
     c->stats.received++;
     IB_LOG(IB_LOG_DEBUG, "msg_received", IB_S("message_id", msg->message_id),
            IB_S("lock_token", msg->lock_token), IB_S("session_id", msg->session_id),
@@ -463,6 +470,48 @@ void sb_rcv_recycle_finish(sb_rcv_t *r, bool drained)
     sb_rcv_close(r);
 }
 
+/*
+ * The broker closed r for a reason that leaves the locks alive (throttling,
+ * its idle close): the messages keep their locks and stay where they are
+ * (buffered ones are still handed out), settling through $management; a
+ * settlement awaiting its answer is asked again there. Nothing is released
+ * or lost, so no delivery is counted for it. Plain entities only.
+ */
+static void keep_locks(sb_rcv_t *r)
+{
+    for (sb_msg_t *msg = r->c->held, *next; msg; msg = next) {
+        struct sb_msg_state *st = msg->st;
+        next = st->next;
+        if (st->rcv != r || st->session || !msg->has_lock)
+            continue;
+        if (st->state == SB_MS_BUFFERED || st->state == SB_MS_HANDED)
+            unhook(r, st);
+        else if (st->state == SB_MS_SETTLING && st->dlv && !st->mgmt_pending)
+            answer_lost(r, msg);
+    }
+}
+
+/* A detach that is an ordinary recycle (server-busy, idle close): true when handled. */
+static bool detached_recycle(sb_client_t *c, sb_rcv_t *r, const char *name, bool ours)
+{
+    ib_error_t why;
+    bool busy = sb_condition_busy(name);
+    if (ours || r->session || (!busy && strcmp(name, "amqp:link:detach-forced") != 0))
+        return false;
+    if (busy)
+        sb_throttle_note(c, "receive");
+    else
+        c->stats.link_recycles++;
+    IB_LOG(IB_LOG_INFO, "link_recycle", IB_MSG("the broker closed the receive link; attaching again"),
+           IB_S("condition", name), IB_S("entity", c->entity), IB_S("link", r->name));
+    ib_error_set(&why, IB_E_DETACHED, IB_CLASS_TRANSIENT, "receive link closed by the broker (%s)",
+                 name);
+    keep_locks(r);
+    sb_rcv_lost(r, &why, true);
+    r->retry_at = ib_mono_ms(); /* a hold (sb_throttle_on) keeps it idle meanwhile */
+    return true;
+}
+
 void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
 {
     sb_client_t *c = r->c;
@@ -564,6 +613,8 @@ void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)
         bool quiet = ours || timeout ||
                      (r->session && strcmp(name, "com.microsoft:session-cannot-be-locked") == 0);
         long long waited = ib_mono_ms() - r->attach_at;
+        if (detached_recycle(c, r, name, ours))
+            break;
         ib_error_set(&why, IB_E_DETACHED, IB_CLASS_TRANSIENT, "receive link closed by the broker");
         if (quiet) {
             IB_LOG(IB_LOG_DEBUG, "detach", IB_MSG("receive link closed"), IB_S("condition", name),

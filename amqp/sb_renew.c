@@ -76,6 +76,8 @@ static void on_renewed(void *ctx, int status, pn_message_t *resp, const ib_error
         free(b);
         return;
     }
+    if (sb_resp_busy(resp, status))
+        sb_throttle_note(c, "renew-lock");
     IB_LOG(IB_LOG_WARN, "lock_renew", IB_MSG("renew-lock failed"), IB_I("status", status),
            IB_I("tokens", b->n), IB_S("error", status < 0 ? err->text : NULL));
     for (i = 0; i < b->n; i++) {

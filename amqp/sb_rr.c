@@ -13,6 +13,7 @@
 #include <proton/terminus.h>
 
 #include "ib_log.h"
+#include "sb_condition.h"
 #include "sb_core.h"
 #include "sb_peek.h"
 
@@ -171,6 +172,15 @@ void sb_resp_error(pn_message_t *resp, int status, ib_error_t *err)
         cls = IB_CLASS_PERMANENT;
     ib_error_set(err, code, cls, "status %d %s%s%s", status, cond, cond[0] ? ": " : "", desc);
     ib_strlcpy(err->condition, cond, sizeof(err->condition));
+}
+
+bool sb_resp_busy(pn_message_t *resp, int status)
+{
+    char cond[96];
+    if (status != 503 || !resp)
+        return false;
+    prop_text(resp, "errorCondition", cond, sizeof(cond));
+    return !cond[0] || sb_condition_busy(cond);
 }
 
 /* ---- pairs ---- */

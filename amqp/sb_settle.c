@@ -15,6 +15,7 @@
 
 #include "ib_log.h"
 #include "sb_client_int.h"
+#include "sb_condition.h"
 
 /*
  * A settlement whose first answer was lost and that then failed (lock not
@@ -120,6 +121,11 @@ static void on_mgmt_settled(void *ctx, int status, pn_message_t *resp, const ib_
     msg->st->mgmt_pending = false;
     if (status == 200 || status == 204) {
         ib_error_clear(&res);
+    } else if (sb_resp_busy(resp, status) && !c->stopping) {
+        /* Throttled: asked again once the hold ends (the lock is still renewed). */
+        sb_throttle_note(c, "update-disposition");
+        sb_settle_requeue(c, msg);
+        return;
     } else if (status < 0) {
         res = *err;
         if (res.code == IB_E_CLOSED || res.code == IB_E_DETACHED) {
@@ -295,6 +301,8 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
 void sb_settle_drain_queue(sb_client_t *c)
 {
     sb_msg_t *list;
+    if (sb_throttle_on(c))
+        return; /* the broker is busy: the settlements wait in the queue */
     pthread_mutex_lock(&c->lock);
     list = c->sq_head;
     c->sq_head = c->sq_tail = NULL;
@@ -342,7 +350,16 @@ void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv)
         sb_log_condition("settle", "the broker refused a settlement", cond, &res);
         if (strstr(name, "lock-lost"))
             res.code = IB_E_LOCK_LOST;
-        else if (strcmp(name, "amqp:not-found") == 0 && !st->session && msg->has_lock &&
+        else if (sb_condition_busy(name) && !st->session && msg->has_lock &&
+                 st->d != SB_RELEASE && !c->stopping) {
+            /* Throttled, not applied: once the hold ends, sent through $management. */
+            sb_throttle_note(c, "settle");
+            pn_delivery_set_context(dlv, NULL);
+            pn_delivery_settle(dlv);
+            st->dlv = NULL;
+            sb_settle_requeue(c, msg);
+            return;
+        } else if (strcmp(name, "amqp:not-found") == 0 && !st->session && msg->has_lock &&
                  st->d != SB_RELEASE) {
             /* Not on this link: Service Bus allows the same settlement via $management. */
             pn_delivery_set_context(dlv, NULL);

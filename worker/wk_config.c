@@ -73,6 +73,11 @@ const wk_setting_t wk_settings[] = {
      "A settlement the broker has not answered after this long is reported settlement_unknown "
      "and its receive link recycled; it never holds a worker meanwhile.",
      OFF(servicebus.settle_timeout_ms)},
+    {"servicebus.stall_timeout_ms", WK_CT_INT, "60000", 1000, 3600000, NULL, 0,
+     "A receive link with credit out and no message for this long, while the entity poller "
+     "(servicebus.entity_poll_s) counts messages waiting, is recycled; a second stall in a row "
+     "recycles the connection.",
+     OFF(servicebus.stall_timeout_ms)},
     {"servicebus.max_delivery_count", WK_CT_INT, "0", 0, 2000, NULL, 0,
      "The entity's MaxDeliveryCount, when known (0 = unknown); --check-config warns when "
      "retry.max_deliveries is not below it, or when it differs from the one Service Bus gives.",

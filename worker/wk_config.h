@@ -38,6 +38,7 @@ typedef struct wk_config {
         char *session_on_dead_letter; /* "continue" or "park" */
         long long reconnect_max_ms;
         long long settle_timeout_ms;
+        long long stall_timeout_ms;
         char *ca_file;
         char *transport; /* "auto" | "amqp" | "websockets" (sb_transport.h) */
         char *proxy;     /* secret: may hold user:password; "" = the environment's */

@@ -846,6 +846,9 @@ static void sync_client_metrics(daemon_t *dm)
     wk_metrics_sessions_parked_set(dm->metrics, now.sessions_parked);
     wk_metrics_session_switches_add(dm->metrics,
                                     now.sessions_given_back - prev->sessions_given_back);
+    wk_metrics_broker_set(dm->metrics,
+                          &(wk_metrics_broker_t){now.throttled_ms, now.server_busy, now.stalls,
+                                                 now.link_recycles});
     if (dm->otel)
         wk_metrics_otel_set(dm->metrics, ot_exporter_exported(dm->otel),
                             ot_exporter_dropped(dm->otel));
@@ -1082,6 +1085,12 @@ static ib_err_t start_aad(daemon_t *dm, ib_error_t *err)
     return IB_E_OK;
 }
 
+/* The entity's active count, for the client's stall detection. thread: the poller. */
+static void entity_active(void *ctx, long long active)
+{
+    sb_client_set_backlog(ctx, active);
+}
+
 /*
  * The entity poller (wk_entity.h): counts, MaxDeliveryCount and the oldest
  * message from Service Bus itself. It failing to start is logged, not
@@ -1106,6 +1115,8 @@ static void start_entity(daemon_t *dm)
         .token_ctx = dm->aad,
         .poll_s = (long)cfg->servicebus.entity_poll_s,
         .metrics = dm->metrics,
+        .on_active = entity_active,
+        .active_ctx = dm->client,
     };
     ib_error_t err;
     dm->entity = wk_entity_start(&eo, &err);
@@ -1131,6 +1142,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .session_park = strcmp(cfg->servicebus.session_on_dead_letter, "park") == 0,
         .reconnect_max_ms = (unsigned)cfg->servicebus.reconnect_max_ms,
         .settle_timeout_ms = (unsigned)cfg->servicebus.settle_timeout_ms,
+        .stall_timeout_ms = (unsigned)cfg->servicebus.stall_timeout_ms,
         .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,
     };
     if (dm->aad) {
@@ -1300,9 +1312,9 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     for (int i = 0; i < dm->nworkers; i++)
         pthread_join(dm->workers[i].tid, NULL);
     free(dm->workers);
+    wk_entity_stop(dm->entity); /* before its token source, and the client it tells */
     sb_client_free(dm->client);
     ot_exporter_free(dm->otel); /* after the client: its callbacks end spans */
-    wk_entity_stop(dm->entity); /* before its token source */
     sb_aad_free(dm->aad);
     wk_health_stop(dm->http);
     rl_relay_stop(dm->relay); /* after the http thread: /metrics reads the relay */

@@ -310,6 +310,8 @@ static void poll_once(wk_entity_t *ep)
     }
     pthread_mutex_unlock(&ep->mu);
     note(ep, &ep->mgmt, "management", rc == IB_E_OK ? NULL : &err);
+    if (rc == IB_E_OK && ep->o.on_active)
+        ep->o.on_active(ep->o.active_ctx, info.active);
 
     /* A peek only when something waits (or the counts are unknown). */
     long long enq = 0;

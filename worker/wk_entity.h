@@ -40,6 +40,10 @@ typedef struct wk_entity_opts {
     long poll_s;          /* seconds between polls (>= 1) */
     long http_timeout_ms; /* per request; 0 = 10000 */
     wk_metrics_t *metrics; /* where the figures are shown; may be NULL */
+    /* Optional: each successful read's active count (the client's stall detection).
+       thread: the poller. */
+    void (*on_active)(void *ctx, long long active);
+    void *active_ctx;
 } wk_entity_opts_t;
 
 typedef struct wk_entity wk_entity_t;

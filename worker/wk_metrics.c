@@ -83,6 +83,8 @@ struct wk_metrics {
     _Atomic long long sessions_active;
     _Atomic long long sessions_parked;
     wk_counter_t session_switches;
+    /* The broker's misbehaviour (the client's counters, set each tick). */
+    wk_counter_t throttled_ms, server_busy, stalls, link_recycles;
     wk_counter_t switch_buckets[NSWITCH + 1]; /* per bucket, like duration_buckets */
     wk_counter_t switch_sum_us;
     /* HTTP routes: [route][class]; the last route row is "other". */
@@ -349,6 +351,16 @@ void wk_metrics_session_switches_add(wk_metrics_t *m, unsigned long long n)
 {
     if (m && n)
         atomic_fetch_add_explicit(&m->session_switches, n, memory_order_relaxed);
+}
+
+void wk_metrics_broker_set(wk_metrics_t *m, const wk_metrics_broker_t *v)
+{
+    if (!m)
+        return;
+    atomic_store_explicit(&m->throttled_ms, v->throttled_ms, memory_order_relaxed);
+    atomic_store_explicit(&m->server_busy, v->server_busy, memory_order_relaxed);
+    atomic_store_explicit(&m->stalls, v->stalls, memory_order_relaxed);
+    atomic_store_explicit(&m->link_recycles, v->link_recycles, memory_order_relaxed);
 }
 
 void wk_metrics_session_switch(wk_metrics_t *m, double seconds)
@@ -739,6 +751,28 @@ static void render_state(wk_buf_t *b, wk_metrics_t *m)
                enq_age > 0 ? enq_age / 1000.0 : 0.0);
 }
 
+/* Throttling, stalls and recycles: what the broker did to the receiver. */
+static void render_broker(wk_buf_t *b, wk_metrics_t *m)
+{
+    header(b, "inboxd_throttled_seconds_total", "counter",
+           "Time spent holding credit, settlements and sends because Service Bus answered "
+           "com.microsoft:server-busy.");
+    buf_printf(b, "inboxd_throttled_seconds_total %.3f\n", (double)load(&m->throttled_ms) / 1000.0);
+    header(b, "inboxd_server_busy_total", "counter",
+           "Operations Service Bus answered com.microsoft:server-busy (receive, settle, send, "
+           "$management).");
+    buf_printf(b, "inboxd_server_busy_total %llu\n", (unsigned long long)load(&m->server_busy));
+    header(b, "inboxd_receive_stalls_total", "counter",
+           "Receive links found with credit out and no transfer while the entity had messages "
+           "(recycled; a second one in a row recycles the connection).");
+    buf_printf(b, "inboxd_receive_stalls_total %llu\n", (unsigned long long)load(&m->stalls));
+    header(b, "inboxd_link_recycles_total", "counter",
+           "Receive links closed and attached again: unanswered settlements, stalls, the "
+           "broker's idle close.");
+    buf_printf(b, "inboxd_link_recycles_total %llu\n",
+               (unsigned long long)load(&m->link_recycles));
+}
+
 /* Session slots: held now, given back, switch time. */
 static void render_sessions(wk_buf_t *b, wk_metrics_t *m)
 {
@@ -807,6 +841,7 @@ char *wk_metrics_render(wk_metrics_t *m, size_t *len)
     buf_printf(&b, "inboxd_reconnects_total %llu\n", (unsigned long long)load(&m->reconnects));
 
     render_sessions(&b, m);
+    render_broker(&b, m);
 
     header(&b, "inboxd_batch_fallbacks_total", "counter",
            "Batches rolled back after a failure and applied one message per transaction.");

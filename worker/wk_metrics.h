@@ -22,6 +22,10 @@
  *   inboxd_session_switches_total        sessions given back so their slot takes the next
  *   inboxd_session_switch_seconds        histogram: last message of a session settled ->
  *                                        its slot holding the next session
+ *   inboxd_throttled_seconds_total       holding for com.microsoft:server-busy
+ *   inboxd_server_busy_total             operations answered server-busy
+ *   inboxd_receive_stalls_total          receive links recycled for a stall
+ *   inboxd_link_recycles_total           receive links closed and attached again
  *   inboxd_batch_fallbacks_total         batches rolled back and applied one by one
  *   inboxd_entity_*                      what Service Bus says about the entity
  *                                        (wk_entity.c; see wk_metrics_entity_source)
@@ -229,6 +233,14 @@ void wk_metrics_reasons_json(wk_metrics_t *m, char *buf, size_t size);
 /* Sets the inboxd_otel_spans_* counters (shown from the first call on). thread: any. */
 void wk_metrics_otel_set(wk_metrics_t *m, unsigned long long exported,
                          unsigned long long dropped);
+
+/* The client's counters of the broker's misbehaviour, since start. */
+typedef struct wk_metrics_broker {
+    unsigned long long throttled_ms, server_busy, stalls, link_recycles;
+} wk_metrics_broker_t;
+/* Sets inboxd_throttled_seconds_total, _server_busy_total, _receive_stalls_total,
+   _link_recycles_total. thread: any. */
+void wk_metrics_broker_set(wk_metrics_t *m, const wk_metrics_broker_t *v);
 
 /* Sets inboxd_sessions_parked. thread: any. */
 void wk_metrics_sessions_parked_set(wk_metrics_t *m, long long n);

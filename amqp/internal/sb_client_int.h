@@ -122,6 +122,7 @@ struct sb_rcv {
     char *acc;            /* its bytes so far, counted twice in c->arriving_bytes */
     size_t acc_len, acc_cap;
     bool stalled;         /* reading waits for the byte budget (the session window closes) */
+    long long credit_since; /* mono ms credit went out with no transfer since; 0 = none out */
     bool reading;         /* in rcv_read: no reentry from a settlement it causes */
     sb_rcv_t *next;
 };
@@ -182,6 +183,16 @@ struct sb_client {
     long long reconnect_at;
     unsigned attempt;
     ib_rand_t seed; /* reconnect, re-attach and park retry jitter (proactor thread) */
+    /* server-busy (sb_throttle.c) */
+    long long busy_until; /* mono ms: holding until then */
+    long long busy_since; /* mono ms the hold began; 0 = not holding */
+    long long busy_ended; /* mono ms the last hold ended */
+    unsigned busy_streak; /* holds in a row: the backoff step */
+    /* stalls (sb_stall.c) */
+    unsigned stall_ms;      /* credit out this long with no transfer while the entity has some */
+    unsigned stalls_in_row; /* stalls with no transfer between them: 2 recycle the connection */
+    long long backlog;      /* under lock: the entity's active messages, as last read */
+    long long backlog_at;   /* under lock: mono ms of that read; 0 = never */
 };
 
 /* sb_client.c */
@@ -284,6 +295,22 @@ void sb_sstate_tick(sb_client_t *c);
 /* Drops r's pending park record (its link closed or it accepted another session). */
 void sb_sstate_forget(sb_rcv_t *r);
 void sb_sstate_free(sb_client_t *c);
+
+/* sb_throttle.c: com.microsoft:server-busy */
+#define SB_BUSY_MIN_MS 100
+#define SB_BUSY_BASE_MS 500
+#define SB_BUSY_MAX_MS 4000
+/* An operation was answered server-busy (what names it for the log): hold. */
+void sb_throttle_note(sb_client_t *c, const char *what);
+/* Holding: no credit, attach, settlement or send goes out. */
+bool sb_throttle_on(const sb_client_t *c);
+/* Ends the hold once its wait is over and lets everything go on. */
+void sb_throttle_tick(sb_client_t *c);
+/* Milliseconds spent holding since start, the current hold included. */
+unsigned long long sb_throttle_ms(const sb_client_t *c);
+
+/* sb_stall.c: receive links that get nothing while the entity has messages */
+void sb_stall_tick(sb_client_t *c);
 
 /* sb_renew.c */
 void sb_renew_tick(sb_client_t *c);

@@ -142,6 +142,8 @@ pn_message_t *sb_mgmt_message(const char *operation, const char *associated_link
 int sb_resp_status(pn_message_t *resp);
 /* Fills err from a failed response: description, errorCondition. */
 void sb_resp_error(pn_message_t *resp, int status, ib_error_t *err);
+/* The answer is the broker throttling: 503, com.microsoft:server-busy (or no condition). */
+bool sb_resp_busy(pn_message_t *resp, int status);
 /* Moves the body cursor onto the value of key in a string-keyed map body. */
 bool sb_body_find(pn_data_t *body, const char *key);
 void sb_put_str(pn_data_t *d, const char *s);
