@@ -298,8 +298,8 @@ void sb_sstate_free(sb_client_t *c);
 
 /* sb_throttle.c: com.microsoft:server-busy */
 #define SB_BUSY_MIN_MS 100
-#define SB_BUSY_BASE_MS 500
-#define SB_BUSY_MAX_MS 4000
+#define SB_BUSY_BASE_MS 250
+#define SB_BUSY_MAX_MS 2000
 /* An operation was answered server-busy (what names it for the log): hold. */
 void sb_throttle_note(sb_client_t *c, const char *what);
 /* Holding: no credit, attach, settlement or send goes out. */

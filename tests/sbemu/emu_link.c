@@ -206,7 +206,9 @@ void emu_link_attach_entity(emu_broker_t *b, emu_link_t *l, emu_entity_t *ent)
     }
     l->kind = EMU_LINK_CONSUMER;
     l->peek_lock = pn_link_remote_snd_settle_mode(pl) != PN_SND_SETTLED;
-    if (++b->consumer_attaches == (uint64_t)b->faults.stall_link) {
+    uint64_t nth = ++b->consumer_attaches, first = (uint64_t)b->faults.stall_link;
+    if (first && nth >= first &&
+        nth < first + (uint64_t)(b->faults.stall_links > 0 ? b->faults.stall_links : 1)) {
         l->stalled = true; /* fault: takes credit, never gets a transfer */
         b->ns->links_stalled++;
         IB_LOG(IB_LOG_INFO, "fault", IB_MSG("receive link stalled"), IB_S("entity", ent->path));

@@ -80,7 +80,8 @@ static void usage(FILE *fp)
             "  --fault-ignore-dead-letter K  neither apply nor answer the next K dead letters\n"
             "  --fault-server-busy-for-ms T  answer com.microsoft:server-busy for T ms, from\n"
             "  --fault-server-busy-after N   the N-th delivery on (default: the first)\n"
-            "  --fault-stall-link K     the K-th receive link attached never gets a transfer\n");
+            "  --fault-stall-link K     the K-th receive link attached never gets a transfer,\n"
+            "  --fault-stall-links C    nor the C-1 after it (default 1)\n");
 }
 
 static int parse_int(const char *flag, const char *v, int *out)
@@ -102,7 +103,7 @@ int main(int argc, char **argv)
     int http_status = 0;
     emu_broker_t b;
     memset(&b, 0, sizeof b);
-    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     ib_log_set_level(IB_LOG_WARN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -192,6 +193,8 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, &cli.server_busy_after);
         else if (strcmp(a, "--fault-stall-link") == 0)
             rc = parse_int(a, v, &cli.stall_link);
+        else if (strcmp(a, "--fault-stall-links") == 0)
+            rc = parse_int(a, v, &cli.stall_links);
         else {
             fprintf(stderr, "sbemu: unknown option %s\n", a);
             usage(stderr);
@@ -243,13 +246,13 @@ int main(int argc, char **argv)
                   &b.faults.ignore_drain,  &b.faults.refuse_set_state,
                   &b.faults.stall_set_state, &b.faults.ignore_dead_letter,
                   &b.faults.server_busy_for_ms, &b.faults.server_busy_after,
-                  &b.faults.stall_link};
+                  &b.faults.stall_link, &b.faults.stall_links};
     int *src[] = {&cli.drop_after,    &cli.drop_every_ms,   &cli.refuse_renew,
                   &cli.lock_early_ms, &cli.settle_delay_ms, &cli.drop_settle_reply,
                   &cli.ignore_drain,  &cli.refuse_set_state,
                   &cli.stall_set_state, &cli.ignore_dead_letter,
                   &cli.server_busy_for_ms, &cli.server_busy_after,
-                  &cli.stall_link};
+                  &cli.stall_link, &cli.stall_links};
     for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
         if (*src[i] >= 0)
             *dst[i] = *src[i];

@@ -25,7 +25,8 @@ typedef struct emu_faults {
     int ignore_dead_letter; /* neither apply nor answer the next K dead-letter dispositions */
     int server_busy_for_ms; /* answer com.microsoft:server-busy for this long ... */
     int server_busy_after;  /* ... from the N-th delivery on (0 = the first) */
-    int stall_link;         /* the K-th receive link attached never gets a transfer */
+    int stall_link;         /* the K-th receive link attached never gets a transfer, */
+    int stall_links;        /* nor the ones after it up to this many in all (0 = 1) */
 } emu_faults_t;
 
 /*
