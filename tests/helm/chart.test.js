@@ -397,6 +397,7 @@ function checkRules(pr, V, fullname) {
   const rules = Object.fromEntries(pr.spec.groups[0].rules.map((r) => [r.alert, r]));
   const want = ['InboxdDeadLetters', 'InboxdMessageTooOld', 'InboxdStalled', 'InboxdUncertainOutcomes'];
   want.push('InboxdOutboxFailed', 'InboxdRetriesSpiking', 'InboxdDuplicatesSpiking');
+  want.push('InboxdThrottled', 'InboxdReceiveStalls');
   if (V.config.servicebus.entity_poll_s > 0)
     want.push('InboxdEntityDeadLettersRising', 'InboxdBacklogRising', 'InboxdOldestWaiting', 'InboxdEntityPollFailing');
   if (V.alerts.outboxMaxPendingSeconds > 0) want.push('InboxdOutboxBacklog');
@@ -410,6 +411,8 @@ function checkRules(pr, V, fullname) {
     InboxdOutboxFailed: 'inboxd_outbox_failed_total',
     InboxdRetriesSpiking: 'inboxd_retries_total',
     InboxdDuplicatesSpiking: 'inboxd_duplicates_total',
+    InboxdThrottled: 'inboxd_throttled_seconds_total',
+    InboxdReceiveStalls: 'inboxd_receive_stalls_total',
     InboxdEntityDeadLettersRising: 'inboxd_entity_messages',
     InboxdBacklogRising: 'inboxd_entity_messages',
     InboxdOldestWaiting: 'inboxd_entity_oldest_enqueued_age_seconds',
@@ -429,6 +432,8 @@ function checkRules(pr, V, fullname) {
   assert.ok(rules.InboxdStalled.expr.includes(`[${V.alerts.stalledMinutes}m]`), 'stall window');
   assert.ok(rules.InboxdStalled.expr.includes('inboxd_in_flight{'), 'stall needs work in flight');
   assert.ok(rules.InboxdDeadLetters.expr.includes('by (namespace, reason, class)'), 'dead letters by reason and class');
+  assert.ok(rules.InboxdThrottled.expr.endsWith(`> ${V.alerts.throttledFraction}`), 'throttled fraction from alerts.throttledFraction');
+  assert.equal(rules.InboxdThrottled.for, V.alerts.for);
 }
 
 /* ---- main ---- */
