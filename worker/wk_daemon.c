@@ -1105,6 +1105,7 @@ static void start_entity(daemon_t *dm)
         .token_get = dm->aad ? sb_aad_token_get : NULL,
         .token_ctx = dm->aad,
         .poll_s = (long)cfg->servicebus.entity_poll_s,
+        .sas_token_lifetime_s = (unsigned)cfg->servicebus.sas_token_lifetime_s,
         .metrics = dm->metrics,
     };
     ib_error_t err;
@@ -1132,6 +1133,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .reconnect_max_ms = (unsigned)cfg->servicebus.reconnect_max_ms,
         .settle_timeout_ms = (unsigned)cfg->servicebus.settle_timeout_ms,
         .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,
+        .sas_token_lifetime_s = (unsigned)cfg->servicebus.sas_token_lifetime_s,
     };
     if (dm->aad) {
         so.token_get = sb_aad_token_get;

@@ -416,6 +416,8 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
     }
     if (conn && b->current == conn && conn->dirty && !conn->closing) {
         conn->dirty = false;
+        if (conn->grants_lapsed)
+            emu_cbs_expire_links(b, conn, true);
         emu_link_pump_conn(b, conn);
     }
     return keep;
@@ -437,7 +439,7 @@ void emu_broker_tick(emu_broker_t *b)
             if (l->session_lost || l->stream_d)
                 due = true; /* a large delivery also goes on as the peer takes it */
         }
-        if (due)
+        if (due || emu_cbs_expire_links(b, c, false))
             emu_conn_poke(b, c);
     }
     if (b->faults.drop_every_ms > 0) {

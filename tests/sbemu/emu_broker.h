@@ -82,6 +82,7 @@ struct emu_conn {
     emu_grant_t *grants;
     size_t ngrants;
     bool wake_pending, dirty, drop;
+    bool grants_lapsed; /* a grant expired: links are checked (emu_cbs_expire_links) */
     bool closing;
     uint64_t deliveries;
 };
@@ -102,6 +103,9 @@ typedef struct emu_broker {
     emu_buf_t scratch;
     int64_t next_stats_ms, next_drop_ms;
     bool stopping;
+    int token_lifetime_s; /* a grant lasts at most this long; 0 = as the token says */
+    int refuse_put_token; /* fault: answer the next K put-token requests 401 */
+    int refuse_put_token_after; /* ... once this many more were answered as usual */
     int http_port; /* the management endpoint's port (emu_http.c); 0 = none */
     int ws_port;   /* the AMQP over WebSockets port (emu_ws.c); 0 = none */
     _Atomic int amqp_port; /* the AMQP listener's port once open (read by emu_ws.c) */
@@ -148,6 +152,13 @@ void emu_link_refuse(emu_link_t *l, const char *cond, const char *desc);
 void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req);
 /* True when conn may attach to path (token covers it, or no key configured). */
 bool emu_cbs_authorized(emu_broker_t *b, emu_conn_t *conn, const char *path);
+/*
+ * Whether a link of conn on an entity or its $management node is no longer
+ * covered by an unexpired grant; with detach, every such link is detached
+ * amqp:unauthorized-access. The tick asks (cheap unless a grant expired);
+ * the connection's own event batch detaches.
+ */
+bool emu_cbs_expire_links(emu_broker_t *b, emu_conn_t *conn, bool detach);
 
 /* Grants conn access to audience until expiry_s ("" = whole namespace). */
 void emu_cbs_grant(emu_conn_t *conn, const char *audience, int64_t expiry_s);
