@@ -104,8 +104,8 @@ typedef struct emu_broker {
     int64_t next_stats_ms, next_drop_ms;
     bool stopping;
     int token_lifetime_s; /* a grant lasts at most this long; 0 = as the token says */
-    int refuse_put_token; /* fault: answer the next K put-token requests 401 */
-    int refuse_put_token_after; /* ... once this many more were answered as usual */
+    int refuse_put_token; /* fault: answer the next K renewals (put-token of an audience
+                             the connection holds) 401 */
     int http_port; /* the management endpoint's port (emu_http.c); 0 = none */
     int ws_port;   /* the AMQP over WebSockets port (emu_ws.c); 0 = none */
     _Atomic int amqp_port; /* the AMQP listener's port once open (read by emu_ws.c) */

@@ -51,6 +51,16 @@ bool emu_cbs_authorized(emu_broker_t *b, emu_conn_t *conn, const char *path)
     return false;
 }
 
+/* Whether conn holds an unexpired grant of exactly this audience (a renewal). */
+static bool holds_grant(emu_conn_t *conn, const char *audience)
+{
+    int64_t now_s = emu_now_ms() / 1000;
+    for (emu_grant_t *g = conn->grants; g; g = g->next)
+        if (g->expiry_s > now_s && strcmp(g->audience, audience) == 0)
+            return true;
+    return false;
+}
+
 static void respond(emu_link_t *in, pn_message_t *req, int status, const char *desc)
 {
     emu_link_t *out = emu_reply_link(in->conn, pn_message_get_reply_to(req));
@@ -100,10 +110,9 @@ void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
     int64_t expiry = now_s + 3600;
     char why[256] = "";
     int rc = 0;
-    if (b->refuse_put_token_after > 0)
-        b->refuse_put_token_after--;
-    else if (b->refuse_put_token > 0) {
+    if (b->refuse_put_token > 0 && holds_grant(l->conn, name)) {
         b->refuse_put_token--;
+        b->ns->tokens_refused++;
         respond(l, req, 401, "InvalidSignature: refused by fault injection (refuse-put-token).");
         return;
     }
@@ -125,6 +134,7 @@ void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
     if (rc != 0) {
         IB_LOG(IB_LOG_INFO, "cbs_token", IB_S("audience", name), IB_S("result", "refused"),
                IB_S("reason", why));
+        b->ns->tokens_refused++;
         char desc[512];
         snprintf(desc, sizeof desc, "InvalidSignature: The token is not valid: %s.", why);
         respond(l, req, 401, desc);
@@ -178,6 +188,7 @@ bool emu_cbs_expire_links(emu_broker_t *b, emu_conn_t *conn, bool detach)
         IB_LOG(IB_LOG_INFO, "cbs_token", IB_MSG("token expired: link detached"),
                IB_S("address", addr));
         emu_link_release(b, l);
+        b->ns->links_expired++;
         pn_condition_t *c = pn_link_condition(l->pl);
         pn_condition_set_name(c, "amqp:unauthorized-access");
         pn_condition_set_description(c, "Unauthorized access. The token has expired; put a "

@@ -60,8 +60,7 @@ static void usage(FILE *fp)
             "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
             "  --token-lifetime-s S     a put-token grants at most S s (links detached\n"
             "                           amqp:unauthorized-access when their token expires)\n"
-            "  --fault-refuse-put-token K  answer the next K put-token requests 401\n"
-            "  --fault-refuse-put-token-after N  ... after the first N\n"
+            "  --fault-refuse-put-token K  answer the next K token renewals 401\n"
             "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
             "  --stats-every-ms T       rewrite them every T ms instead (10 to 60000)\n"
             "  --max-message-bytes N    largest message accepted (default 262144, the Standard\n"
@@ -134,8 +133,6 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, &b.token_lifetime_s);
         else if (strcmp(a, "--fault-refuse-put-token") == 0)
             rc = parse_int(a, v, &b.refuse_put_token);
-        else if (strcmp(a, "--fault-refuse-put-token-after") == 0)
-            rc = parse_int(a, v, &b.refuse_put_token_after);
         else if (strcmp(a, "--stats-file") == 0)
             b.stats_file = v;
         else if (strcmp(a, "--stats-every-ms") == 0) {
