@@ -103,6 +103,7 @@ typedef struct emu_broker {
     emu_buf_t scratch;
     int64_t next_stats_ms, next_drop_ms;
     bool stopping;
+    volatile bool read_only; /* SIGUSR1 toggles it: a Geo-Replication promotion window */
     int token_lifetime_s; /* a grant lasts at most this long; 0 = as the token says */
     int refuse_put_token; /* fault: answer the next K renewals (put-token of an audience
                              the connection holds) 401 */
@@ -152,9 +153,14 @@ void emu_link_refuse(emu_link_t *l, const char *cond, const char *desc);
 void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req);
 /* True when conn may attach to path (token covers it, or no key configured). */
 bool emu_cbs_authorized(emu_broker_t *b, emu_conn_t *conn, const char *path);
+/* What a read-only namespace (a Geo-Replication promotion) answers links with. */
+#define EMU_READ_ONLY_COND "com.microsoft:server-busy"
+#define EMU_READ_ONLY_DESC                                                                         \
+    "The namespace is read-only while a Geo-Replication promotion is in progress; try again "     \
+    "once its name points at the new primary."
 /*
  * Whether a link of conn on an entity or its $management node is no longer
- * covered by an unexpired grant; with detach, every such link is detached
+ * covered by an unexpired grant (or the namespace is read-only); with detach, every such link is detached
  * amqp:unauthorized-access. The tick asks (cheap unless a grant expired);
  * the connection's own event batch detaches.
  */

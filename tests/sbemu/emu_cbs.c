@@ -3,7 +3,9 @@
  * validation, and the per-connection grants links are checked against. A
  * grant ends when its token expires (se=, exp, or --token-lifetime-s after
  * the put-token, whichever is first); the links it covered are then
- * detached amqp:unauthorized-access, as Service Bus does.
+ * detached amqp:unauthorized-access, as Service Bus does. While the
+ * namespace is read-only (SIGUSR1, a Geo-Replication promotion) entity and
+ * $management links are detached EMU_READ_ONLY_COND instead.
  */
 #include "emu_broker.h"
 
@@ -169,9 +171,8 @@ static bool prune_grants(emu_conn_t *conn, int64_t now_s)
 bool emu_cbs_expire_links(emu_broker_t *b, emu_conn_t *conn, bool detach)
 {
     bool found = false;
-    if (!b->key && !b->jwt_issuer)
-        return false;
-    if (!detach && !prune_grants(conn, emu_now_ms() / 1000))
+    bool pruned = (b->key || b->jwt_issuer) && prune_grants(conn, emu_now_ms() / 1000);
+    if (!detach && !pruned && !b->read_only)
         return false;
     for (emu_link_t *l = conn->links; l; l = l->next) {
         if (l->kind != EMU_LINK_SEND_IN && l->kind != EMU_LINK_CONSUMER &&
@@ -180,19 +181,21 @@ bool emu_cbs_expire_links(emu_broker_t *b, emu_conn_t *conn, bool detach)
         pn_terminus_t *t = l->kind == EMU_LINK_CONSUMER ? pn_link_remote_source(l->pl)
                                                         : pn_link_remote_target(l->pl);
         const char *addr = pn_terminus_get_address(t);
-        if (!addr || emu_cbs_authorized(b, conn, addr[0] == '/' ? addr + 1 : addr))
+        if (!addr ||
+            (!b->read_only && emu_cbs_authorized(b, conn, addr[0] == '/' ? addr + 1 : addr)))
             continue;
         found = true;
         if (!detach)
             break;
-        IB_LOG(IB_LOG_INFO, "cbs_token", IB_MSG("token expired: link detached"),
-               IB_S("address", addr));
+        IB_LOG(IB_LOG_INFO, "cbs_token", IB_MSG("link detached"), IB_S("address", addr),
+               IB_B("read_only", b->read_only));
         emu_link_release(b, l);
-        b->ns->links_expired++;
+        *(b->read_only ? &b->ns->links_read_only : &b->ns->links_expired) += 1;
         pn_condition_t *c = pn_link_condition(l->pl);
-        pn_condition_set_name(c, "amqp:unauthorized-access");
-        pn_condition_set_description(c, "Unauthorized access. The token has expired; put a "
-                                        "new token with $cbs.");
+        pn_condition_set_name(c, b->read_only ? EMU_READ_ONLY_COND : "amqp:unauthorized-access");
+        pn_condition_set_description(c, b->read_only ? EMU_READ_ONLY_DESC
+                                                     : "Unauthorized access. The token has "
+                                                       "expired; put a new token with $cbs.");
         pn_link_close(l->pl);
     }
     conn->grants_lapsed = !detach && found;

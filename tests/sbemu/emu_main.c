@@ -8,7 +8,8 @@
  *
  * The first stdout line is {"event":"listening","port":N} (with
  * "http_port":M when --http-listen is given, "ws_port":W with --ws-listen). SIGTERM/SIGINT
- * stop it cleanly (stats written, exit 0); a second signal exits at once.
+ * stop it cleanly (stats written, exit 0); a second signal exits at once. SIGUSR1 makes
+ * the namespace read-only (a Geo-Replication promotion window), a second one ends it.
  */
 #include "emu_broker.h"
 #include "emu_http.h"
@@ -29,6 +30,14 @@
 
 static pn_proactor_t *g_proactor;
 static volatile sig_atomic_t g_signals;
+static volatile sig_atomic_t g_read_only;
+
+/* thread: signal handler. SIGUSR1 toggles the read-only window (emu_cbs.c). */
+static void on_usr1(int sig)
+{
+    (void)sig;
+    g_read_only = !g_read_only;
+}
 
 /* thread: signal handler. Only interrupts the proactor; a second signal exits. */
 static void on_signal(int sig)
@@ -297,6 +306,8 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     pn_proactor_set_timeout(b.proactor, 50);
@@ -306,6 +317,7 @@ int main(int argc, char **argv)
         pn_event_batch_t *eb = pn_proactor_wait(b.proactor);
         pn_event_t *e;
         pthread_mutex_lock(&mu);
+        b.read_only = g_read_only;
         while ((e = pn_event_batch_next(eb)))
             if (!emu_broker_handle(&b, e)) {
                 running = false;
