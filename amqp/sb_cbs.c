@@ -2,8 +2,11 @@
  * sb_cbs.c - claims-based security: put-token on $cbs for each audience a
  * link needs, before it attaches, and again well before the token expires
  * (sb_token_refresh_at). Tokens come from the configured provider on the
- * proactor thread; a refused or failed refresh is retried every 5 s while
- * the old token lasts.
+ * proactor thread; a refused or failed refresh is retried while the old
+ * token lasts, every 5 s or a quarter of what is left of it if sooner. A link
+ * the broker detaches unauthorized-access (its token expired or was revoked
+ * there) makes every audience put again before the next attach
+ * (sb_cbs_invalidate).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,17 @@ struct sb_aud {
 };
 
 static void put_token(sb_core_t *core, sb_aud_t *aud);
+
+/* When to try again after a refresh that failed: soon enough to beat the expiry. */
+static long long retry_at(const sb_aud_t *aud, long long now)
+{
+    long long wait = aud->valid ? (aud->expires_at - now) / 4 : 5000;
+    if (wait > 5000)
+        wait = 5000;
+    if (wait < 250)
+        wait = 250;
+    return now + wait;
+}
 
 static void aud_notify(sb_aud_t *aud, const ib_error_t *err)
 {
@@ -66,7 +80,7 @@ static void on_put_token(void *ctx, int status, pn_message_t *resp, const ib_err
     ib_error_prefix(&e, "put-token for %s", aud->audience);
     IB_LOG(IB_LOG_WARN, "cbs_token", IB_MSG("token refused"), IB_S("audience", aud->audience),
            IB_I("status", status), IB_S("error", e.text));
-    aud->refresh_at = now + 5000; /* a refresh that failed is retried soon */
+    aud->refresh_at = retry_at(aud, now); /* a refresh that failed is retried soon */
     if (aud->valid && aud->expires_at <= now)
         aud->valid = false;
     aud_notify(aud, &e);
@@ -84,7 +98,7 @@ static void put_token(sb_core_t *core, sb_aud_t *aud)
         IB_LOG(IB_LOG_WARN, "cbs_token", IB_MSG("no token"), IB_S("audience", aud->audience),
                IB_S("error", e.text));
         sb_token_clear(&tok);
-        aud->refresh_at = ib_now_ms() + 5000;
+        aud->refresh_at = retry_at(aud, ib_now_ms());
         aud_notify(aud, &e);
         return;
     }
@@ -153,6 +167,15 @@ void sb_cbs_tick(sb_core_t *core)
     for (sb_aud_t *aud = core->auds; aud; aud = aud->next)
         if (aud->valid && !aud->inflight && now >= aud->refresh_at)
             put_token(core, aud);
+}
+
+void sb_cbs_invalidate(sb_core_t *core)
+{
+    for (sb_aud_t *aud = core->auds; aud; aud = aud->next)
+        if (aud->valid && !aud->inflight) {
+            aud->valid = false;
+            aud->refresh_at = 0;
+        }
 }
 
 void sb_cbs_reset(sb_core_t *core)

@@ -284,6 +284,7 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
         free(c);
         return NULL;
     }
+    c->core.cs.sas_lifetime_s = opt->sas_token_lifetime_s;
     sb_out_init(&c->out, &c->core);
     if (c->send_only)
         return finish_send_only(c, opt, err);

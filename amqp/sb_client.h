@@ -123,6 +123,7 @@ typedef struct sb_options {
     const char *ca_file;              /* PEM bundle for TLS; NULL = the system store */
     sb_token_get_fn token_get;        /* NULL = SAS from the connection string */
     void *token_ctx;
+    unsigned sas_token_lifetime_s;    /* SAS tokens signed with the key; 0 = one hour */
     /* Tuning, 0 = default. */
     unsigned reconnect_min_ms; /* first backoff step; default 100 */
     unsigned op_timeout_ms;    /* $management/$cbs request timeout; default 30000 */

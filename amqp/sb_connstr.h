@@ -29,6 +29,8 @@ typedef struct sb_connstr {
     char *entity_path; /* NULL when absent */
     bool emulator;     /* UseDevelopmentEmulator=true: plain TCP, no TLS */
     bool websockets;   /* TransportType=AmqpWebSockets: AMQP over wss:// (sb_wsb.h) */
+    unsigned sas_lifetime_s; /* not parsed: how long the SAS tokens signed with the key
+                                last (servicebus.sas_token_lifetime_s); 0 = one hour */
 } sb_connstr_t;
 
 /*

@@ -429,6 +429,10 @@ bool sb_core_handle(sb_core_t *core, pn_event_t *e)
         link = pn_event_link(e);
         if (!link)
             break;
+        if (pn_event_type(e) != PN_LINK_FLOW && pn_event_type(e) != PN_DELIVERY &&
+            pn_condition_is_set(pn_link_remote_condition(link)) &&
+            strstr(pn_condition_get_name(pn_link_remote_condition(link)), "unauthorized-access"))
+            sb_cbs_invalidate(core);
         if (!sb_rr_handle(core, e, link) && core->hooks.on_link_event)
             core->hooks.on_link_event(core->hooks.owner, e, link);
         break;

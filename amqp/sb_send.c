@@ -105,6 +105,7 @@ sb_sender_t *sb_sender_open(const sb_sender_options_t *opt, ib_error_t *err)
         free(s);
         return NULL;
     }
+    s->core.cs.sas_lifetime_s = opt->sas_token_lifetime_s;
     s->core.answer_keep = opt->answer_keep;
     if (opt->answer_keep)
         s->core.max_frame = SB_MAX_FRAME; /* what arrives is read, or dropped, frame by frame */

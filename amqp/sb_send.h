@@ -29,6 +29,7 @@ typedef struct sb_sender_options {
      * messages' bodies are cut short (their properties stay whole): a
      * large message is never held to learn its properties. */
     size_t answer_keep;
+    unsigned sas_token_lifetime_s; /* SAS tokens signed with the key; 0 = one hour */
 } sb_sender_options_t;
 
 /* Connects and authorizes; NULL with err filled. thread: the caller's. */

@@ -93,7 +93,7 @@ ib_err_t sb_token_from_connstr(void *ctx, const char *audience, sb_token_t *out,
                             "SharedAccessKey nor SharedAccessSignature (for Azure AD set "
                             "servicebus.auth to workload_identity)");
     } else {
-        long long exp = now_s + SAS_LIFETIME_S;
+        long long exp = now_s + (cs->sas_lifetime_s ? cs->sas_lifetime_s : SAS_LIFETIME_S);
         out->token = sb_sas_token(audience, cs->key_name, cs->key, exp);
         out->expires_at_ms = exp * 1000;
     }

@@ -47,7 +47,7 @@ char *sb_sas_token(const char *audience, const char *key_name, const char *key, 
 /*
  * The default provider over a parsed connection string (ctx is a
  * const sb_connstr_t * that must outlive the client). With a key it signs a
- * token valid for one hour; with a SharedAccessSignature it returns a copy of
+ * token valid for cs->sas_lifetime_s (one hour by default); with a SharedAccessSignature it returns a copy of
  * it, expiring at its se= field. thread: any.
  */
 ib_err_t sb_token_from_connstr(void *ctx, const char *audience, sb_token_t *out, ib_error_t *err);

@@ -5,6 +5,7 @@
  *   inboxctl outbox list  [--status pending|published|failed] [--max N] --config F
  *   inboxctl outbox retry --id N --config F
  *   inboxctl outbox skip  --id N [--note TEXT] --config F
+ *   inboxctl outbox republish [--since TIME] --config F
  *
  * The database connection string, dialect and outbox.table come from the
  * config file inboxd reads (and its INBOXD_* environment overrides); the
@@ -16,6 +17,14 @@
  * session's later rows (list shows them with "blocked_by": its id) until it
  * is retried, or skipped: skip leaves it failed, marks its last_error
  * "inboxd:skipped (NOTE); was: ..." and lets the session's later rows go.
+ * republish puts every row published since TIME (UTC, 2026-01-31T12:00:00Z,
+ * or a duration ago: 900s, 15m, 2h; default 15m) back to pending: the relay
+ * sends each again with its message id. After a forced Geo-Replication
+ * promotion, that is how what the old primary accepted but had not
+ * replicated reaches the new one; TIME must reach back at least the
+ * namespace's maximum replication lag, and the copies that did survive are
+ * duplicates the receivers' inboxes (or the entity's duplicate detection)
+ * drop.
  *
  * thread: main (a command-line tool).
  */
@@ -24,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -38,7 +48,8 @@ static int outbox_usage(const char *why)
             "inboxctl: %s\n"
             "usage: inboxctl outbox list [--status pending|published|failed] [--max N] --config F\n"
             "       inboxctl outbox retry --id N --config F\n"
-            "       inboxctl outbox skip --id N [--note TEXT] --config F\n",
+            "       inboxctl outbox skip --id N [--note TEXT] --config F\n"
+            "       inboxctl outbox republish [--since TIME|15m] --config F\n",
             why);
     return 2;
 }
@@ -118,6 +129,36 @@ static int skip_row(db_conn_t *dbc, const char *table, long long id, const char 
     return 0;
 }
 
+/* Seconds back to TIME (UTC YYYY-MM-DDTHH:MM:SS[Z], or N followed by s, m or h); -1 if bad. */
+static long long since_ago(const char *v)
+{
+    char *end;
+    struct tm tm;
+    long long n = strtoll(v, &end, 10);
+    if (end != v && n >= 0 && end[0] && !end[1] && strchr("smh", end[0]))
+        return n * (end[0] == 'h' ? 3600 : end[0] == 'm' ? 60 : 1);
+    memset(&tm, 0, sizeof(tm));
+    end = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!end || (end[0] && strcmp(end, "Z") != 0))
+        return -1;
+    n = (long long)time(NULL) - (long long)timegm(&tm);
+    return n < 0 ? 0 : n;
+}
+
+static int republish_rows(db_conn_t *dbc, const char *table, long long ago_s)
+{
+    long long changed = 0;
+    ib_error_t err;
+    if (db_outbox_republish(dbc, table, ago_s, &changed, &err) != IB_E_OK) {
+        fprintf(stderr, "inboxctl: %s\n", err.text);
+        return 1;
+    }
+    printf("%lld outbox rows published in the last %lld s are pending again: the relay sends "
+           "them again with their message ids\n",
+           changed, ago_s);
+    return 0;
+}
+
 /* Opens the database named by the config as inboxd does (dbo: the caller
  * frees it after the connection); NULL after printing why. */
 static db_conn_t *open_db(const wk_config_t *cfg, wk_dbopt_t *dbo)
@@ -134,17 +175,18 @@ static db_conn_t *open_db(const wk_config_t *cfg, wk_dbopt_t *dbo)
 int ctl_outbox(int argc, char **argv)
 {
     const char *sub, *config = NULL, *status = NULL, *note = NULL;
-    long long id = 0;
+    long long id = 0, ago_s = 15 * 60;
     int max = 1000, rc;
     wk_config_t cfg;
     wk_dbopt_t dbo;
     db_conn_t *dbc;
 
     if (argc < 1)
-        return outbox_usage("outbox takes 'list', 'retry' or 'skip'");
+        return outbox_usage("outbox takes 'list', 'retry', 'skip' or 'republish'");
     sub = argv[0];
-    if (strcmp(sub, "list") != 0 && strcmp(sub, "retry") != 0 && strcmp(sub, "skip") != 0)
-        return outbox_usage("outbox takes 'list', 'retry' or 'skip'");
+    if (strcmp(sub, "list") != 0 && strcmp(sub, "retry") != 0 && strcmp(sub, "skip") != 0 &&
+        strcmp(sub, "republish") != 0)
+        return outbox_usage("outbox takes 'list', 'retry', 'skip' or 'republish'");
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -159,7 +201,11 @@ int ctl_outbox(int argc, char **argv)
             id = atoll(v);
         else if (strcmp(argv[i], "--note") == 0)
             note = v;
-        else
+        else if (strcmp(argv[i], "--since") == 0) {
+            if ((ago_s = since_ago(v)) < 0)
+                return outbox_usage("--since takes a UTC time (2026-01-31T12:00:00Z) or 900s, "
+                                    "15m, 2h");
+        } else
             return outbox_usage("unknown argument");
         i++;
     }
@@ -168,7 +214,7 @@ int ctl_outbox(int argc, char **argv)
         return outbox_usage("--status takes pending, published or failed");
     if (max <= 0)
         return outbox_usage("--max takes a positive number");
-    if (strcmp(sub, "list") != 0 && id <= 0)
+    if ((strcmp(sub, "retry") == 0 || strcmp(sub, "skip") == 0) && id <= 0)
         return outbox_usage("retry and skip need --id N (a row id from 'outbox list')");
     if (!config && !getenv("INBOXD_CONFIG") && !getenv("INBOXD_DB_CONNECTION_STRING"))
         return outbox_usage("no database (--config F, INBOXD_CONFIG or INBOXD_DB_CONNECTION_STRING)");
@@ -187,9 +233,10 @@ int ctl_outbox(int argc, char **argv)
         wk_config_free(&cfg);
         return 1;
     }
-    rc = strcmp(sub, "list") == 0    ? list_rows(dbc, cfg.outbox.table, status, max)
-         : strcmp(sub, "retry") == 0 ? retry_row(dbc, cfg.outbox.table, id)
-                                     : skip_row(dbc, cfg.outbox.table, id, note);
+    rc = strcmp(sub, "list") == 0        ? list_rows(dbc, cfg.outbox.table, status, max)
+         : strcmp(sub, "retry") == 0     ? retry_row(dbc, cfg.outbox.table, id)
+         : strcmp(sub, "republish") == 0 ? republish_rows(dbc, cfg.outbox.table, ago_s)
+                                         : skip_row(dbc, cfg.outbox.table, id, note);
     db_conn_free(dbc);
     wk_dbopt_free(&dbo);
     wk_config_free(&cfg);

@@ -13,6 +13,7 @@
  *   inboxctl outbox list [--status pending|published|failed] [--max N] --config F
  *   inboxctl outbox retry --id N --config F        (the database, see ctl_outbox.c)
  *   inboxctl outbox skip --id N [--note TEXT] --config F
+ *   inboxctl outbox republish [--since TIME] --config F
  *   inboxctl session show|unpark --session S [--entity E] [--wait S]  (ctl_session.c)
  *   inboxctl status --config F [--metrics URL] [--stuck-after S] [--json]  (ctl_status.c)
  *
@@ -110,6 +111,7 @@ static int usage(const char *why)
         "       inboxctl outbox list [--status pending|published|failed] [--max N] --config F\n"
         "       inboxctl outbox retry --id N --config F\n"
         "       inboxctl outbox skip --id N [--note TEXT] --config F\n"
+        "       inboxctl outbox republish [--since TIME|15m] --config F\n"
         "       inboxctl session show|unpark --session S [--entity E] [--wait SECONDS]\n"
         "         Reads a session's state; unpark clears the parked record inboxd left there\n"
         "         (servicebus.session_on_dead_letter park), so its later messages flow again.\n"

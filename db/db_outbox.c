@@ -516,6 +516,26 @@ ib_err_t db_outbox_retry(db_conn_t *dbc, const char *table, long long id, long l
     return IB_E_OK;
 }
 
+ib_err_t db_outbox_republish(db_conn_t *dbc, const char *table, long long ago_s,
+                             long long *changed, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+
+    *changed = 0;
+    ib_error_clear(err);
+    if (db_outbox_sql_republish(dbc->dialect, table, ago_s, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (dbc->in_txn)
+        db_rollback_quiet(dbc);
+    if (db_run(dbc, sql, NULL, 0, NULL, NULL, changed, err) != IB_E_OK ||
+        db_end(dbc, true, err) != IB_E_OK) {
+        db_rollback_quiet(dbc);
+        ib_error_prefix(err, "outbox republish");
+        return err->code;
+    }
+    return IB_E_OK;
+}
+
 ib_err_t db_outbox_blocked(db_conn_t *dbc, const char *table, long long *sessions,
                            ib_error_t *err)
 {

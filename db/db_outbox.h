@@ -103,6 +103,9 @@ ib_err_t db_outbox_sql_failed_error(db_dialect_t d, const char *table, char *buf
 ib_err_t db_outbox_sql_skip(db_dialect_t d, const char *table, char *buf, size_t size);
 /* A failed row back to pending (parameter: id). */
 ib_err_t db_outbox_sql_retry(db_dialect_t d, const char *table, char *buf, size_t size);
+/* Every row published in the last ago_s seconds back to pending (no parameters). */
+ib_err_t db_outbox_sql_republish(db_dialect_t d, const char *table, long long ago_s, char *buf,
+                                 size_t size);
 /* Selects every outbox column with no rows: fails when the table or a column is missing. */
 ib_err_t db_outbox_sql_probe(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
@@ -195,5 +198,14 @@ ib_err_t db_outbox_skip(db_conn_t *dbc, const char *table, long long id, const c
 /* A failed row back to pending; *changed is 1 when the row was failed, else 0. Commits. */
 ib_err_t db_outbox_retry(db_conn_t *dbc, const char *table, long long id, long long *changed,
                          ib_error_t *err);
+
+/*
+ * Every row published in the last ago_s seconds back to pending: the relay
+ * sends each again, with its message id (after a forced Geo-Replication
+ * promotion, what the old primary had not replicated). *changed: how many.
+ * Commits.
+ */
+ib_err_t db_outbox_republish(db_conn_t *dbc, const char *table, long long ago_s,
+                             long long *changed, ib_error_t *err);
 
 #endif

@@ -272,6 +272,18 @@ ib_err_t db_outbox_sql_retry(db_dialect_t d, const char *table, char *buf, size_
                   table);
 }
 
+ib_err_t db_outbox_sql_republish(db_dialect_t d, const char *table, long long ago_s, char *buf,
+                                 size_t size)
+{
+    char since[256];
+    if (!usable(d, table) || !db_sql_ago(d, ago_s, since, sizeof since))
+        return IB_E_INVAL;
+    return render(buf, size,
+                  "UPDATE %s SET status = 'pending', last_error = NULL WHERE status = "
+                  "'published' AND published_at >= %s",
+                  table, since);
+}
+
 ib_err_t db_outbox_sql_probe(db_dialect_t d, const char *table, char *buf, size_t size)
 {
     if (!usable(d, table))

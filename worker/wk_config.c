@@ -97,6 +97,11 @@ const wk_setting_t wk_settings[] = {
     {"servicebus.management_endpoint", WK_CT_STR, "", NOLIM, NULL, 0,
      "Base URL of the management endpoint (empty = https://HOST/ of the connection string).",
      OFF(servicebus.management_endpoint)},
+    {"servicebus.sas_token_lifetime_s", WK_CT_INT, "3600", 5, 86400, NULL, 0,
+     "How long the SAS tokens inboxd signs with the connection string's SharedAccessKey last; "
+     "each is put again on $cbs a quarter of its lifetime (at least 2 min, at most half) "
+     "before it expires.",
+     OFF(servicebus.sas_token_lifetime_s)},
     {"servicebus.ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
      "PEM file of CA certificates to trust instead of the system store.", OFF(servicebus.ca_file)},
     {"servicebus.transport", WK_CT_ENUM, "auto", NOLIM, "auto|amqp|websockets", 0,

@@ -48,6 +48,7 @@ typedef struct wk_config {
         long long message_ttl_s;      /* the entity's default TTL, when known; 0 = unknown */
         long long entity_poll_s;      /* wk_entity.c; 0 = off */
         char *management_endpoint;    /* "" = https://HOST/ */
+        long long sas_token_lifetime_s; /* SAS tokens signed with the connection string's key */
     } servicebus;
     struct {
         char *connection_string;

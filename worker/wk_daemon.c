@@ -1114,6 +1114,7 @@ static void start_entity(daemon_t *dm)
         .token_get = dm->aad ? sb_aad_token_get : NULL,
         .token_ctx = dm->aad,
         .poll_s = (long)cfg->servicebus.entity_poll_s,
+        .sas_token_lifetime_s = (unsigned)cfg->servicebus.sas_token_lifetime_s,
         .metrics = dm->metrics,
         .on_active = entity_active,
         .active_ctx = dm->client,
@@ -1144,6 +1145,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .settle_timeout_ms = (unsigned)cfg->servicebus.settle_timeout_ms,
         .stall_timeout_ms = (unsigned)cfg->servicebus.stall_timeout_ms,
         .ca_file = cfg->servicebus.ca_file[0] ? cfg->servicebus.ca_file : NULL,
+        .sas_token_lifetime_s = (unsigned)cfg->servicebus.sas_token_lifetime_s,
     };
     if (dm->aad) {
         so.token_get = sb_aad_token_get;

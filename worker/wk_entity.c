@@ -278,6 +278,7 @@ static ib_err_t peek_head(wk_entity_t *ep, long long *enqueued_ms, ib_error_t *e
                                   .ca_file = ep->o.ca_file,
                                   .token_get = ep->o.token_get,
                                   .token_ctx = ep->o.token_ctx,
+                                  .sas_token_lifetime_s = ep->o.sas_token_lifetime_s,
                                   .timeout_ms = 10000,
                                   .answer_keep = PEEK_KEEP_BYTES};
         ep->peeker = sb_sender_open(&so, err);

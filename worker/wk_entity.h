@@ -37,6 +37,7 @@ typedef struct wk_entity_opts {
     const char *ca_file;           /* NULL: the system store */
     sb_token_get_fn token_get;     /* NULL: SAS from the connection string */
     void *token_ctx;
+    unsigned sas_token_lifetime_s; /* the peeker's SAS tokens; 0 = one hour */
     long poll_s;          /* seconds between polls (>= 1) */
     long http_timeout_ms; /* per request; 0 = 10000 */
     wk_metrics_t *metrics; /* where the figures are shown; may be NULL */

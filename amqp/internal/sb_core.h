@@ -158,6 +158,9 @@ void sb_rr_reset_all(sb_core_t *core, const ib_error_t *why);
 void sb_rr_free_all(sb_core_t *core);
 void sb_cbs_tick(sb_core_t *core);
 void sb_cbs_reset(sb_core_t *core);
+/* The broker detached a link unauthorized-access: no token held is trusted any
+ * more; the next sb_cbs_authorize of each audience puts a new one. */
+void sb_cbs_invalidate(sb_core_t *core);
 void sb_cbs_free(sb_core_t *core);
 
 /*

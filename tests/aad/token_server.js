@@ -11,8 +11,9 @@
  *   flaky   503 on the first request, then like good
  *   slow    answers after 3 s
  *   jwt     200 with an HS256 JWT (iss, aud https://servicebus.azure.net,
- *           exp in an hour) signed with the secret of "--jwt ISSUER SECRET",
- *           which sbemu --jwt-issuer/--jwt-secret accepts
+ *           exp in an hour, or in S seconds with "--jwt-lifetime S") signed
+ *           with the secret of "--jwt ISSUER SECRET", which sbemu
+ *           --jwt-issuer/--jwt-secret accepts
  * GET /requests returns every token request seen: path, headers, form.
  * With "--tls CERT KEY" it serves HTTPS with that certificate.
  * Exits when stdin closes, so it never outlives the test.
@@ -33,6 +34,8 @@ function send(res, status, obj) {
 
 const tls = process.argv.indexOf('--tls');
 const jwtArg = process.argv.indexOf('--jwt');
+const lifeArg = process.argv.indexOf('--jwt-lifetime');
+const jwtLifetime = lifeArg < 0 ? 3600 : Number(process.argv[lifeArg + 1]);
 const crypto = require('node:crypto');
 
 function b64url(buf) {
@@ -42,7 +45,7 @@ function b64url(buf) {
 function mintJwt(issuer, secret) {
   const now = Math.floor(Date.now() / 1000);
   const head = b64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
-  const body = b64url(JSON.stringify({ iss: issuer, aud: 'https://servicebus.azure.net', iat: now, exp: now + 3600 }));
+  const body = b64url(JSON.stringify({ iss: issuer, aud: 'https://servicebus.azure.net', iat: now, exp: now + jwtLifetime }));
   const sig = b64url(crypto.createHmac('sha256', secret).update(`${head}.${body}`).digest());
   return `${head}.${body}.${sig}`;
 }
@@ -68,7 +71,7 @@ const handler = (req, res) => {
       case 'jwt':
         if (jwtArg < 0) return send(res, 400, { error: 'unauthorized_client', error_codes: [700016] });
         return send(res, 200, {
-          token_type: 'Bearer', expires_in: 3600, ext_expires_in: 3600,
+          token_type: 'Bearer', expires_in: jwtLifetime, ext_expires_in: jwtLifetime,
           access_token: mintJwt(process.argv[jwtArg + 1], process.argv[jwtArg + 2]),
         });
       case 'denied':

@@ -228,7 +228,7 @@ long long sbt_wait_stat(sbt_emu_t *emu, const char *entity, const char *field, l
 
 void sbt_send(sbt_emu_t *emu, const char *entity, const char *prefix, int n, const char *session_id)
 {
-    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, (unsigned)sbt_ms(10000), 0};
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, (unsigned)sbt_ms(10000), 0, 0};
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     sb_out_msg_t *m = calloc((size_t)n, sizeof(*m));

@@ -60,7 +60,7 @@ static void finish(sb_client_t *c, sbt_rx_t *rx)
 
 static sb_msg_t **peek(sbt_emu_t *emu, const char *entity, size_t *n)
 {
-    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, 0};
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, 0, 0};
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     sb_msg_t **out;
@@ -194,7 +194,7 @@ static bool walk_each(const sb_msg_t *m, void *arg)
 
 static void test_peek_each(sbt_emu_t *emu)
 {
-    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, 0};
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, 0, 0};
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     walk_t w;
@@ -250,7 +250,7 @@ static void test_peek_each(sbt_emu_t *emu)
 static void test_peek_kept(sbt_emu_t *emu)
 {
     enum { BIG = 200 << 10, KEEP = 16 << 10 };
-    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, KEEP};
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, KEEP, 0};
     char *body = malloc(BIG);
     sb_out_msg_t m = {.message_id = "big", .subject = "Big", .body = body, .body_len = BIG};
     sb_msg_t **out;
@@ -376,7 +376,7 @@ static void test_wrong_key(sbt_emu_t *emu)
              "Endpoint=sb://127.0.0.1:%d/;SharedAccessKeyName=tester;SharedAccessKey=wrong;"
              "UseDevelopmentEmulator=true",
              emu->port);
-    so = (sb_sender_options_t){cs, NULL, NULL, NULL, 5000, 0};
+    so = (sb_sender_options_t){cs, NULL, NULL, NULL, 5000, 0, 0};
     s = sb_sender_open(&so, &err);
     ASSERT_TRUE(s);
     memset(&m, 0, sizeof(m));

@@ -80,7 +80,7 @@ static void test_sessions_under_drops(void)
         last_ok[k] = -1;
     sbt_emu_start(&emu, topo, faults);
     for (int attempt = 0; attempt < 10 && !sent_ok; attempt++) {
-        sb_sender_options_t so = {emu.connstr, NULL, NULL, NULL, 5000, 0};
+        sb_sender_options_t so = {emu.connstr, NULL, NULL, NULL, 5000, 0, 0};
         sb_sender_t *s = sb_sender_open(&so, &err);
         sb_out_msg_t m[SN * SPER];
         char ids[SN * SPER][16], sids[SN][8];
@@ -152,7 +152,7 @@ int main(void)
     sbt_emu_start(&emu, topology, faults);
     /* The drops may cut a send short: resend (duplicate detection drops repeats). */
     for (int attempt = 0; attempt < 10 && !sent_ok; attempt++) {
-        sb_sender_options_t so = {emu.connstr, NULL, NULL, NULL, 5000, 0};
+        sb_sender_options_t so = {emu.connstr, NULL, NULL, NULL, 5000, 0, 0};
         sb_sender_t *s = sb_sender_open(&so, &err);
         sb_out_msg_t m[N];
         char ids[N][16];

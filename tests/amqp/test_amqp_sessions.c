@@ -349,7 +349,7 @@ int main(void)
             msgs[j].body = ids[j];
             msgs[j].body_len = strlen(ids[j]);
         }
-    so = (sb_sender_options_t){emu.connstr, NULL, NULL, NULL, 10000, 0};
+    so = (sb_sender_options_t){emu.connstr, NULL, NULL, NULL, 10000, 0, 0};
     s = sb_sender_open(&so, &err);
     ASSERT_TRUE(s);
     ASSERT_EQ(sb_sender_send(s, "sq", msgs, NSESS * PER, &err), IB_E_OK);

@@ -36,7 +36,7 @@ static void test_outcomes(sbt_emu_t *emu)
     sbt_rx_t rx;
     sb_client_t *c;
     sb_msg_t *msg;
-    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, 0};
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, 10000, 0, 0};
     sb_sender_t *s;
     sb_msg_t **peeked;
     size_t npeek;
@@ -182,7 +182,7 @@ static void test_credit(sbt_emu_t *emu)
 /* Sends n messages of size bytes each to entity. */
 static void send_big(sbt_emu_t *emu, const char *entity, int n, size_t size)
 {
-    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, (unsigned)sbt_ms(10000), 0};
+    sb_sender_options_t so = {emu->connstr, NULL, NULL, NULL, (unsigned)sbt_ms(10000), 0, 0};
     ib_error_t err;
     sb_sender_t *s = sb_sender_open(&so, &err);
     char *body = malloc(size);

@@ -135,7 +135,7 @@ static sb_sender_t *open_sender(const char *host, int port, const char *ca, ib_e
     snprintf(cs, sizeof(cs),
              "Endpoint=sb://%s:%d/;SharedAccessKeyName=tester;SharedAccessKey=c2VjcmV0LWtleQ==",
              host, port);
-    so = (sb_sender_options_t){cs, ca, NULL, NULL, (unsigned)sbt_ms(5000), 0};
+    so = (sb_sender_options_t){cs, ca, NULL, NULL, (unsigned)sbt_ms(5000), 0, 0};
     return sb_sender_open(&so, err);
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db_dialect.h"
 #include "db_outbox.h"
 #include "db_testlib.h"
 #include "ib_log.h"
@@ -167,6 +168,34 @@ static void test_list_and_retry(void)
     db_outbox_rows_free(rows, n);
     ASSERT_EQ(db_outbox_claim(dbc, TB, 10, &rows, &n, &err), IB_E_OK);
     ASSERT_EQ(n, 0);
+}
+
+/* outbox republish: the rows published in the window, and only those, pending again. */
+static void test_republish(void)
+{
+    ib_error_t err;
+    db_outbox_row_t *rows;
+    size_t n;
+    long long changed = -1;
+    char ago[256], sql[512];
+
+    ASSERT_TRUE(db_sql_ago(T.dialect, 1800, ago, sizeof ago));
+    snprintf(sql, sizeof sql, "UPDATE " TB " SET published_at = %s WHERE message_id = 'ship:1'",
+             ago);
+    ASSERT_EQ(tl_exec(&T, sql), 0);
+    ASSERT_EQ(db_outbox_republish(dbc, TB, 600, &changed, &err), IB_E_OK);
+    ASSERT_EQ(changed, 2); /* ship:2 and ship:3, published a moment ago */
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM " TB " WHERE status = 'published' AND message_id = "
+                    "'ship:1'"),
+              1);
+    ASSERT_EQ(db_outbox_claim(dbc, TB, 10, &rows, &n, &err), IB_E_OK);
+    ASSERT_EQ(n, 2);
+    ASSERT_STREQ(rows[0].message_id, "ship:2"); /* the same message ids, in row order */
+    ASSERT_STREQ(rows[1].message_id, "ship:3");
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(db_outbox_mark(dbc, TB, rows[i].id, DB_OUTBOX_PUBLISHED, NULL, &err), IB_E_OK);
+    ASSERT_EQ(db_end(dbc, true, &err), IB_E_OK);
+    db_outbox_rows_free(rows, n);
 }
 
 /* Rows as an application inserts them (no inboxd involved). */
@@ -468,6 +497,7 @@ int main(int argc, char **argv)
     RUN(test_emit_in_inbox_transaction);
     RUN(test_claim_and_mark);
     RUN(test_list_and_retry);
+    RUN(test_republish);
     if (d == DB_DIALECT_POSTGRESQL)
         RUN(test_two_relays_postgresql);
     else

@@ -169,6 +169,16 @@ void emu_link_refuse(emu_link_t *l, const char *cond, const char *desc)
     pn_link_close(pl);
 }
 
+/* A read-only namespace refuses entity and $management links. */
+static bool refuse_read_only(emu_broker_t *b, emu_link_t *l)
+{
+    if (!b->read_only)
+        return false;
+    b->ns->links_read_only++;
+    emu_link_refuse(l, EMU_READ_ONLY_COND, EMU_READ_ONLY_DESC);
+    return true;
+}
+
 static void mirror_terminus(pn_link_t *pl)
 {
     pn_terminus_copy(pn_link_source(pl), pn_link_remote_source(pl));
@@ -225,6 +235,8 @@ static void on_link_remote_open(emu_broker_t *b, emu_conn_t *conn, pn_link_t *pl
             not_found(l, addr);
             return;
         }
+        if (refuse_read_only(b, l))
+            return;
         if (!emu_cbs_authorized(b, conn, bare)) {
             emu_link_refuse(
                 l, "amqp:unauthorized-access",
@@ -247,6 +259,8 @@ static void on_link_remote_open(emu_broker_t *b, emu_conn_t *conn, pn_link_t *pl
         not_found(l, addr);
         return;
     }
+    if (refuse_read_only(b, l))
+        return;
     if (!emu_cbs_authorized(b, conn, bare)) {
         emu_link_refuse(l, "amqp:unauthorized-access",
                         "Unauthorized access. 'Send' or 'Listen' claim(s) are required for this "
@@ -416,6 +430,8 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
     }
     if (conn && b->current == conn && conn->dirty && !conn->closing) {
         conn->dirty = false;
+        if (conn->grants_lapsed || b->read_only)
+            emu_cbs_expire_links(b, conn, true);
         emu_link_pump_conn(b, conn);
     }
     return keep;
@@ -437,7 +453,7 @@ void emu_broker_tick(emu_broker_t *b)
             if (l->session_lost || l->stream_d)
                 due = true; /* a large delivery also goes on as the peer takes it */
         }
-        if (due)
+        if (due || emu_cbs_expire_links(b, c, false))
             emu_conn_poke(b, c);
     }
     if (b->faults.drop_every_ms > 0) {

@@ -83,6 +83,7 @@ struct emu_conn {
     emu_grant_t *grants;
     size_t ngrants;
     bool wake_pending, dirty, drop;
+    bool grants_lapsed; /* a grant expired: links are checked (emu_cbs_expire_links) */
     bool closing;
     uint64_t deliveries;
 };
@@ -106,6 +107,10 @@ typedef struct emu_broker {
     uint64_t consumer_attaches; /* receive links attached (stall_link counts them) */
     int64_t busy_until_ms;      /* the server-busy window's end; 0 = not begun */
     bool stopping;
+    volatile bool read_only; /* SIGUSR1 toggles it: a Geo-Replication promotion window */
+    int token_lifetime_s; /* a grant lasts at most this long; 0 = as the token says */
+    int refuse_put_token; /* fault: answer the next K renewals (put-token of an audience
+                             the connection holds) 401 */
     int http_port; /* the management endpoint's port (emu_http.c); 0 = none */
     int ws_port;   /* the AMQP over WebSockets port (emu_ws.c); 0 = none */
     _Atomic int amqp_port; /* the AMQP listener's port once open (read by emu_ws.c) */
@@ -160,6 +165,18 @@ bool emu_server_busy(emu_broker_t *b);
 void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req);
 /* True when conn may attach to path (token covers it, or no key configured). */
 bool emu_cbs_authorized(emu_broker_t *b, emu_conn_t *conn, const char *path);
+/* What a read-only namespace (a Geo-Replication promotion) answers links with. */
+#define EMU_READ_ONLY_COND "com.microsoft:server-busy"
+#define EMU_READ_ONLY_DESC                                                                         \
+    "The namespace is read-only while a Geo-Replication promotion is in progress; try again "     \
+    "once its name points at the new primary."
+/*
+ * Whether a link of conn on an entity or its $management node is no longer
+ * covered by an unexpired grant (or the namespace is read-only); with detach, every such link is detached
+ * amqp:unauthorized-access. The tick asks (cheap unless a grant expired);
+ * the connection's own event batch detaches.
+ */
+bool emu_cbs_expire_links(emu_broker_t *b, emu_conn_t *conn, bool detach);
 
 /* Grants conn access to audience until expiry_s ("" = whole namespace). */
 void emu_cbs_grant(emu_conn_t *conn, const char *audience, int64_t expiry_s);

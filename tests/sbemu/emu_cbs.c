@@ -1,6 +1,11 @@
 /*
  * emu_cbs.c - the $cbs node: put-token with SAS (and optionally JWT)
- * validation, and the per-connection grants links are checked against.
+ * validation, and the per-connection grants links are checked against. A
+ * grant ends when its token expires (se=, exp, or --token-lifetime-s after
+ * the put-token, whichever is first); the links it covered are then
+ * detached amqp:unauthorized-access, as Service Bus does. While the
+ * namespace is read-only (SIGUSR1, a Geo-Replication promotion) entity and
+ * $management links are detached EMU_READ_ONLY_COND instead.
  */
 #include "emu_broker.h"
 
@@ -44,6 +49,16 @@ bool emu_cbs_authorized(emu_broker_t *b, emu_conn_t *conn, const char *path)
     int64_t now_s = emu_now_ms() / 1000;
     for (emu_grant_t *g = conn->grants; g; g = g->next)
         if (g->expiry_s > now_s && emu_audience_covers(g->audience, path))
+            return true;
+    return false;
+}
+
+/* Whether conn holds an unexpired grant of exactly this audience (a renewal). */
+static bool holds_grant(emu_conn_t *conn, const char *audience)
+{
+    int64_t now_s = emu_now_ms() / 1000;
+    for (emu_grant_t *g = conn->grants; g; g = g->next)
+        if (g->expiry_s > now_s && strcmp(g->audience, audience) == 0)
             return true;
     return false;
 }
@@ -97,6 +112,12 @@ void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
     int64_t expiry = now_s + 3600;
     char why[256] = "";
     int rc = 0;
+    if (b->refuse_put_token > 0 && holds_grant(l->conn, name)) {
+        b->refuse_put_token--;
+        b->ns->tokens_refused++;
+        respond(l, req, 401, "InvalidSignature: refused by fault injection (refuse-put-token).");
+        return;
+    }
     if (strcmp(type, "jwt") == 0) {
         if (b->jwt_issuer)
             rc =
@@ -115,12 +136,68 @@ void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
     if (rc != 0) {
         IB_LOG(IB_LOG_INFO, "cbs_token", IB_S("audience", name), IB_S("result", "refused"),
                IB_S("reason", why));
+        b->ns->tokens_refused++;
         char desc[512];
         snprintf(desc, sizeof desc, "InvalidSignature: The token is not valid: %s.", why);
         respond(l, req, 401, desc);
         return;
     }
+    if (b->token_lifetime_s > 0 && expiry > now_s + b->token_lifetime_s)
+        expiry = now_s + b->token_lifetime_s;
     emu_cbs_grant(l->conn, name, expiry);
     IB_LOG(IB_LOG_DEBUG, "cbs_token", IB_S("audience", name), IB_S("result", "accepted"));
     respond(l, req, 200, "OK");
+}
+
+/* Drops conn's expired grants; true when there were any. thread: proactor */
+static bool prune_grants(emu_conn_t *conn, int64_t now_s)
+{
+    bool any = false;
+    for (emu_grant_t **pp = &conn->grants; *pp;) {
+        emu_grant_t *g = *pp;
+        if (g->expiry_s > now_s) {
+            pp = &g->next;
+            continue;
+        }
+        *pp = g->next;
+        free(g);
+        conn->ngrants--;
+        any = true;
+    }
+    return any;
+}
+
+/* thread: proactor */
+bool emu_cbs_expire_links(emu_broker_t *b, emu_conn_t *conn, bool detach)
+{
+    bool found = false;
+    bool pruned = (b->key || b->jwt_issuer) && prune_grants(conn, emu_now_ms() / 1000);
+    if (!detach && !pruned && !b->read_only)
+        return false;
+    for (emu_link_t *l = conn->links; l; l = l->next) {
+        if (l->kind != EMU_LINK_SEND_IN && l->kind != EMU_LINK_CONSUMER &&
+            l->kind != EMU_LINK_MGMT_IN)
+            continue;
+        pn_terminus_t *t = l->kind == EMU_LINK_CONSUMER ? pn_link_remote_source(l->pl)
+                                                        : pn_link_remote_target(l->pl);
+        const char *addr = pn_terminus_get_address(t);
+        if (!addr ||
+            (!b->read_only && emu_cbs_authorized(b, conn, addr[0] == '/' ? addr + 1 : addr)))
+            continue;
+        found = true;
+        if (!detach)
+            break;
+        IB_LOG(IB_LOG_INFO, "cbs_token", IB_MSG("link detached"), IB_S("address", addr),
+               IB_B("read_only", b->read_only));
+        emu_link_release(b, l);
+        *(b->read_only ? &b->ns->links_read_only : &b->ns->links_expired) += 1;
+        pn_condition_t *c = pn_link_condition(l->pl);
+        pn_condition_set_name(c, b->read_only ? EMU_READ_ONLY_COND : "amqp:unauthorized-access");
+        pn_condition_set_description(c, b->read_only ? EMU_READ_ONLY_DESC
+                                                     : "Unauthorized access. The token has "
+                                                       "expired; put a new token with $cbs.");
+        pn_link_close(l->pl);
+    }
+    conn->grants_lapsed = !detach && found;
+    return found;
 }

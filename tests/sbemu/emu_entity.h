@@ -142,6 +142,8 @@ struct emu_ns {
     uint64_t conn_accepted, conn_open, conn_forced;
     uint64_t server_busy;   /* operations answered com.microsoft:server-busy (fault) */
     uint64_t links_stalled; /* receive links left without transfers (fault) */
+    uint64_t tokens_refused, links_expired; /* put-token 401s; links detached, token expired */
+    uint64_t links_read_only; /* links detached or refused while read-only */
     uint64_t stats_seq; /* stats file renderings so far: its "seq" */
     int64_t next_ttl_scan_ms; /* TTL walks whole lists: at most every 250 ms */
     emu_ns_hooks_t hooks;

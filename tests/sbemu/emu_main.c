@@ -8,7 +8,8 @@
  *
  * The first stdout line is {"event":"listening","port":N} (with
  * "http_port":M when --http-listen is given, "ws_port":W with --ws-listen). SIGTERM/SIGINT
- * stop it cleanly (stats written, exit 0); a second signal exits at once.
+ * stop it cleanly (stats written, exit 0); a second signal exits at once. SIGUSR1 makes
+ * the namespace read-only (a Geo-Replication promotion window), a second one ends it.
  */
 #include "emu_broker.h"
 #include "emu_http.h"
@@ -29,6 +30,14 @@
 
 static pn_proactor_t *g_proactor;
 static volatile sig_atomic_t g_signals;
+static volatile sig_atomic_t g_read_only;
+
+/* thread: signal handler. SIGUSR1 toggles the read-only window (emu_cbs.c). */
+static void on_usr1(int sig)
+{
+    (void)sig;
+    g_read_only = !g_read_only;
+}
 
 /* thread: signal handler. Only interrupts the proactor; a second signal exits. */
 static void on_signal(int sig)
@@ -58,6 +67,9 @@ static void usage(FILE *fp)
             "  --key KEY                SAS key text; without it every token is accepted\n"
             "  --jwt-issuer ISS         accept put-token type jwt (HS256) from this issuer\n"
             "  --jwt-secret SECRET      HS256 secret for --jwt-issuer\n"
+            "  --token-lifetime-s S     a put-token grants at most S s (links detached\n"
+            "                           amqp:unauthorized-access when their token expires)\n"
+            "  --fault-refuse-put-token K  answer the next K token renewals 401\n"
             "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
             "  --stats-every-ms T       rewrite them every T ms instead (10 to 60000)\n"
             "  --max-message-bytes N    largest message accepted (default 262144, the Standard\n"
@@ -130,6 +142,10 @@ int main(int argc, char **argv)
             b.jwt_issuer = v;
         else if (strcmp(a, "--jwt-secret") == 0)
             b.jwt_secret = v;
+        else if (strcmp(a, "--token-lifetime-s") == 0)
+            rc = parse_int(a, v, &b.token_lifetime_s);
+        else if (strcmp(a, "--fault-refuse-put-token") == 0)
+            rc = parse_int(a, v, &b.refuse_put_token);
         else if (strcmp(a, "--stats-file") == 0)
             b.stats_file = v;
         else if (strcmp(a, "--stats-every-ms") == 0) {
@@ -306,6 +322,8 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     pn_proactor_set_timeout(b.proactor, 50);
@@ -315,6 +333,7 @@ int main(int argc, char **argv)
         pn_event_batch_t *eb = pn_proactor_wait(b.proactor);
         pn_event_t *e;
         pthread_mutex_lock(&mu);
+        b.read_only = g_read_only;
         while ((e = pn_event_batch_next(eb)))
             if (!emu_broker_handle(&b, e)) {
                 running = false;

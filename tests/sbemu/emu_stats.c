@@ -50,8 +50,11 @@ char *emu_stats_json(const emu_ns_t *ns)
     for (size_t i = 0; i < ns->n; i++)
         json_object_set_new(ents, ns->ents[i]->path, entity_json(ns->ents[i]));
     json_t *conns =
-        json_pack("{s:I,s:I,s:I}", "accepted", (json_int_t)ns->conn_accepted, "open",
-                  (json_int_t)ns->conn_open, "forced_closed", (json_int_t)ns->conn_forced);
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "accepted", (json_int_t)ns->conn_accepted, "open",
+                  (json_int_t)ns->conn_open, "forced_closed", (json_int_t)ns->conn_forced,
+                  "tokens_refused", (json_int_t)ns->tokens_refused, "links_expired",
+                  (json_int_t)ns->links_expired, "links_read_only",
+                  (json_int_t)ns->links_read_only);
     json_t *faults = json_pack("{s:I,s:I}", "server_busy", (json_int_t)ns->server_busy,
                                "links_stalled", (json_int_t)ns->links_stalled);
     json_t *root = json_pack("{s:I,s:o,s:o,s:o}", "seq", (json_int_t)ns->stats_seq, "entities",

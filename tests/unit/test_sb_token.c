@@ -38,6 +38,12 @@ static void test_provider_key(void)
     ASSERT_TRUE(tok.expires_at_ms > now + 3500 * 1000LL && tok.expires_at_ms < now + 3700 * 1000LL);
     sb_token_clear(&tok);
     ASSERT_TRUE(tok.token == NULL);
+    /* servicebus.sas_token_lifetime_s: a 6 s token (se= now + 6). */
+    cs.sas_lifetime_s = 6;
+    now = ib_now_ms();
+    ASSERT_EQ(sb_token_from_connstr(&cs, "sb://localhost:5672/q", &tok, &err), IB_E_OK);
+    ASSERT_TRUE(tok.expires_at_ms > now + 4000 && tok.expires_at_ms <= now + 7000);
+    sb_token_clear(&tok);
     sb_connstr_free(&cs);
 }
 
@@ -77,6 +83,8 @@ static void test_refresh_at(void)
     ASSERT_EQ(sb_token_refresh_at(now, now + 400000), now + 280000);
     /* Two minutes: half the lifetime. */
     ASSERT_EQ(sb_token_refresh_at(now, now + 120000), now + 60000);
+    /* Six seconds: half the lifetime, 3 s before it ends. */
+    ASSERT_EQ(sb_token_refresh_at(now, now + 6000), now + 3000);
     ASSERT_EQ(sb_token_refresh_at(now, now - 1), now);
 }
 
