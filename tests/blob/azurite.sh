@@ -1,0 +1,40 @@
+# azurite.sh - Azurite's blob service for a test, sourced after
+# tests/e2e/lib.sh (it uses W, E2E_PIDS, die): on loopback, an ephemeral
+# port (or the one given, for a restart), the scenario's own --location,
+# telemetry off, so that nothing leaves the machine.
+#
+#   start_azurite [PORT]   sets AZ_PID, AZ_PORT, AZ_ENDPOINT
+#   stop_azurite           kill -9 of AZ_PID (the data stays in $W/azurite)
+#   blob_put SPEC          node blob.mjs put: one JSON line per blob
+BLOB_DIR="$E2E_SRC/tests/blob"
+AZ_KEY="Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+[ -d "$BLOB_DIR/node_modules/azurite" ] \
+  || die "tests/blob: node_modules is missing; run npm ci in $BLOB_DIR (scripts/test does this)"
+
+start_azurite() {
+  local port=${1:-0} log="$W/azurite.$((${AZ_STARTS:-0} + 1)).out"
+  AZ_STARTS=$((${AZ_STARTS:-0} + 1))
+  mkdir -p "$W/azurite"
+  "$BLOB_DIR/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort "$port" \
+    --location "$W/azurite" --disableTelemetry --skipApiVersionCheck --silent >"$log" 2>&1 &
+  AZ_PID=$!
+  E2E_PIDS+=("$AZ_PID")
+  AZ_PORT=""
+  for _ in $(seq 1 300); do
+    AZ_PORT=$(grep -o 'listens on http://127.0.0.1:[0-9]*' "$log" 2>/dev/null | sed 's/.*://')
+    [ -n "$AZ_PORT" ] && break
+    kill -0 "$AZ_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$AZ_PORT" ] || die "azurite did not start: $(cat "$log")"
+  AZ_ENDPOINT="http://127.0.0.1:$AZ_PORT"
+}
+
+stop_azurite() {
+  kill -9 "$AZ_PID" 2>/dev/null
+  wait "$AZ_PID" 2>/dev/null || true
+}
+
+blob_put() {
+  (cd "$BLOB_DIR" && node blob.mjs put "$AZ_ENDPOINT" "$1") || die "blob.mjs put failed"
+}
