@@ -307,6 +307,7 @@ static void setup(CURL *c, const fx_blob_req_t *rq, fetch_t *f, struct curl_slis
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, eb);
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024); /* fewer, larger copies of a large body */
     if (rq->ca_file)
         curl_easy_setopt(c, CURLOPT_CAINFO, rq->ca_file);
 }

@@ -206,8 +206,8 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
                 permanent(p, dbc, it->route, msg, &it->claim, why, d);
             return PREP_DECIDED;
         }
-        it->msg = msg = &it->blob.msg; /* binds, hashes and calls with the blob as its body */
-        db_sha256_hex(msg->body, msg->body_len, it->sha);
+        it->msg = msg = &it->blob.msg; /* binds and calls with the blob as its body */
+        memcpy(it->sha, it->blob.blob.sha256, sizeof it->sha); /* fx_blob_get hashed it */
     }
     rc = rt_route_bind(it->route, msg, wk_traceparent(msg), &it->b, &d->err);
     if (rc != IB_E_OK) {
