@@ -23,7 +23,7 @@ e2e_init "${1:-postgresql}"
 [ "$DIALECT" = postgresql ] || die "this scenario blocks a PostgreSQL transaction on purpose"
 create_items_table
 start_azurite
-start_emu '{"queues":[{"name":"blobs","lock_duration_s":5,"max_delivery_count":10}]}'
+start_emu '{"queues":[{"name":"blobs","lock_duration_s":3,"max_delivery_count":10}]}'
 
 # The blobs (the 5 MB document first).
 blob_put "$(jq -n '[
