@@ -4,7 +4,8 @@
 # telemetry off, so that nothing leaves the machine.
 #
 #   start_azurite [PORT]   sets AZ_PID, AZ_PORT, AZ_ENDPOINT
-#   stop_azurite           kill -9 of AZ_PID (the data stays in $W/azurite)
+#   start_gate             a TCP gate to Azurite (gate.mjs): sets GATE_PID, GATE_PORT
+#   gate_close / gate_open connections to GATE_PORT refused / forwarded again
 #   blob_put SPEC          node blob.mjs put: one JSON line per blob
 BLOB_DIR="$E2E_SRC/tests/blob"
 AZ_KEY="Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -30,11 +31,22 @@ start_azurite() {
   AZ_ENDPOINT="http://127.0.0.1:$AZ_PORT"
 }
 
-stop_azurite() {
-  kill -9 "$AZ_PID" 2>/dev/null
-  wait "$AZ_PID" 2>/dev/null || true
-}
-
 blob_put() {
   (cd "$BLOB_DIR" && node blob.mjs put "$AZ_ENDPOINT" "$1") || die "blob.mjs put failed"
 }
+
+start_gate() {
+  node "$BLOB_DIR/gate.mjs" "$AZ_PORT" >"$W/gate.out" 2>&1 &
+  GATE_PID=$!
+  E2E_PIDS+=("$GATE_PID")
+  GATE_PORT=""
+  for _ in $(seq 1 100); do
+    GATE_PORT=$(head -n 1 "$W/gate.out" 2>/dev/null | jq -r '.port // empty' 2>/dev/null || true)
+    [ -n "$GATE_PORT" ] && break
+    sleep 0.1
+  done
+  [ -n "$GATE_PORT" ] || die "gate.mjs did not start: $(cat "$W/gate.out")"
+}
+gate_said() { [ "$(tail -n 1 "$W/gate.out")" = "$1" ]; }
+gate_close() { kill -HUP "$GATE_PID"; wait_until 10 gate_said closed || die "the gate did not close"; }
+gate_open() { kill -USR2 "$GATE_PID"; wait_until 10 gate_said open || die "the gate did not open"; }

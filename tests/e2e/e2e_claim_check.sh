@@ -14,16 +14,20 @@
 #     SHA-256 differs ClaimCheckChanged, above max_bytes ClaimCheckTooLarge,
 #     a SAS with a wrong signature (403) ClaimCheckRefused, a host not in
 #     allowed_hosts BindError; a good SHA-256 and a good SAS applied.
-#  3. Storage outage: Azurite killed, an event sent: held (inboxd_held_messages
-#     1, no dead letter), Azurite restarted on its port: applied on its first
-#     delivery (no delivery counted for the hold).
+#  inboxctl blob show / fetch: a dead letter's reference (no SAS shown), a
+#     changed blob refused, a parked message's blob fetched whole.
+#  3. Storage outage: the event's URL goes through a TCP gate to Azurite
+#     (tests/blob/gate.mjs), closed (connections refused): held
+#     (inboxd_held_messages 1, no row, no dead letter); the gate opened again:
+#     applied on its first delivery (no delivery counted for the hold).
 . "$(dirname "$0")/lib.sh"
 e2e_init "${1:-postgresql}"
 . "$E2E_SRC/tests/blob/azurite.sh"
 [ "$DIALECT" = postgresql ] || die "this scenario blocks a PostgreSQL transaction on purpose"
 create_items_table
 start_azurite
-start_emu '{"queues":[{"name":"blobs","lock_duration_s":3,"max_delivery_count":10}]}'
+start_gate
+start_emu '{"queues":[{"name":"blobs","lock_duration_s":3,"max_delivery_count":10},{"name":"parked","lock_duration_s":30,"max_delivery_count":10}]}'
 
 # The blobs (the 5 MB document first).
 blob_put "$(jq -n '[
@@ -38,10 +42,10 @@ b() { jq -r --arg n "$1" "select(.name == \$n) | .$2" "$W/blobs.jsonl"; }
 [ "$(b big.json bytes)" -gt 5000000 ] || die "big.json is not 5 MB"
 
 export E2E_STORAGE_KEY=$AZ_KEY
-routes=$(jq -n --arg sql "$(items_insert_sql)" --arg host "127.0.0.1:$AZ_PORT" '
+routes=$(jq -n --arg sql "$(items_insert_sql)" --arg host "127.0.0.1:$AZ_PORT" --arg gate "127.0.0.1:$GATE_PORT" '
   {sql: $sql, params: ["$.id", "$.n", "session_id", "sequence_number", "message_id"],
    idempotency_key: "doc:{$.id}"} as $apply |
-  {allowed_hosts: [$host], auth: "shared_key", account: "devstoreaccount1",
+  {allowed_hosts: [$host, $gate], auth: "shared_key", account: "devstoreaccount1",
    account_key: {env: "E2E_STORAGE_KEY"}, timeout_ms: 5000} as $key |
   [{match: {subject: "BlobCreated"},
     claim_check: ($key + {url: "{$.data.url}", etag: "{$.data.eTag}", sha256: "{prop:blob-sha256}",
@@ -111,15 +115,34 @@ case "$(desc ev-large)" in *"above claim_check.max_bytes 100000"*) e2e_log "ok  
 case "$(desc ev-403)" in *"(403)"*) e2e_log "ok   refused names the 403" ;; *) die "ev-403: $(desc ev-403)" ;; esac
 case "$(desc ev-403)" in *sig=*) die "the dead letter shows the SAS: $(desc ev-403)" ;; esac
 
+# ---- inboxctl blob show|fetch: a dead letter's reference, a parked message's blob
+blobctl() { "$INBOXCTL" blob "$@" --config "$W/inboxd.json" 2>>"$W/inboxctl.log"; }
+shown=$(blobctl show --dlq --message-id ev-403) || die "blob show failed: $(tail -n 2 "$W/inboxctl.log")"
+check "blob show: the URL without its SAS" "$(jq -r '.url + " " + .auth' <<<"$shown")" \
+  "$AZ_ENDPOINT/devstoreaccount1/docs/sas.json sas"
+shown=$(blobctl show --dlq --message-id ev-etag)
+check "blob show: the ETag the message carries" "$(jq -r .etag <<<"$shown")" "0x8DEADBEEF00000"
+rc=0; shown=$(blobctl fetch --dlq --message-id ev-etag --out "$W/etag.out") || rc=$?
+check "blob fetch of a changed blob: exit 1, result changed" "$rc $(jq -r .result <<<"$shown")" "1 changed"
+rc=0; blobctl show --dlq --message-id ev-none >/dev/null || rc=$?
+check "blob show of a message that is not there" "$rc" 3
+event ev-parked BlobCreated "$(b small.json url)" "$(b small.json etag)" >"$W/parked.jsonl"
+send_file parked "$W/parked.jsonl"
+shown=$(blobctl fetch --entity parked --message-id ev-parked --out "$W/small.out") \
+  || die "blob fetch failed: $(tail -n 2 "$W/inboxctl.log")"
+check "blob fetch: the blob's bytes" "$(sha256sum <"$W/small.out" | cut -c1-64) $(jq -r '.result + " " + .blob_sha256' <<<"$shown")" \
+  "$(b small.json sha256) ok $(b small.json sha256)"
+
 # ---- 3. a storage outage holds the message --------------------------------------
 port=$(http_port inboxd2)
-stop_azurite
-event ev-outage BlobCreated "$(b outage.json url)" "$(b outage.json etag)" >"$W/outage.jsonl"
+gate_close
+event ev-outage BlobCreated "$(b outage.json url | sed "s/:$AZ_PORT\//:$GATE_PORT\//")" "$(b outage.json etag)" >"$W/outage.jsonl"
+grep -q ":$GATE_PORT/" "$W/outage.jsonl" || die "the outage event does not go through the gate"
 send_file blobs "$W/outage.jsonl"
 held() { [ "$(metric "$port" inboxd_held_messages)" -ge 1 ]; }
 wait_until 30 held || die "the message was not held while the storage was down"
 check "rows while the storage is down" "$(sql "SELECT count(*) FROM items WHERE id = 'outage-1'")" 0
-start_azurite "$AZ_PORT"
+gate_open
 wait_until 60 settled 5 6 || die "the held message was not applied after the storage came back"
 check "the held document's row" "$(sql "SELECT count(*) FROM items WHERE id = 'outage-1'")" 1
 check "applied on its first delivery" \
