@@ -1,7 +1,8 @@
 /*
  * fx_blob.c - Get Blob over libcurl (fx_blob.h): the request's headers
  * (x-ms-version, x-ms-date, the authorisation), the size checked against
- * max_bytes when the headers end and again on every body chunk, one
+ * max_bytes when the headers end (the body never read when its
+ * Content-Length is above it) and again on every body chunk, one
  * buffer of the announced size, the ETag and SHA-256 checked at the end.
  *
  * thread: the caller's (one easy handle per call).
@@ -55,6 +56,15 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
         f->out->etag[0] = '\0';
         f->out->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         return len;
+    }
+    if (len <= 2 && f->out->status >= 200 && f->out->status < 300 &&
+        f->announced > (long long)f->req->max_bytes) { /* the headers' end: refused unread */
+        f->out->res = FX_BLOB_TOO_LARGE;
+        ib_error_set(&f->out->err, IB_E_INVAL, IB_CLASS_PERMANENT,
+                     "the blob's Content-Length %lld is above claim_check.max_bytes %zu",
+                     f->announced, f->req->max_bytes);
+        f->refused = true;
+        return 0;
     }
     if (len >= sizeof line)
         return len;

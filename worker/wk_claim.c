@@ -111,9 +111,11 @@ static void spent(const sb_msg_t *msg, const rt_claim_ref_t *ref, wk_decision_t 
 /* The bearer token of workload identity; false with d->err set (transient) when none yet. */
 static bool bearer(wk_claims_t *cs, sb_token_t *tok, wk_decision_t *d)
 {
-    if (!cs || !cs->aad)
-        return ib_error_set(&d->err, IB_E_AUTH, IB_CLASS_TRANSIENT,
-                            "claim_check: no workload identity token source") == IB_E_OK;
+    if (!cs || !cs->aad) {
+        ib_error_set(&d->err, IB_E_AUTH, IB_CLASS_TRANSIENT,
+                     "claim_check: no workload identity token source");
+        return false;
+    }
     return sb_aad_token_get(cs->aad, NULL, tok, &d->err) == IB_E_OK;
 }
 
