@@ -16,6 +16,7 @@
  *   inboxctl outbox republish [--since TIME] --config F
  *   inboxctl session show|unpark --session S [--entity E] [--wait S]  (ctl_session.c)
  *   inboxctl status --config F [--metrics URL] [--stuck-after S] [--json]  (ctl_status.c)
+ *   inboxctl blob show|fetch --message-id M [--dlq] [--out FILE] --config F  (ctl_blob.c)
  *
  * The connection string comes from --connection-string, else
  * INBOXD_SERVICEBUS_CONNECTION_STRING, else --config FILE (the same file
@@ -47,6 +48,7 @@
 #include "ib_enc.h"
 #include "ib_log.h"
 #include "ib_utf8.h"
+#include "ctl_blob.h"
 #include "ctl_outbox.h"
 #include "ctl_session.h"
 #include "ctl_status.h"
@@ -78,6 +80,8 @@ typedef struct opts {
     double rate;
     long canary, canary_wait_s;
     const char *session_cmd; /* session show|unpark */
+    const char *blob_cmd;    /* blob show|fetch */
+    const char *out;         /* blob fetch: the file */
     long wait_s;             /* session: how long a session locked by a receiver is waited for */
 } opts_t;
 
@@ -120,6 +124,11 @@ static int usage(const char *why)
         "       inboxctl status --config F [--metrics URL] [--stuck-after SECONDS] [--json]\n"
         "         One screen: healthy (exit 0), degraded (3) or stuck (4), each finding named\n"
         "         with the command that shows more.\n"
+        "       inboxctl blob show|fetch --message-id M [--dlq] [--out FILE] --config F\n"
+        "         A claim-checked message's blob reference as its route binds it (peeked;\n"
+        "         the URL without its query); fetch gets the blob as inboxd would (the\n"
+        "         route's auth, max_bytes, ETag and SHA-256) into --out. Exits 3 when the\n"
+        "         message is not there.\n"
         "common: --connection-string CS (or INBOXD_SERVICEBUS_CONNECTION_STRING) | --config F\n",
         why);
     return 2;
@@ -656,6 +665,7 @@ static int parse_args(opts_t *o, int argc, char **argv, int first)
         OPT("--body", body)
         OPT("--body-file", body_file)
         OPT("--file", file)
+        OPT("--out", out)
 #undef OPT
         if (strcmp(a, "--dlq") == 0) {
             o->dlq = true;
@@ -693,6 +703,11 @@ static int run_broker_cmd(const char *cmd, opts_t *o)
     bool have_cfg = false;
     ib_error_t err;
     int rc = resolve(o, &cfg, &have_cfg);
+    if (rc == 0 && o->blob_cmd && !have_cfg) { /* its routes are the config's */
+        have_cfg = true;
+        if (!wk_config_load_file(&cfg, o->config, stderr))
+            rc = 2;
+    }
     if (rc == 0) {
         sb_sender_options_t so = {.connection_string = o->cs};
         if (have_cfg && cfg.servicebus.ca_file[0])
@@ -702,7 +717,10 @@ static int run_broker_cmd(const char *cmd, opts_t *o)
             fprintf(stderr, "inboxctl: cannot connect: %s\n", err.text);
             rc = 1;
         } else {
-            rc = o->session_cmd
+            ctl_blob_opts_t bo = {o->entity, o->dlq, o->message_id,
+                                  o->blob_cmd && strcmp(o->blob_cmd, "fetch") == 0, o->out};
+            rc = o->blob_cmd ? ctl_blob(s, &cfg, &bo)
+                 : o->session_cmd
                      ? ctl_session(s, o->entity, o->session_id,
                                         strcmp(o->session_cmd, "unpark") == 0, o->wait_s)
                  : o->replay                ? cmd_replay(o, so.ca_file)
@@ -750,6 +768,11 @@ int main(int argc, char **argv)
         o.session_cmd = argv[2];
         o.wait_s = 120;
         first = 3;
+    } else if (strcmp(cmd, "blob") == 0) {
+        if (argc < 3 || (strcmp(argv[2], "show") != 0 && strcmp(argv[2], "fetch") != 0))
+            return usage("blob takes 'show' or 'fetch'");
+        o.blob_cmd = argv[2];
+        first = 3;
     } else if (strcmp(cmd, "send") != 0 && strcmp(cmd, "peek") != 0) {
         if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
             usage("help");
@@ -760,6 +783,10 @@ int main(int argc, char **argv)
     rc = parse_args(&o, argc, argv, first);
     if (rc == 0 && strcmp(cmd, "send") == 0 && !!o.body + !!o.body_file + !!o.file != 1)
         rc = usage("send takes exactly one of --body, --body-file, --file");
+    if (rc == 0 && o.blob_cmd && (!o.message_id || !o.config))
+        rc = usage("blob takes --message-id M and --config F (the routes)");
+    if (rc == 0 && o.blob_cmd && strcmp(o.blob_cmd, "fetch") == 0 && !o.out)
+        rc = usage("blob fetch takes --out FILE");
     if (rc == 0 && o.session_cmd && !o.session_id)
         rc = usage("session takes --session S");
     if (rc == 0)

@@ -52,6 +52,10 @@ static const rt_key_t keys[] = {
     {RT_SCOPE_ROUTE, "reason", "string", "(required with `deadletter`)", ACTION, 0, 0, 0,
      "the dead-letter reason of `action: deadletter`"},
 
+    {RT_SCOPE_ROUTE, "claim_check", "object", "none", SQL | HTTP, 0, 0, 0,
+     "the body is a blob in Azure Blob Storage that the message points at (keys below): "
+     "fetched before the route runs, then bound from exactly as a body"},
+
     {RT_SCOPE_MATCH, "subject", "string", "any", ANY, 0, 0, 0, "the message's subject, exactly"},
     {RT_SCOPE_MATCH, "property", "object", "any", ANY, 0, 0, 0,
      "application properties, name: string, integer or boolean, all equal"},
@@ -131,6 +135,40 @@ static const rt_key_t keys[] = {
      "adds `created-at`, when the outbox row was written"},
     {RT_SCOPE_EMIT, "schema_version", "string", "none", SQL | HTTP, 0, 0, 0,
      "adds `schema-version`, 1 to 64 characters"},
+
+    {RT_SCOPE_CLAIM, "url", "template", "(required)", SQL | HTTP, 0, 0, 0,
+     "the blob's URL, e.g. `{$.data.url}` (an Event Grid `Microsoft.Storage.BlobCreated` "
+     "event) or `{prop:blob-url}`; rendered as the message gives it (a SAS in its query is "
+     "kept), never percent-encoded; `http://` or `https://` on a host of `allowed_hosts`, else "
+     "dead-lettered `BindError` before any request"},
+    {RT_SCOPE_CLAIM, "allowed_hosts", "array", "(required)", SQL | HTTP, 0, 0, 0,
+     "`[\"acct.blob.core.windows.net\", \"127.0.0.1:10000\"]`: the only hosts fetched (a "
+     "message never chooses where inboxd's credentials go); a `host:port` entry allows that "
+     "port only, a bare `host` the scheme's default port"},
+    {RT_SCOPE_CLAIM, "max_bytes", "integer", "`16777216`", SQL | HTTP, 1, 1073741824, 16777216,
+     "the largest blob fetched: a larger `Content-Length` is refused before the body is read, "
+     "a body that runs past it while read is cut off; dead-lettered `ClaimCheckTooLarge`"},
+    {RT_SCOPE_CLAIM, "sha256", "template", "none", SQL | HTTP, 0, 0, 0,
+     "the blob's SHA-256 as the message carries it (64 hex digits); when its source is present "
+     "the fetched bytes must hash to it, else `ClaimCheckChanged`"},
+    {RT_SCOPE_CLAIM, "etag", "template", "none", SQL | HTTP, 0, 0, 0,
+     "the blob's ETag as the message carries it (`{$.data.eTag}`; quotes ignored); when present "
+     "the answer's `ETag` must equal it, else `ClaimCheckChanged`"},
+    {RT_SCOPE_CLAIM, "auth", "`sas`, `shared_key` or `workload_identity`", "`sas`", SQL | HTTP, 0,
+     0, 0,
+     "`sas`: the URL as given (its SAS, or a public container); `shared_key`: each request "
+     "signed with `account_key` (`Authorization: SharedKey`); `workload_identity`: a bearer "
+     "token for `https://storage.azure.com/` from the pod's federated identity (as "
+     "`servicebus.auth`)"},
+    {RT_SCOPE_CLAIM, "account", "string", "(required with `shared_key`)", SQL | HTTP, 0, 0, 0,
+     "the storage account's name"},
+    {RT_SCOPE_CLAIM, "account_key", "`{\"env\": NAME}`", "(required with `shared_key`)",
+     SQL | HTTP, 0, 0, 0,
+     "the account key (base64), read from the environment at start and masked in logs"},
+    {RT_SCOPE_CLAIM, "timeout_ms", "integer", "`30000`", SQL | HTTP, 100, 600000, 30000,
+     "the whole fetch, connect included; a timeout is a storage outage (held)"},
+    {RT_SCOPE_CLAIM, "ca_file", "path", "system store", SQL | HTTP, 0, 0, 0,
+     "PEM bundle that verifies the storage endpoint (TLS is always verified)"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -214,4 +252,6 @@ void rt_keys_print_markdown(FILE *fp)
     print_scope(fp, RT_SCOPE_HTTP, "\n`http` (HTTP routes):", false);
     print_scope(fp, RT_SCOPE_RECONCILE, "\n`http.reconcile`:", false);
     print_scope(fp, RT_SCOPE_EMIT, "\nAn entry of `emit` or `emit_on_failure`:", false);
+    print_scope(fp, RT_SCOPE_CLAIM, "\n`claim_check` (the body from a blob, see Claim check):",
+                false);
 }

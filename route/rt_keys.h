@@ -23,6 +23,7 @@ typedef enum {
     RT_SCOPE_HTTP,      /* routes[i].http */
     RT_SCOPE_RECONCILE, /* routes[i].http.reconcile */
     RT_SCOPE_EMIT,      /* routes[i].emit[j] and emit_on_failure[j] */
+    RT_SCOPE_CLAIM,     /* routes[i].claim_check */
 } rt_scope_t;
 
 /* Which kinds of route take a route-level key. */

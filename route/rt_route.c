@@ -64,6 +64,7 @@ struct rt_route {
     bool unique_duplicate; /* on_unique_violation: "duplicate" */
     json_t *constraints;   /* array of names limiting it; NULL = any unique key */
     bool hash_params;      /* payload_hash "params": the conflict check hashes the bound values */
+    rt_claim_spec_t *claim; /* claim_check; NULL: the body is the message's */
 };
 
 /* ---- compile ---------------------------------------------------------- */
@@ -631,6 +632,10 @@ static void compile_route(rt_route_t *r, const json_t *j, ib_problems_t *p)
     }
     compile_unique(r, j, p);
     compile_payload_hash(r, json_object_get(j, "payload_hash"), p);
+    if (json_object_get(j, "claim_check")) {
+        bool nj = false; /* the reference reads the message's body, not the blob */
+        r->claim = rt_claim_compile(json_object_get(j, "claim_check"), &nj, p);
+    }
 }
 
 int rt_routes_compile(const json_t *routes, rt_routes_t *out, FILE *errs)
@@ -677,6 +682,7 @@ void rt_routes_free(rt_routes_t *routes)
         rt_emits_free(r->emits);
         rt_emits_free(r->rejects);
         json_decref(r->constraints);
+        rt_claim_free(r->claim);
     }
     free(routes->v);
     free(routes->outbox_sql);
@@ -1359,6 +1365,19 @@ bool rt_routes_have_http(const rt_routes_t *routes)
 {
     for (size_t i = 0; i < routes->n; i++)
         if (routes->v[i].http)
+            return true;
+    return false;
+}
+
+const rt_claim_spec_t *rt_route_claim(const rt_route_t *r)
+{
+    return r->claim;
+}
+
+bool rt_routes_claim_auth(const rt_routes_t *routes, rt_claim_auth_t a)
+{
+    for (size_t i = 0; i < routes->n; i++)
+        if (routes->v[i].claim && rt_claim_auth(routes->v[i].claim) == a)
             return true;
     return false;
 }

@@ -283,4 +283,54 @@ int rt_routes_warn(const rt_routes_t *routes, FILE *errs);
  */
 ib_err_t rt_routes_check_unique(const rt_routes_t *routes, db_conn_t *dbc, ib_error_t *err);
 
+/* ---- claim check (rt_claim.c) --------------------------------------
+ *
+ * {"match": ..., "claim_check": {"url": "{$.data.url}", "allowed_hosts": [...],
+ *  "max_bytes": N, "sha256": "{prop:...}", "etag": "{$.data.eTag}",
+ *  "auth": "sas" | "shared_key" | "workload_identity", "account": "acct",
+ *  "account_key": {"env": NAME}, "timeout_ms": 30000, "ca_file": "..."},
+ *  "sql": ..., "params": [...]}
+ *
+ * The route's body is the blob the message points at: its url, sha256 and
+ * etag are templates over the message (body paths, properties); the
+ * route's statements, key and payload hash then read the blob as they
+ * would read a body (the caller binds them over a message whose body is
+ * the blob).
+ */
+typedef struct rt_claim_spec rt_claim_spec_t;
+
+typedef enum { RT_CLAIM_SAS, RT_CLAIM_SHARED_KEY, RT_CLAIM_WORKLOAD_IDENTITY } rt_claim_auth_t;
+
+/* The route's claim_check, or NULL when its body is the message's. */
+const rt_claim_spec_t *rt_route_claim(const rt_route_t *r);
+/* Whether any route has a claim_check with auth a. */
+bool rt_routes_claim_auth(const rt_routes_t *routes, rt_claim_auth_t a);
+long rt_claim_max_bytes(const rt_claim_spec_t *c);
+long rt_claim_timeout_ms(const rt_claim_spec_t *c);
+rt_claim_auth_t rt_claim_auth(const rt_claim_spec_t *c);
+const char *rt_claim_account(const rt_claim_spec_t *c);     /* shared_key; else NULL */
+const char *rt_claim_account_key(const rt_claim_spec_t *c); /* shared_key: base64; else NULL */
+const char *rt_claim_ca_file(const rt_claim_spec_t *c);     /* NULL: the system store */
+
+/* One message's blob reference, bound; owns its strings (through b). */
+typedef struct rt_claim_ref {
+    char *url;                  /* as the message gave it (a SAS in its query) */
+    char *url_redacted;         /* scheme://host/path, for logs and dead letters */
+    char dest[FX_DEST_KEY_MAX]; /* scheme://host:port (fx_dest_key) */
+    char *sha256;               /* what the message expects; NULL: not carried */
+    char *etag;                 /* NULL: not carried */
+    rt_binding_t b;
+} rt_claim_ref_t;
+
+/*
+ * Binds the blob reference of msg on route r (which has a claim_check).
+ * Fails (permanent) as rt_route_bind does, and with IB_E_NOT_ALLOWED when
+ * the URL is not http(s) on a host of claim_check.allowed_hosts. An absent
+ * sha256 / etag source leaves that check out. ref must be freed with
+ * rt_claim_ref_free either way. thread: any.
+ */
+ib_err_t rt_route_bind_claim(const rt_route_t *r, const sb_msg_t *msg, rt_claim_ref_t *ref,
+                             ib_error_t *err);
+void rt_claim_ref_free(rt_claim_ref_t *ref);
+
 #endif

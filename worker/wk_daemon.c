@@ -29,6 +29,7 @@
 #include "ib_log.h"
 #include "sb_aad.h"
 #include "sb_client.h"
+#include "wk_claim.h"
 #include "wk_dbopt.h"
 #include "wk_entity.h"
 #include "wk_limits.h"
@@ -993,6 +994,10 @@ static ib_err_t compile_routes(daemon_t *dm, ib_error_t *err)
     if (wk_outbox_plan(dm->cfg, &dm->routes, dm->relay_only, &dm->outbox, stderr) != 0 ||
         !rt_routes_set_outbox(&dm->routes, dm->cfg->outbox.table))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "outbox: invalid");
+    /* Claim-checked blobs share the received messages' budget figure. */
+    if (!(dm->pipe.claims = wk_claims_new(
+              &dm->routes, (unsigned long long)dm->cfg->servicebus.max_held_mb << 20, err)))
+        return err->code;
     return IB_E_OK;
 }
 
@@ -1326,6 +1331,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     wk_metrics_free(dm->metrics);
     wk_breaker_free(dm->breaker);
     wk_dests_free(dm->dests);
+    wk_claims_free(dm->pipe.claims); /* after the workers */
     wk_dbopt_free(&dm->db); /* after the workers, the sweeper and the relay: its callers */
     rt_routes_free(&dm->routes);
     pthread_mutex_destroy(&dm->mu);

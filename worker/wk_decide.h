@@ -41,6 +41,8 @@ typedef struct wk_carry {
     char last_error[256];
     bool unresolved;
     bool spent;
+    int fetches;    /* claim check: fetches held for the storage service (the backoff's n) */
+    ib_rand_t seed; /* their backoff's state */
 } wk_carry_t;
 
 typedef struct wk_decision {
@@ -99,6 +101,8 @@ typedef struct wk_pipeline {
      */
     void (*settle_now)(void *ctx, wk_decision_t *d);
     void *settle_ctx;
+    /* Claim check (wk_claim.h): the blob budget and token; NULL: unbounded, no identity. */
+    struct wk_claims *claims;
 } wk_pipeline_t;
 
 /*

@@ -83,6 +83,14 @@
     X(UNCERTAIN, "OutcomeUncertain", UNCERTAIN, IB_CLASS_AMBIGUOUS,                                \
       "the effect may have happened and cannot be asked (an HTTP call, or a commit whose answer "   \
       "was lost); the row is `uncertain`: `inboxctl inbox resolve`")                               \
+    X(CLAIM_MISSING, "ClaimCheckMissing", DEAD_LETTERED, IB_CLASS_PERMANENT,                     \
+      "the blob a claim-checked message names does not exist (404)")                               \
+    X(CLAIM_CHANGED, "ClaimCheckChanged", DEAD_LETTERED, IB_CLASS_PERMANENT,                     \
+      "the blob is not the one the message names: its ETag or SHA-256 differs (or 412)")           \
+    X(CLAIM_TOO_LARGE, "ClaimCheckTooLarge", DEAD_LETTERED, IB_CLASS_PERMANENT,                  \
+      "the blob is larger than `claim_check.max_bytes` (its Content-Length, or its body as read)") \
+    X(CLAIM_REFUSED, "ClaimCheckRefused", DEAD_LETTERED, IB_CLASS_PERMANENT,                     \
+      "the storage account refused the fetch (403, 401 or another 4xx)")                           \
     X(RETRY_BUDGET, "RetryBudgetExhausted", DEAD_LETTERED, IB_CLASS_TRANSIENT,                     \
       "transient failures outlasted delivery `retry.max_deliveries` (description: the last "       \
       "error)")                                                                                    \

@@ -15,6 +15,7 @@
 #include "db_limits.h"
 #include "ib_backoff.h"
 #include "ib_log.h"
+#include "wk_claim.h"
 #include "wk_decide.h"
 #include "wk_limits.h"
 #include "wk_effect.h"
@@ -156,6 +157,7 @@ typedef struct item {
     bool bound; /* b holds a binding to free */
     db_claim_t claim;
     char sha[65];
+    wk_claim_t blob; /* claim_check: the blob and the message that binds from it */
 } item_t;
 
 /* Where prepare() sends a message. */
@@ -197,6 +199,16 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
         /* An operator's replay takes a row recorded 'failed' over (db_inbox_apply). */
         .replay = sb_msg_prop(msg, "inboxd-replay-count") != NULL,
     };
+    if (rt_route_claim(it->route)) {
+        wk_dl_reason_t why;
+        if (!wk_claim_fetch(p, it->route, msg, &it->blob, d, &why)) {
+            if (why != WK_DL__COUNT)
+                permanent(p, dbc, it->route, msg, &it->claim, why, d);
+            return PREP_DECIDED;
+        }
+        it->msg = msg = &it->blob.msg; /* binds and calls with the blob as its body */
+        memcpy(it->sha, it->blob.blob.sha256, sizeof it->sha); /* fx_blob_get hashed it */
+    }
     rc = rt_route_bind(it->route, msg, wk_traceparent(msg), &it->b, &d->err);
     if (rc != IB_E_OK) {
         rt_binding_free(&it->b);
@@ -662,6 +674,7 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
             rl_relay_wake(p->relay);
         if (items[i].bound)
             rt_binding_free(&items[i].b);
+        wk_claim_free(&items[i].blob); /* the blob's bytes back to the budget */
     }
 out:
     if (n != 1) {

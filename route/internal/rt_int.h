@@ -108,6 +108,10 @@ ib_err_t rt_tpl_render(const template_t *tpl, const sb_msg_t *msg, rt_binding_t 
 rt_http_spec_t *rt_http_compile(const json_t *http, bool has_key, ib_problems_t *p);
 void rt_http_free(rt_http_spec_t *h);
 
+/* The "claim_check" section of a route (rt_claim.c); *nj set when it reads the body as JSON. */
+rt_claim_spec_t *rt_claim_compile(const json_t *o, bool *nj, ib_problems_t *p);
+void rt_claim_free(rt_claim_spec_t *c);
+
 /*
  * The transaction keyword a route's SQL holds as a statement (outside string
  * literals, quoted identifiers and comments, case-insensitive), in capitals
