@@ -321,7 +321,7 @@ ib_err_t db_outbox_mark(db_conn_t *dbc, const char *table, long long id, db_outb
     ib_err_t rc;
 
     if (mark == DB_OUTBOX_PUBLISHED)
-        rc = db_outbox_sql_published(dbc->dialect, table, sql, sizeof(sql));
+        rc = db_outbox_sql_published(dbc->dialect, table, 1, sql, sizeof(sql));
     else
         rc = db_outbox_sql_attempt(dbc->dialect, table, mark == DB_OUTBOX_FAILED, sql,
                                    sizeof(sql));
@@ -344,6 +344,44 @@ ib_err_t db_outbox_mark(db_conn_t *dbc, const char *table, long long id, db_outb
             err->cls = IB_CLASS_PERMANENT;
         ib_error_prefix(err, "outbox mark");
         return err->code;
+    }
+    return IB_E_OK;
+}
+
+/* The statement width for n ids: the least of 1, 8, 32 and DB_OUTBOX_MARK_MAX holding them. */
+static size_t mark_width(size_t n)
+{
+    static const size_t widths[] = {1, 8, 32, DB_OUTBOX_MARK_MAX};
+    size_t i = 0;
+    while (i + 1 < sizeof(widths) / sizeof(widths[0]) && widths[i] < n)
+        i++;
+    return widths[i];
+}
+
+ib_err_t db_outbox_mark_published(db_conn_t *dbc, const char *table, const long long *ids,
+                                  size_t n, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    db_bind_t b[DB_OUTBOX_MARK_MAX];
+    ib_error_t local;
+
+    if (!err)
+        err = &local;
+    ib_error_clear(err);
+    for (size_t from = 0; from < n;) {
+        size_t take = n - from < DB_OUTBOX_MARK_MAX ? n - from : DB_OUTBOX_MARK_MAX;
+        size_t width = mark_width(take);
+        if (db_outbox_sql_published(dbc->dialect, table, width, sql, sizeof(sql)) != IB_E_OK)
+            return bad_table(err);
+        for (size_t k = 0; k < width; k++) /* the last id again fills the width */
+            b[k] = DB_B(DB_INT(ids[from + (k < take ? k : take - 1)]));
+        if (db_run_kept(dbc, sql, b, width, NULL, NULL, NULL, err) != IB_E_OK) {
+            if (err->cls == IB_CLASS_DUPLICATE)
+                err->cls = IB_CLASS_PERMANENT;
+            ib_error_prefix(err, "outbox mark");
+            return err->code;
+        }
+        from += take;
     }
     return IB_E_OK;
 }

@@ -64,8 +64,12 @@ ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_
                              char *lock, size_t lock_size);
 /* MIN(id) of the pending rows of one session id (parameter: session_id). */
 ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, char *buf, size_t size);
-/* Marks one row published (parameter: id). */
-ib_err_t db_outbox_sql_published(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * Marks nids rows published (parameters: nids ids; "id = ?" for one, else
+ * "id IN (?, ...)").
+ */
+ib_err_t db_outbox_sql_published(db_dialect_t d, const char *table, size_t nids, char *buf,
+                                 size_t size);
 /*
  * Counts one failed attempt (parameters: last_error, id); with failed the
  * row leaves the pending set as 'failed', otherwise it stays pending.
@@ -164,6 +168,16 @@ typedef enum {
 /* Marks one claimed row inside the relay transaction; error may be NULL. */
 ib_err_t db_outbox_mark(db_conn_t *dbc, const char *table, long long id, db_outbox_mark_t mark,
                         const char *error, ib_error_t *err);
+
+/*
+ * Marks n claimed rows published inside the relay transaction: a statement
+ * per DB_OUTBOX_MARK_MAX ids, each of a few fixed widths (the last id
+ * repeated to fill one), so a handful of texts stay prepared. err may be
+ * NULL.
+ */
+#define DB_OUTBOX_MARK_MAX 128
+ib_err_t db_outbox_mark_published(db_conn_t *dbc, const char *table, const long long *ids,
+                                  size_t n, ib_error_t *err);
 
 /*
  * Deletes published rows older than retention_s, batch rows per statement

@@ -172,14 +172,27 @@ ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, char *buf
                   db_dialect_traits(d)->read_locked_hint);
 }
 
-ib_err_t db_outbox_sql_published(db_dialect_t d, const char *table, char *buf, size_t size)
+ib_err_t db_outbox_sql_published(db_dialect_t d, const char *table, size_t nids, char *buf,
+                                 size_t size)
 {
-    if (!usable(d, table))
+    size_t used;
+    if (!usable(d, table) || nids == 0)
         return IB_E_INVAL;
-    return render(buf, size,
-                  "UPDATE %s SET status = 'published', published_at = %s, attempts = attempts + "
-                  "1, last_error = NULL WHERE id = ?",
-                  table, db_sql_now(d));
+    if (render(buf, size,
+               "UPDATE %s SET status = 'published', published_at = %s, attempts = attempts + "
+               "1, last_error = NULL WHERE id ",
+               table, db_sql_now(d)) != IB_E_OK)
+        return IB_E_INVAL;
+    used = strlen(buf);
+    if (nids == 1)
+        return render(buf + used, size - used, "= ?");
+    if (render(buf + used, size - used, "IN (?") != IB_E_OK)
+        return IB_E_INVAL;
+    used += 5;
+    for (size_t i = 1; i < nids; i++, used += 3)
+        if (render(buf + used, size - used, ", ?") != IB_E_OK)
+            return IB_E_INVAL;
+    return render(buf + used, size - used, ")");
 }
 
 ib_err_t db_outbox_sql_attempt(db_dialect_t d, const char *table, bool failed, char *buf,

@@ -30,7 +30,7 @@
 #define CLEANUP_FIRST_MS 5000
 #define CLEANUP_BATCH 1000
 #define CLEANUP_BATCHES_PER_TURN 20
-#define GROUP_MAX 64 /* messages in flight at once on the sender link */
+#define GROUP_MAX 256 /* messages in flight at once on the sender link */
 
 struct rl_relay {
     rl_relay_options_t opt;
@@ -226,43 +226,54 @@ static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_pr
                                 size_t *nprops, char tp[OT_TRACEPARENT_LEN]);
 static void publish_end(ot_span_t *s, const ib_error_t *res);
 
-/* Sends rows [from, from + len) and fills res[] with each row's result. */
+/* What a row needs while its message is out: its properties and its publish span. */
+typedef struct row_out {
+    sb_prop_t *props;
+    void *holder;
+    ot_span_t *span;
+    char tp[OT_TRACEPARENT_LEN];
+} row_out_t;
+
+/* Sends rows [0, len), pipelined on one link, and fills res[] with each row's result. */
 static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, ib_error_t *res)
 {
-    sb_out_msg_t msgs[GROUP_MAX], ok_msgs[GROUP_MAX];
-    sb_prop_t *props[GROUP_MAX];
-    void *holders[GROUP_MAX];
-    ib_error_t ok_res[GROUP_MAX];
-    size_t map[GROUP_MAX], nok = 0;
-    ot_span_t *spans[GROUP_MAX] = {0};
-    char tps[GROUP_MAX][OT_TRACEPARENT_LEN];
+    row_out_t *ro = calloc(len, sizeof(*ro));
+    sb_out_msg_t *msgs = calloc(len, sizeof(*msgs));
+    ib_error_t *ok_res = calloc(len, sizeof(*ok_res));
+    size_t *map = calloc(len, sizeof(*map)), nok = 0;
 
+    if (!ro || !msgs || !ok_res || !map) {
+        for (size_t k = 0; k < len; k++)
+            ib_error_set(&res[k], IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        len = 0;
+    }
     for (size_t k = 0; k < len; k++) {
         size_t np = 0;
         ib_error_clear(&res[k]);
-        if (rl_relay_props_parse(rows[k].properties, &props[k], &np, &holders[k], &res[k]) !=
-            IB_E_OK) {
+        if (rl_relay_props_parse(rows[k].properties, &ro[k].props, &np, &ro[k].holder,
+                                 &res[k]) != IB_E_OK) {
             if (res[k].cls == IB_CLASS_PERMANENT)
                 ib_strlcpy(res[k].condition, "inboxd:invalid-properties",
                            sizeof(res[k].condition));
-            props[k] = NULL;
-            holders[k] = NULL;
             continue; /* never sent */
         }
         if (r->opt.otel)
-            spans[k] = publish_begin(r, &rows[k], props[k], &np, tps[k]);
-        row_msg(&rows[k], props[k], np, &msgs[k]);
-        ok_msgs[nok] = msgs[k];
+            ro[k].span = publish_begin(r, &rows[k], ro[k].props, &np, ro[k].tp);
+        row_msg(&rows[k], ro[k].props, np, &msgs[nok]);
         map[nok++] = k;
     }
     if (nok)
-        sb_client_send_each(r->opt.client, rows[0].entity, ok_msgs, nok, SEND_TIMEOUT_MS, ok_res);
+        sb_client_send_each(r->opt.client, rows[0].entity, msgs, nok, SEND_TIMEOUT_MS, ok_res);
     for (size_t j = 0; j < nok; j++)
         res[map[j]] = ok_res[j];
     for (size_t k = 0; k < len; k++) {
-        publish_end(spans[k], &res[k]);
-        rl_relay_props_free(props[k], holders[k]);
+        publish_end(ro[k].span, &res[k]);
+        rl_relay_props_free(ro[k].props, ro[k].holder);
     }
+    free(ro);
+    free(msgs);
+    free(ok_res);
+    free(map);
 }
 
 /*
@@ -341,16 +352,82 @@ static void hold_session(db_outbox_row_t *rows, size_t from, size_t *n, const ch
 }
 
 /*
+ * Marks the rows of one group after their send: a failed one at once (its
+ * own error text; a failed row of a session holds its later rows of this
+ * claim back), a published one's id into pub[*npub] for the round's one
+ * statement. *transient is set by a transient failure. Returns false when
+ * a mark fails (the round rolls back).
+ */
+static bool mark_group(rl_relay_t *r, db_outbox_row_t *rows, size_t from, size_t len, size_t *n,
+                       const ib_error_t *res, long long *pub, size_t *npub, size_t *handled,
+                       bool *transient)
+{
+    for (size_t k = 0; k < len; k++) {
+        const db_outbox_row_t *row = &rows[from + k];
+        const ib_error_t *se = &res[k];
+        ib_error_t me;
+        bool again = se->cls != IB_CLASS_PERMANENT;
+        char why[700];
+        if (se->code == IB_E_OK) {
+            pub[(*npub)++] = row->id;
+            (*handled)++;
+            continue;
+        }
+        *transient |= again;
+        log_send_failure(row, se, !again);
+        snprintf(why, sizeof(why), "%s%s%s", se->condition, se->condition[0] ? ": " : "",
+                 se->text);
+        if (db_outbox_mark(r->dbc, r->table, row->id, again ? DB_OUTBOX_RETRY : DB_OUTBOX_FAILED,
+                           why, &me) != IB_E_OK) {
+            IB_LOG(IB_LOG_WARN, "outbox_mark", IB_MSG("the relay cannot mark an outbox row"),
+                   IB_S("error", me.text), IB_S("sqlstate", me.sqlstate));
+            return false;
+        }
+        if (again)
+            continue;
+        (*handled)++;
+        count_failed(r, se->condition);
+        if (row->session_id)
+            hold_session(rows, from + len, n, row->session_id);
+    }
+    return true;
+}
+
+/* Marks the round's published rows and commits; false after a rollback. */
+static bool finish_round(rl_relay_t *r, const long long *pub, size_t npub)
+{
+    ib_error_t err;
+    if (npub && db_outbox_mark_published(r->dbc, r->table, pub, npub, &err) != IB_E_OK) {
+        IB_LOG(IB_LOG_WARN, "outbox_mark", IB_MSG("the relay cannot mark outbox rows published"),
+               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate), IB_I("rows", npub));
+        db_end(r->dbc, false, &err);
+        return false;
+    }
+    if (db_end(r->dbc, true, &err) != IB_E_OK) {
+        IB_LOG(IB_LOG_WARN, "outbox_commit", IB_MSG("the relay's commit failed"),
+               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate));
+        db_end(r->dbc, false, &err);
+        return false;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->stats.published_total += npub;
+    pthread_mutex_unlock(&r->mu);
+    return true;
+}
+
+/*
  * Claims, sends and marks one batch. Returns the rows handled (published
- * or failed), or -1 after a transient failure (the caller backs off).
+ * or failed), or -1 after a transient failure (the caller backs off). A
+ * failure to mark or commit rolls every row back: sent ones are sent again
+ * later with the same message id.
  */
 static int round_once(rl_relay_t *r)
 {
     db_outbox_row_t *rows = NULL;
-    size_t n = 0, handled = 0;
-    bool transient = false;
-    unsigned long long published = 0;
-    ib_error_t err;
+    size_t n = 0, handled = 0, npub = 0;
+    bool transient = false, ok = true;
+    ib_error_t err, *res = NULL;
+    long long *pub = NULL;
 
     if (db_outbox_claim(r->dbc, r->table, r->opt.batch, &rows, &n, &err) != IB_E_OK) {
         IB_LOG(IB_LOG_WARN, "outbox_claim", IB_MSG("the relay cannot claim outbox rows"),
@@ -360,52 +437,25 @@ static int round_once(rl_relay_t *r)
     }
     if (n == 0)
         return 0;
-    for (size_t i = 0; i < n && !transient;) {
-        ib_error_t res[GROUP_MAX];
+    res = calloc(n < GROUP_MAX ? n : GROUP_MAX, sizeof(*res));
+    pub = calloc(n, sizeof(*pub));
+    if (!res || !pub) {
+        ok = false;
+        db_end(r->dbc, false, &err);
+    }
+    for (size_t i = 0; ok && i < n && !transient;) {
         size_t len = group_len(rows, i, n);
         send_group(r, rows + i, len, res);
-        for (size_t k = 0; k < len; k++) {
-            const db_outbox_row_t *row = &rows[i + k];
-            ib_error_t *se = &res[k], me;
-            db_outbox_mark_t mark = DB_OUTBOX_PUBLISHED;
-            char why[700] = "";
-            if (se->code != IB_E_OK) {
-                bool again = se->cls != IB_CLASS_PERMANENT;
-                transient |= again;
-                mark = again ? DB_OUTBOX_RETRY : DB_OUTBOX_FAILED;
-                log_send_failure(row, se, !again);
-                snprintf(why, sizeof(why), "%s%s%s", se->condition, se->condition[0] ? ": " : "",
-                         se->text);
-            }
-            if (db_outbox_mark(r->dbc, r->table, row->id, mark, why, &me) != IB_E_OK) {
-                IB_LOG(IB_LOG_WARN, "outbox_mark", IB_MSG("the relay cannot mark an outbox row"),
-                       IB_S("error", me.text), IB_S("sqlstate", me.sqlstate));
-                db_end(r->dbc, false, &me);
-                db_outbox_rows_free(rows, n);
-                return -1; /* the rows go back; sent ones are re-sent with the same id */
-            }
-            if (mark == DB_OUTBOX_FAILED) {
-                count_failed(r, se->condition);
-                if (row->session_id)
-                    hold_session(rows, i + len, &n, row->session_id);
-            }
-            published += mark == DB_OUTBOX_PUBLISHED;
-            handled += mark != DB_OUTBOX_RETRY;
-        }
+        ok = mark_group(r, rows, i, len, &n, res, pub, &npub, &handled, &transient);
+        if (!ok)
+            db_end(r->dbc, false, &err);
         i += len; /* after a transient failure the rest stay pending, untouched */
     }
-    if (db_end(r->dbc, true, &err) != IB_E_OK) {
-        IB_LOG(IB_LOG_WARN, "outbox_commit", IB_MSG("the relay's commit failed"),
-               IB_S("error", err.text), IB_S("sqlstate", err.sqlstate));
-        db_end(r->dbc, false, &err);
-        db_outbox_rows_free(rows, n);
-        return -1;
-    }
+    ok = ok && finish_round(r, pub, npub);
     db_outbox_rows_free(rows, n);
-    pthread_mutex_lock(&r->mu);
-    r->stats.published_total += published;
-    pthread_mutex_unlock(&r->mu);
-    return transient ? -1 : (int)handled;
+    free(res);
+    free(pub);
+    return !ok || transient ? -1 : (int)handled;
 }
 
 static void cleanup_turn(rl_relay_t *r)

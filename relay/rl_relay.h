@@ -9,7 +9,8 @@
  * relay thread only waits for the broker's accept of every message). One
  * round: claim up to `batch` rows in id order (rows held by another replica
  * are skipped), send them pipelined (at most one row per session id in
- * flight, so a session's rows leave in order), mark each, commit. A transient send failure (connection,
+ * flight, so a session's rows leave in order), mark the published ones
+ * together (db_outbox_mark_published) and a failed one alone, commit. A transient send failure (connection,
  * busy, timeout) ends the round with that row and every later one still
  * pending, and the next round waits a backoff; a permanent one (entity not
  * found, unauthorized, too large) marks the row failed and the round goes

@@ -3,7 +3,8 @@
  * (argv[1]: postgresql|sqlite): creation and the check, the shipped schema
  * file, rows inserted in an inbox transaction (and none from one rolled
  * back), the claim in id order with every column intact, marking
- * published / retry / failed, operator list and retry, stats, two relays
+ * published / retry / failed (and many rows published at once), operator
+ * list and retry, stats, two relays
  * at once (PostgreSQL: disjoint claims that keep one session's order;
  * SQLite: the second waits), cleanup in batches under its lock, and
  * trace_context: written, claimed, listed, added to a table from before it
@@ -277,6 +278,39 @@ static void test_two_relays_sqlite(void)
     db_conn_free(other);
 }
 
+/*
+ * Many rows marked published at once: 150 claimed rows (a full statement of
+ * DB_OUTBOX_MARK_MAX ids and a padded one), each published once; an id of
+ * the claim left out of the list stays pending.
+ */
+static void test_mark_published_many(void)
+{
+    ib_error_t err;
+    db_outbox_row_t *rows = NULL;
+    size_t n = 0, k = 0;
+    long long ids[150];
+
+    ASSERT_EQ(tl_exec(&T, "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE "
+                          "i < 151) INSERT INTO " TB " (entity, message_id) "
+                          "SELECT 'q', 'many-' || i FROM s"),
+              0);
+    ASSERT_EQ(db_outbox_claim(dbc, TB, 1000, &rows, &n, &err), IB_E_OK);
+    for (size_t i = 0; i < n && k < 150; i++)
+        if (strncmp(rows[i].message_id, "many-", 5) == 0)
+            ids[k++] = rows[i].id;
+    ASSERT_EQ(k, 150);
+    ASSERT_EQ(db_outbox_mark_published(dbc, TB, ids, k, &err), IB_E_OK);
+    ASSERT_EQ(db_end(dbc, true, &err), IB_E_OK);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM " TB " WHERE message_id LIKE 'many-%' AND status = "
+                    "'published' AND attempts = 1 AND published_at IS NOT NULL"),
+              150);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM " TB " WHERE message_id LIKE 'many-%' AND status = "
+                    "'pending'"),
+              1);
+    db_outbox_rows_free(rows, n);
+    ASSERT_EQ(tl_exec(&T, "DELETE FROM " TB " WHERE message_id LIKE 'many-%'"), 0);
+}
+
 /* Cleanup: only published rows past the retention, in batches; one cleaner at a time. */
 static void test_cleanup(void)
 {
@@ -502,6 +536,7 @@ int main(int argc, char **argv)
         RUN(test_two_relays_postgresql);
     else
         RUN(test_two_relays_sqlite);
+    RUN(test_mark_published_many);
     RUN(test_cleanup);
     RUN(test_shipped_schema_runs);
     RUN(test_old_table_gains_trace_context);

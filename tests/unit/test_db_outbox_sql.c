@@ -98,8 +98,16 @@ static void test_marks_and_operator_text(void)
 {
     char sql[2048];
     bool limit_first;
-    ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_MSSQL, "dbo.ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_MSSQL, "dbo.ob", 1, sql, sizeof(sql)), IB_E_OK);
     ASSERT_CONTAINS(sql, "status = 'published', published_at = SYSUTCDATETIME()");
+    ASSERT_CONTAINS(sql, "WHERE id = ?");
+    ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_POSTGRESQL, "ob", 3, sql, sizeof(sql)), IB_E_OK);
+    ASSERT_CONTAINS(sql, "WHERE id IN (?, ?, ?)");
+    ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_SQLITE, "ob", DB_OUTBOX_MARK_MAX, sql,
+                                      sizeof(sql)),
+              IB_E_OK);
+    ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_SQLITE, "ob", 0, sql, sizeof(sql)), IB_E_INVAL);
+    ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_SQLITE, "ob", 3, sql, 60), IB_E_INVAL);
     ASSERT_EQ(db_outbox_sql_attempt(DB_DIALECT_POSTGRESQL, "ob", true, sql, sizeof(sql)),
               IB_E_OK);
     ASSERT_STREQ(sql, "UPDATE ob SET status = 'failed', attempts = attempts + 1, last_error = ? "
