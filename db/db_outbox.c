@@ -6,6 +6,7 @@
 #include "db_conn_int.h"
 #include "db_outbox.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,64 @@ ib_err_t db_outbox_migrate(db_conn_t *dbc, const char *table, bool create, ib_er
 
 /* ---- the relay transaction ------------------------------------------------ */
 
+/* The statement width for n values: the least of 1, 8, 32 and DB_OUTBOX_LIST_MAX holding them. */
+static size_t list_width(size_t n)
+{
+    static const size_t widths[] = {1, 8, 32, DB_OUTBOX_LIST_MAX};
+    size_t i = 0;
+    while (i + 1 < sizeof(widths) / sizeof(widths[0]) && widths[i] < n)
+        i++;
+    return widths[i];
+}
+
+/* The claim's sessions: each distinct session id, its first row in the claim, its head. */
+typedef struct heads {
+    const db_conn_t *dbc;
+    const char **ids;     /* distinct session ids, in claim order */
+    long long *first;     /* the id of each one's first row in the claim */
+    long long *head;      /* MIN(id) of its pending rows (0: not read) */
+    size_t n, from, take; /* all of them; the statement under way lists [from, from + take) */
+    bool failed;
+} heads_t;
+
+static bool head_row(SQLHSTMT st, void *arg)
+{
+    heads_t *h = arg;
+    char *sid = NULL;
+    if (!db_get_text(h->dbc, st, 1, &sid, NULL) || !sid) {
+        free(sid);
+        h->failed = true;
+        return false;
+    }
+    for (size_t k = h->from; k < h->from + h->take; k++)
+        if (strcmp(h->ids[k], sid) == 0)
+            h->head[k] = get_int(st, 2);
+    free(sid);
+    return true;
+}
+
+/* Reads every session's head, DB_OUTBOX_LIST_MAX session ids a statement. */
+static ib_err_t read_heads(db_conn_t *dbc, const char *table, heads_t *h, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    db_bind_t b[DB_OUTBOX_LIST_MAX];
+    for (h->from = 0; h->from < h->n; h->from += h->take) {
+        size_t width;
+        h->take = h->n - h->from < DB_OUTBOX_LIST_MAX ? h->n - h->from : DB_OUTBOX_LIST_MAX;
+        width = list_width(h->take);
+        if (db_outbox_sql_session_head(dbc->dialect, table, width, sql, sizeof(sql)) != IB_E_OK)
+            return bad_table(err);
+        for (size_t k = 0; k < width; k++) /* the last id again fills the width */
+            b[k] = DB_B(DB_TEXT(h->ids[h->from + (k < h->take ? k : h->take - 1)]));
+        if (db_run_kept(dbc, sql, b, width, head_row, h, NULL, err) != IB_E_OK)
+            return err->code;
+        if (h->failed)
+            return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT,
+                                "outbox claim: a session head could not be read");
+    }
+    return IB_E_OK;
+}
+
 /*
  * Drops from rs the rows of sessions whose oldest pending row is not in the
  * claim (another relay holds it): sending them now would overtake it.
@@ -225,48 +284,48 @@ ib_err_t db_outbox_migrate(db_conn_t *dbc, const char *table, bool create, ib_er
 static ib_err_t keep_session_order(db_conn_t *dbc, const char *table, rowset_t *rs,
                                    ib_error_t *err)
 {
-    char sql[DB_SQL_MAX];
-    size_t kept = 0;
-    bool *drop;
+    heads_t h = {.dbc = dbc};
+    size_t kept = 0, *sess;
+    ib_err_t rc = IB_E_OK;
 
     if (rs->n == 0)
         return IB_E_OK;
-    if (db_outbox_sql_session_head(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
-        return bad_table(err);
-    drop = calloc(rs->n, sizeof(*drop));
-    if (!drop)
-        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    for (size_t i = 0; i < rs->n; i++) {
-        const db_outbox_row_t *r = &rs->v[i];
+    h.ids = calloc(rs->n, sizeof(*h.ids));
+    h.first = calloc(rs->n, sizeof(*h.first));
+    h.head = calloc(rs->n, sizeof(*h.head));
+    sess = calloc(rs->n, sizeof(*sess)); /* each row's index in h.ids; h.n: none */
+    if (!h.ids || !h.first || !h.head || !sess)
+        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0; rc == IB_E_OK && i < rs->n; i++) {
+        const char *sid = rs->v[i].session_id;
         size_t k = 0;
-        if (!r->session_id)
-            continue;
-        while (k < i && !(rs->v[k].session_id && strcmp(rs->v[k].session_id, r->session_id) == 0))
+        while (sid && k < h.n && strcmp(h.ids[k], sid) != 0)
             k++;
-        if (k < i) {
-            drop[i] = drop[k]; /* the session's first row in this claim decided */
-        } else {
-            long long head = 0;
-            db_bind_t b = DB_B(DB_TEXT(r->session_id));
-            if (db_run(dbc, sql, &b, 1, db_row_first_int, &head, NULL, err) != IB_E_OK) {
-                free(drop);
-                return err->code;
-            }
-            drop[i] = head != 0 && head < r->id;
+        if (sid && k == h.n) { /* rows come in id order: this is the session's first */
+            h.ids[h.n] = sid;
+            h.first[h.n++] = rs->v[i].id;
         }
+        sess[i] = sid ? k : SIZE_MAX;
     }
-    for (size_t i = 0; i < rs->n; i++) {
-        if (drop[i]) {
-            row_clear(&rs->v[i]);
+    if (rc == IB_E_OK && h.n)
+        rc = read_heads(dbc, table, &h, err);
+    for (size_t i = 0; rc == IB_E_OK && i < rs->n; i++) {
+        size_t k = sess[i];
+        if (k != SIZE_MAX && h.head[k] != 0 && h.head[k] < h.first[k]) {
+            row_clear(&rs->v[i]); /* h.ids is not read after this */
             continue;
         }
         if (kept != i)
             rs->v[kept] = rs->v[i];
         kept++;
     }
-    free(drop);
-    rs->n = kept;
-    return IB_E_OK;
+    if (rc == IB_E_OK)
+        rs->n = kept;
+    free(h.ids);
+    free(h.first);
+    free(h.head);
+    free(sess);
+    return rc;
 }
 
 ib_err_t db_outbox_claim(db_conn_t *dbc, const char *table, int max, db_outbox_row_t **rows,
@@ -348,29 +407,19 @@ ib_err_t db_outbox_mark(db_conn_t *dbc, const char *table, long long id, db_outb
     return IB_E_OK;
 }
 
-/* The statement width for n ids: the least of 1, 8, 32 and DB_OUTBOX_MARK_MAX holding them. */
-static size_t mark_width(size_t n)
-{
-    static const size_t widths[] = {1, 8, 32, DB_OUTBOX_MARK_MAX};
-    size_t i = 0;
-    while (i + 1 < sizeof(widths) / sizeof(widths[0]) && widths[i] < n)
-        i++;
-    return widths[i];
-}
-
 ib_err_t db_outbox_mark_published(db_conn_t *dbc, const char *table, const long long *ids,
                                   size_t n, ib_error_t *err)
 {
     char sql[DB_SQL_MAX];
-    db_bind_t b[DB_OUTBOX_MARK_MAX];
+    db_bind_t b[DB_OUTBOX_LIST_MAX];
     ib_error_t local;
 
     if (!err)
         err = &local;
     ib_error_clear(err);
     for (size_t from = 0; from < n;) {
-        size_t take = n - from < DB_OUTBOX_MARK_MAX ? n - from : DB_OUTBOX_MARK_MAX;
-        size_t width = mark_width(take);
+        size_t take = n - from < DB_OUTBOX_LIST_MAX ? n - from : DB_OUTBOX_LIST_MAX;
+        size_t width = list_width(take);
         if (db_outbox_sql_published(dbc->dialect, table, width, sql, sizeof(sql)) != IB_E_OK)
             return bad_table(err);
         for (size_t k = 0; k < width; k++) /* the last id again fills the width */

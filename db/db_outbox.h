@@ -62,8 +62,12 @@ ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size
  */
 ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_t size,
                              char *lock, size_t lock_size);
-/* MIN(id) of the pending rows of one session id (parameter: session_id). */
-ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, char *buf, size_t size);
+/*
+ * Per session id: session_id and MIN(id) of its pending rows, for nsessions
+ * session ids (the parameters; "= ?" for one, else "IN (?, ...)").
+ */
+ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, size_t nsessions,
+                                    char *buf, size_t size);
 /*
  * Marks nids rows published (parameters: nids ids; "id = ?" for one, else
  * "id IN (?, ...)").
@@ -170,12 +174,13 @@ ib_err_t db_outbox_mark(db_conn_t *dbc, const char *table, long long id, db_outb
                         const char *error, ib_error_t *err);
 
 /*
- * Marks n claimed rows published inside the relay transaction: a statement
- * per DB_OUTBOX_MARK_MAX ids, each of a few fixed widths (the last id
- * repeated to fill one), so a handful of texts stay prepared. err may be
- * NULL.
+ * The most ids (or session ids) one statement of the relay lists: marks and
+ * the claim's session heads run a statement per DB_OUTBOX_LIST_MAX, each of
+ * a few fixed widths (1, 8, 32 or DB_OUTBOX_LIST_MAX, the last value
+ * repeated to fill one), so a handful of texts stay prepared.
  */
-#define DB_OUTBOX_MARK_MAX 128
+#define DB_OUTBOX_LIST_MAX 128
+/* Marks n claimed rows published inside the relay transaction; err may be NULL. */
 ib_err_t db_outbox_mark_published(db_conn_t *dbc, const char *table, const long long *ids,
                                   size_t n, ib_error_t *err);
 

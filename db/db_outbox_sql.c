@@ -21,6 +21,23 @@ static bool usable(db_dialect_t d, const char *table)
     return db_dialect_traits(d) && db_table_name_valid(table);
 }
 
+/* "= ?" for one parameter, else "IN (?, ...)" with n of them (n > 0). */
+static ib_err_t in_list(char *buf, size_t size, size_t n)
+{
+    size_t used;
+    if (n == 0)
+        return IB_E_INVAL;
+    if (n == 1)
+        return render(buf, size, "= ?");
+    if (render(buf, size, "IN (?") != IB_E_OK)
+        return IB_E_INVAL;
+    used = 5;
+    for (size_t i = 1; i < n; i++, used += 3)
+        if (render(buf + used, size - used, ", ?") != IB_E_OK)
+            return IB_E_INVAL;
+    return render(buf + used, size - used, ")");
+}
+
 static int table_ddl(char *buf, size_t size, const db_traits_t *t, const char *table)
 {
     const char *const *ty = t->type, *nul = t->nullable;
@@ -162,37 +179,35 @@ ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_
                   tr->top, table, tr->skip_locked_hint, table, tr->limit, tr->skip_locked);
 }
 
-ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, char *buf, size_t size)
+ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, size_t nsessions,
+                                    char *buf, size_t size)
 {
-    if (!usable(d, table))
-        return IB_E_INVAL;
+    size_t used;
     /* The dialect's read_locked_hint: a session's lower id still uncommitted is waited for. */
-    return render(buf, size,
-                  "SELECT MIN(id) FROM %s%s WHERE status = 'pending' AND session_id = ?", table,
-                  db_dialect_traits(d)->read_locked_hint);
+    if (!usable(d, table) ||
+        render(buf, size,
+               "SELECT session_id, MIN(id) FROM %s%s WHERE status = 'pending' AND session_id ",
+               table, db_dialect_traits(d)->read_locked_hint) != IB_E_OK)
+        return IB_E_INVAL;
+    used = strlen(buf);
+    if (in_list(buf + used, size - used, nsessions) != IB_E_OK)
+        return IB_E_INVAL;
+    used += strlen(buf + used);
+    return render(buf + used, size - used, " GROUP BY session_id");
 }
 
 ib_err_t db_outbox_sql_published(db_dialect_t d, const char *table, size_t nids, char *buf,
                                  size_t size)
 {
     size_t used;
-    if (!usable(d, table) || nids == 0)
-        return IB_E_INVAL;
-    if (render(buf, size,
+    if (!usable(d, table) ||
+        render(buf, size,
                "UPDATE %s SET status = 'published', published_at = %s, attempts = attempts + "
                "1, last_error = NULL WHERE id ",
                table, db_sql_now(d)) != IB_E_OK)
         return IB_E_INVAL;
     used = strlen(buf);
-    if (nids == 1)
-        return render(buf + used, size - used, "= ?");
-    if (render(buf + used, size - used, "IN (?") != IB_E_OK)
-        return IB_E_INVAL;
-    used += 5;
-    for (size_t i = 1; i < nids; i++, used += 3)
-        if (render(buf + used, size - used, ", ?") != IB_E_OK)
-            return IB_E_INVAL;
-    return render(buf + used, size - used, ")");
+    return in_list(buf + used, size - used, nids);
 }
 
 ib_err_t db_outbox_sql_attempt(db_dialect_t d, const char *table, bool failed, char *buf,

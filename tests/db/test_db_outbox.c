@@ -280,7 +280,7 @@ static void test_two_relays_sqlite(void)
 
 /*
  * Many rows marked published at once: 150 claimed rows (a full statement of
- * DB_OUTBOX_MARK_MAX ids and a padded one), each published once; an id of
+ * DB_OUTBOX_LIST_MAX ids and a padded one), each published once; an id of
  * the claim left out of the list stays pending.
  */
 static void test_mark_published_many(void)

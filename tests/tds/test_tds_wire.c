@@ -275,7 +275,7 @@ static void test_outbox_and_charset(void)
                            UNICODE_TEXT, NULL,      NULL,         "{\"k\":\"\xe2\x82\xac\"}",
                            UNICODE_TEXT, "0",
                            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"};
-    const char *head[] = {"5"};
+    const char *head[] = {"s-1", "5"};
     size_t from = mark(), n, total, nrows = 0;
     db_outbox_row_t *rows = NULL;
     ib_error_t err;
@@ -283,7 +283,7 @@ static void test_outbox_and_charset(void)
                 "I:id,N:entity,N:message_id,N:session_id,N:subject,N:correlation_id,"
                 "N:content_type,M:properties,M:body,I:attempts,N:trace_context",
                 cells, 1, -1);
-    tdsrec_rule(rec, "SELECT MIN(id) FROM dbo.ob", "I:", head, 1, -1);
+    tdsrec_rule(rec, "SELECT session_id, MIN(id) FROM dbo.ob", "N:session_id,I:", head, 1, -1);
     ASSERT_EQ(db_outbox_claim(dbc, "dbo.ob", 10, &rows, &nrows, &err), IB_E_OK);
     ASSERT_EQ(nrows, 1);
     ASSERT_EQ(rows[0].id, 5);
@@ -300,7 +300,7 @@ static void test_outbox_and_charset(void)
     tdsrec_event_t *ev = events_since(from, &n, &total);
     unsigned long long desc;
     ASSERT_TRUE(in_transactions(ev, from, total, 1, &desc));
-    const tdsrec_event_t *h = find(ev, from, total, "SELECT MIN(id) FROM dbo.ob");
+    const tdsrec_event_t *h = find(ev, from, total, "SELECT session_id, MIN(id) FROM dbo.ob");
     ASSERT_TRUE(h != NULL);
     ASSERT_CONTAINS(h->sql, "WITH (READCOMMITTEDLOCK)");
     ASSERT_TRUE(find(ev, from, total, "UPDATE dbo.ob") != NULL);

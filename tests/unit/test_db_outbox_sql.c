@@ -30,10 +30,14 @@ static void test_claim_locks_rows(void)
                          "ORDER BY o.id");
     ASSERT_STREQ(lock, "");
     /* The head of a session reads with locks even under read-committed snapshot. */
-    ASSERT_EQ(db_outbox_sql_session_head(DB_DIALECT_MSSQL, "dbo.ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_EQ(db_outbox_sql_session_head(DB_DIALECT_MSSQL, "dbo.ob", 1, sql, sizeof(sql)),
+              IB_E_OK);
     ASSERT_CONTAINS(sql, "FROM dbo.ob WITH (READCOMMITTEDLOCK) WHERE status = 'pending'");
-    ASSERT_EQ(db_outbox_sql_session_head(DB_DIALECT_POSTGRESQL, "ob", sql, sizeof(sql)), IB_E_OK);
-    ASSERT_NOT_CONTAINS(sql, "READCOMMITTEDLOCK");
+    ASSERT_CONTAINS(sql, "session_id = ? GROUP BY session_id");
+    ASSERT_EQ(db_outbox_sql_session_head(DB_DIALECT_POSTGRESQL, "ob", 2, sql, sizeof(sql)),
+              IB_E_OK);
+    ASSERT_STREQ(sql, "SELECT session_id, MIN(id) FROM ob WHERE status = 'pending' AND "
+                      "session_id IN (?, ?) GROUP BY session_id");
     ASSERT_EQ(db_outbox_sql_claim(DB_DIALECT_POSTGRESQL, "ob", sql, sizeof(sql), lock,
                                   sizeof(lock)),
               IB_E_OK);
@@ -103,7 +107,7 @@ static void test_marks_and_operator_text(void)
     ASSERT_CONTAINS(sql, "WHERE id = ?");
     ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_POSTGRESQL, "ob", 3, sql, sizeof(sql)), IB_E_OK);
     ASSERT_CONTAINS(sql, "WHERE id IN (?, ?, ?)");
-    ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_SQLITE, "ob", DB_OUTBOX_MARK_MAX, sql,
+    ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_SQLITE, "ob", DB_OUTBOX_LIST_MAX, sql,
                                       sizeof(sql)),
               IB_E_OK);
     ASSERT_EQ(db_outbox_sql_published(DB_DIALECT_SQLITE, "ob", 0, sql, sizeof(sql)), IB_E_INVAL);
