@@ -63,6 +63,7 @@ struct rt_http_spec {
     size_t nhosts;
     double rate_per_s;
     long max_concurrent;
+    bool cluster; /* limit_scope "cluster" */
     long max_retry_after_s;
 };
 
@@ -283,6 +284,13 @@ static void compile_limits(rt_http_spec_t *h, const json_t *o, ib_problems_t *p)
             h->rate_per_s = json_number_value(v);
     }
     h->max_concurrent = rt_key_int(o, RT_SCOPE_HTTP, "max_concurrent", "http.max_concurrent", p);
+    if ((v = json_object_get(o, "limit_scope"))) {
+        const char *sc = json_is_string(v) ? json_string_value(v) : "";
+        if (strcmp(sc, "cluster") == 0)
+            h->cluster = true;
+        else if (strcmp(sc, "process") != 0)
+            ib_problem(p, "http.limit_scope", "must be \"process\" or \"cluster\"");
+    }
     h->max_retry_after_s =
         rt_key_int(o, RT_SCOPE_HTTP, "max_retry_after_s", "http.max_retry_after_s", p);
     if ((v = json_object_get(o, "applied_statuses")))
@@ -402,6 +410,11 @@ double rt_http_rate_per_s(const rt_http_spec_t *h)
 long rt_http_max_concurrent(const rt_http_spec_t *h)
 {
     return h->max_concurrent;
+}
+
+bool rt_http_cluster_limits(const rt_http_spec_t *h)
+{
+    return h->cluster;
 }
 
 long rt_http_max_retry_after_s(const rt_http_spec_t *h)

@@ -98,9 +98,15 @@ static const rt_key_t keys[] = {
      "port; a bound host not listed is refused before any call (dead-lettered `BindError`)"},
     {RT_SCOPE_HTTP, "rate_per_s", "number", "unlimited", HTTP, 0, 0, 0,
      "calls per second to the destination (scheme, host and port), a token bucket with a "
-     "second's burst; per process: N replicas call at up to N times this"},
+     "second's burst; per process unless `limit_scope` is `cluster`"},
     {RT_SCOPE_HTTP, "max_concurrent", "integer", "unlimited", HTTP, 1, 1024, 0,
-     "calls under way at once to the destination, per process"},
+     "calls under way at once to the destination; per process unless `limit_scope` is "
+     "`cluster`"},
+    {RT_SCOPE_HTTP, "limit_scope", "string", "`process`", HTTP, 0, 0, 0,
+     "`process`: `rate_per_s` and `max_concurrent` hold in each process (N replicas call at up "
+     "to N times them); `cluster`: they hold for all the consumer's replicas together, divided "
+     "between the replicas alive in `db.replicas_table` (each gets `rate_per_s` / N and its "
+     "share of `max_concurrent`, re-read every 2 s)"},
     {RT_SCOPE_HTTP, "max_retry_after_s", "integer", "`300`", HTTP, 1, 86400, 300,
      "the longest `Retry-After` (seconds or an HTTP date) held: a longer one holds the "
      "destination only that long, counted in `inboxd_http_retry_after_capped_total`"},

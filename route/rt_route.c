@@ -1369,6 +1369,14 @@ bool rt_routes_have_http(const rt_routes_t *routes)
     return false;
 }
 
+bool rt_routes_have_cluster_limits(const rt_routes_t *routes)
+{
+    for (size_t i = 0; i < routes->n; i++)
+        if (routes->v[i].http && rt_http_cluster_limits(routes->v[i].http))
+            return true;
+    return false;
+}
+
 const rt_claim_spec_t *rt_route_claim(const rt_route_t *r)
 {
     return r->claim;

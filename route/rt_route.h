@@ -207,6 +207,10 @@ bool rt_http_has_reconcile(const rt_http_spec_t *h);
 const char *rt_http_ca_file(const rt_http_spec_t *h); /* NULL: the system store */
 double rt_http_rate_per_s(const rt_http_spec_t *h);   /* 0: unlimited */
 long rt_http_max_concurrent(const rt_http_spec_t *h); /* 0: unlimited */
+/* limit_scope "cluster": rate_per_s and max_concurrent are the replicas' together. */
+bool rt_http_cluster_limits(const rt_http_spec_t *h);
+/* Whether any HTTP route's limits are for the cluster (worker/wk_replicas.c runs then). */
+bool rt_routes_have_cluster_limits(const rt_routes_t *routes);
 long rt_http_max_retry_after_s(const rt_http_spec_t *h); /* the longest Retry-After held */
 /* Whether status is one of http.applied_statuses (an answer meaning "already done"). */
 bool rt_http_applied_status(const rt_http_spec_t *h, long status);

@@ -10,6 +10,7 @@
 #include "db_connstr.h"
 #include "db_inbox.h"
 #include "db_outbox.h"
+#include "db_replicas.h"
 #include "ib_json.h"
 #include "ib_log.h"
 #include "ib_problems.h"
@@ -147,6 +148,10 @@ const wk_setting_t wk_settings[] = {
      "Delete processed inbox rows older than this many days, in small batches; failed and "
      "uncertain rows are kept (0 = keep forever).",
      OFF(db.inbox_retention_days)},
+    {"db.replicas_table", WK_CT_STR, DB_REPLICAS_DEFAULT_TABLE, NOLIM, NULL, 0,
+     "Table where each replica writes a heartbeat, made (or checked, as the inbox table) only "
+     "when a route sets http.limit_scope cluster: the live replicas divide its limits.",
+     OFF(db.replicas_table)},
     {"routes", WK_CT_JSON, "[]", NOLIM, NULL, 0,
      "Routes, first match wins: {match, sql, params, idempotency_key, on_permanent} or "
      "{match, action}.",
@@ -659,6 +664,11 @@ static void validate(wk_config_t *cfg, ib_problems_t *p)
     for (const char *c = cfg->db.inbox_table; c && *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
             ib_problem(p, "db.inbox_table", "only letters, digits, '_' and '.' are allowed");
+            break;
+        }
+    for (const char *c = cfg->db.replicas_table; c && *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
+            ib_problem(p, "db.replicas_table", "only letters, digits, '_' and '.' are allowed");
             break;
         }
 }

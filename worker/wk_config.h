@@ -58,6 +58,7 @@ typedef struct wk_config {
         long long batch_max;       /* messages per transaction, at most */
         long long batch_linger_ms; /* wait for more before a short batch (0 = never) */
         char *inbox_table;
+        char *replicas_table;
         bool migrate;
         long long statement_timeout_s;
         long long inbox_retention_days;

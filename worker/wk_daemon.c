@@ -38,6 +38,7 @@
 #include "wk_outbox.h"
 #include "wk_pipeline.h"
 #include "rt_route.h"
+#include "wk_replicas.h"
 #include "wk_sweeper.h"
 #include "wk_trace.h"
 
@@ -1216,6 +1217,21 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
     return IB_E_OK;
 }
 
+/* The heartbeat of limits set for the cluster, when a route sets them (wk_replicas.c). */
+static ib_err_t start_replicas(daemon_t *dm, ib_error_t *err)
+{
+    if (dm->relay_only || !rt_routes_have_cluster_limits(&dm->routes))
+        return IB_E_OK;
+    dm->pipe.replicas = wk_replicas_start(&dm->db.opt, dm->cfg->db.replicas_table,
+                                          dm->cfg->consumer, dm->cfg->db.migrate, err);
+    if (!dm->pipe.replicas) {
+        IB_LOG(IB_LOG_ERROR, "replicas", IB_MSG(err->text), IB_S("sqlstate", err->sqlstate),
+               IB_S("table", dm->cfg->db.replicas_table));
+        return err->code ? err->code : IB_E_DB;
+    }
+    return IB_E_OK;
+}
+
 /* Everything up to "inboxd running"; each step logs its own failure. */
 static ib_err_t daemon_start(daemon_t *dm, ib_error_t *err)
 {
@@ -1226,7 +1242,7 @@ static ib_err_t daemon_start(daemon_t *dm, ib_error_t *err)
     if ((rc = compile_routes(dm, err)) != IB_E_OK || (rc = start_http(dm, err)) != IB_E_OK ||
         (rc = start_otel(dm, err)) != IB_E_OK ||
         (rc = set_db_options(dm, err)) != IB_E_OK || (rc = prepare_db(dm, err)) != IB_E_OK ||
-        (rc = start_aad(dm, err)) != IB_E_OK ||
+        (rc = start_replicas(dm, err)) != IB_E_OK || (rc = start_aad(dm, err)) != IB_E_OK ||
         (rc = new_client(dm, err)) != IB_E_OK ||
         (rc = start_threads(dm, err)) != IB_E_OK)
         return rc;
@@ -1332,6 +1348,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     wk_breaker_free(dm->breaker);
     wk_dests_free(dm->dests);
     wk_claims_free(dm->pipe.claims); /* after the workers */
+    wk_replicas_stop(dm->pipe.replicas); /* after the workers: they read its share */
     wk_dbopt_free(&dm->db); /* after the workers, the sweeper and the relay: its callers */
     rt_routes_free(&dm->routes);
     pthread_mutex_destroy(&dm->mu);

@@ -92,6 +92,8 @@ typedef struct wk_pipeline {
     struct rl_relay *relay; /* woken after a commit that emitted (may be NULL) */
     /* HTTP destinations: calls held rather than retried in the worker (NULL: retried). */
     wk_dests_t *dests;
+    /* Live replicas, dividing limits set for the cluster (NULL: none such route). */
+    struct wk_replicas *replicas;
     /* The entity poller: its MaxDeliveryCount sets retry.max_deliveries -1 (NULL: none). */
     struct wk_entity *entity;
     /*

@@ -127,6 +127,8 @@ bool wk_dest_admit(wk_dests_t *ds, const char *key, const wk_dest_limits_t *lim,
         ok = true; /* over WK_DEST_MAX: not governed */
     } else if (gated(d, now_ms) && !probe_due(d, now_ms, wait_ms)) {
         ;
+    } else if (lim->max_concurrent < 0) {
+        *wait_ms = 500; /* this replica's share of a cluster's slots is none */
     } else if (lim->max_concurrent > 0 && d->in_flight >= lim->max_concurrent) {
         *wait_ms = 50;
     } else if (lim->ramp && d->in_flight >= IB_BREAKER_THRESHOLD + d->ok_streak) {

@@ -24,7 +24,8 @@
  * it back to the daemon, which holds it under its renewed lock and offers
  * it again when wk_dest_ready says the destination may take a call. So a
  * destination that is down holds its own messages, never the workers that
- * other destinations need. Per process: replicas multiply the limits.
+ * other destinations need. Per process: replicas multiply the limits, unless
+ * the route divides them (limit_scope "cluster", wk_replicas_share).
  *
  * Pure state, no I/O. thread: any (one mutex inside).
  */
@@ -51,7 +52,7 @@ typedef enum {
 
 typedef struct wk_dest_limits {
     double rate_per_s;   /* 0 = unlimited */
-    long max_concurrent; /* 0 = unlimited */
+    long max_concurrent; /* 0 = unlimited; < 0: none now (a replica's cluster share) */
     bool ramp;           /* calls made at once: the window applies */
 } wk_dest_limits_t;
 

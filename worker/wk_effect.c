@@ -37,6 +37,7 @@
 #include "fx_multi.h"
 #include "ib_log.h"
 #include "wk_decide.h"
+#include "wk_replicas.h"
 #include "rl_relay.h"
 
 #define SNIPPET_MAX 200
@@ -192,6 +193,8 @@ static bool admitted(run_t *r, const char *dest)
 {
     long long wait;
     wk_dest_limits_t lim = {rt_http_rate_per_s(r->h), rt_http_max_concurrent(r->h), r->batched};
+    if (rt_http_cluster_limits(r->h))
+        wk_replicas_share(r->p->replicas, &lim);
     if (!r->p->dests || !dest[0] || wk_dest_admit(r->p->dests, dest, &lim, ib_mono_ms(), &wait))
         return true;
     hold(r, wait, dest);

@@ -1,0 +1,46 @@
+/*
+ * wk_replicas.h - the consumer's live replicas, for limits set for the
+ * whole cluster (an HTTP route's limit_scope "cluster"): a thread of its own
+ * writes this process's heartbeat into db.replicas_table every
+ * WK_REPLICAS_BEAT_MS on a connection of its own and reads how many
+ * replicas are alive and where this one ranks among them; the db workers
+ * divide a route's rate_per_s and max_concurrent by that (wk_replicas_share).
+ *
+ * Until the first heartbeat is read, and while the database cannot be
+ * reached, the last count holds (1 at first: the limits as set). A replica
+ * that joins is counted by the others within a heartbeat, one that stops
+ * cleanly at once (its row deleted), one that dies after WK_REPLICAS_WINDOW_MS.
+ */
+#ifndef WK_REPLICAS_H
+#define WK_REPLICAS_H
+
+#include "db_conn.h"
+#include "ib_err.h"
+#include "wk_dest.h"
+
+#define WK_REPLICAS_BEAT_MS 2000
+#define WK_REPLICAS_WINDOW_MS 10000 /* a row older than this is a replica gone */
+
+typedef struct wk_replicas wk_replicas_t;
+
+/*
+ * Makes (migrate) or checks the table, writes the first heartbeat and starts
+ * the thread. NULL with err set when the table cannot be made or found.
+ * thread: main.
+ */
+wk_replicas_t *wk_replicas_start(const db_options_t *opt, const char *table, const char *consumer,
+                                 bool migrate, ib_error_t *err);
+/* Stops the thread and deletes this replica's row. thread: main. */
+void wk_replicas_stop(wk_replicas_t *rp);
+
+/* Replicas alive at the last heartbeat (this one included). thread: any. */
+long wk_replicas_alive(const wk_replicas_t *rp);
+
+/*
+ * This replica's share of limits set for the cluster: rate_per_s / N, and
+ * max_concurrent split so that the shares add up to it (a replica whose
+ * share is none gets -1: no call goes). NULL rp: unchanged. thread: any.
+ */
+void wk_replicas_share(const wk_replicas_t *rp, wk_dest_limits_t *lim);
+
+#endif
