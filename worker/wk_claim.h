@@ -33,7 +33,7 @@
 #include "sb_msg.h"
 #include "wk_decide.h"
 
-#define WK_CLAIM_SCOPE "https://storage.azure.com/.default"
+#define WK_CLAIM_SCOPE FX_BLOB_TOKEN_SCOPE
 
 typedef struct wk_claims wk_claims_t;
 
