@@ -29,13 +29,14 @@ start_emu '{"queues":[{"name":"in","lock_duration_s":30,"max_delivery_count":10}
   --max-message-bytes 8388608
 blobs() { (cd "$BLOB_DIR" && node blob.mjs stat "$AZ_ENDPOINT" "$1"); }
 
-# doc ID: one 5 MiB JSON document message for `in`.
+# doc ID: one 5 MiB JSON document message for `in`; doc_body ID: its body.
+PAD=$(head -c 5242880 /dev/zero | tr '\0' x)
+doc_body() { printf '{"id":"%s","n":1,"pad":"%s"}' "$1" "$PAD"; }
 doc() {
-  jq -c -n --arg id "$1" --arg pad "$(head -c 5242880 /dev/zero | tr '\0' x)" \
-    '{message_id: ("in-" + $id), subject: "Doc", content_type: "application/json",
-      body: {id: $id, n: 1, pad: $pad}}'
+  printf '{"message_id":"in-%s","subject":"Doc","content_type":"application/json","body":%s}\n' \
+    "$1" "$(doc_body "$1")"
 }
-doc_sha() { doc "$1" | jq -j '.body' | sha256sum | cut -c1-64; }
+doc_sha() { doc_body "$1" | sha256sum | cut -c1-64; }
 
 # A: applies the document, emits it whole (subject $2) to docs.
 a_config() { # FILE SUBJECT OUTBOX_JSON
@@ -73,7 +74,7 @@ wait_until 60 sent_n docs 1 || die "A published nothing: $(outbox_count pending)
 peek_all docs >"$W/docs1.jsonl"
 check "the message: no body, the reference's size" \
   "$(jq -r '(.body | tostring | length | tostring) + " " + (.properties["blob-size"] | tostring)' "$W/docs1.jsonl")" \
-  "0 $(doc big-1 | jq -j .body | wc -c)"
+  "0 $(doc_body big-1 | wc -c)"
 check "the reference: the blob's URL and SHA-256" \
   "$(jq -r '.properties["blob-url"] + " " + .properties["blob-sha256"]' "$W/docs1.jsonl")" \
   "http://127.0.0.1:$GATE_PORT/devstoreaccount1/outbox/doc%3Abig-1 $(doc_sha big-1)"
