@@ -18,7 +18,9 @@
  * together stay within servicebus.max_held_mb (wk_claims_t), except one
  * blob alone, which may take it whole (as a message larger than the
  * budget is read when nothing else is held). A blob that finds no room
- * waits, held, for the others to end.
+ * waits, held, for the others to end. The blobs' counter is not the
+ * receiver's (amqp/'s held bytes): each is held to the budget apart, so
+ * blobs and received messages together may reach twice max_held_mb.
  *
  * thread: wk_claims_new/free on main; the rest on db workers.
  */
