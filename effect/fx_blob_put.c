@@ -55,67 +55,87 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
     return len;
 }
 
-/* One request's headers: its type, the x-ms- ones and the authorisation. */
+/* Appends h to *l; false, the list freed, when out of memory. */
+static bool append(struct curl_slist **l, const char *h)
+{
+    struct curl_slist *t = curl_slist_append(*l, h);
+    if (!t) {
+        curl_slist_free_all(*l);
+        *l = NULL;
+        return false;
+    }
+    *l = t;
+    return true;
+}
+
+/* The Authorization header (Shared Key or a bearer) into *l; false with o set. */
+static bool put_auth(const fx_blob_put_req_t *rq, const fx_blob_sig_t *sg, struct curl_slist **l,
+                     fx_blob_put_t *o)
+{
+    char auth[AUTH_MAX], *line = NULL;
+    bool ok;
+    if (rq->account_key && !fx_blob_sign(sg, rq->account, rq->account_key, auth, sizeof auth)) {
+        curl_slist_free_all(*l);
+        *l = NULL;
+        o->res = FX_BLOB_REFUSED;
+        ib_error_set(&o->err, IB_E_CONFIG, IB_CLASS_PERMANENT,
+                     "the upload cannot be signed (the account key is not base64, or the URL "
+                     "is too long)");
+        return false;
+    }
+    const char *v = rq->account_key ? auth : rq->bearer;
+    if (!v)
+        return true; /* sas: in the URL */
+    if ((line = malloc(strlen(v) + 32)))
+        sprintf(line, "Authorization: %s%s", rq->account_key ? "" : "Bearer ", v);
+    ok = line && append(l, line);
+    free(line);
+    if (ok)
+        return true;
+    curl_slist_free_all(*l);
+    *l = NULL;
+    o->res = FX_BLOB_TRANSIENT;
+    ib_error_set(&o->err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    return false;
+}
+
+/* One request's headers: its type, the x-ms- ones ("name:value\n" lines in ms) and the auth. */
 static struct curl_slist *put_headers(const fx_blob_put_req_t *rq, const char *url, size_t len,
                                       const char *ctype, const char *ms, fx_blob_put_t *o)
 {
-    char date[64], line[AUTH_MAX + 64], auth[AUTH_MAX];
+    char date[64], h[512];
     time_t now = time(NULL);
     struct tm tm;
-    struct curl_slist *l = NULL, *t;
+    struct curl_slist *l = NULL;
+    bool ok;
     gmtime_r(&now, &tm);
     strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    char hdr[6][AUTH_MAX + 64];
-    int nh = 0;
-    snprintf(hdr[nh++], sizeof hdr[0], "x-ms-version: " FX_BLOB_VERSION);
-    snprintf(hdr[nh++], sizeof hdr[0], "x-ms-date: %s", date);
-    snprintf(hdr[nh++], sizeof hdr[0], "Content-Type: %s", ctype);
-    snprintf(hdr[nh++], sizeof hdr[0], "Expect:"); /* no 100-continue round trip */
-    for (const char *m = ms; m && *m; m += strcspn(m, "\n") + 1) { /* "name:value\n" lines */
+    ok =
+        append(&l, "x-ms-version: " FX_BLOB_VERSION) && append(&l, "Expect:"); /* no 100-continue */
+    snprintf(h, sizeof h, "x-ms-date: %s", date);
+    ok = ok && append(&l, h);
+    snprintf(h, sizeof h, "Content-Type: %s", ctype);
+    ok = ok && append(&l, h);
+    for (const char *m = ms; ok && m && *m; m += strcspn(m, "\n") + 1) {
         int k = (int)strcspn(m, "\n");
         const char *colon = memchr(m, ':', (size_t)k);
-        if (colon && nh < 6)
-            snprintf(hdr[nh++], sizeof hdr[0], "%.*s: %.*s", (int)(colon - m), m,
-                     (int)(k - (colon - m) - 1), colon + 1);
+        snprintf(h, sizeof h, "%.*s: %.*s", colon ? (int)(colon - m) : k, m,
+                 colon ? (int)(k - (colon - m) - 1) : 0, colon ? colon + 1 : "");
+        ok = append(&l, h);
     }
-    if (rq->account_key) {
-        fx_blob_sig_t sg = {.verb = "PUT", .url = url, .content_length = len,
-                            .content_type = ctype, .ms_headers = ms, .date = date,
-                            .version = FX_BLOB_VERSION};
-        if (!fx_blob_sign(&sg, rq->account, rq->account_key, auth, sizeof auth)) {
-            o->res = FX_BLOB_REFUSED;
-            ib_error_set(&o->err, IB_E_CONFIG, IB_CLASS_PERMANENT,
-                         "the upload cannot be signed (the account key is not base64, or the "
-                         "URL is too long)");
-            return NULL;
-        }
-        snprintf(line, sizeof line, "Authorization: %s", auth);
+    if (!ok) {
+        o->res = FX_BLOB_TRANSIENT;
+        ib_error_set(&o->err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+        return NULL;
     }
-    for (int i = 0; i < nh; i++) {
-        if (!(t = curl_slist_append(l, hdr[i])))
-            goto nomem;
-        l = t;
-    }
-    if (rq->account_key && !(t = curl_slist_append(l, line)))
-        goto nomem;
-    l = rq->account_key ? t : l;
-    if (rq->bearer && !rq->account_key) {
-        char *b = malloc(strlen(rq->bearer) + 32);
-        if (!b)
-            goto nomem;
-        sprintf(b, "Authorization: Bearer %s", rq->bearer);
-        t = curl_slist_append(l, b);
-        free(b);
-        if (!t)
-            goto nomem;
-        l = t;
-    }
-    return l;
-nomem:
-    curl_slist_free_all(l);
-    o->res = FX_BLOB_TRANSIENT;
-    ib_error_set(&o->err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
-    return NULL;
+    fx_blob_sig_t sg = {.verb = "PUT",
+                        .url = url,
+                        .content_length = len,
+                        .content_type = ctype,
+                        .ms_headers = ms,
+                        .date = date,
+                        .version = FX_BLOB_VERSION};
+    return put_auth(rq, &sg, &l, o) ? l : NULL;
 }
 
 /* What a PUT's answer (or its absence) says; true on 2xx. */
@@ -245,8 +265,8 @@ static bool put_blocks(CURL *c, const fx_blob_put_req_t *rq, size_t bb, const ch
 fx_blob_result_t fx_blob_put(const fx_blob_put_req_t *rq, fx_blob_put_t *out)
 {
     size_t bb = rq->block_bytes ? rq->block_bytes : FX_BLOB_BLOCK_BYTES;
-    const char *ctype = rq->content_type && *rq->content_type ? rq->content_type
-                                                               : "application/octet-stream";
+    const char *ctype =
+        rq->content_type && *rq->content_type ? rq->content_type : "application/octet-stream";
     memset(out, 0, sizeof(*out));
     out->retry_after_ms = -1;
     out->res = FX_BLOB_OK;
@@ -263,8 +283,8 @@ fx_blob_result_t fx_blob_put(const fx_blob_put_req_t *rq, fx_blob_put_t *out)
         return out->res;
     }
     if (rq->len <= bb)
-        put_once(c, rq, rq->url, rq->data, rq->len, ctype, "x-ms-blob-type:BlockBlob\n",
-                 "Put Blob", out);
+        put_once(c, rq, rq->url, rq->data, rq->len, ctype, "x-ms-blob-type:BlockBlob\n", "Put Blob",
+                 out);
     else
         put_blocks(c, rq, bb, ctype, out);
     curl_easy_cleanup(c);

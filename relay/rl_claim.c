@@ -82,8 +82,7 @@ static void sha256_hex(const unsigned char *p, size_t n, char out[65])
 }
 
 /* The upload itself; the request's URL holds the write SAS, so it is freed here. */
-static ib_err_t upload(rl_claim_t *c, const db_outbox_row_t *row, const char *name,
-                       ib_error_t *err)
+static ib_err_t upload(rl_claim_t *c, const db_outbox_row_t *row, const char *name, ib_error_t *err)
 {
     const rl_claim_options_t *o = &c->o;
     sb_token_t tok = {0};
@@ -96,10 +95,15 @@ static ib_err_t upload(rl_claim_t *c, const db_outbox_row_t *row, const char *na
         sb_token_clear(&tok);
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     }
-    fx_blob_put_req_t rq = {.url = url, .account = o->account, .account_key = o->account_key,
-                            .bearer = tok.token, .content_type = row->content_type,
-                            .data = row->body, .len = row->body_len,
-                            .timeout_ms = (long)o->timeout_ms, .ca_file = o->ca_file};
+    fx_blob_put_req_t rq = {.url = url,
+                            .account = o->account,
+                            .account_key = o->account_key,
+                            .bearer = tok.token,
+                            .content_type = row->content_type,
+                            .data = row->body,
+                            .len = row->body_len,
+                            .timeout_ms = (long)o->timeout_ms,
+                            .ca_file = o->ca_file};
     fx_blob_put(&rq, &out);
     free(url);
     sb_token_clear(&tok);
@@ -110,8 +114,8 @@ static ib_err_t upload(rl_claim_t *c, const db_outbox_row_t *row, const char *na
         return IB_E_OK;
     }
     ib_error_set(err, out.err.code ? out.err.code : IB_E_IO, IB_CLASS_TRANSIENT,
-                 "claim check upload (%s, HTTP %ld): %s", fx_blob_result_name(out.res),
-                 out.status, out.err.text);
+                 "claim check upload (%s, HTTP %ld): %s", fx_blob_result_name(out.res), out.status,
+                 out.err.text);
     ib_strlcpy(err->condition, "inboxd:claim-check-upload", sizeof err->condition);
     return err->code;
 }
@@ -152,10 +156,11 @@ static void set_prop(sb_prop_t *props, size_t *nprops, sb_prop_t v)
 
 void rl_claim_props(const rl_claim_ref_t *ref, sb_prop_t *props, size_t *nprops)
 {
-    set_prop(props, nprops, (sb_prop_t){.key = RL_CLAIM_URL, .type = SB_PROP_STRING,
-                                        .str = ref->url});
-    set_prop(props, nprops, (sb_prop_t){.key = RL_CLAIM_SHA256, .type = SB_PROP_STRING,
-                                        .str = (char *)ref->sha256});
-    set_prop(props, nprops, (sb_prop_t){.key = RL_CLAIM_SIZE, .type = SB_PROP_INT64,
-                                        .i = ref->size});
+    set_prop(props, nprops,
+             (sb_prop_t){.key = RL_CLAIM_URL, .type = SB_PROP_STRING, .str = ref->url});
+    set_prop(
+        props, nprops,
+        (sb_prop_t){.key = RL_CLAIM_SHA256, .type = SB_PROP_STRING, .str = (char *)ref->sha256});
+    set_prop(props, nprops,
+             (sb_prop_t){.key = RL_CLAIM_SIZE, .type = SB_PROP_INT64, .i = ref->size});
 }

@@ -38,8 +38,8 @@ bool rl_claim_wanted(const rl_claim_t *c, const db_outbox_row_t *row);
  * else a transient error naming the request and the HTTP status, never
  * a key or a SAS.
  */
-ib_err_t rl_claim_upload(rl_claim_t *c, const db_outbox_row_t *row,
-                         rl_claim_ref_t *ref, ib_error_t *err);
+ib_err_t rl_claim_upload(rl_claim_t *c, const db_outbox_row_t *row, rl_claim_ref_t *ref,
+                         ib_error_t *err);
 /* Sets (or adds, in the spare room) the reference's three properties; strings point into ref. */
 void rl_claim_props(const rl_claim_ref_t *ref, sb_prop_t *props, size_t *nprops);
 void rl_claim_ref_free(rl_claim_ref_t *ref);
