@@ -43,8 +43,9 @@ a_config() { # FILE SUBJECT OUTBOX_JSON
   write_config "$1" in "$(jq -n --arg s "$2" '[{match: "*", sql: "INSERT INTO seen_a (id) VALUES (?)",
       params: ["$.id"], idempotency_key: "a:{$.id}",
       emit: [{entity: "docs", message_id: "doc:{$.id}", subject: $s, body: "$"}]}]')" \
-    "$(jq -n --argjson o "$3" '{consumer: "A", outbox: ({poll_ms: 200, backoff_max_ms: 1000,
-        claim_check_over_bytes: 262144, claim_check_timeout_ms: 5000} + $o)}')"
+    "$(jq -n --argjson o "$3" '{consumer: "A", http: {listen: "127.0.0.1:0"},
+        outbox: ({poll_ms: 200, backoff_max_ms: 1000, claim_check_over_bytes: 262144,
+                  claim_check_timeout_ms: 5000} + $o)}')"
 }
 a_config "$W/a_key.json" Doc "$(jq -n --arg u "http://127.0.0.1:$GATE_PORT/devstoreaccount1/outbox" --arg k "$AZ_KEY" \
   '{claim_check_container: $u, claim_check_auth: "shared_key", claim_check_account: "devstoreaccount1",
@@ -98,6 +99,9 @@ check "its last error names the upload" \
   "$(sql "SELECT last_error LIKE 'inboxd:claim-check-upload: claim check upload (transient%' FROM inboxd_outbox WHERE message_id = 'doc:big-2'")" t
 gate_open
 wait_until 60 applied big-2 || die "big-2 was not applied after the storage came back"
+METRICS=$(metrics_get "$(http_port a_key)")
+check "A's metrics: two rows claim-checked, failed uploads counted" \
+  "$(metric_in "$METRICS" inboxd_outbox_claim_checked_total) $([ "$(metric_in "$METRICS" inboxd_outbox_claim_check_upload_failures_total)" -ge 2 ] && echo yes)" "2 yes"
 stop_inboxd $a; check "A exit status" "$STOP_RC" 0
 
 # ---- 3. SAS, the container missing: pending, then published once -------------
