@@ -226,23 +226,28 @@ static bool canon_resource(const char *url, const char *account, char *out, size
     return true;
 }
 
-bool fx_blob_shared_key(const char *url, const char *account, const char *key, const char *date,
-                        const char *version, char *out, size_t size)
+bool fx_blob_sign(const fx_blob_sig_t *sg, const char *account, const char *key, char *out,
+                  size_t size)
 {
     unsigned char k[128], mac[EVP_MAX_MD_SIZE], b64[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
     unsigned int maclen = 0;
     size_t klen = strlen(key);
-    char res[2048], sts[2400];
+    char res[2048], sts[2800], clen[32] = "";
     if (klen == 0 || klen % 4 || klen / 4 * 3 > sizeof k)
         return false;
     int dl = EVP_DecodeBlock(k, (const unsigned char *)key, (int)klen);
     if (dl < 0)
         return false;
     dl -= (key[klen - 1] == '=') + (key[klen - 2] == '=');
-    if (!canon_resource(url, account, res, sizeof res))
+    if (!canon_resource(sg->url, account, res, sizeof res))
         return false;
-    int n = snprintf(sts, sizeof sts, "GET\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:%s\nx-ms-version:%s\n%s",
-                     date, version, res);
+    if (sg->content_length) /* empty for 0 (versions from 2015-02-21) */
+        snprintf(clen, sizeof clen, "%zu", sg->content_length);
+    /* VERB, Content-Encoding, -Language, -Length, -MD5, -Type, Date, If-Modified-Since,
+     * If-Match, If-None-Match, If-Unmodified-Since, Range, the x-ms- headers, the resource. */
+    int n = snprintf(sts, sizeof sts, "%s\n\n\n%s\n\n%s\n\n\n\n\n\n\n%sx-ms-date:%s\nx-ms-version:%s\n%s",
+                     sg->verb, clen, sg->content_type ? sg->content_type : "",
+                     sg->ms_headers ? sg->ms_headers : "", sg->date, sg->version, res);
     if (n < 0 || (size_t)n >= sizeof sts)
         return false;
     if (!HMAC(EVP_sha256(), k, dl, (const unsigned char *)sts, (size_t)n, mac, &maclen))
@@ -250,6 +255,13 @@ bool fx_blob_shared_key(const char *url, const char *account, const char *key, c
     EVP_EncodeBlock(b64, mac, (int)maclen);
     n = snprintf(out, size, "SharedKey %s:%s", account, (const char *)b64);
     return n > 0 && (size_t)n < size;
+}
+
+bool fx_blob_shared_key(const char *url, const char *account, const char *key, const char *date,
+                        const char *version, char *out, size_t size)
+{
+    fx_blob_sig_t sg = {.verb = "GET", .url = url, .date = date, .version = version};
+    return fx_blob_sign(&sg, account, key, out, size);
 }
 
 /* ---- the request ------------------------------------------------------ */

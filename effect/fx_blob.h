@@ -3,7 +3,9 @@
  * message: one GET over libcurl with the request's authorisation (a SAS
  * already in the URL, a Shared Key signature, or a bearer token), the
  * size checked against a bound before the body is read and while it is,
- * the body kept in one buffer of its announced size.
+ * the body kept in one buffer of its announced size. And the outbox
+ * relay's upload of a large row's body (fx_blob_put, fx_blob_put.c): Put
+ * Blob, or Put Block + Put Block List, read in place from the caller's bytes.
  *
  *   fx_blob_req_t rq = {.url = u, .max_bytes = 1 << 24, .timeout_ms = 30000};
  *   fx_blob_t b;
@@ -11,7 +13,8 @@
  *   fx_blob_free(&b);
  *
  * It knows nothing of messages or routes: worker/ binds the reference and
- * decides what each result means for the message.
+ * decides what each result means for the message; relay/ names the blob
+ * and decides what a failed upload means for its row.
  *
  * thread: any (each call has its own handle); fx_global_init first.
  */
@@ -22,6 +25,9 @@
 #include <stddef.h>
 
 #include "ib_err.h"
+
+/* The scope of an Azure AD token for Azure Storage (workload identity). */
+#define FX_BLOB_TOKEN_SCOPE "https://storage.azure.com/.default"
 
 /* The x-ms-version inboxd speaks. */
 #define FX_BLOB_VERSION "2021-12-02"
@@ -83,5 +89,56 @@ const char *fx_blob_result_name(fx_blob_result_t r);
  */
 bool fx_blob_shared_key(const char *url, const char *account, const char *key, const char *date,
                         const char *version, char *out, size_t size);
+
+/*
+ * The Shared Key Authorization value of any request (fx_blob_put's too):
+ * verb, URL, Content-Length (0: none), Content-Type (NULL: none), the
+ * x-ms- headers other than x-ms-date and x-ms-version that sort before
+ * x-ms-date, as canonical "name:value\n" lines (NULL: none), date and
+ * version. False as fx_blob_shared_key. thread: any.
+ */
+typedef struct fx_blob_sig {
+    const char *verb, *url;
+    size_t content_length;
+    const char *content_type, *ms_headers, *date, *version;
+} fx_blob_sig_t;
+bool fx_blob_sign(const fx_blob_sig_t *sg, const char *account, const char *key, char *out,
+                  size_t size);
+
+/* ---- upload (the outbox relay's claim checks) ------------------------------ */
+
+/* Above this many bytes a blob goes up in blocks of this size (Put Block + Put Block List). */
+#define FX_BLOB_BLOCK_BYTES (4u << 20)
+
+typedef struct fx_blob_put_req {
+    const char *url;         /* the blob's URL; a SAS in its query when auth is sas */
+    const char *account;     /* shared_key: the account name; NULL otherwise */
+    const char *account_key; /* shared_key: the base64 key; NULL otherwise */
+    const char *bearer;      /* workload identity: the access token; NULL otherwise */
+    const char *content_type; /* the blob's; NULL: application/octet-stream */
+    const void *data;        /* borrowed: read in place, never copied */
+    size_t len;
+    size_t block_bytes;      /* 0: FX_BLOB_BLOCK_BYTES */
+    long timeout_ms;         /* each request, connect included */
+    const char *ca_file;     /* NULL: the system store */
+} fx_blob_put_req_t;
+
+typedef struct fx_blob_put {
+    fx_blob_result_t res; /* FX_BLOB_OK, MISSING (no container), REFUSED, TRANSIENT */
+    long status;          /* the last request's HTTP status; 0 when no answer came */
+    long retry_after_ms;  /* from Retry-After; -1 when absent */
+    unsigned requests;    /* HTTP requests made */
+    double duration_s;
+    ib_error_t err;       /* why, when res is not FX_BLOB_OK; never holds a key or a SAS */
+} fx_blob_put_t;
+
+/*
+ * Writes data as the block blob at url, replacing any blob of that name:
+ * one Put Blob up to block_bytes, else Put Block per block_bytes (block ids
+ * fixed by position, so a retry overwrites its own) and Put Block List.
+ * Holds nothing beyond the caller's bytes and curl's buffers. Returns
+ * out->res.
+ */
+fx_blob_result_t fx_blob_put(const fx_blob_put_req_t *req, fx_blob_put_t *out);
 
 #endif

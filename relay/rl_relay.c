@@ -1,11 +1,13 @@
 /*
- * rl_relay.c - the outbox relay thread: claim, send (on the client's
- * sender link, sb_client_send_each), mark, commit; backoff
+ * rl_relay.c - the outbox relay thread: claim, upload a large row's body
+ * (rl_claim.c), send (on the client's sender link, sb_client_send_each),
+ * mark, commit; backoff
  * on transient failures; bounded cleanup turns; counters for /metrics.
  * See rl_relay.h. Every function runs on the relay thread unless its
  * comment says otherwise.
  */
 #include "rl_relay.h"
+#include "rl_claim.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +18,7 @@
 #include <jansson.h>
 
 #include "db_outbox.h"
+#include "fx_client.h"
 #include "ib_backoff.h"
 #include "ib_log.h"
 #include "sb_condition.h"
@@ -39,6 +42,8 @@ struct rl_relay {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, woken, joined;
+    bool curl; /* fx_global_init done (claim check) */
+    rl_claim_t *claim; /* NULL: no claim check */
     rl_relay_stats_t stats; /* guarded by mu */
     /* relay thread only */
     db_conn_t *dbc;
@@ -226,13 +231,34 @@ static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_pr
                                 size_t *nprops, char tp[OT_TRACEPARENT_LEN]);
 static void publish_end(ot_span_t *s, const ib_error_t *res);
 
-/* What a row needs while its message is out: its properties and its publish span. */
+/* What a row needs while its message is out: its properties, its publish span, its blob. */
 typedef struct row_out {
     sb_prop_t *props;
     void *holder;
     ot_span_t *span;
     char tp[OT_TRACEPARENT_LEN];
+    rl_claim_ref_t claim; /* url NULL: the body goes in the message */
 } row_out_t;
+
+/*
+ * A row above outbox.claim_check_over_bytes: its body uploaded, its
+ * reference added to its properties; false with res set (transient: the
+ * row is not sent and stays pending) when the upload failed.
+ */
+static bool claim_row(rl_relay_t *r, const db_outbox_row_t *row, row_out_t *ro, size_t *np,
+                      ib_error_t *res)
+{
+    if (!rl_claim_wanted(r->claim, row))
+        return true;
+    if (rl_claim_upload(r->claim, row, &ro->claim, res) != IB_E_OK) {
+        pthread_mutex_lock(&r->mu);
+        r->stats.claim_upload_failed_total++;
+        pthread_mutex_unlock(&r->mu);
+        return false;
+    }
+    rl_claim_props(&ro->claim, ro->props, np);
+    return true;
+}
 
 /* Sends rows [0, len), pipelined on one link, and fills res[] with each row's result. */
 static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, ib_error_t *res)
@@ -257,9 +283,15 @@ static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, i
                            sizeof(res[k].condition));
             continue; /* never sent */
         }
+        if (!claim_row(r, &rows[k], &ro[k], &np, &res[k]))
+            continue; /* nothing is sent without its blob */
         if (r->opt.otel)
             ro[k].span = publish_begin(r, &rows[k], ro[k].props, &np, ro[k].tp);
         row_msg(&rows[k], ro[k].props, np, &msgs[nok]);
+        if (ro[k].claim.url) {
+            msgs[nok].body = NULL; /* the reference travels instead */
+            msgs[nok].body_len = 0;
+        }
         map[nok++] = k;
     }
     if (nok)
@@ -267,8 +299,14 @@ static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, i
     for (size_t j = 0; j < nok; j++)
         res[map[j]] = ok_res[j];
     for (size_t k = 0; k < len; k++) {
+        if (ro[k].claim.url && res[k].code == IB_E_OK) {
+            pthread_mutex_lock(&r->mu);
+            r->stats.claim_checked_total++;
+            pthread_mutex_unlock(&r->mu);
+        }
         publish_end(ro[k].span, &res[k]);
         rl_relay_props_free(ro[k].props, ro[k].holder);
+        rl_claim_ref_free(&ro[k].claim);
     }
     free(ro);
     free(msgs);
@@ -355,7 +393,9 @@ static void hold_session(db_outbox_row_t *rows, size_t from, size_t *n, const ch
  * Marks the rows of one group after their send: a failed one at once (its
  * own error text; a failed row of a session holds its later rows of this
  * claim back), a published one's id into pub[*npub] for the round's one
- * statement. *transient is set by a transient failure. Returns false when
+ * statement; a server-busy answer leaves the row untouched (the broker
+ * throttles: no attempt is counted, the round backs off). *transient is set
+ * by a transient failure. Returns false when
  * a mark fails (the round rolls back).
  */
 static bool mark_group(rl_relay_t *r, db_outbox_row_t *rows, size_t from, size_t len, size_t *n,
@@ -375,6 +415,8 @@ static bool mark_group(rl_relay_t *r, db_outbox_row_t *rows, size_t from, size_t
         }
         *transient |= again;
         log_send_failure(row, se, !again);
+        if (sb_condition_busy(se->condition))
+            continue; /* throttled: pending as it was, no attempt counted */
         snprintf(why, sizeof(why), "%s%s%s", se->condition, se->condition[0] ? ": " : "",
                  se->text);
         if (db_outbox_mark(r->dbc, r->table, row->id, again ? DB_OUTBOX_RETRY : DB_OUTBOX_FAILED,
@@ -505,6 +547,9 @@ static void relay_free(rl_relay_t *r)
     if (!r)
         return;
     db_conn_free(r->dbc);
+    rl_claim_free(r->claim);
+    if (r->curl)
+        fx_global_cleanup();
     free(r->table);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -533,6 +578,17 @@ rl_relay_t *rl_relay_start(const rl_relay_options_t *opt, ib_error_t *err)
         relay_free(r);
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
         return NULL;
+    }
+    if (r->opt.claim.over_bytes > 0) {
+        if (fx_global_init(err) != IB_E_OK) {
+            relay_free(r);
+            return NULL;
+        }
+        r->curl = true;
+        if (!(r->claim = rl_claim_new(&r->opt.claim, err))) {
+            relay_free(r);
+            return NULL;
+        }
     }
     r->dbc = db_conn_new(&opt->db, err);
     if (!r->dbc) {

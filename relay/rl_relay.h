@@ -34,6 +34,31 @@
 
 typedef struct rl_relay rl_relay_t;
 
+/*
+ * Claim check (rl_claim.c): a row whose body is larger than over_bytes is
+ * uploaded (effect/'s fx_blob_put) as CONTAINER/<message id, percent-encoded>
+ * before its message is sent, and the message carries, instead of the body
+ * (it goes out empty), the application properties RL_CLAIM_URL (the blob's
+ * URL, read_sas appended when given), RL_CLAIM_SHA256 (hex) and
+ * RL_CLAIM_SIZE (bytes). A failed upload is the row's transient failure:
+ * nothing is sent, the row stays pending and the round backs off. Strings
+ * are borrowed and must outlive the relay.
+ */
+#define RL_CLAIM_URL "blob-url"
+#define RL_CLAIM_SHA256 "blob-sha256"
+#define RL_CLAIM_SIZE "blob-size"
+typedef struct rl_claim_options {
+    long long over_bytes;      /* 0: off */
+    const char *container_url; /* no query */
+    const char *sas;           /* the container SAS's query (auth sas); NULL or "": none */
+    const char *read_sas;      /* appended to RL_CLAIM_URL; NULL or "": none */
+    const char *account;       /* shared_key; NULL otherwise */
+    const char *account_key;   /* shared_key; NULL otherwise */
+    bool workload_identity;    /* a bearer token for FX_BLOB_TOKEN_SCOPE (the relay's own source) */
+    long long timeout_ms;
+    const char *ca_file;       /* NULL: the system store */
+} rl_claim_options_t;
+
 typedef struct rl_relay_options {
     sb_client_t *client;              /* sends on it; must outlive the relay */
     db_options_t db;                  /* the relay's own connection (copied by db_conn_new) */
@@ -43,6 +68,7 @@ typedef struct rl_relay_options {
     long long retention_s;            /* published rows kept this long; 0: deleted at once */
     long long backoff_max_ms;         /* longest wait after a transient failure */
     ot_exporter_t *otel;              /* NULL: no publish spans; must outlive the relay */
+    rl_claim_options_t claim;         /* over_bytes 0: no claim check */
 } rl_relay_options_t;
 
 /*
@@ -66,6 +92,8 @@ typedef struct rl_relay_stats {
     long long oldest_pending_s;
     long long blocked_sessions;
     unsigned long long published_total;
+    unsigned long long claim_checked_total; /* rows published with a blob reference */
+    unsigned long long claim_upload_failed_total; /* uploads that failed (the row retried) */
     size_t nfailed;
     struct {
         char condition[96];
@@ -88,13 +116,14 @@ void rl_relay_stop(rl_relay_t *r);
  * The application properties of an outbox row (a JSON object as text) as
  * sb_prop_t values: strings, integers, reals, booleans and null keep their
  * type. *props is malloc'd with room for RL_PROPS_SPARE entries after the
- * *n given (the relay adds the trace context there), owned by *holder (free
+ * *n given (the relay adds the trace context and a claim check's reference
+ * there), owned by *holder (free
  * both with rl_relay_props_free). Fails (IB_E_INVALID_JSON, permanent, nothing to
  * free) when the text is not a JSON object or a value in it is an array or
  * an object, which no application property can hold. thread: any.
  */
 struct sb_prop;
-#define RL_PROPS_SPARE 2
+#define RL_PROPS_SPARE 5 /* the trace context's two, the claim check's three */
 ib_err_t rl_relay_props_parse(const char *json, struct sb_prop **props, size_t *n, void **holder,
                               ib_error_t *err);
 void rl_relay_props_free(struct sb_prop *props, void *holder);

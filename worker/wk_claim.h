@@ -18,7 +18,9 @@
  * together stay within servicebus.max_held_mb (wk_claims_t), except one
  * blob alone, which may take it whole (as a message larger than the
  * budget is read when nothing else is held). A blob that finds no room
- * waits, held, for the others to end.
+ * waits, held, for the others to end. The blobs' counter is not the
+ * receiver's (amqp/'s held bytes): each is held to the budget apart, so
+ * blobs and received messages together may reach twice max_held_mb.
  *
  * thread: wk_claims_new/free on main; the rest on db workers.
  */
@@ -33,7 +35,7 @@
 #include "sb_msg.h"
 #include "wk_decide.h"
 
-#define WK_CLAIM_SCOPE "https://storage.azure.com/.default"
+#define WK_CLAIM_SCOPE FX_BLOB_TOKEN_SCOPE
 
 typedef struct wk_claims wk_claims_t;
 

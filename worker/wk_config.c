@@ -179,6 +179,37 @@ const wk_setting_t wk_settings[] = {
     {"outbox.backoff_max_ms", WK_CT_INT, "10000", 200, 600000, NULL, 0,
      "Longest wait before the relay tries again after a transient send failure.",
      OFF(outbox.backoff_max_ms)},
+    {"outbox.claim_check_over_bytes", WK_CT_INT, "0", 0, 1073741824, NULL, 0,
+     "A row whose body is larger than this is uploaded to outbox.claim_check_container and "
+     "published with its reference (blob-url, blob-sha256, blob-size) instead of the body "
+     "(0 = off; e.g. 196608 under the Standard tier's 256 KB).",
+     OFF(outbox.claim_check_over_bytes)},
+    {"outbox.claim_check_container", WK_CT_STR, "", NOLIM, NULL, 0,
+     "The container the relay uploads claim-checked bodies to, as a URL without query "
+     "(https://ACCOUNT.blob.core.windows.net/CONTAINER); each blob is named after its row's "
+     "message id.",
+     OFF(outbox.claim_check_container)},
+    {"outbox.claim_check_auth", WK_CT_ENUM, "sas", NOLIM, "sas|shared_key|workload_identity", 0,
+     "How the relay authenticates its uploads: sas (outbox.claim_check_sas), shared_key "
+     "(account and account_key) or workload_identity (a token for https://storage.azure.com/).",
+     OFF(outbox.claim_check_auth)},
+    {"outbox.claim_check_sas", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE,
+     "auth sas: the container SAS's query (without '?'), with create and write permission.",
+     OFF(outbox.claim_check_sas)},
+    {"outbox.claim_check_read_sas", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE,
+     "A read SAS query appended to each published blob-url, for consumers that read with "
+     "claim_check auth sas (\"\" = the URL alone: consumers bring their own credential).",
+     OFF(outbox.claim_check_read_sas)},
+    {"outbox.claim_check_account", WK_CT_STR, "", NOLIM, NULL, 0,
+     "auth shared_key: the storage account's name.", OFF(outbox.claim_check_account)},
+    {"outbox.claim_check_account_key", WK_CT_STR, "", NOLIM, NULL, WK_CF_SENSITIVE,
+     "auth shared_key: the storage account's key (base64).", OFF(outbox.claim_check_account_key)},
+    {"outbox.claim_check_timeout_ms", WK_CT_INT, "30000", 100, 600000, NULL, 0,
+     "Each upload request (Put Blob, each Put Block, Put Block List), connect included.",
+     OFF(outbox.claim_check_timeout_ms)},
+    {"outbox.claim_check_ca_file", WK_CT_STR, "", NOLIM, NULL, 0,
+     "PEM bundle that verifies the storage endpoint (\"\" = the system store).",
+     OFF(outbox.claim_check_ca_file)},
     {"retry.attempts", WK_CT_INT, "3", 0, 100, NULL, 0,
      "In-process attempts after a transient failure before the message is abandoned.",
      OFF(retry.attempts)},
@@ -483,6 +514,11 @@ void wk_config_env_name(const char *name, char *buf, size_t size)
 
 static void register_secrets(const wk_config_t *cfg)
 {
+    const char *blob[] = {cfg->outbox.claim_check_sas, cfg->outbox.claim_check_read_sas,
+                          cfg->outbox.claim_check_account_key};
+    for (size_t i = 0; i < sizeof blob / sizeof blob[0]; i++)
+        if (blob[i] && *blob[i])
+            ib_log_add_secret(blob[i]);
     sb_connstr_t sb;
     db_connstr_t dbc;
 
@@ -574,6 +610,26 @@ static void warn_retention(const wk_config_t *cfg, ib_problems_t *p)
                     cfg->db.inbox_retention_days, keep, windows[i].key, windows[i].s);
 }
 
+/* The outbox's claim check: a container to upload to, and the credential its auth needs. */
+static void validate_claim_check(const wk_config_t *cfg, ib_problems_t *p)
+{
+    const char *u = cfg->outbox.claim_check_container, *auth = cfg->outbox.claim_check_auth;
+    if (cfg->outbox.claim_check_over_bytes == 0)
+        return;
+    if (!u || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) ||
+        strchr(u, '?') || strchr(u, '#'))
+        ib_problem(p, "outbox.claim_check_container",
+                   "claim_check_over_bytes is set: an http:// or https:// container URL without "
+                   "query is needed");
+    if (strcmp(auth, "shared_key") == 0 &&
+        (!*cfg->outbox.claim_check_account || !*cfg->outbox.claim_check_account_key))
+        ib_problem(p, "outbox.claim_check_auth",
+                   "shared_key needs outbox.claim_check_account and claim_check_account_key");
+    if (strcmp(auth, "sas") == 0 && !*cfg->outbox.claim_check_sas)
+        ib_problem(p, "outbox.claim_check_sas",
+                   "claim_check_auth sas needs the container SAS (its query, without '?')");
+}
+
 static void validate(wk_config_t *cfg, ib_problems_t *p)
 {
     for (const wk_setting_t *s = wk_settings; s->name; s++) {
@@ -656,6 +712,7 @@ static void validate(wk_config_t *cfg, ib_problems_t *p)
         if (!ot_options_check(&o, &err))
             ib_problem(p, "otel", "%s", err.text);
     }
+    validate_claim_check(cfg, p);
     for (const char *c = cfg->outbox.table; c && *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.') {
             ib_problem(p, "outbox.table", "only letters, digits, '_' and '.' are allowed");

@@ -72,6 +72,15 @@ typedef struct wk_config {
         long long batch;
         long long retention_s;
         long long backoff_max_ms;
+        long long claim_check_over_bytes; /* 0 = off */
+        char *claim_check_container;      /* URL without query */
+        char *claim_check_auth;           /* "sas" | "shared_key" | "workload_identity" */
+        char *claim_check_sas;            /* secret */
+        char *claim_check_read_sas;       /* secret */
+        char *claim_check_account;
+        char *claim_check_account_key; /* secret */
+        long long claim_check_timeout_ms;
+        char *claim_check_ca_file;
     } outbox;
     struct {
         long long attempts;

@@ -628,6 +628,14 @@ static void render_outbox(wk_metrics_t *m, wk_buf_t *b)
     header(b, "inboxd_outbox_published_total", "counter",
            "Outbox rows this process published (the broker accepted them).");
     buf_printf(b, "inboxd_outbox_published_total %llu\n", o.published_total);
+    header(b, "inboxd_outbox_claim_checked_total", "counter",
+           "Outbox rows published with a blob reference instead of their body "
+           "(outbox.claim_check_over_bytes).");
+    buf_printf(b, "inboxd_outbox_claim_checked_total %llu\n", o.claim_checked_total);
+    header(b, "inboxd_outbox_claim_check_upload_failures_total", "counter",
+           "Uploads of a claim-checked row's body that failed (the row stays pending, retried).");
+    buf_printf(b, "inboxd_outbox_claim_check_upload_failures_total %llu\n",
+               o.claim_upload_failed_total);
     header(b, "inboxd_outbox_failed_total", "counter",
            "Outbox rows marked failed after a permanent send failure, by broker condition.");
     for (size_t i = 0; i < o.nfailed && i < RL_RELAY_CONDITIONS; i++) {

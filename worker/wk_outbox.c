@@ -48,6 +48,24 @@ ib_err_t wk_outbox_prepare(const wk_config_t *cfg, db_conn_t *dbc, ib_error_t *e
     return IB_E_OK;
 }
 
+/* The relay's claim check from outbox.claim_check_* ("" is none). */
+static rl_claim_options_t wk_outbox_claim_options(const wk_config_t *cfg)
+{
+    const char *auth = cfg->outbox.claim_check_auth;
+    bool key = strcmp(auth, "shared_key") == 0;
+    return (rl_claim_options_t){
+        .over_bytes = cfg->outbox.claim_check_over_bytes,
+        .container_url = cfg->outbox.claim_check_container,
+        .sas = strcmp(auth, "sas") == 0 ? cfg->outbox.claim_check_sas : NULL,
+        .read_sas = cfg->outbox.claim_check_read_sas,
+        .account = key ? cfg->outbox.claim_check_account : NULL,
+        .account_key = key ? cfg->outbox.claim_check_account_key : NULL,
+        .workload_identity = strcmp(auth, "workload_identity") == 0,
+        .timeout_ms = cfg->outbox.claim_check_timeout_ms,
+        .ca_file = *cfg->outbox.claim_check_ca_file ? cfg->outbox.claim_check_ca_file : NULL,
+    };
+}
+
 rl_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *dbopt,
                                   ot_exporter_t *otel,
                                   sb_client_t *client, wk_metrics_t *metrics, ib_error_t *err)
@@ -61,6 +79,7 @@ rl_relay_t *wk_outbox_relay_start(const wk_config_t *cfg, const db_options_t *db
         .retention_s = cfg->outbox.retention_s,
         .backoff_max_ms = cfg->outbox.backoff_max_ms,
         .otel = otel,
+        .claim = wk_outbox_claim_options(cfg),
     };
     rl_relay_t *r = rl_relay_start(&ro, err);
     if (!r) {

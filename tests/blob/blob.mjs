@@ -9,12 +9,18 @@
 //     SAS, one hour), bad_sas_url (the same with a wrong signature), etag,
 //     sha256, bytes.
 //   node blob.mjs ls ENDPOINT CONTAINER   prints the blob names, one a line.
+//   node blob.mjs stat ENDPOINT CONTAINER  one JSON line per blob: name,
+//     bytes, sha256 (of its content, downloaded), content_type.
+//   node blob.mjs mk ENDPOINT CONTAINER   creates the container.
+//   node blob.mjs sas ENDPOINT CONTAINER PERMS   prints a container SAS
+//     (query, one hour) with PERMS (e.g. "cw" to upload, "r" to read).
 //
 // ENDPOINT: http://127.0.0.1:PORT (Azurite's path-style account URL is
 // ENDPOINT/devstoreaccount1).
 import { createHash } from "node:crypto";
 import {
   BlobSASPermissions,
+  ContainerSASPermissions,
   BlobServiceClient,
   StorageSharedKeyCredential,
   generateBlobSASQueryParameters,
@@ -74,10 +80,43 @@ async function ls(endpoint, name) {
   for await (const b of svc.getContainerClient(name).listBlobsFlat()) console.log(b.name);
 }
 
-const [cmd, endpoint, arg] = process.argv.slice(2);
+async function stat(endpoint, name) {
+  const { svc } = service(endpoint);
+  const container = svc.getContainerClient(name);
+  for await (const b of container.listBlobsFlat()) {
+    const data = await container.getBlobClient(b.name).downloadToBuffer();
+    console.log(
+      JSON.stringify({
+        name: b.name,
+        bytes: data.length,
+        sha256: createHash("sha256").update(data).digest("hex"),
+        content_type: b.properties.contentType,
+      }),
+    );
+  }
+}
+
+function sas(endpoint, name, perms) {
+  const { cred } = service(endpoint);
+  console.log(
+    generateBlobSASQueryParameters(
+      {
+        containerName: name,
+        permissions: ContainerSASPermissions.parse(perms),
+        expiresOn: new Date(Date.now() + 3600 * 1000),
+      },
+      cred,
+    ).toString(),
+  );
+}
+
+const [cmd, endpoint, arg, arg2] = process.argv.slice(2);
 if (cmd === "put") await put(endpoint, JSON.parse(arg));
 else if (cmd === "ls") await ls(endpoint, arg);
+else if (cmd === "stat") await stat(endpoint, arg);
+else if (cmd === "mk") await service(endpoint).svc.getContainerClient(arg).create();
+else if (cmd === "sas") sas(endpoint, arg, arg2);
 else {
-  console.error("usage: node blob.mjs put ENDPOINT SPEC | ls ENDPOINT CONTAINER");
+  console.error("usage: node blob.mjs put ENDPOINT SPEC | ls|stat|mk ENDPOINT CONTAINER | sas ENDPOINT CONTAINER PERMS");
   process.exit(2);
 }

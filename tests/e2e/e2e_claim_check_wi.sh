@@ -7,6 +7,9 @@
 # for the storage scope with the federated token as the client assertion. A
 # route with auth "sas" on a URL without a SAS is refused by the same
 # Azurite (ClaimCheckRefused): the bearer is what let the first one in.
+# The relay's side: an application outbox row above
+# outbox.claim_check_over_bytes is uploaded with the relay's own bearer
+# (claim_check_auth workload_identity) and published with its reference.
 . "$(dirname "$0")/lib.sh"
 e2e_init "${1:-postgresql}"
 . "$E2E_SRC/tests/blob/azurite.sh"
@@ -21,7 +24,7 @@ create_items_table
 start_azurite --cert "$W/srv.crt" --key "$W/srv.key" --oauth basic
 case "$AZ_ENDPOINT" in https://*) ;; *) die "azurite is not on https: $AZ_ENDPOINT" ;; esac
 start_token
-start_emu '{"queues":[{"name":"wi","lock_duration_s":30,"max_delivery_count":10}]}'
+start_emu '{"queues":[{"name":"wi","lock_duration_s":30,"max_delivery_count":10},{"name":"out"}]}'
 NODE_EXTRA_CA_CERTS="$W/ca.crt" blob_put '[{"container": "docs", "name": "wi.json", "doc": {"id": "wi-1", "n": 8}}]' >"$W/blobs.jsonl"
 url=$(jq -r .url "$W/blobs.jsonl")
 
@@ -34,7 +37,9 @@ routes=$(jq -n --arg sql "$(items_insert_sql)" --arg host "127.0.0.1:$AZ_PORT" -
                                            auth: "workload_identity", ca_file: $ca}} + $apply,
    {match: {subject: "NoSas"}, claim_check: {url: "{$.data.url}", allowed_hosts: [$host],
                                               ca_file: $ca}} + $apply]')
-write_config "$W/inboxd.json" wi "$routes"
+write_config "$W/inboxd.json" wi "$routes" "$(jq -n --arg u "$AZ_ENDPOINT/devstoreaccount1/docs" --arg ca "$W/ca.crt" \
+  '{outbox: {relay: "true", poll_ms: 200, claim_check_over_bytes: 1000, claim_check_container: $u,
+             claim_check_auth: "workload_identity", claim_check_ca_file: $ca}}')"
 start_inboxd "$W/inboxd.json" inboxd
 pid=$LAST_PID
 jq -c -n --arg u "$url" '{message_id: "ev-wi", subject: "Wi", body: {eventType: "Microsoft.Storage.BlobCreated", data: {url: $u}}},
@@ -49,4 +54,14 @@ check "the token was asked for the storage scope" \
 check "with the federated token as the client assertion" \
   "$(jq -r '.form.client_assertion + " " + .form.client_id' "$W/token.requests" | sort -u)" \
   "federated-token-from-the-kubelet inboxd-client"
+body=$(printf 'y%.0s' $(seq 1 2000))
+sql "INSERT INTO inboxd_outbox (entity, message_id, content_type, body) VALUES ('out', 'big-wi', 'text/plain', '$body')" >/dev/null
+published() { [ "$(sql "SELECT status FROM inboxd_outbox WHERE message_id = 'big-wi'")" = published ]; }
+wait_until 60 published || die "the row was not published: $(sql "SELECT status, attempts, last_error FROM inboxd_outbox")"
+check "the relay's blob, uploaded with its bearer" \
+  "$(cd "$BLOB_DIR" && NODE_EXTRA_CA_CERTS="$W/ca.crt" node blob.mjs stat "$AZ_ENDPOINT" docs | jq -r 'select(.name == "big-wi") | .sha256')" \
+  "$(printf '%s' "$body" | sha256sum | cut -c1-64)"
+check "its message: the reference, no body" \
+  "$("$INBOXCTL" peek --connection-string "$SB_CS" --entity out | jq -r '(.body | tostring | length | tostring) + " " + .properties["blob-url"]')" \
+  "0 $AZ_ENDPOINT/devstoreaccount1/docs/big-wi"
 stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0

@@ -7,7 +7,9 @@
 # credit, settlements and sends while busy and goes on when the broker
 # accepts again: every row applied once, nothing dead-lettered or
 # abandoned, every message on its first delivery (no attempt counted for
-# the throttling), every outbox row published, the throttled time > 0.
+# the throttling), every outbox row published with no attempt counted (a
+# busy answer to a relay send leaves its row as it was), the throttled
+# time > 0.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/outbox_lib.sh"
 e2e_init "${1:-postgresql}"
@@ -41,6 +43,7 @@ check "dead-lettered" "$(broker_stat busy dead_lettered)" 0
 check "abandoned" "$(broker_stat busy abandoned)" 0
 check "no attempt counted" "$(sql "SELECT max(delivery_count) FROM inboxd_inbox")" 1
 check "outbox rows failed" "$(outbox_count failed)" 0
+check "outbox: no attempt counted for a busy send (publishing is the one)" "$(sql "SELECT max(attempts) FROM inboxd_outbox")" 1
 busy=$(jq -r '.faults.server_busy' "$STATS")
 throttled=$(metric_in "$METRICS" inboxd_throttled_seconds_total)
 check "inboxd saw server-busy" "$([ "$(metric_in "$METRICS" inboxd_server_busy_total)" -gt 0 ] && echo yes)" yes

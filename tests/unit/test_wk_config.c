@@ -207,6 +207,47 @@ static void test_auth_and_credentials(void)
     ib_log_clear_secrets();
 }
 
+/* outbox.claim_check_*: a threshold needs a container and the credential its auth names. */
+static void test_outbox_claim_check(void)
+{
+    wk_config_t cfg;
+    int n;
+    char *errs;
+    const char *base = "{\"consumer\":\"c\",\"db\":{\"connection_string\":\"" DB_CS "\"},"
+                       "\"servicebus\":{\"connection_string\":"
+                       "\"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;"
+                       "SharedAccessKey=a2V5;EntityPath=orders\"},\"outbox\":";
+    char text[1024];
+
+    snprintf(text, sizeof(text), "%s{\"claim_check_over_bytes\":262144}}", base);
+    errs = load_errors(text, &n, &cfg);
+    ASSERT_EQ(n, 2);
+    ASSERT_CONTAINS(errs, "config: outbox.claim_check_container:");
+    ASSERT_CONTAINS(errs, "config: outbox.claim_check_sas:");
+    free(errs);
+    wk_config_free(&cfg);
+    snprintf(text, sizeof(text),
+             "%s{\"claim_check_over_bytes\":262144,\"claim_check_container\":"
+             "\"https://a.blob.core.windows.net/c?sv=1\",\"claim_check_auth\":\"shared_key\","
+             "\"claim_check_account\":\"a\"}}", base);
+    errs = load_errors(text, &n, &cfg);
+    ASSERT_EQ(n, 2);
+    ASSERT_CONTAINS(errs, "without query");
+    ASSERT_CONTAINS(errs, "config: outbox.claim_check_auth: shared_key needs");
+    free(errs);
+    wk_config_free(&cfg);
+    snprintf(text, sizeof(text),
+             "%s{\"claim_check_over_bytes\":262144,\"claim_check_container\":"
+             "\"https://a.blob.core.windows.net/c\",\"claim_check_auth\":\"workload_identity\"}}",
+             base);
+    errs = load_errors(text, &n, &cfg);
+    ASSERT_EQ(n, 0);
+    ASSERT_EQ(cfg.outbox.claim_check_over_bytes, 262144);
+    free(errs);
+    wk_config_free(&cfg);
+    ib_log_clear_secrets();
+}
+
 /* One config with db.auth workload_identity and the given db connection string and dialect. */
 static char *load_db_auth(const char *db_cs, const char *dialect, int *n, wk_config_t *cfg)
 {
@@ -316,6 +357,7 @@ int main(void)
     RUN(test_redaction_and_log_mask);
     RUN(test_auth_and_credentials);
     RUN(test_db_auth);
+    RUN(test_outbox_claim_check);
     RUN(test_round_trip_every_entry);
     return ib_test_done();
 }
