@@ -23,10 +23,10 @@
 #include "sb_core.h"
 
 /* A refused first put-token: put again this many times, after these waits, before failing. */
-#define CBS_FRESH_RETRIES 4
-#define CBS_FRESH_BASE_MS 250
-#define CBS_FRESH_MAX_MS 2000
-#define CBS_FRESH_MIN_MS 100
+#define CBS_FRESH_RETRIES 3
+#define CBS_FRESH_BASE_MS 100
+#define CBS_FRESH_MAX_MS 400
+#define CBS_FRESH_MIN_MS 50
 
 typedef struct auth_waiter {
     sb_cbs_cb cb;
