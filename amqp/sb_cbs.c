@@ -3,16 +3,30 @@
  * link needs, before it attaches, and again well before the token expires
  * (sb_token_refresh_at). Tokens come from the configured provider on the
  * proactor thread; a refused or failed refresh is retried while the old
- * token lasts, every 5 s or a quarter of what is left of it if sooner. A link
- * the broker detaches unauthorized-access (its token expired or was revoked
- * there) makes every audience put again before the next attach
+ * token lasts, every 5 s or a quarter of what is left of it if sooner. A
+ * first put-token of an audience (no token of it accepted on this
+ * connection, or invalidated since) that is refused or fails is put again,
+ * with a token fetched anew, up to CBS_FRESH_RETRIES times after jittered
+ * waits (ib_backoff_ms from CBS_FRESH_BASE_MS), while its waiters (the links
+ * to attach, the requests to send) keep waiting; only then are they told.
+ * A link the broker detaches unauthorized-access (its token expired or was
+ * revoked there) makes every audience put again before the next attach
  * (sb_cbs_invalidate).
+ *
+ * thread: the connection's proactor.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_backoff.h"
 #include "ib_log.h"
 #include "sb_core.h"
+
+/* A refused first put-token: put again this many times, after these waits, before failing. */
+#define CBS_FRESH_RETRIES 3
+#define CBS_FRESH_BASE_MS 100
+#define CBS_FRESH_MAX_MS 400
+#define CBS_FRESH_MIN_MS 50
 
 typedef struct auth_waiter {
     sb_cbs_cb cb;
@@ -21,11 +35,14 @@ typedef struct auth_waiter {
 } auth_waiter_t;
 
 struct sb_aud {
+    sb_core_t *core;
     char *audience;
     bool valid, inflight;
     long long expires_at;  /* wall ms */
     long long refresh_at;  /* wall ms */
     long long pending_exp; /* expiry of the token in flight */
+    unsigned fresh_retries; /* first put-tokens put again since the last answer to waiters */
+    ib_rand_t seed;         /* their jitter */
     auth_waiter_t *waiters;
     sb_aud_t *next;
 };
@@ -41,6 +58,24 @@ static long long retry_at(const sb_aud_t *aud, long long now)
     if (wait < 250)
         wait = 250;
     return now + wait;
+}
+
+/*
+ * A first put-token of aud failed while links wait for it: whether to put
+ * again (a fresh token, at aud->refresh_at) rather than fail the waiters.
+ */
+static bool fresh_again(sb_aud_t *aud, long long now)
+{
+    long long wait;
+    if (aud->valid || !aud->waiters || aud->fresh_retries >= CBS_FRESH_RETRIES || !aud->core->up)
+        return false; /* not up: the connection is gone, and the waiters with it */
+    aud->fresh_retries++;
+    wait = ib_backoff_ms(CBS_FRESH_BASE_MS, CBS_FRESH_MAX_MS, (int)aud->fresh_retries, &aud->seed);
+    aud->refresh_at = now + (wait < CBS_FRESH_MIN_MS ? CBS_FRESH_MIN_MS : wait);
+    IB_LOG(IB_LOG_INFO, "cbs_token", IB_MSG("first token refused: putting a new one"),
+           IB_S("audience", aud->audience), IB_I("retry", aud->fresh_retries),
+           IB_I("retry_in_ms", aud->refresh_at - now));
+    return true;
 }
 
 static void aud_notify(sb_aud_t *aud, const ib_error_t *err)
@@ -63,6 +98,7 @@ static void on_put_token(void *ctx, int status, pn_message_t *resp, const ib_err
     aud->inflight = false;
     if (status == 200 || status == 202) {
         aud->valid = true;
+        aud->fresh_retries = 0;
         aud->expires_at = aud->pending_exp;
         aud->refresh_at = sb_token_refresh_at(now, aud->expires_at);
         IB_LOG(IB_LOG_INFO, "cbs_token", IB_MSG("token accepted"), IB_S("audience", aud->audience),
@@ -83,6 +119,9 @@ static void on_put_token(void *ctx, int status, pn_message_t *resp, const ib_err
     aud->refresh_at = retry_at(aud, now); /* a refresh that failed is retried soon */
     if (aud->valid && aud->expires_at <= now)
         aud->valid = false;
+    if (fresh_again(aud, now))
+        return; /* the waiters wait for the next answer */
+    aud->fresh_retries = 0;
     aud_notify(aud, &e);
 }
 
@@ -99,6 +138,9 @@ static void put_token(sb_core_t *core, sb_aud_t *aud)
                IB_S("error", e.text));
         sb_token_clear(&tok);
         aud->refresh_at = retry_at(aud, ib_now_ms());
+        if (fresh_again(aud, ib_now_ms()))
+            return;
+        aud->fresh_retries = 0;
         aud_notify(aud, &e);
         return;
     }
@@ -130,8 +172,10 @@ void sb_cbs_authorize(sb_core_t *core, const char *audience, sb_cbs_cb cb, void 
             break;
     if (!aud) {
         aud = calloc(1, sizeof(*aud));
-        if (aud)
+        if (aud) {
+            aud->core = core;
             aud->audience = strdup(audience);
+        }
         if (!aud || !aud->audience) {
             ib_error_t e;
             free(aud);
@@ -164,8 +208,9 @@ void sb_cbs_tick(sb_core_t *core)
     long long now = ib_now_ms();
     if (!core->up)
         return;
+    /* Valid: a refresh when due; not yet: a first put-token again (fresh_again). */
     for (sb_aud_t *aud = core->auds; aud; aud = aud->next)
-        if (aud->valid && !aud->inflight && now >= aud->refresh_at)
+        if ((aud->valid || aud->waiters) && !aud->inflight && now >= aud->refresh_at)
             put_token(core, aud);
 }
 
@@ -182,6 +227,7 @@ void sb_cbs_reset(sb_core_t *core)
 {
     for (sb_aud_t *aud = core->auds; aud; aud = aud->next) {
         aud->valid = aud->inflight = false;
+        aud->fresh_retries = 0;
         while (aud->waiters) {
             auth_waiter_t *w = aud->waiters;
             aud->waiters = w->next;

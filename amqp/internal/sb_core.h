@@ -124,7 +124,11 @@ void sb_core_name(sb_core_t *core, const char *prefix, char *buf, size_t size);
 /* "sb://host[:port]/path" into a malloc'd string. */
 char *sb_core_audience(sb_core_t *core, const char *path);
 
-/* sb_cbs.c: puts a token for audience (once, then kept fresh while connected); cb when done. */
+/*
+ * sb_cbs.c: puts a token for audience (once, then kept fresh while connected); cb when done.
+ * A first put-token refused is put again a few times (a new token each time) before cb hears
+ * of it; cb is not called when the connection goes meanwhile (the owner's on_down is).
+ */
 void sb_cbs_authorize(sb_core_t *core, const char *audience, sb_cbs_cb cb, void *ctx);
 
 /* sb_rr.c: the $management pair of entity (created on first use, attached lazily). */

@@ -208,6 +208,7 @@ static void on_link_remote_open(emu_broker_t *b, emu_conn_t *conn, pn_link_t *pl
     }
     l->pl = pl;
     l->conn = conn;
+    l->active_ms = emu_now_ms(); /* an attach starts the link's idle time, not the connection's */
     l->next = conn->links;
     conn->links = l;
     pn_link_set_context(pl, l);
@@ -310,6 +311,7 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         if (nc) {
             nc->pc = c;
             nc->b = b;
+            nc->active_ms = emu_now_ms();
             nc->next = b->conns;
             if (b->conns)
                 b->conns->prev = nc;
@@ -432,7 +434,9 @@ bool emu_broker_handle(emu_broker_t *b, pn_event_t *e)
         conn->dirty = false;
         if (conn->grants_lapsed || b->read_only)
             emu_cbs_expire_links(b, conn, true);
-        emu_link_pump_conn(b, conn);
+        emu_idle_close(b, conn);
+        if (!conn->closing)
+            emu_link_pump_conn(b, conn);
     }
     return keep;
 }
@@ -453,7 +457,7 @@ void emu_broker_tick(emu_broker_t *b)
             if (l->session_lost || l->stream_d)
                 due = true; /* a large delivery also goes on as the peer takes it */
         }
-        if (due || emu_cbs_expire_links(b, c, false))
+        if (due || emu_cbs_expire_links(b, c, false) || emu_idle_due(b, c, now))
             emu_conn_poke(b, c);
     }
     if (b->faults.drop_every_ms > 0) {

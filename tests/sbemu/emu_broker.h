@@ -56,6 +56,7 @@ typedef struct emu_link {
     bool session_lost;    /* to be detached: session-lock-lost */
     bool drain_ignored;   /* fault: a drain of this link is left unanswered for good */
     bool stalled;         /* fault (stall_link): credit taken, never a transfer */
+    int64_t active_ms;    /* a message or settlement moved on it last (emu_idle.c) */
     int64_t session_deadline_ms;
     emu_session_t *session;
     emu_buf_t rx;         /* a transfer being received */
@@ -86,6 +87,8 @@ struct emu_conn {
     bool grants_lapsed; /* a grant expired: links are checked (emu_cbs_expire_links) */
     bool closing;
     uint64_t deliveries;
+    int64_t active_ms;    /* a message, settlement or request moved on it last (emu_idle.c) */
+    unsigned put_tokens;  /* put-token requests on it (refuse_first_put_token) */
 };
 
 typedef struct emu_broker {
@@ -111,6 +114,7 @@ typedef struct emu_broker {
     int token_lifetime_s; /* a grant lasts at most this long; 0 = as the token says */
     int refuse_put_token; /* fault: answer the next K renewals (put-token of an audience
                              the connection holds) 401 */
+    int refuse_first_put_token; /* fault: answer the first K put-tokens of each connection 401 */
     int http_port; /* the management endpoint's port (emu_http.c); 0 = none */
     int ws_port;   /* the AMQP over WebSockets port (emu_ws.c); 0 = none */
     _Atomic int amqp_port; /* the AMQP listener's port once open (read by emu_ws.c) */
@@ -180,6 +184,14 @@ bool emu_cbs_expire_links(emu_broker_t *b, emu_conn_t *conn, bool detach);
 
 /* Grants conn access to audience until expiry_s ("" = whole namespace). */
 void emu_cbs_grant(emu_conn_t *conn, const char *audience, int64_t expiry_s);
+
+/* emu_idle.c: the broker's idle close (faults idle_close_link_ms, idle_close_conn_ms) */
+/* A message, settlement or request moved on l: l and its connection are not idle. */
+void emu_idle_touch(emu_link_t *l);
+/* Whether conn or one of its entity links has been idle past its fault's time (the tick asks). */
+bool emu_idle_due(const emu_broker_t *b, const emu_conn_t *conn, int64_t now);
+/* In conn's own event batch: detaches its idle entity links, or closes it if idle itself. */
+void emu_idle_close(emu_broker_t *b, emu_conn_t *conn);
 
 /* emu_sasl.c: installs the server SASL plug-in on an accepted transport. */
 void emu_sasl_install(pn_transport_t *t, emu_conn_t *conn);

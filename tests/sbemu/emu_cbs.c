@@ -112,6 +112,12 @@ void emu_cbs_request(emu_broker_t *b, emu_link_t *l, pn_message_t *req)
     int64_t expiry = now_s + 3600;
     char why[256] = "";
     int rc = 0;
+    if (l->conn->put_tokens++ < (unsigned)b->refuse_first_put_token) {
+        b->ns->tokens_refused++;
+        respond(l, req, 401,
+                "InvalidSignature: refused by fault injection (refuse-first-put-token).");
+        return;
+    }
     if (b->refuse_put_token > 0 && holds_grant(l->conn, name)) {
         b->refuse_put_token--;
         b->ns->tokens_refused++;

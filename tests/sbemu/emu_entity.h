@@ -144,6 +144,7 @@ struct emu_ns {
     uint64_t links_stalled; /* receive links left without transfers (fault) */
     uint64_t tokens_refused, links_expired; /* put-token 401s; links detached, token expired */
     uint64_t links_read_only; /* links detached or refused while read-only */
+    uint64_t links_idle_closed, conns_idle_closed; /* the broker's idle close (fault) */
     uint64_t stats_seq; /* stats file renderings so far: its "seq" */
     int64_t next_ttl_scan_ms; /* TTL walks whole lists: at most every 250 ms */
     emu_ns_hooks_t hooks;

@@ -373,6 +373,7 @@ static bool deliver_one(emu_broker_t *b, emu_link_t *l, int64_t now)
     }
     pn_delivery_t *d = pn_delivery(l->pl, pn_dtag((const char *)tag, 16));
     send_delivery(b, l, d);
+    emu_idle_touch(l);
     if (!l->peek_lock)
         emu_msg_consume(m);
     l->conn->deliveries++;
@@ -545,6 +546,7 @@ void emu_link_on_settle(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
     if (!state && !remote_settled)
         return;
     pn_delivery_clear(d);
+    emu_idle_touch(l);
     /* A repeated disposition while a delayed reply is pending: that reply answers both. */
     for (emu_reply_t *r = l->replies; r; r = r->next)
         if (r->dlv == d)
@@ -664,6 +666,7 @@ void emu_link_on_incoming(emu_broker_t *b, emu_link_t *l, pn_delivery_t *d)
         return;
     }
     int64_t now = emu_now_ms();
+    emu_idle_touch(l);
     if (too_big || l->rx.len > max_message(b)) {
         char why[96];
         snprintf(why, sizeof(why), "The message is larger than the %zu bytes sbemu allows.",

@@ -70,6 +70,8 @@ static void usage(FILE *fp)
             "  --token-lifetime-s S     a put-token grants at most S s (links detached\n"
             "                           amqp:unauthorized-access when their token expires)\n"
             "  --fault-refuse-put-token K  answer the next K token renewals 401\n"
+            "  --fault-refuse-first-put-token K  answer the first K put-tokens of each\n"
+            "                           connection 401\n"
             "  --stats-file PATH        rewrite per-entity counters every second and on exit\n"
             "  --stats-every-ms T       rewrite them every T ms instead (10 to 60000)\n"
             "  --max-message-bytes N    largest message accepted (default 262144, the Standard\n"
@@ -93,7 +95,11 @@ static void usage(FILE *fp)
             "  --fault-server-busy-for-ms T  answer com.microsoft:server-busy for T ms, from\n"
             "  --fault-server-busy-after N   the N-th delivery on (default: the first)\n"
             "  --fault-stall-link K     the K-th receive link attached never gets a transfer,\n"
-            "  --fault-stall-links C    nor the C-1 after it (default 1)\n");
+            "  --fault-stall-links C    nor the C-1 after it (default 1)\n"
+            "  --fault-idle-close-link-ms T  detach an entity link that moved no message for T ms\n"
+            "                           (amqp:link:detach-forced)\n"
+            "  --fault-idle-close-conn-ms T  close a connection that moved nothing for T ms\n"
+            "                           (amqp:connection:forced)\n");
 }
 
 static int parse_int(const char *flag, const char *v, int *out)
@@ -115,7 +121,7 @@ int main(int argc, char **argv)
     int http_status = 0;
     emu_broker_t b;
     memset(&b, 0, sizeof b);
-    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     ib_log_set_level(IB_LOG_WARN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -146,6 +152,8 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, &b.token_lifetime_s);
         else if (strcmp(a, "--fault-refuse-put-token") == 0)
             rc = parse_int(a, v, &b.refuse_put_token);
+        else if (strcmp(a, "--fault-refuse-first-put-token") == 0)
+            rc = parse_int(a, v, &b.refuse_first_put_token);
         else if (strcmp(a, "--stats-file") == 0)
             b.stats_file = v;
         else if (strcmp(a, "--stats-every-ms") == 0) {
@@ -211,6 +219,10 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, &cli.stall_link);
         else if (strcmp(a, "--fault-stall-links") == 0)
             rc = parse_int(a, v, &cli.stall_links);
+        else if (strcmp(a, "--fault-idle-close-link-ms") == 0)
+            rc = parse_int(a, v, &cli.idle_close_link_ms);
+        else if (strcmp(a, "--fault-idle-close-conn-ms") == 0)
+            rc = parse_int(a, v, &cli.idle_close_conn_ms);
         else {
             fprintf(stderr, "sbemu: unknown option %s\n", a);
             usage(stderr);
@@ -262,13 +274,15 @@ int main(int argc, char **argv)
                   &b.faults.ignore_drain,  &b.faults.refuse_set_state,
                   &b.faults.stall_set_state, &b.faults.ignore_dead_letter,
                   &b.faults.server_busy_for_ms, &b.faults.server_busy_after,
-                  &b.faults.stall_link, &b.faults.stall_links};
+                  &b.faults.stall_link, &b.faults.stall_links,
+                  &b.faults.idle_close_link_ms, &b.faults.idle_close_conn_ms};
     int *src[] = {&cli.drop_after,    &cli.drop_every_ms,   &cli.refuse_renew,
                   &cli.lock_early_ms, &cli.settle_delay_ms, &cli.drop_settle_reply,
                   &cli.ignore_drain,  &cli.refuse_set_state,
                   &cli.stall_set_state, &cli.ignore_dead_letter,
                   &cli.server_busy_for_ms, &cli.server_busy_after,
-                  &cli.stall_link, &cli.stall_links};
+                  &cli.stall_link, &cli.stall_links,
+                  &cli.idle_close_link_ms, &cli.idle_close_conn_ms};
     for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
         if (*src[i] >= 0)
             *dst[i] = *src[i];

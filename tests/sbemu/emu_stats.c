@@ -55,8 +55,10 @@ char *emu_stats_json(const emu_ns_t *ns)
                   "tokens_refused", (json_int_t)ns->tokens_refused, "links_expired",
                   (json_int_t)ns->links_expired, "links_read_only",
                   (json_int_t)ns->links_read_only);
-    json_t *faults = json_pack("{s:I,s:I}", "server_busy", (json_int_t)ns->server_busy,
-                               "links_stalled", (json_int_t)ns->links_stalled);
+    json_t *faults = json_pack("{s:I,s:I,s:I,s:I}", "server_busy", (json_int_t)ns->server_busy,
+                               "links_stalled", (json_int_t)ns->links_stalled,
+                               "links_idle_closed", (json_int_t)ns->links_idle_closed,
+                               "conns_idle_closed", (json_int_t)ns->conns_idle_closed);
     json_t *root = json_pack("{s:I,s:o,s:o,s:o}", "seq", (json_int_t)ns->stats_seq, "entities",
                              ents, "connections", conns, "faults", faults);
     char *s = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;

@@ -108,7 +108,7 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
         "drop_after",      "drop_every_ms",     "refuse_renew", "lock_early_ms",
         "settle_delay_ms", "drop_settle_reply", "ignore_drain", "refuse_set_state",
         "stall_set_state", "ignore_dead_letter", "server_busy_for_ms", "server_busy_after",
-        "stall_link", "stall_links", NULL};
+        "stall_link", "stall_links", "idle_close_link_ms", "idle_close_conn_ms", NULL};
     if (check_keys(f, keys, "faults", err, errlen))
         return -1;
     const int max = 1 << 30;
@@ -135,7 +135,11 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
                    get_int(f, "server_busy_after", &faults->server_busy_after, max, "faults",
                            err, errlen) ||
                    get_int(f, "stall_link", &faults->stall_link, max, "faults", err, errlen) ||
-                   get_int(f, "stall_links", &faults->stall_links, max, "faults", err, errlen)
+                   get_int(f, "stall_links", &faults->stall_links, max, "faults", err, errlen) ||
+                   get_int(f, "idle_close_link_ms", &faults->idle_close_link_ms, max, "faults",
+                           err, errlen) ||
+                   get_int(f, "idle_close_conn_ms", &faults->idle_close_conn_ms, max, "faults",
+                           err, errlen)
                ? -1
                : 0;
 }

@@ -27,6 +27,8 @@ typedef struct emu_faults {
     int server_busy_after;  /* ... from the N-th delivery on (0 = the first) */
     int stall_link;         /* the K-th receive link attached never gets a transfer, */
     int stall_links;        /* nor the ones after it up to this many in all (0 = 1) */
+    int idle_close_link_ms; /* detach an entity link idle this long (amqp:link:detach-forced) */
+    int idle_close_conn_ms; /* close a connection idle this long (amqp:connection:forced) */
 } emu_faults_t;
 
 /*
