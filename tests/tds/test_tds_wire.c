@@ -9,7 +9,9 @@
  * transaction ending in exactly one COMMIT request, a route that ends the
  * transaction itself makes the commit refuse, long texts are declared
  * nvarchar(max) and short ones nvarchar(4000) whatever their length,
- * timestamps datetime2, the batch claim's rows come in key order, the
+ * timestamps datetime2, the batch claim's rows come in key order, an
+ * HTTP batch claim and finish are one request each (exact rows, the
+ * per-row path deciding what the claim leaves), the
  * sweep deletes at most 4,000 rows a statement, and N'é€漢😀' returned by
  * the server arrives as the same UTF-8 bytes.
  *
