@@ -142,7 +142,7 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, db_effect_stmt_t which
  * OUTPUT returns it. UPDLOCK + HOLDLOCK on each probe lock the key, or the
  * range it would go in, until the transaction ends: a second claimer of
  * the key waits, then sees the first's row (db/README.md, "SQL Server's
- * locks for the claim"). A row without an idempotency key skips that probe
+ * locks for the HTTP claim"). A row without an idempotency key skips that probe
  * (v.k IS NULL: the same result, no range lock on the index's NULL end).
  */
 static bool claim_rows_mssql(const db_conn_t *dbc, size_t rows, const char *lease, char *buf,
