@@ -214,6 +214,9 @@ static const db_traits_t traits[] = {
          */
         .ts_size = 27,
         .ts_digits = 7,
+        /* HTTP claims and finishes: one statement per batch (db_effect_sql.c) */
+        .effect_rows = true,
+        .effect_rows_exact = true,
         .claim_rows_max = 170, /* 12 parameters a row; SQL Server takes at most 2,100 per request */
         /*
          * SQL Server tries to escalate a statement's row locks to a table
@@ -1238,6 +1241,12 @@ bool db_dialect_effect_rows(db_dialect_t d)
 {
     const db_traits_t *tr = db_dialect_traits(d);
     return tr && tr->effect_rows;
+}
+
+bool db_dialect_effect_rows_exact(db_dialect_t d)
+{
+    const db_traits_t *tr = db_dialect_traits(d);
+    return tr && tr->effect_rows_exact;
 }
 
 size_t db_sql_claim_rows_max(db_dialect_t d)

@@ -147,6 +147,7 @@ typedef struct db_traits {
     bool one_writer;             /* db_dialect_one_writer */
     bool claim_shared;           /* db_sql_claim_shared */
     bool effect_rows;            /* db_dialect_effect_rows */
+    bool effect_rows_exact;      /* db_dialect_effect_rows_exact */
     bool wide_text;              /* text binds as UTF-16 (nvarchar) */
     bool keep_prepared;          /* statements kept prepared per connection (db_stmt.c) */
     bool dead_flag;              /* SQL_ATTR_CONNECTION_DEAD reads a flag (no round trip) */
@@ -439,9 +440,18 @@ bool db_dialect_one_writer(db_dialect_t d);
 /*
  * True when d claims an HTTP batch with one INSERT that skips taken keys
  * and returns the rows it inserted, and finishes it with one UPDATE joined
- * to the rows' results (db_effect.c); elsewhere each row has its own.
+ * to the rows' results (db_effect.c; PostgreSQL, SQL Server); elsewhere
+ * each row has its own.
  */
 bool db_dialect_effect_rows(db_dialect_t d);
+/*
+ * True when d's batch claim and finish carry exactly one row per item
+ * (SQL Server: its claim's NOT EXISTS does not see rows the same statement
+ * inserts, so a padding copy of a row would raise the unique violation);
+ * false where the rows are padded to a few sizes with copies of the first
+ * (PostgreSQL's ON CONFLICT DO NOTHING skips the copy).
+ */
+bool db_dialect_effect_rows_exact(db_dialect_t d);
 /*
  * Appends row rows times, separated by ", ", at buf + *used (a VALUES list
  * of parameter rows); false when it does not fit (buf then unspecified).

@@ -141,17 +141,17 @@ static ib_err_t finish_row(db_conn_t *dbc, const char *consumer, const db_claim_
 }
 
 /*
- * Items [0, n) finished by one statement of db_effect_padded_rows(n) rows (a row
- * joined twice is updated once). IB_E_LOCK_LOST when fewer than n rows
- * were still ours.
+ * Items [0, n) finished by one statement of db_effect_stmt_rows(n) rows
+ * (where they are padded, a row joined twice is updated once).
+ * IB_E_LOCK_LOST when fewer than n rows were still ours.
  */
 static ib_err_t finish_chunk(db_conn_t *dbc, const char *consumer,
                              const db_effect_finish_item_t *items, size_t n, ib_error_t *err)
 {
-    size_t rows = db_effect_padded_rows(n), nlong = 0;
+    size_t rows = db_effect_stmt_rows(dbc, n), nlong = 0;
     for (size_t k = 0; k < n; k++)
         nlong += detail_long(items[k].res);
-    size_t size = 1024 + rows * 64;
+    size_t size = 1536 + rows * 64;
     char *sql = malloc(size);
     db_bind_t *b = calloc(rows * 7 + 1, sizeof *b);
     char(*cut)[DB_DETAIL_MAX + 1] = nlong ? malloc(nlong * sizeof *cut) : NULL;

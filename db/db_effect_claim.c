@@ -263,9 +263,6 @@ static ib_err_t claim_one_in_txn(db_conn_t *dbc, db_effect_claim_item_t *it, ib_
 
 /* ---- the batch claim: one INSERT for the batch (db_dialect_effect_rows) --- */
 
-/* 10 parameters a row, below the 1,000 psqlODBC handles (db_sql_claim_rows_max). */
-#define DB_EFFECT_ROWS_MAX 64
-
 typedef struct chunk {
     db_conn_t *dbc;
     db_effect_claim_item_t *items;
@@ -298,14 +295,15 @@ static bool chunk_row(SQLHSTMT st, void *arg)
 }
 
 /*
- * One claim statement for the n items of keys, db_effect_padded_rows(n) rows (a
- * copy's key is taken by the row itself and skipped).
+ * One claim statement for the n items of keys, db_effect_stmt_rows(n) rows
+ * (where they are padded, a copy's key is taken by the row itself and
+ * skipped).
  */
 static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const db_keyed_t *keys,
                             size_t n, long lease_s, ib_error_t *err)
 {
-    size_t rows = db_effect_padded_rows(n);
-    size_t size = 1024 + rows * 128;
+    size_t rows = db_effect_stmt_rows(dbc, n);
+    size_t size = 2048 + rows * 128;
     char *sql = malloc(size);
     db_bind_t *b = calloc(rows * 10, sizeof *b);
     chunk_t ch = {.dbc = dbc, .items = items, .keys = keys, .n = n};
@@ -370,7 +368,7 @@ static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t
     return rc;
 }
 
-/* Each batchable item's lookup and insert in the open transaction (MariaDB, SQL Server). */
+/* Each batchable item's lookup and insert in the open transaction (MariaDB). */
 static ib_err_t claim_each(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n, ib_error_t *err)
 {
     bool *taken = calloc(n ? n : 1, sizeof *taken);

@@ -1,7 +1,8 @@
 /*
  * db_effect_sql.c - the statement text of the HTTP routes' claim protocol:
  * one text per db_effect_stmt_t, and the batch claim's and finish's
- * (db_dialect_effect_rows). What differs per dialect comes from its traits
+ * (db_dialect_effect_rows: PostgreSQL and SQL Server each their own). What
+ * else differs per dialect comes from its traits
  * (db_sql_now, db_sql_later). Pure string formatting; see db_effect.h.
  *
  * thread: any.
@@ -130,6 +131,43 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, db_effect_stmt_t which
 
 /* ---- the batch statements (db_dialect_effect_rows) ---------------------- */
 
+#define CLAIM_COLS                                                                                 \
+    "(consumer, message_id, idempotency_key, body_sha256, status, entity, sequence_number, "      \
+    "delivery_count, enqueued_at, received_at, processed_at, lease_until, claim_token, attempts)"
+#define CLAIM_SELECT "v.c, v.m, v.k, v.h, 'claimed', v.e, v.s, v.d, v.q, v.r, %s, %s, v.t, 1"
+#define CLAIM_VCOLS "AS v (c, m, k, h, e, s, d, q, r, t)"
+
+/*
+ * SQL Server: each row whose message id and key hold no row is inserted,
+ * OUTPUT returns it. UPDLOCK + HOLDLOCK on each probe lock the key, or the
+ * range it would go in, until the transaction ends: a second claimer of
+ * the key waits, then sees the first's row (db/README.md, "SQL Server's
+ * locks for the HTTP claim"). A row without an idempotency key skips that probe
+ * (v.k IS NULL: the same result, no range lock on the index's NULL end).
+ */
+static bool claim_rows_mssql(const db_conn_t *dbc, size_t rows, const char *lease, char *buf,
+                             size_t size)
+{
+    const char *t = dbc->table;
+    size_t used;
+    int w = snprintf(buf, size,
+                     "INSERT INTO %s " CLAIM_COLS " OUTPUT inserted.message_id SELECT " CLAIM_SELECT
+                     " FROM (VALUES ",
+                     t, db_sql_now(dbc->dialect), lease);
+    if (w < 0 || (size_t)w >= size)
+        return false;
+    used = (size_t)w;
+    if (!db_sql_append_rows(buf, size, &used, "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows))
+        return false;
+    w = snprintf(buf + used, size - used,
+                 ") " CLAIM_VCOLS " WHERE NOT EXISTS (SELECT 1 FROM %s AS x WITH (UPDLOCK, "
+                 "HOLDLOCK) WHERE x.consumer = v.c AND x.message_id = v.m) AND (v.k IS NULL OR "
+                 "NOT EXISTS (SELECT 1 FROM %s AS y WITH (UPDLOCK, HOLDLOCK) WHERE y.consumer = "
+                 "v.c AND y.idempotency_key = v.k))",
+                 t, t);
+    return w >= 0 && (size_t)w < size - used;
+}
+
 bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char *buf,
                               size_t size)
 {
@@ -137,11 +175,10 @@ bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, c
     size_t used;
     if (!db_sql_later(dbc->dialect, lease_s, lease, sizeof lease))
         return false;
+    if (dbc->dialect == DB_DIALECT_MSSQL)
+        return claim_rows_mssql(dbc, rows, lease, buf, size);
     int w = snprintf(buf, size,
-                     "INSERT INTO %s (consumer, message_id, idempotency_key, body_sha256, status, "
-                     "entity, sequence_number, delivery_count, enqueued_at, received_at, "
-                     "processed_at, lease_until, claim_token, attempts) SELECT v.c, v.m, v.k, v.h, "
-                     "'claimed', v.e, v.s, v.d, v.q, v.r, %s, %s, v.t, 1 FROM (VALUES ",
+                     "INSERT INTO %s " CLAIM_COLS " SELECT " CLAIM_SELECT " FROM (VALUES ",
                      dbc->table, db_sql_now(dbc->dialect), lease);
     if (w < 0 || (size_t)w >= size)
         return false;
@@ -153,26 +190,42 @@ bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, c
                             rows))
         return false;
     w = snprintf(buf + used, size - used,
-                 ") AS v (c, m, k, h, e, s, d, q, r, t) ON CONFLICT DO NOTHING RETURNING "
-                 "message_id");
+                 ") " CLAIM_VCOLS " ON CONFLICT DO NOTHING RETURNING message_id");
     return w >= 0 && (size_t)w < size - used;
 }
 
+#define FINISH_SET                                                                                 \
+    "SET status = v.s, remote_id = v.ri, remote_status = v.rs, error_class = v.ec, error_detail = " \
+    "v.ed, processed_at = %s, lease_until = NULL"
+#define FINISH_VCOLS "AS v (s, ri, rs, ec, ed, m, t)"
+
+/*
+ * PostgreSQL: UPDATE t AS x ... FROM (VALUES ...) WHERE; SQL Server:
+ * UPDATE x ... FROM t AS x INNER JOIN (VALUES ...) ON (its drivers declare
+ * each parameter's type: only remote_status, NULL or a number, is cast).
+ * The consumer's parameter comes after the rows in both.
+ */
 bool db_effect_finish_rows_sql(const db_conn_t *dbc, size_t rows, char *buf, size_t size)
 {
+    bool mssql = dbc->dialect == DB_DIALECT_MSSQL;
+    const char *now = db_sql_now(dbc->dialect);
     size_t used;
-    int w = snprintf(buf, size,
-                     "UPDATE %s AS x SET status = v.s, remote_id = v.ri, remote_status = v.rs, "
-                     "error_class = v.ec, error_detail = v.ed, processed_at = %s, lease_until = "
-                     "NULL FROM (VALUES ",
-                     dbc->table, db_sql_now(dbc->dialect));
+    int w = mssql ? snprintf(buf, size, "UPDATE x " FINISH_SET " FROM %s AS x INNER JOIN (VALUES ",
+                             now, dbc->table)
+                  : snprintf(buf, size, "UPDATE %s AS x " FINISH_SET " FROM (VALUES ", dbc->table,
+                             now);
     if (w < 0 || (size_t)w >= size)
         return false;
     used = (size_t)w;
-    if (!db_sql_append_rows(buf, size, &used, "(?, ?, CAST(? AS integer), ?, ?, ?, ?)", rows))
+    if (!db_sql_append_rows(buf, size, &used,
+                            mssql ? "(?, ?, CAST(? AS int), ?, ?, ?, ?)"
+                                  : "(?, ?, CAST(? AS integer), ?, ?, ?, ?)",
+                            rows))
         return false;
-    w = snprintf(buf + used, size - used,
-                 ") AS v (s, ri, rs, ec, ed, m, t) WHERE x.consumer = ? AND x.message_id = v.m "
-                 "AND x.status = 'claimed' AND x.claim_token = v.t");
+    w = snprintf(buf + used, size - used, "%s",
+                 mssql ? ") " FINISH_VCOLS " ON x.consumer = ? AND x.message_id = v.m WHERE "
+                         "x.status = 'claimed' AND x.claim_token = v.t"
+                       : ") " FINISH_VCOLS " WHERE x.consumer = ? AND x.message_id = v.m AND "
+                         "x.status = 'claimed' AND x.claim_token = v.t");
     return w >= 0 && (size_t)w < size - used;
 }

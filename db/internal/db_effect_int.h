@@ -12,7 +12,8 @@
 
 /*
  * The most rows one batch claim or finish statement carries: 10 parameters
- * a row, below the 1,000 psqlODBC handles (db_sql_claim_rows_max).
+ * a row, below the 1,000 psqlODBC handles (db_sql_claim_rows_max) and the
+ * 2,100 of a SQL Server request.
  */
 #define DB_EFFECT_ROWS_MAX 64
 
@@ -21,7 +22,9 @@ ib_err_t db_effect_conn_sql(db_conn_t *dbc, db_effect_stmt_t which, long lease_s
                             size_t size, ib_error_t *err);
 /*
  * The claim of rows rows as one INSERT that skips every taken key (either
- * unique index) and returns the message ids it inserted (db_dialect_effect_rows).
+ * unique index) and returns the message ids it inserted (db_dialect_effect_rows):
+ * ON CONFLICT DO NOTHING RETURNING on PostgreSQL, OUTPUT ... WHERE NOT
+ * EXISTS (... WITH (UPDLOCK, HOLDLOCK)) on SQL Server.
  */
 bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char *buf,
                               size_t size);
@@ -43,6 +46,12 @@ static inline size_t db_effect_padded_rows(size_t n)
     while (rows < n)
         rows *= 2;
     return rows;
+}
+
+/* The rows of dbc's batch claim or finish statement for n items (db_dialect_effect_rows_exact). */
+static inline size_t db_effect_stmt_rows(const db_conn_t *dbc, size_t n)
+{
+    return db_dialect_effect_rows_exact(dbc->dialect) ? n : db_effect_padded_rows(n);
 }
 
 #endif

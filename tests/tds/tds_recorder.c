@@ -463,8 +463,9 @@ static const rule_t *find_rule(tdsrec_t *r, const char *sql)
 
 /*
  * The answer to one statement: a rule, or the defaults (the server's
- * own @@TRANCOUNT, @@spid, the applock's 1, the batch claim's OUTPUT
- * echoing every row it was given, one row for other DML). Returns the
+ * own @@TRANCOUNT, @@spid, the applock's 1, the batch claims' OUTPUT
+ * echoing every row they were given, the HTTP batch finish updating every
+ * row it names, one row for other DML). Returns the
  * row count for the DONE, -1 for none; *failed when it answered an error.
  */
 static long long answer(conn_t *c, out_t *o, const char *sql, char *const *vals, size_t nvals,
@@ -483,7 +484,8 @@ static long long answer(conn_t *c, out_t *o, const char *sql, char *const *vals,
         return -1;
     }
     if (ru) {
-        result(o, ru->columns, ru->cells, ru->rows, ru->ncols);
+        if (ru->columns[0]) /* "": a row count alone, no result */
+            result(o, ru->columns, ru->cells, ru->rows, ru->ncols);
         return ru->count >= 0 ? ru->count : (long long)ru->rows;
     }
     if (strstr(sql, "@@TRANCOUNT")) {
@@ -522,6 +524,17 @@ static long long answer(conn_t *c, out_t *o, const char *sql, char *const *vals,
         free(cells);
         return (long long)rows;
     }
+    if (strstr(sql, "OUTPUT inserted.message_id SELECT")) { /* the HTTP claim: 10 a row */
+        size_t rows = nvals / 10;
+        char **cells = calloc(rows + 1, sizeof(*cells));
+        for (size_t i = 0; i < rows; i++)
+            cells[i] = vals[10 * i + 1];
+        result(o, "N:message_id", cells, rows, 1);
+        free(cells);
+        return (long long)rows;
+    }
+    if (strncmp(sql, "UPDATE x SET status = v.s", 25) == 0) /* the HTTP finish: 7 a row + 1 */
+        return nvals ? (long long)((nvals - 1) / 7) : 0;
     if (strncasecmp(sql, "INSERT", 6) == 0 || strncasecmp(sql, "UPDATE", 6) == 0 ||
         strncasecmp(sql, "DELETE", 6) == 0)
         return 1;

@@ -56,8 +56,8 @@ void tdsrec_stop(tdsrec_t *r);
  * A canned answer to every statement whose text contains match: columns
  * like "I:id,N:entity,M:body" (I bigint, N nvarchar(4000), M nvarchar(max)),
  * rows x ncols cells (NULL = SQL NULL), and the row count its DONE reports
- * (-1: the number of rows). The newest matching rule wins. Strings are
- * copied.
+ * (-1: the number of rows); columns "" sends the row count alone, no
+ * result. The newest matching rule wins. Strings are copied.
  */
 void tdsrec_rule(tdsrec_t *r, const char *match, const char *columns, const char *const *cells,
                  size_t rows, long long count);

@@ -9,7 +9,9 @@
  * transaction ending in exactly one COMMIT request, a route that ends the
  * transaction itself makes the commit refuse, long texts are declared
  * nvarchar(max) and short ones nvarchar(4000) whatever their length,
- * timestamps datetime2, the batch claim's rows come in key order, the
+ * timestamps datetime2, the batch claim's rows come in key order, an
+ * HTTP batch claim and finish are one request each (exact rows, the
+ * per-row path deciding what the claim leaves), the
  * sweep deletes at most 4,000 rows a statement, and N'é€漢😀' returned by
  * the server arrives as the same UTF-8 bytes.
  *
@@ -365,6 +367,191 @@ static void test_migrate(void)
     tdsrec_events_free(ev, total);
 }
 
+/* How many events of [from, to) have SQL containing s. */
+static int count_sql(const tdsrec_event_t *ev, size_t from, size_t to, const char *s)
+{
+    int n = 0;
+    for (size_t i = from; i < to; i++)
+        n += ev[i].sql && strstr(ev[i].sql, s) != NULL;
+    return n;
+}
+
+#define HTTP_CLAIM "OUTPUT inserted.message_id SELECT"
+#define HTTP_FINISH "UPDATE x SET status = v.s"
+
+/*
+ * An HTTP batch claim: one INSERT ... OUTPUT request for the batch (no
+ * lookup, no per-row insert), its rows in key order, ten parameters a row
+ * declared as SQL Server expects, the ids returned as sent (UTF-16 both
+ * ways: a returned id that did not match would fail the claim), one COMMIT.
+ */
+static void test_http_claim_batch(void)
+{
+    char uid[32];
+    snprintf(uid, sizeof uid, "h-%s", UNICODE_TEXT);
+    const char *ids[3] = {uid, "h-a", "h-b"};
+    db_claim_t c[3];
+    db_effect_claim_item_t it[3];
+    size_t from = mark(), n, total;
+    ib_error_t err;
+    for (int i = 0; i < 3; i++) {
+        c[i] = claim_of(ids[i], HASH);
+        it[i] = (db_effect_claim_item_t){.claim = &c[i], .lease_s = 30};
+    }
+    c[1].idempotency_key = "k-a";
+    ASSERT_EQ(db_effect_claim_batch(dbc, it, 3, &err), 3);
+    for (int i = 0; i < 3; i++)
+        ASSERT_TRUE(it[i].claimed && it[i].row.token[0] && it[i].row.status == DB_ROW_CLAIMED);
+    tdsrec_event_t *ev = events_since(from, &n, &total);
+    unsigned long long desc;
+    ASSERT_TRUE(in_transactions(ev, from, total, 1, &desc));
+    ASSERT_EQ(count_sql(ev, from, total, HTTP_CLAIM), 1);
+    ASSERT_EQ(count_sql(ev, from, total, "UNION ALL"), 0);          /* no lookup */
+    ASSERT_EQ(count_sql(ev, from, total, "attempts) VALUES"), 0);   /* no per-row insert */
+    const tdsrec_event_t *cl = find(ev, from, total, HTTP_CLAIM);
+    ASSERT_TRUE(cl != NULL && cl->kind == TDSREC_RPC);
+    ASSERT_CONTAINS(cl->sql, "INSERT INTO dbo.inbox (consumer, message_id,");
+    ASSERT_CONTAINS(cl->sql, "FROM dbo.inbox AS x WITH (UPDLOCK, HOLDLOCK) WHERE x.consumer = "
+                             "v.c AND x.message_id = v.m");
+    ASSERT_CONTAINS(cl->sql, "(v.k IS NULL OR NOT EXISTS (SELECT 1 FROM dbo.inbox AS y WITH "
+                             "(UPDLOCK, HOLDLOCK)");
+    ASSERT_CONTAINS(cl->sql, "DATEADD(second, 30, SYSUTCDATETIME())");
+    ASSERT_NOT_CONTAINS(cl->sql, "MERGE");
+    ASSERT_EQ(cl->nvalues, 30); /* exactly the three rows: no padding copy */
+    ASSERT_TRUE(sizes_fixed(cl->decl));
+    ASSERT_NOT_CONTAINS(cl->decl, "VARCHAR(1)");
+    ASSERT_CONTAINS(cl->types, "datetime2(7),datetime2(7),nvarchar(4000)");
+    ASSERT_NOT_CONTAINS(cl->types, "datetime,");
+    /* Key order (byte for byte): h-a, h-b, then h-é... */
+    ASSERT_STREQ(cl->values[1], "h-a");
+    ASSERT_STREQ(cl->values[2], "k-a");
+    ASSERT_TRUE(cl->values[12] == NULL); /* h-b: no idempotency key */
+    ASSERT_STREQ(cl->values[11], "h-b");
+    ASSERT_STREQ(cl->values[21], uid);
+    ASSERT_STREQ(cl->values[9], it[1].row.token);
+    tdsrec_events_free(ev, total);
+}
+
+/* The lookup's answer for a row found by the per-row claim. */
+static void lookup_answers(const char *hash, const char *status, const char *expired)
+{
+    const char *cells[] = {"t-c", hash, status, expired, NULL, "1", NULL};
+    tdsrec_rule(rec, "remote_status FROM dbo.inbox WHERE consumer = @P1",
+                "N:message_id,N:body_sha256,N:status,I:,N:remote_id,I:attempts,I:remote_status",
+                cells, 1, -1);
+}
+
+/*
+ * A batch claim whose statement returns two of three rows (the third's key
+ * was taken): two claimed, committed; the third is left to the per-row
+ * claim, which decides it as it always did, from the row it finds: a live
+ * lease (busy), an expired one (taken over), a finished row (done),
+ * another body (conflict).
+ */
+static void test_http_claim_batch_taken(void)
+{
+    const char *ids[3] = {"t-a", "t-b", "t-c"};
+    const char *back[2] = {"t-a", "t-b"};
+    db_claim_t c[3];
+    db_effect_claim_item_t it[3];
+    db_claim_row_t row;
+    ib_error_t err;
+    for (int i = 0; i < 3; i++) {
+        c[i] = claim_of(ids[i], HASH);
+        it[i] = (db_effect_claim_item_t){.claim = &c[i], .lease_s = 30};
+    }
+    tdsrec_rule(rec, HTTP_CLAIM, "N:message_id", back, 2, -1);
+    ASSERT_EQ(db_effect_claim_batch(dbc, it, 3, &err), 2);
+    ASSERT_TRUE(it[0].claimed && it[1].claimed && !it[2].claimed);
+    ASSERT_EQ(err.code, IB_E_OK);
+    tdsrec_rule_error(rec, "attempts) VALUES", 2627,
+                      "Violation of PRIMARY KEY constraint 'PK_inbox'. Cannot insert duplicate "
+                      "key in object 'dbo.inbox'.");
+    lookup_answers(HASH, "claimed", "0");
+    ASSERT_EQ(db_effect_claim(dbc, &c[2], 30, &row, &err), DB_CLAIM_BUSY);
+    lookup_answers(HASH, "claimed", "1");
+    ASSERT_EQ(db_effect_claim(dbc, &c[2], 30, &row, &err), DB_CLAIM_TAKEN_OVER);
+    lookup_answers(HASH, "processed", "1");
+    ASSERT_EQ(db_effect_claim(dbc, &c[2], 30, &row, &err), DB_CLAIM_DONE);
+    lookup_answers("f0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde", "claimed",
+                   "1");
+    ASSERT_EQ(db_effect_claim(dbc, &c[2], 30, &row, &err), DB_CLAIM_CONFLICT);
+}
+
+/* A deadlock (1205) on the batch claim: nothing claimed, transient, no COMMIT. */
+static void test_http_claim_batch_deadlock(void)
+{
+    db_claim_t c[2] = {claim_of("d-a", HASH), claim_of("d-b", HASH)};
+    db_effect_claim_item_t it[2] = {{.claim = &c[0], .lease_s = 30}, {.claim = &c[1], .lease_s = 30}};
+    size_t from = mark(), n, total;
+    ib_error_t err;
+    tdsrec_rule_error(rec, HTTP_CLAIM, 1205,
+                      "Transaction (Process ID 55) was deadlocked on lock resources with another "
+                      "process and has been chosen as the deadlock victim. Rerun the transaction.");
+    ASSERT_EQ(db_effect_claim_batch(dbc, it, 2, &err), 0);
+    ASSERT_EQ(err.cls, IB_CLASS_TRANSIENT);
+    ASSERT_TRUE(!it[0].claimed && !it[1].claimed);
+    tdsrec_event_t *ev = events_since(from, &n, &total);
+    for (size_t i = from; i < total; i++)
+        ASSERT_TRUE(!(ev[i].kind == TDSREC_TM && ev[i].tm == 7));
+    tdsrec_events_free(ev, total);
+}
+
+/*
+ * An HTTP batch finish: one UPDATE request for the rows (7 parameters a
+ * row, the consumer last), then the routes' statements, one COMMIT; a row
+ * no longer ours (2 of 3 updated) rolls it all back as IB_E_LOCK_LOST.
+ */
+static void test_http_finish_batch(void)
+{
+    db_claim_row_t rows[3] = {{.message_id = "f-a", .token = "0a"},
+                              {.message_id = "f-b", .token = "0b"},
+                              {.message_id = "f-c", .token = "0c"}};
+    db_effect_result_t ok = {.status = DB_ROW_PROCESSED, .remote_id = UNICODE_TEXT,
+                             .remote_status = 201};
+    db_effect_result_t bad = {.status = DB_ROW_FAILED, .error_class = "permanent",
+                              .error_detail = "HTTP 422"};
+    db_param_t p[1] = {DB_INT(1)};
+    db_stmt_t st = {"UPDATE dbo.orders SET qty = ? WHERE id = 1", p, 1};
+    db_effect_finish_item_t fi[3] = {
+        {&rows[0], &ok, &st, 1}, {&rows[1], &bad, &st, 1}, {&rows[2], &ok, &st, 1}};
+    size_t from = mark(), n, total;
+    ib_error_t err;
+    ASSERT_EQ(db_effect_finish_batch(dbc, "orders", fi, 3, &err), DB_APPLIED);
+    tdsrec_event_t *ev = events_since(from, &n, &total);
+    unsigned long long desc;
+    ASSERT_TRUE(in_transactions(ev, from, total, 1, &desc));
+    ASSERT_EQ(count_sql(ev, from, total, HTTP_FINISH), 1);
+    const tdsrec_event_t *f = find(ev, from, total, HTTP_FINISH);
+    ASSERT_TRUE(f != NULL && f->kind == TDSREC_RPC);
+    ASSERT_CONTAINS(f->sql, "FROM dbo.inbox AS x INNER JOIN (VALUES (@P1, @P2, CAST(@P3 AS int)");
+    ASSERT_CONTAINS(f->sql, "ON x.consumer = @P22 AND x.message_id = v.m WHERE x.status = "
+                            "'claimed' AND x.claim_token = v.t");
+    ASSERT_EQ(f->nvalues, 22);
+    ASSERT_TRUE(sizes_fixed(f->decl));
+    ASSERT_STREQ(f->values[0], "processed");
+    ASSERT_STREQ(f->values[1], UNICODE_TEXT);
+    ASSERT_STREQ(f->values[2], "201");
+    ASSERT_STREQ(f->values[7], "failed");
+    ASSERT_TRUE(f->values[8] == NULL && f->values[9] == NULL);
+    ASSERT_STREQ(f->values[11], "HTTP 422");
+    ASSERT_STREQ(f->values[19], "f-c");
+    ASSERT_STREQ(f->values[20], "0c");
+    ASSERT_STREQ(f->values[21], "orders");
+    ASSERT_TRUE(find(ev, from, total, "UPDATE dbo.orders") > f);
+    tdsrec_events_free(ev, total);
+
+    from = mark();
+    tdsrec_rule(rec, HTTP_FINISH, "", NULL, 0, 2);
+    ASSERT_EQ(db_effect_finish_batch(dbc, "orders", fi, 3, &err), DB_FAILED);
+    ASSERT_EQ(err.code, IB_E_LOCK_LOST);
+    ev = events_since(from, &n, &total);
+    for (size_t i = from; i < total; i++)
+        ASSERT_TRUE(!(ev[i].kind == TDSREC_TM && ev[i].tm == 7));
+    ASSERT_TRUE(find(ev, from, total, "UPDATE dbo.orders") == NULL);
+    tdsrec_events_free(ev, total);
+}
+
 int main(int argc, char **argv)
 {
     if (access(TDSODBC_PATH, R_OK) != 0) {
@@ -388,6 +575,11 @@ int main(int argc, char **argv)
     RUN(test_outbox_and_charset);
     RUN(test_http_claim_finish);
     RUN(test_sweep);
+    /* These add rules that would answer the tests above: they come last. */
+    RUN(test_http_claim_batch);
+    RUN(test_http_finish_batch);
+    RUN(test_http_claim_batch_taken);
+    RUN(test_http_claim_batch_deadlock);
     db_conn_free(dbc);
     tdsrec_stop(rec);
     return ib_test_done();
