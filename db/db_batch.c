@@ -37,6 +37,7 @@ typedef struct batch {
     size_t *chunk; /* indexes of the items of the current claim statement */
     size_t nchunk, next;
     size_t unmatched; /* returned rows that matched no item of the chunk */
+    const char *const *keys; /* an order key per item (NULL: none), or NULL */
 } batch_t;
 
 static bool same_text(const char *a, const char *b)
@@ -300,8 +301,57 @@ static ib_err_t run_group_stmt(db_conn_t *dbc, const db_stmt_list_t *lists, cons
     return rc;
 }
 
-ib_err_t db_batch_run_stmts(db_conn_t *dbc, const db_stmt_list_t *lists, size_t n,
-                            ib_error_t *err)
+/* True when key is one of the n in keys (NULL is never). */
+static bool key_in(const char *const *keys, size_t n, const char *key)
+{
+    for (size_t i = 0; key && i < n; i++)
+        if (strcmp(keys[i], key) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * The members of the group of list i (not yet done), in order. With keys
+ * (an order key per list, NULL for none), a list never joins a group ahead
+ * of an earlier list of its key left out of it, and a route of several
+ * statements takes one list per key, so the statements of one key's
+ * messages run exactly in their order. Returns how many; 0 out of memory.
+ */
+static size_t group_of(const db_stmt_list_t *lists, const char *const *keys, size_t n, size_t i,
+                       bool *done, db_param_type_t *sig, size_t *members)
+{
+    const db_stmt_list_t *first = &lists[i];
+    const char **in = keys ? calloc(n, sizeof(*in)) : NULL;
+    const char **left = keys ? calloc(n, sizeof(*left)) : NULL;
+    size_t m = 0, nin = 0, nleft = 0;
+    if (keys && (!in || !left)) {
+        free(in);
+        free(left);
+        return 0;
+    }
+    for (size_t j = i; j < n; j++) {
+        const char *key = keys ? keys[j] : NULL;
+        if (done[j])
+            continue;
+        bool ok = !key_in(left, nleft, key) && !(first->nstmts > 1 && key_in(in, nin, key)) &&
+                  route_fits(first, &lists[j], sig);
+        if (ok) {
+            members[m++] = j;
+            done[j] = true;
+            if (key)
+                in[nin++] = key;
+        } else if (key) {
+            left[nleft++] = key;
+        }
+    }
+    free(in);
+    free(left);
+    return m;
+}
+
+/* db_batch_run_stmts, with an order key per list (keys may be NULL). */
+static ib_err_t run_stmts_keyed(db_conn_t *dbc, const db_stmt_list_t *lists,
+                                const char *const *keys, size_t n, ib_error_t *err)
 {
     bool *done = calloc(n ? n : 1, sizeof(*done));
     size_t *members = calloc(n ? n : 1, sizeof(*members));
@@ -312,7 +362,7 @@ ib_err_t db_batch_run_stmts(db_conn_t *dbc, const db_stmt_list_t *lists, size_t 
         rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     for (size_t i = 0; rc == IB_E_OK && i < n; i++) {
         const db_stmt_list_t *first = &lists[i];
-        size_t m = 0, total = 0;
+        size_t m, total = 0;
 
         if (done[i] || first->nstmts == 0)
             continue;
@@ -320,15 +370,10 @@ ib_err_t db_batch_run_stmts(db_conn_t *dbc, const db_stmt_list_t *lists, size_t 
             total += first->stmts[k].nparams;
         free(sig);
         sig = calloc(total + 1, sizeof(*sig)); /* DB_PARAM_NULL is 0 */
-        if (!sig) {
+        if (!sig || (m = group_of(lists, keys, n, i, done, sig, members)) == 0) {
             rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
             break;
         }
-        for (size_t j = i; j < n; j++)
-            if (!done[j] && route_fits(first, &lists[j], sig)) {
-                members[m++] = j;
-                done[j] = true;
-            }
         for (size_t k = 0; rc == IB_E_OK && k < first->nstmts; k++)
             rc = run_group_stmt(dbc, lists, members, m, k, err);
     }
@@ -338,20 +383,74 @@ ib_err_t db_batch_run_stmts(db_conn_t *dbc, const db_stmt_list_t *lists, size_t 
     return rc;
 }
 
+ib_err_t db_batch_run_stmts(db_conn_t *dbc, const db_stmt_list_t *lists, size_t n,
+                            ib_error_t *err)
+{
+    return run_stmts_keyed(dbc, lists, NULL, n, err);
+}
+
 /* The route statements of every claimed item, grouped by route into parameter arrays. */
 static ib_err_t run_routes(batch_t *b, ib_error_t *err)
 {
     db_stmt_list_t *lists = calloc(b->n, sizeof(*lists));
+    const char **keys = b->keys ? calloc(b->n, sizeof(*keys)) : NULL;
     size_t m = 0;
 
-    if (!lists)
+    if (!lists || (b->keys && !keys)) {
+        free(lists);
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    }
     for (size_t i = 0; i < b->n; i++)
-        if (b->st[i] == ITEM_CLAIMED)
+        if (b->st[i] == ITEM_CLAIMED) {
+            if (keys)
+                keys[m] = b->keys[i];
             lists[m++] = (db_stmt_list_t){b->items[i].stmts, b->items[i].nstmts};
-    ib_err_t rc = db_batch_run_stmts(b->dbc, lists, m, err);
+        }
+    ib_err_t rc = run_stmts_keyed(b->dbc, lists, keys, m, err);
     free(lists);
+    free(keys);
     return rc;
+}
+
+/* True when items a and b carry the same order key. */
+static bool same_order(const batch_t *b, size_t i, size_t j)
+{
+    return b->keys && b->keys[i] && b->keys[j] && strcmp(b->keys[i], b->keys[j]) == 0;
+}
+
+/*
+ * A key conflict (its message dead-lettered) ahead of a claimed item of its
+ * order key: the later one must not commit ahead of it. The batch falls
+ * back, where held_back keeps it out.
+ */
+static ib_err_t conflict_ahead(batch_t *b, ib_error_t *err)
+{
+    for (size_t i = 0; b->keys && i < b->n; i++)
+        for (size_t j = 0; j < i && b->st[i] == ITEM_CLAIMED; j++)
+            if (b->items[j].outcome == DB_CONFLICT && b->st[j] == ITEM_SETTLED &&
+                same_order(b, i, j))
+                return ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                                    "a key conflict ahead of a later message of its order key");
+    return IB_E_OK;
+}
+
+/*
+ * Whether item i waits: an earlier item of its order key ended other than
+ * applied or duplicate (failed, conflict, held). Then i is not run: its
+ * outcome is DB_FAILED with IB_E_AGAIN (transient), and it is for the
+ * caller to run it again after the earlier one, or to hand it back.
+ */
+static bool held_back(batch_t *b, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (same_order(b, i, j) && b->items[j].outcome != DB_APPLIED &&
+            b->items[j].outcome != DB_DUPLICATE) {
+            b->items[i].outcome = DB_FAILED;
+            ib_error_set(&b->items[i].err, IB_E_AGAIN, IB_CLASS_TRANSIENT,
+                         "held: an earlier message of its order key did not apply");
+            return true;
+        }
+    return false;
 }
 
 /* The batch transaction; IB_E_OK when committed. */
@@ -373,7 +472,7 @@ static ib_err_t run_batch(batch_t *b, ib_error_t *err)
             if (b->st[j] == ITEM_CLAIM && same_key(b->items[i].claim, b->items[j].claim))
                 b->st[i] = ITEM_LOOKUP;
     if (claim_all(b, err) != IB_E_OK || decide_lookups(b, err) != IB_E_OK ||
-        run_routes(b, err) != IB_E_OK)
+        conflict_ahead(b, err) != IB_E_OK || run_routes(b, err) != IB_E_OK)
         return err->code;
     long long t0 = db_phase_now(dbc);
     ib_err_t rc = db_end(dbc, true, err);
@@ -392,7 +491,7 @@ static void apply_alone(batch_t *b)
 
     for (size_t i = 0; i < b->n; i++) {
         db_batch_item_t *it = &b->items[i];
-        if (b->st[i] == ITEM_DECIDED)
+        if (b->st[i] == ITEM_DECIDED || held_back(b, i))
             continue;
         if (down) {
             /* The database could not be reopened just now: the same for the rest. */
@@ -410,7 +509,13 @@ static void apply_alone(batch_t *b)
 
 size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n, ib_error_t *fallback)
 {
-    batch_t b = {dbc, items, NULL, n, NULL, 0, 0, 0};
+    return db_inbox_apply_batch_ordered(dbc, items, NULL, n, fallback);
+}
+
+size_t db_inbox_apply_batch_ordered(db_conn_t *dbc, db_batch_item_t *items,
+                                    const char *const *keys, size_t n, ib_error_t *fallback)
+{
+    batch_t b = {dbc, items, NULL, n, NULL, 0, 0, 0, keys};
     ib_error_t err;
     size_t applied = 0, todo = 0;
 
@@ -441,6 +546,18 @@ size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n, ib
             b.st[i] = items[i].claim->replay ? ITEM_ALONE : ITEM_CLAIM;
             todo++;
         }
+        /* After a replay of its order key, an item goes alone too, in order;
+         * after an invalid one it waits. */
+        for (size_t j = 0; b.st && j < i && b.st[i] != ITEM_DECIDED; j++) {
+            if (!same_order(&b, i, j))
+                continue;
+            if (b.st[j] == ITEM_ALONE)
+                b.st[i] = ITEM_ALONE;
+            if (b.st[j] == ITEM_DECIDED && held_back(&b, i)) {
+                b.st[i] = ITEM_DECIDED;
+                todo--;
+            }
+        }
     }
     if (!b.st || !b.chunk) {
         free(b.st);
@@ -463,7 +580,7 @@ size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n, ib
             if (b.st[i] == ITEM_CLAIMED) {
                 items[i].outcome = DB_APPLIED;
                 ib_error_clear(&items[i].err);
-            } else if (b.st[i] == ITEM_ALONE) {
+            } else if (b.st[i] == ITEM_ALONE && !held_back(&b, i)) {
                 dbc->phase_item = i;
                 items[i].outcome = db_inbox_apply(dbc, items[i].claim, items[i].stmts,
                                                   items[i].nstmts, &items[i].err);

@@ -197,6 +197,17 @@ typedef struct db_batch_item {
 
 size_t db_inbox_apply_batch(db_conn_t *dbc, db_batch_item_t *items, size_t n, ib_error_t *fallback);
 
+/*
+ * db_inbox_apply_batch where keys[i] (NULL: none) is item i's order key
+ * (its session): the items of one key take effect in their order in the
+ * array (their statements never run ahead of an earlier one's), and once
+ * one of them ends other than applied or duplicate, the later ones of its
+ * key are not run: DB_FAILED with IB_E_AGAIN (transient), to be run again
+ * after it or handed back.
+ */
+size_t db_inbox_apply_batch_ordered(db_conn_t *dbc, db_batch_item_t *items,
+                                    const char *const *keys, size_t n, ib_error_t *fallback);
+
 /* ---- helpers ----------------------------------------------------------- */
 
 /* SHA-256 of len bytes at data as 64 lowercase hex characters + NUL into hex. */

@@ -158,6 +158,10 @@ typedef struct item {
     db_claim_t claim;
     char sha[65];
     wk_claim_t blob; /* claim_check: the blob and the message that binds from it */
+    const char *sid; /* its session (NULL: none): the batch keeps a session's order */
+    int prep;        /* what prepare() said (prep_t) */
+    bool open;       /* still to be applied (in todo) */
+    bool held;       /* the last round did not run it: an earlier one of its session failed */
 } item_t;
 
 /* Where prepare() sends a message. */
@@ -169,9 +173,12 @@ typedef enum {
 
 /*
  * Before the database: decides what can be decided without it, or routes,
- * hashes and binds the message and says where it goes next.
+ * hashes and binds the message and says where it goes next. behind: an
+ * earlier message of its session in the batch is yet to be applied, so a
+ * failure that would write its row now (ahead of that one) is released
+ * instead, to come back after it.
  */
-static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
+static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it, bool behind)
 {
     const wk_config_t *cfg = p->cfg;
     const sb_msg_t *msg = it->msg;
@@ -202,7 +209,9 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
     if (rt_route_claim(it->route)) {
         wk_dl_reason_t why;
         if (!wk_claim_fetch(p, it->route, msg, &it->blob, d, &why)) {
-            if (why != WK_DL__COUNT)
+            if (why != WK_DL__COUNT && behind)
+                wk_decide(d, WK_OUT_RELEASED);
+            else if (why != WK_DL__COUNT)
                 permanent(p, dbc, it->route, msg, &it->claim, why, d);
             return PREP_DECIDED;
         }
@@ -214,6 +223,10 @@ static prep_t prepare(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
         rt_binding_free(&it->b);
         if (d->err.cls == IB_CLASS_TRANSIENT) { /* out of memory */
             wk_decide(d, WK_OUT_ABANDONED);
+            return PREP_DECIDED;
+        }
+        if (behind) {
+            wk_decide(d, WK_OUT_RELEASED);
             return PREP_DECIDED;
         }
         permanent(p, dbc, it->route, msg, &it->claim, wk_dl_reason_of_bind(rc), d);
@@ -569,20 +582,22 @@ static void budget_rejection(wk_pipeline_t *p, db_conn_t *dbc, item_t *it)
  * message alone); leaves in todo those to try again and returns how many.
  */
 static size_t apply_round(wk_pipeline_t *p, db_conn_t *dbc, item_t **todo, size_t n,
-                          db_batch_item_t *bi)
+                          db_batch_item_t *bi, const char **keys)
 {
     ib_error_t fallback;
     size_t again = 0;
 
     if ((n = await_breaker(p, todo, n)) == 0)
         return 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         bi[i] =
             (db_batch_item_t){&todo[i]->claim, todo[i]->b.stmts, todo[i]->b.nstmts, DB_FAILED, {0}};
+        keys[i] = todo[i]->sid;
+    }
     wk_trace_txn_t tx;
     wk_trace_txn_begin(&tx, dbc, n, todo_msg, todo);
     long long t0 = ib_mono_ms();
-    db_inbox_apply_batch(dbc, bi, n, &fallback);
+    db_inbox_apply_batch_ordered(dbc, bi, keys, n, &fallback);
     long long took = ib_mono_ms() - t0;
     wk_trace_txn_end(&tx, &fallback);
     breaker_record(p, bi, n);
@@ -598,6 +613,11 @@ static size_t apply_round(wk_pipeline_t *p, db_conn_t *dbc, item_t **todo, size_
     }
     for (size_t i = 0; i < n; i++) {
         item_t *it = todo[i];
+        it->held = it->sid && bi[i].outcome == DB_FAILED && bi[i].err.code == IB_E_AGAIN;
+        if (it->held) { /* not run: no attempt of its own */
+            todo[again++] = it;
+            continue;
+        }
         it->d->attempts++;
         it->d->duration_ms += took;
         it->d->err = bi[i].err;
@@ -605,8 +625,121 @@ static size_t apply_round(wk_pipeline_t *p, db_conn_t *dbc, item_t **todo, size_
             wk_metrics_handler_duration(p->metrics, (double)took / 1000.0);
         if (!decide_db(p, dbc, it, bi[i].outcome))
             todo[again++] = it;
+        else
+            it->open = false;
     }
     return again;
+}
+
+bool wk_pipeline_goes_on(const wk_decision_t *d)
+{
+    return d->outcome == WK_OUT_APPLIED || d->outcome == WK_OUT_DUPLICATE ||
+           d->outcome == WK_OUT_SKIPPED || d->outcome == WK_OUT_RECORDED;
+}
+
+static bool same_session(const item_t *a, const item_t *b)
+{
+    return a->sid && b->sid && strcmp(a->sid, b->sid) == 0;
+}
+
+/*
+ * Whether an earlier message of its session in the batch (items[0..i))
+ * ended so that the session cannot go on past it (dead-lettered, abandoned,
+ * released...): then it is released, to come back after it in order.
+ */
+static bool stopped_before(const item_t *items, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (same_session(&items[j], &items[i]) && !items[j].open && items[j].prep != PREP_HTTP &&
+            !wk_pipeline_goes_on(items[j].d))
+            return true;
+    return false;
+}
+
+/* Whether an earlier message of its session in the batch is yet to be applied. */
+static bool pending_before(const item_t *items, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (same_session(&items[j], &items[i]) && (items[j].open || items[j].prep == PREP_HTTP))
+            return true;
+    return false;
+}
+
+/* Prepares the n messages in order; fills todo (inbox ones from the start) and returns *nh. */
+static size_t prepare_all(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_msg_t *m, size_t n,
+                          item_t *items, item_t **todo, size_t *nh)
+{
+    size_t k = 0;
+    *nh = 0;
+    for (size_t i = 0; i < n; i++) {
+        items[i] = (item_t){.msg = m[i].msg,
+                            .lock_lost = m[i].lock_lost,
+                            .d = m[i].d,
+                            .settled = m[i].settled,
+                            .sid = m[i].msg->session_id,
+                            .prep = PREP_DECIDED};
+        if (items[i].sid && stopped_before(items, i)) {
+            wk_carry_t carry = items[i].d->carry;
+            memset(items[i].d, 0, sizeof(*items[i].d));
+            items[i].d->carry = carry;
+            items[i].d->route_index = -1;
+            release(items[i].d);
+            continue;
+        }
+        bool behind = items[i].sid && pending_before(items, i);
+        switch (items[i].prep = (int)prepare(p, dbc, &items[i], behind)) {
+        case PREP_INBOX:
+            items[i].open = true;
+            todo[k++] = &items[i];
+            break;
+        case PREP_HTTP:
+            /* Collected from the end of todo; the inbox ones fill it from the start. */
+            todo[n - ++*nh] = &items[i];
+            break;
+        case PREP_DECIDED:
+            break;
+        }
+    }
+    return k;
+}
+
+/*
+ * The retry decisions after a round, in order: again of todo failed
+ * transiently or were held; returns how many are tried again (in todo).
+ * A message whose session stopped before it is released; one held behind
+ * an earlier one that goes on is tried again with it, not counted.
+ */
+static size_t retry_decisions(wk_pipeline_t *p, db_conn_t *dbc, item_t *items, item_t **todo,
+                              size_t again, long long wait, bool *paced)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < again; i++) {
+        item_t *it = todo[i];
+        bool setup = it->d->err.code == IB_E_DB_SETUP && breaker_on(p);
+        if (it->sid && stopped_before(items, (size_t)(it - items))) {
+            release(it->d);
+            it->open = false;
+        } else if (it->held || (setup ? setup_retry(p, it, wait) : may_retry(p, it, wait))) {
+            todo[kept++] = it;
+            *paced |= !it->held && setup && wk_breaker_is_open(p->breaker);
+        } else {
+            it->open = false;
+            budget_rejection(p, dbc, it);
+        }
+    }
+    return kept;
+}
+
+/*
+ * After the rounds: a message decided before the database (nothing
+ * written for it) behind one of its session that stopped is released.
+ */
+static void release_stopped(item_t *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (items[i].sid && items[i].prep == PREP_DECIDED &&
+            items[i].d->outcome != WK_OUT_RELEASED && stopped_before(items, i))
+            release(items[i].d);
 }
 
 void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_msg_t *m, size_t n)
@@ -614,10 +747,11 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
     item_t one, *items = n == 1 ? &one : calloc(n, sizeof(*items));
     item_t *todo_one, **todo = n == 1 ? &todo_one : calloc(n, sizeof(*todo));
     db_batch_item_t bi_one, *bi = n == 1 ? &bi_one : calloc(n, sizeof(*bi));
+    const char *key_one, **keys = n == 1 ? &key_one : calloc(n, sizeof(*keys));
     ib_rand_t seed = 0; /* seeded on first use */
     size_t k = 0, nh = 0;
 
-    if (!items || !todo || !bi) {
+    if (!items || !todo || !bi || !keys) {
         /* Out of memory: every message comes back later. */
         for (size_t i = 0; i < n; i++) {
             memset(m[i].d, 0, sizeof(*m[i].d));
@@ -626,21 +760,7 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
         goto out;
     }
     memset(items, 0, n * sizeof(*items));
-    for (size_t i = 0; i < n; i++) {
-        items[i] = (item_t){
-            .msg = m[i].msg, .lock_lost = m[i].lock_lost, .d = m[i].d, .settled = m[i].settled};
-        switch (prepare(p, dbc, &items[i])) {
-        case PREP_INBOX:
-            todo[k++] = &items[i];
-            break;
-        case PREP_HTTP:
-            /* Collected from the end of todo; the inbox ones fill it from the start. */
-            todo[n - ++nh] = &items[i];
-            break;
-        case PREP_DECIDED:
-            break;
-        }
-    }
+    k = prepare_all(p, dbc, m, n, items, todo, &nh);
     for (size_t i = 0; i < nh / 2; i++) { /* back to queue order */
         item_t *t = todo[n - nh + i];
         todo[n - nh + i] = todo[n - 1 - i];
@@ -649,22 +769,15 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
     if (nh)
         hand_off_http(p, dbc, todo + (n - nh), nh);
     for (int round = 1; k > 0; round++) {
-        size_t again = apply_round(p, dbc, todo, k, bi), kept = 0;
+        size_t again = apply_round(p, dbc, todo, k, bi, keys);
         long long wait = ib_backoff_ms(p->cfg->retry.base_ms, p->cfg->retry.max_ms, round, &seed);
         bool paced = false; /* the open circuit paces the next attempt itself */
-        for (size_t i = 0; i < again; i++) {
-            bool setup = todo[i]->d->err.code == IB_E_DB_SETUP && breaker_on(p);
-            if (setup ? setup_retry(p, todo[i], wait) : may_retry(p, todo[i], wait)) {
-                todo[kept++] = todo[i];
-                paced |= setup && wk_breaker_is_open(p->breaker);
-            } else {
-                budget_rejection(p, dbc, todo[i]);
-            }
-        }
+        size_t kept = retry_decisions(p, dbc, items, todo, again, wait, &paced);
         if (kept && !paced)
             ib_sleep_ms(wait, NULL);
         k = kept;
     }
+    release_stopped(items, n);
     for (size_t i = 0; i < n; i++) {
         /* Committed emits: publish now, not at the relay's next poll. A
          * message settled early is no longer this worker's to read. */
@@ -681,6 +794,7 @@ out:
         free(items);
         free(todo);
         free(bi);
+        free(keys);
     }
 }
 

@@ -30,6 +30,14 @@ void wk_pipeline_process(wk_pipeline_t *p, db_conn_t *dbc, const sb_msg_t *msg,
  * One message of a batch, and the decision to fill for it: zeroed for a new
  * delivery; a run after a hold keeps only d->carry (wk_decide.h).
  */
+/*
+ * Whether the later messages of a session may go on after one decided d:
+ * applied, duplicate, skipped or recorded (its session's next message is
+ * taken as it would be after a completion); anything else (dead-lettered,
+ * abandoned, released, uncertain) hands the later ones back, in order.
+ */
+bool wk_pipeline_goes_on(const wk_decision_t *d);
+
 typedef struct wk_batch_msg {
     const sb_msg_t *msg;
     const atomic_bool *lock_lost;
@@ -44,9 +52,13 @@ typedef struct wk_batch_msg {
  * HTTP routes share their claims, calls and finishes
  * (wk_effect_process_batch, same promise). Messages that failed
  * transiently are retried together after one backoff while each one's
- * lock holds; n == 1 is wk_pipeline_process. Sessions: the caller never
- * puts two messages of one session in a batch, and keeps messages on HTTP
- * routes (wk_pipeline_http) apart from the others, one route a batch.
+ * lock holds; n == 1 is wk_pipeline_process. Sessions: several messages
+ * of one session come in their order, consecutive in the session, and take
+ * effect in that order (db_inbox_apply_batch_ordered); once one of them
+ * does not go on (wk_pipeline_goes_on), the later ones are released, never
+ * written ahead of it. The caller puts at most one message of a session on
+ * an HTTP route in a batch, and keeps messages on HTTP routes
+ * (wk_pipeline_http) apart from the others, one route a batch.
  * thread: a db worker (the owner of dbc).
  */
 void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_msg_t *m, size_t n);

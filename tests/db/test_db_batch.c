@@ -152,6 +152,52 @@ static void test_mixed_failures_as_alone(void)
     db_conn_free(c2);
 }
 
+/*
+ * Order keys (sessions): a permanent failure in the middle of key A's run
+ * holds A's later items (not run, IB_E_AGAIN) while B applies; a conflict
+ * ahead of a later item of its key keeps that one out too.
+ */
+static void test_order_keys(void)
+{
+    const char *keys[6] = {"A", "A", "A", "B", "A", "C"};
+    ib_error_t fell;
+    msg_set(0, "k1", NULL, "{\"k\":1}", 1, NULL, false);
+    msg_set(1, "k2", NULL, "{\"k\":2}", -1, NULL, false); /* CHECK: permanent */
+    msg_set(2, "k3", NULL, "{\"k\":3}", 3, NULL, true);
+    msg_set(3, "k4", NULL, "{\"k\":4}", 4, NULL, false);
+    msg_set(4, "k5", NULL, "{\"k\":5}", 5, NULL, false);
+    msg_set(5, "k6", NULL, "{\"k\":6}", 6, NULL, true);
+    ASSERT_EQ(db_inbox_apply_batch_ordered(dbc, IT, keys, 6, &fell), 3);
+    ASSERT_NE(fell.code, IB_E_OK);
+    ASSERT_EQ(IT[0].outcome, DB_APPLIED);
+    ASSERT_EQ(IT[1].outcome, DB_FAILED);
+    ASSERT_EQ(IT[1].err.cls, IB_CLASS_PERMANENT);
+    ASSERT_EQ(IT[2].outcome, DB_FAILED);
+    ASSERT_EQ(IT[2].err.code, IB_E_AGAIN);
+    ASSERT_EQ(IT[3].outcome, DB_APPLIED);
+    ASSERT_EQ(IT[4].err.code, IB_E_AGAIN);
+    ASSERT_EQ(IT[5].outcome, DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('k1', 'k4', 'k6')"), 3);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('k2', 'k3', 'k5')"), 0);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM inbox WHERE message_id IN ('k2', 'k3', 'k5')"), 0);
+    /* The held ones again, after the failed one was dealt with: all of A in order. */
+    msg_set(0, "k3", NULL, "{\"k\":3}", 3, NULL, true);
+    msg_set(1, "k5", NULL, "{\"k\":5}", 5, NULL, false);
+    ASSERT_EQ(db_inbox_apply_batch_ordered(dbc, IT, keys, 2, &fell), 2);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('k3', 'k5')"), 2);
+    /* A conflict of key A ahead of a later A: that one is held, B applies. */
+    msg_set(0, "k1", NULL, "{\"k\":9}", 1, NULL, false); /* conflict with k1 */
+    msg_set(1, "k7", NULL, "{\"k\":7}", 7, NULL, false);
+    msg_set(2, "k8", NULL, "{\"k\":8}", 8, NULL, false);
+    const char *keys2[3] = {"A", "A", "B"};
+    ASSERT_EQ(db_inbox_apply_batch_ordered(dbc, IT, keys2, 3, &fell), 1);
+    ASSERT_EQ(IT[0].outcome, DB_CONFLICT);
+    ASSERT_EQ(IT[1].err.code, IB_E_AGAIN);
+    ASSERT_EQ(IT[2].outcome, DB_APPLIED);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('k7')"), 0);
+    ASSERT_EQ(COUNT("SELECT COUNT(*) FROM orders WHERE id IN ('k8')"), 1);
+}
+
 /* More messages than one claim statement carries: several claims, one transaction. */
 static void test_large_batch(void)
 {
@@ -306,6 +352,7 @@ int main(int argc, char **argv)
     RUN(test_all_applied);
     RUN(test_duplicates_in_batch);
     RUN(test_mixed_failures_as_alone);
+    RUN(test_order_keys);
     RUN(test_large_batch);
     RUN(test_invalid_claim);
     RUN(test_concurrent_batches);

@@ -3,12 +3,14 @@
 # measured side by side in one run, with inboxd's DEFAULT settings.
 #
 #   tests/bench/sessions/run.sh [LIMIT_S]      (default 300: cap per phase)
+#   SHAPES="100x200 10000x1 200x3" tests/bench/sessions/run.sh
+#   SESSION_SB='{"max_concurrent_sessions":64}' ...  (servicebus settings for
+#                                                    the session phases only)
 #
-# Four phases, each a fresh queue, a fresh inboxd and a preloaded backlog:
-#   plain 600          600 messages on a plain queue
-#   sessions 200x3     200 sessions x 3 messages (interleaved) on a session queue
-#   plain 10000        10,000 messages on a plain queue
-#   sessions 10000x1   10,000 sessions x 1 message on a session queue
+# For each shape SxM (default "100x200 10000x1"), two phases, each a fresh
+# queue, a fresh inboxd and a preloaded backlog:
+#   plainN      S*M messages on a plain queue
+#   sessSxM     S sessions x M messages (interleaved) on a session queue
 # Rate = messages / time between the first and the last business row commit
 # (clock_timestamp() in the row), so inboxd's start-up is not counted on
 # either side. A phase that hits LIMIT_S reports what it applied so far,
@@ -42,13 +44,14 @@ psql -c "CREATE DATABASE bench" >/dev/null
 psql -d bench -c "CREATE TABLE items (id text PRIMARY KEY, phase text NOT NULL, session text,
   n bigint NOT NULL, ts timestamptz NOT NULL DEFAULT clock_timestamp())" >/dev/null
 
-cat >"$W/topo.json" <<'JSON'
-{"queues":[
-  {"name":"plain600","lock_duration_s":60},
-  {"name":"sess200x3","lock_duration_s":60,"requires_session":true},
-  {"name":"plain10000","lock_duration_s":60},
-  {"name":"sess10000x1","lock_duration_s":60,"requires_session":true}]}
-JSON
+SHAPES=${SHAPES:-100x200 10000x1}
+for shape in $SHAPES; do
+  [[ $shape =~ ^[0-9]+x[0-9]+$ ]] || { echo "bench: shape '$shape' is not SESSIONSxMESSAGES"; exit 2; }
+done
+for shape in $SHAPES; do
+  printf '{"name":"plain%s","lock_duration_s":60}\n{"name":"sess%s","lock_duration_s":60,"requires_session":true}\n' \
+    "$shape" "$shape"
+done | jq -s '{queues: .}' >"$W/topo.json"
 "$build/sbemu" --listen 127.0.0.1:0 --topology "$W/topo.json" --stats-file "$W/stats.json" >"$W/sbemu.log" 2>&1 &
 pids+=($!)
 disown $! # killed by cleanup; no job notice
@@ -89,7 +92,7 @@ quantile() {
     }' "$2"
 }
 
-declare -A RATE APPLIED P50 P99 SWITCHES
+declare -A RATE APPLIED P50 P99 SWITCHES ORDER
 # phase NAME ENTITY SESSIONS PER_SESSION PLAIN
 phase() {
   local name=$1 entity=$2 S=$3 M=$4 plain=$5 n=$(( $3 * $4 ))
@@ -98,13 +101,14 @@ phase() {
   local sessions=false; [ "$plain" = 1 ] || sessions=true
   # Defaults for everything that shapes receiving: only what must be said is said.
   jq -n --arg sb "$SB_CS" --arg db "$DB_CS" --arg e "$entity" --arg c "bench-$name" --argjson s $sessions \
-     --arg p "$name" '
+     --arg p "$name" --argjson x "${SESSION_SB:-{\}}" '
     {consumer: $c,
      servicebus: {connection_string: $sb, entity: $e, sessions: $s},
      db: {connection_string: $db, dialect: "postgresql"},
      routes: [{match: "*", sql: ("INSERT INTO items (id, phase, session, n) VALUES (?, '\''" + $p + "'\'', ?, ?)"),
                params: ["$.id", "$.s", "$.n"], idempotency_key: "item:{$.id}"}],
-     http: {listen: "127.0.0.1:0"}}' >"$W/$name.json"
+     http: {listen: "127.0.0.1:0"}}
+    | if $s then .servicebus += $x else . end' >"$W/$name.json"
   "$build/inboxd" --config "$W/$name.json" >"$W/$name.log" 2>&1 &
   local ipid=$!
   pids+=($ipid)
@@ -134,17 +138,23 @@ phase() {
   P50[$name]=$(quantile 0.5 "$W/$name.metrics" inboxd_session_switch_seconds)
   P99[$name]=$(quantile 0.99 "$W/$name.metrics" inboxd_session_switch_seconds)
   SWITCHES[$name]=$(awk '$1 == "inboxd_session_switches_total" { print $2 }' "$W/$name.metrics")
-  printf "%-18s %6d of %6d applied   %9.1f msg/s\n" "$name" "${APPLIED[$name]}" "$n" "${RATE[$name]}"
+  # Order within a session: a row committed after a later message of its session.
+  ORDER[$name]=-
+  [ "$plain" = 1 ] || ORDER[$name]=$(psql -d bench -tA -c "SELECT count(*) FROM (SELECT n, lag(n) OVER (PARTITION BY session
+    ORDER BY ts, n) AS prev FROM items WHERE phase = '$name') x WHERE prev > n")
+  printf "%-18s %6d of %6d applied   %9.1f msg/s   %s out of session order\n" "$name" "${APPLIED[$name]}" "$n" "${RATE[$name]}" "${ORDER[$name]}"
 }
 
 echo "inboxd sessions benchmark (default settings, PostgreSQL, sbemu on loopback; cap ${LIMIT}s per phase)"
-phase plain600 plain600 600 1 1
-phase sess200x3 sess200x3 200 3 0
-phase plain10000 plain10000 10000 1 1
-phase sess10000x1 sess10000x1 10000 1 0
+for shape in $SHAPES; do
+  S=${shape%x*} M=${shape#*x}
+  phase "plain$shape" "plain$shape" $(( S * M )) 1 1
+  phase "sess$shape" "sess$shape" "$S" "$M" 0
+done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; }
 echo
-printf "ratio sessions/plain, 200 x 3:       %s\n" "$(ratio "${RATE[sess200x3]}" "${RATE[plain600]}")"
-printf "ratio sessions/plain, 10,000 x 1:    %s\n" "$(ratio "${RATE[sess10000x1]}" "${RATE[plain10000]}")"
-printf "switch latency 200 x 3:      p50 %s ms   p99 %s ms   (%s switches)\n" "${P50[sess200x3]}" "${P99[sess200x3]}" "${SWITCHES[sess200x3]:-n/a}"
-printf "switch latency 10,000 x 1:   p50 %s ms   p99 %s ms   (%s switches)\n" "${P50[sess10000x1]}" "${P99[sess10000x1]}" "${SWITCHES[sess10000x1]:-n/a}"
+for shape in $SHAPES; do
+  printf "%-12s sessions %9.1f msg/s   plain %9.1f msg/s   ratio %s   switch p50 %s ms  p99 %s ms  (%s switches)\n" \
+    "$shape" "${RATE[sess$shape]}" "${RATE[plain$shape]}" "$(ratio "${RATE[sess$shape]}" "${RATE[plain$shape]}")" \
+    "${P50[sess$shape]}" "${P99[sess$shape]}" "${SWITCHES[sess$shape]:-n/a}"
+done
