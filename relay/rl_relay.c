@@ -326,8 +326,9 @@ static void send_group(rl_relay_t *r, const db_outbox_row_t *rows, size_t len, i
 static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_prop_t *props,
                                 size_t *nprops, char tp[OT_TRACEPARENT_LEN])
 {
-    static const char *const keys[RL_PROPS_SPARE] = {"traceparent", "Diagnostic-Id"};
-    bool had[RL_PROPS_SPARE] = {false, false};
+    enum { NKEYS = 2 }; /* of RL_PROPS_SPARE, the trace context's share */
+    static const char *const keys[NKEYS] = {"traceparent", "Diagnostic-Id"};
+    bool had[NKEYS] = {false, false};
     ot_ctx_t parent = {0};
     ot_span_t *s;
     if (row->trace_context)
@@ -346,13 +347,13 @@ static ot_span_t *publish_begin(rl_relay_t *r, const db_outbox_row_t *row, sb_pr
     ot_span_int(s, "inboxd.outbox.attempts", row->attempts);
     ot_ctx_format(ot_span_ctx(s), tp);
     for (size_t i = 0; i < *nprops; i++)
-        for (size_t k = 0; k < RL_PROPS_SPARE; k++)
+        for (size_t k = 0; k < NKEYS; k++)
             if (strcmp(props[i].key, keys[k]) == 0) {
                 props[i].type = SB_PROP_STRING;
                 props[i].str = tp; /* the holder still frees the parsed value */
                 had[k] = true;
             }
-    for (size_t k = 0; k < RL_PROPS_SPARE; k++)
+    for (size_t k = 0; k < NKEYS; k++)
         if (!had[k])
             props[(*nprops)++] = (sb_prop_t){.key = (char *)keys[k], .type = SB_PROP_STRING,
                                              .str = tp};
