@@ -37,6 +37,15 @@ ib_err_t db_replicas_migrate(db_conn_t *dbc, const char *table, bool migrate, ib
         *err = end;
         rc = end.code;
     }
+    if (rc != IB_E_OK && migrate) {
+        /* Two replicas starting together both create it: one loses (PostgreSQL's
+         * CREATE TABLE IF NOT EXISTS is not atomic). Made by the other is fine. */
+        ib_error_t again;
+        if (db_replicas_migrate(dbc, table, false, &again) == IB_E_OK) {
+            ib_error_clear(err);
+            return IB_E_OK;
+        }
+    }
     if (rc != IB_E_OK && !migrate) {
         char why[sizeof err->text];
         snprintf(why, sizeof why, "db.replicas_table %s: %s (db.migrate true creates it)", table,
