@@ -311,6 +311,8 @@ sb_client_t *sb_client_new(const sb_options_t *opt, const sb_callbacks_t *cb, ib
     c->prefetch = opt->prefetch;
     c->mcc = opt->max_concurrent_calls ? opt->max_concurrent_calls : 1;
     c->max_held_bytes = opt->max_held_bytes;
+    c->held_beside = opt->held_beside;
+    atomic_init(&c->held_pub, 0);
     c->core.max_frame = c->max_held_bytes ? SB_MAX_FRAME : 0;
     c->rcv_window = c->max_held_bytes / 64 < SB_RCV_WINDOW_MIN   ? SB_RCV_WINDOW_MIN
                     : c->max_held_bytes / 64 > SB_RCV_WINDOW_MAX ? SB_RCV_WINDOW_MAX
@@ -572,6 +574,11 @@ void sb_client_set_backlog(sb_client_t *c, long long active)
     c->backlog = active;
     c->backlog_at = ib_mono_ms();
     pthread_mutex_unlock(&c->lock);
+}
+
+unsigned long long sb_client_held_bytes(const sb_client_t *c)
+{
+    return atomic_load_explicit(&((sb_client_t *)c)->held_pub, memory_order_relaxed);
 }
 
 void sb_client_stats(sb_client_t *c, sb_stats_t *out)

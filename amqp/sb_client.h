@@ -94,6 +94,7 @@
 #ifndef SB_CLIENT_H
 #define SB_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "ib_err.h"
@@ -116,6 +117,9 @@ typedef struct sb_options {
                                           size: Proton's delivery buffer and the decoded
                                           message) before credit is withheld; one message
                                           is always allowed; 0 = no bound */
+    const atomic_ullong *held_beside; /* bytes the caller holds for received messages
+                                         (claim-checked blobs), counted in the same
+                                         max_held_bytes; NULL = none */
     unsigned max_concurrent_sessions; /* 0 = 1 */
     unsigned max_auto_lock_renewal_s; /* 0 = no renewal */
     unsigned session_idle_timeout_s;  /* 0 = 60 */
@@ -267,5 +271,10 @@ ib_err_t sb_client_send_each(sb_client_t *c, const char *entity, const sb_out_ms
 void sb_client_set_backlog(sb_client_t *c, long long active);
 /* A snapshot of the counters. thread: any. */
 void sb_client_stats(sb_client_t *c, sb_stats_t *out);
+/*
+ * The bytes of received messages held now as counted against
+ * max_held_bytes (without held_beside). thread: any.
+ */
+unsigned long long sb_client_held_bytes(const sb_client_t *c);
 
 #endif

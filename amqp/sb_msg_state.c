@@ -36,6 +36,7 @@ void sb_msg_set_state(sb_client_t *c, sb_msg_t *msg, sb_msg_state_t to)
     else if (to != SB_MS_DONE && !st->bytes_counted)
         c->held_bytes += st->bytes;
     st->bytes_counted = to != SB_MS_DONE;
+    sb_held_publish(c);
     if (from == SB_MS_BUFFERED)
         c->n_buffered--;
     if (to == SB_MS_BUFFERED)

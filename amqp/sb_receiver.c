@@ -82,8 +82,9 @@ void sb_rcv_start(sb_rcv_t *r)
 }
 
 /*
- * Caps new credit so that the bytes held, plus the credit outstanding at the
- * size of the largest recent message, stay within max_held_bytes. Until a
+ * Caps new credit so that the bytes held (with the caller's held_beside),
+ * plus the credit outstanding at the size of the largest recent message,
+ * stay within max_held_bytes. Until a
  * message's size is known one credit at a time; with nothing held and no
  * credit out one message is always allowed, however large. Credit counts
  * messages, not bytes: a message larger than the estimate overshoots once.
@@ -95,10 +96,9 @@ static int within_byte_budget(const sb_client_t *c, int want, int credit)
         return want;
     if (!c->largest_bytes)
         return credit == 0 ? 1 : 0;
-    if (c->held_bytes + c->arriving_bytes == 0 && credit == 0 &&
-        c->largest_bytes >= c->max_held_bytes)
+    used = sb_held_used(c);
+    if (used == 0 && credit == 0 && c->largest_bytes >= c->max_held_bytes)
         return 1;
-    used = c->held_bytes + c->arriving_bytes;
     room = used < c->max_held_bytes ? c->max_held_bytes - used : 0;
     fits = room / c->largest_bytes;
     if (fits <= (unsigned long long)credit)
@@ -178,6 +178,7 @@ static void acc_drop(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
     c->arriving_bytes -= 2 * (unsigned long long)r->acc_len;
+    sb_held_publish(c);
     free(r->acc);
     r->acc = NULL;
     r->acc_len = r->acc_cap = 0;
@@ -194,7 +195,7 @@ static void acc_drop(sb_rcv_t *r)
  */
 static size_t readable_now(sb_client_t *c, sb_rcv_t *r, size_t pending)
 {
-    unsigned long long used = c->held_bytes + c->arriving_bytes, room;
+    unsigned long long used = sb_held_used(c), room;
     if (!c->max_held_bytes)
         return pending;
     room = used < c->max_held_bytes ? (c->max_held_bytes - used) / 2 : 0;
@@ -226,6 +227,7 @@ static bool acc_read(sb_rcv_t *r, size_t n)
     if (got > 0) {
         r->acc_len += (size_t)got;
         r->c->arriving_bytes += 2 * (unsigned long long)got;
+        sb_held_publish(r->c);
     }
     return true;
 }

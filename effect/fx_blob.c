@@ -45,6 +45,12 @@ void fx_blob_free(fx_blob_t *b)
     b->len = 0;
 }
 
+/* What max_bytes stands for, in an error. */
+static const char *max_name(const fx_blob_req_t *rq)
+{
+    return rq->max_name ? rq->max_name : "claim_check.max_bytes";
+}
+
 static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 {
     fetch_t *f = ud;
@@ -61,8 +67,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
         f->announced > (long long)f->req->max_bytes) { /* the headers' end: refused unread */
         f->out->res = FX_BLOB_TOO_LARGE;
         ib_error_set(&f->out->err, IB_E_INVAL, IB_CLASS_PERMANENT,
-                     "the blob's Content-Length %lld is above claim_check.max_bytes %zu",
-                     f->announced, f->req->max_bytes);
+                     "the blob's Content-Length %lld is above %s %zu", f->announced,
+                     max_name(f->req), f->req->max_bytes);
         f->refused = true;
         return 0;
     }
@@ -92,8 +98,8 @@ static bool body_start(fetch_t *f)
     if (f->announced > (long long)rq->max_bytes) {
         o->res = FX_BLOB_TOO_LARGE;
         ib_error_set(&o->err, IB_E_INVAL, IB_CLASS_PERMANENT,
-                     "the blob's Content-Length %lld is above claim_check.max_bytes %zu",
-                     f->announced, rq->max_bytes);
+                     "the blob's Content-Length %lld is above %s %zu", f->announced,
+                     max_name(rq), rq->max_bytes);
         return false;
     }
     f->cap = f->announced >= 0 ? (size_t)f->announced : rq->max_bytes;
@@ -144,7 +150,7 @@ static size_t on_body(char *buf, size_t size, size_t n, void *ud)
                      "the blob's body ran past %s (%zu bytes)",
                      f->announced >= 0 && (size_t)f->announced < f->req->max_bytes
                          ? "its Content-Length"
-                         : "claim_check.max_bytes",
+                         : max_name(f->req),
                      f->announced >= 0 && (size_t)f->announced < f->req->max_bytes
                          ? (size_t)f->announced
                          : f->req->max_bytes);

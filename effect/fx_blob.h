@@ -50,6 +50,8 @@ typedef struct fx_blob_req {
     const char *etag;        /* expected ETag (quotes ignored); NULL: not checked */
     const char *sha256;      /* expected SHA-256, hex; NULL: not checked */
     size_t max_bytes;
+    const char *max_name; /* the setting max_bytes stands for, in errors; NULL:
+                             "claim_check.max_bytes" */
     long timeout_ms;
     const char *ca_file; /* NULL: the system store */
     /*

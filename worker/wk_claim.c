@@ -12,10 +12,13 @@
 
 #include "ib_log.h"
 #include "sb_aad.h"
+#include "wk_metrics.h"
 
 struct wk_claims {
     unsigned long long max_bytes; /* 0: unbounded */
     atomic_ullong held;           /* bytes of the blobs held now */
+    atomic_ullong peak;           /* the most of held + the messages' at an admit */
+    const sb_client_t *client;    /* whose received messages share the budget; may be NULL */
     sb_aad_t *aad;                /* workload_identity: the token for Azure Storage */
     bool curl;
 };
@@ -30,6 +33,7 @@ wk_claims_t *wk_claims_new(const rt_routes_t *routes, unsigned long long max_byt
     }
     cs->max_bytes = max_bytes;
     atomic_init(&cs->held, 0);
+    atomic_init(&cs->peak, 0);
     if (fx_global_init(err) != IB_E_OK) {
         free(cs);
         return NULL;
@@ -63,18 +67,45 @@ unsigned long long wk_claims_held(const wk_claims_t *cs)
     return atomic_load(&((wk_claims_t *)cs)->held);
 }
 
+const atomic_ullong *wk_claims_counter(const wk_claims_t *cs)
+{
+    return cs ? &cs->held : NULL;
+}
+
+void wk_claims_share(wk_claims_t *cs, const sb_client_t *client)
+{
+    if (cs)
+        cs->client = client;
+}
+
+unsigned long long wk_claims_peak(const wk_claims_t *cs)
+{
+    return cs ? atomic_load(&((wk_claims_t *)cs)->peak) : 0;
+}
+
+/* Raises peak to v. */
+static void note_peak(wk_claims_t *cs, unsigned long long v)
+{
+    unsigned long long cur = atomic_load(&cs->peak);
+    while (v > cur && !atomic_compare_exchange_weak(&cs->peak, &cur, v))
+        ;
+}
+
 /*
- * fx_blob_req_t.admit: room for bytes when the blobs held leave it, or
- * when none is held (one blob larger than the budget is read alone).
+ * fx_blob_req_t.admit: room for bytes when the received messages and the
+ * blobs held leave it, or when no blob is held (the messages the workers
+ * hold may be the ones that wait for this blob: one goes on).
  */
 static bool admit(void *ctx, size_t bytes)
 {
     wk_claims_t *cs = ctx;
-    unsigned long long cur = atomic_load(&cs->held);
+    unsigned long long cur = atomic_load(&cs->held), msgs;
     do {
-        if (cs->max_bytes && cur > 0 && cur + bytes > cs->max_bytes)
+        msgs = cs->client ? sb_client_held_bytes(cs->client) : 0;
+        if (cs->max_bytes && cur > 0 && msgs + cur + bytes > cs->max_bytes)
             return false;
     } while (!atomic_compare_exchange_weak(&cs->held, &cur, cur + bytes));
+    note_peak(cs, (cs->client ? sb_client_held_bytes(cs->client) : 0) + cur + bytes);
     return true;
 }
 
@@ -129,6 +160,19 @@ static wk_dl_reason_t reason_of(fx_blob_result_t r)
     }
 }
 
+/*
+ * A blob larger than the byte budget it shares with the messages is never
+ * read: its route's max_bytes is lowered to the budget, which names itself
+ * in the dead letter's reason (ClaimCheckTooLarge).
+ */
+static void within_budget(const wk_claims_t *cs, fx_blob_req_t *rq)
+{
+    if (cs && cs->max_bytes && cs->max_bytes < rq->max_bytes) {
+        rq->max_bytes = (size_t)cs->max_bytes;
+        rq->max_name = "servicebus.max_held_mb (bytes, shared with the messages held)";
+    }
+}
+
 /* The fetch itself, through the host's circuit; false when d is held. */
 static bool fetch(wk_pipeline_t *p, const sb_msg_t *msg, const rt_claim_spec_t *cs,
                   const rt_claim_ref_t *ref, wk_claim_t *c, wk_decision_t *d)
@@ -157,8 +201,11 @@ static bool fetch(wk_pipeline_t *p, const sb_msg_t *msg, const rt_claim_spec_t *
                         .ca_file = rt_claim_ca_file(cs),
                         .admit = p->claims ? admit : NULL,
                         .admit_ctx = p->claims};
+    within_budget(p->claims, &rq);
     c->cs = p->claims;
     fx_blob_get(&rq, &c->blob);
+    if (p->claims && c->blob.reserved)
+        wk_metrics_held_peak(p->metrics, wk_claims_peak(p->claims));
     sb_token_clear(&tok);
     bool down = c->blob.res == FX_BLOB_TRANSIENT;
     if (p->dests) {

@@ -14,13 +14,15 @@
  *                              delivery counted while the lock renews)
  *
  * Memory: a blob is held once, in a buffer of its Content-Length, from the
- * fetch until its batch ends; the bytes of the blobs held by all workers
- * together stay within servicebus.max_held_mb (wk_claims_t), except one
- * blob alone, which may take it whole (as a message larger than the
- * budget is read when nothing else is held). A blob that finds no room
- * waits, held, for the others to end. The blobs' counter is not the
- * receiver's (amqp/'s held bytes): each is held to the budget apart, so
- * blobs and received messages together may reach twice max_held_mb.
+ * fetch until its batch ends. Blobs and received messages share one byte
+ * budget, servicebus.max_held_mb: a blob is admitted when the messages
+ * the receiver holds (sb_client_held_bytes) plus the blobs held plus its
+ * size fit it, and the receiver counts the blobs held (held_beside) before
+ * it gives credit or reads a delivery. A blob that finds no room waits,
+ * held, for the others to end; when no blob is held one is admitted
+ * whatever the messages hold (they may be the ones waiting for it). A
+ * blob larger than the budget is never read: dead letter
+ * ClaimCheckTooLarge naming servicebus.max_held_mb.
  *
  * thread: wk_claims_new/free on main; the rest on db workers.
  */
@@ -32,6 +34,7 @@
 
 #include "fx_blob.h"
 #include "rt_route.h"
+#include "sb_client.h"
 #include "sb_msg.h"
 #include "wk_decide.h"
 
@@ -49,6 +52,12 @@ wk_claims_t *wk_claims_new(const rt_routes_t *routes, unsigned long long max_byt
 void wk_claims_free(wk_claims_t *cs);
 /* Blob bytes held now (tests and the bench). thread: any. */
 unsigned long long wk_claims_held(const wk_claims_t *cs);
+/* The blobs' counter, for sb_options_t.held_beside (NULL for NULL). thread: main. */
+const atomic_ullong *wk_claims_counter(const wk_claims_t *cs);
+/* The client whose received messages share the budget; before the workers start. thread: main. */
+void wk_claims_share(wk_claims_t *cs, const sb_client_t *client);
+/* The most bytes of messages and blobs held at once, seen as blobs were admitted. thread: any. */
+unsigned long long wk_claims_peak(const wk_claims_t *cs);
 
 /* One message's blob and the message that binds from it. */
 typedef struct wk_claim {

@@ -995,7 +995,7 @@ static ib_err_t compile_routes(daemon_t *dm, ib_error_t *err)
     if (wk_outbox_plan(dm->cfg, &dm->routes, dm->relay_only, &dm->outbox, stderr) != 0 ||
         !rt_routes_set_outbox(&dm->routes, dm->cfg->outbox.table))
         return ib_error_set(err, IB_E_CONFIG, IB_CLASS_PERMANENT, "outbox: invalid");
-    /* Claim-checked blobs share the received messages' budget figure. */
+    /* Claim-checked blobs share the received messages' byte budget (wk_claim.h). */
     if (!(dm->pipe.claims = wk_claims_new(
               &dm->routes, (unsigned long long)dm->cfg->servicebus.max_held_mb << 20, err)))
         return err->code;
@@ -1142,6 +1142,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         .prefetch = (unsigned)cfg->servicebus.prefetch,
         .max_concurrent_calls = (unsigned)cfg->servicebus.max_concurrent_calls,
         .max_held_bytes = (unsigned long long)cfg->servicebus.max_held_mb << 20,
+        .held_beside = wk_claims_counter(dm->pipe.claims),
         .max_concurrent_sessions = (unsigned)cfg->servicebus.max_concurrent_sessions,
         .max_auto_lock_renewal_s = (unsigned)cfg->servicebus.max_auto_lock_renewal_s,
         .session_idle_timeout_s = (unsigned)cfg->servicebus.session_idle_timeout_s,
@@ -1168,6 +1169,7 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         IB_LOG(IB_LOG_ERROR, "start", IB_MSG(err->text));
         return err->code;
     }
+    wk_claims_share(dm->pipe.claims, dm->client); /* one byte budget */
     return IB_E_OK;
 }
 

@@ -73,6 +73,7 @@ struct wk_metrics {
     _Atomic long long oldest_since_ms;
     _Atomic int circuit_open;
     _Atomic long long held;
+    _Atomic unsigned long long held_peak; /* bytes of messages and blobs, wk_claim.h */
     wk_counter_t held_expired;
     wk_counter_t retry_after_capped;
     wk_metrics_dest_fn dest_fn; /* set before serving; NULL: no HTTP destinations */
@@ -567,6 +568,15 @@ void wk_metrics_held_set(wk_metrics_t *m, long long n)
         atomic_store_explicit(&m->held, n, memory_order_relaxed);
 }
 
+void wk_metrics_held_peak(wk_metrics_t *m, unsigned long long bytes)
+{
+    if (!m)
+        return;
+    unsigned long long cur = atomic_load(&m->held_peak);
+    while (bytes > cur && !atomic_compare_exchange_weak(&m->held_peak, &cur, bytes))
+        ;
+}
+
 void wk_metrics_held_expired(wk_metrics_t *m)
 {
     if (m)
@@ -598,6 +608,10 @@ static void render_dests(wk_metrics_t *m, wk_buf_t *b)
            "Held messages whose lock renewal (servicebus.max_auto_lock_renewal_s) ran out: "
            "abandoned, or dead-lettered RetryBudgetExhausted on their last delivery.");
     buf_printf(b, "inboxd_held_expired_total %llu\n", (unsigned long long)load(&m->held_expired));
+    header(b, "inboxd_held_bytes_peak", "gauge",
+           "The most bytes of received messages and claim-checked blobs held at once, as seen "
+           "when each blob was admitted to their shared budget (servicebus.max_held_mb).");
+    buf_printf(b, "inboxd_held_bytes_peak %llu\n", atomic_load(&m->held_peak));
     header(b, "inboxd_http_retry_after_capped_total", "counter",
            "Retry-After answers longer than the route's http.max_retry_after_s: the destination "
            "was held only that long.");

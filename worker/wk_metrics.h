@@ -106,6 +106,11 @@ void wk_metrics_retry(wk_metrics_t *m, ib_class_t cls);
 void wk_metrics_circuit_open_set(wk_metrics_t *m, bool open);
 /* The inboxd_held_messages gauge: messages held for their destination (wk_dest.h). thread: any. */
 void wk_metrics_held_set(wk_metrics_t *m, long long n);
+/*
+ * Raises the inboxd_held_bytes_peak gauge to bytes: received messages and
+ * claim-checked blobs held at once (wk_claim.h). thread: any.
+ */
+void wk_metrics_held_peak(wk_metrics_t *m, unsigned long long bytes);
 /* Counts a held message whose lock renewal ran out (inboxd_held_expired_total). thread: any. */
 void wk_metrics_held_expired(wk_metrics_t *m);
 /*

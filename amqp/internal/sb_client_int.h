@@ -175,6 +175,8 @@ struct sb_client {
     size_t rcv_window;                 /* a receive link's session window (see SB_RCV_WINDOW_MIN) */
     size_t largest_bytes;             /* the largest message received: credit's unit */
     unsigned long long arriving_bytes; /* twice the bytes read of deliveries not yet whole */
+    const atomic_ullong *held_beside; /* the caller's bytes in the same budget; may be NULL */
+    atomic_ullong held_pub;           /* held_bytes + arriving_bytes, for other threads */
     sb_rcv_t *overdraft;    /* the receiver reading a message past the budget (alone) */
     bool receiving_stopped; /* the proactor has applied stop_receiving */
     bool paused;            /* the proactor has applied pause */
@@ -311,6 +313,18 @@ unsigned long long sb_throttle_ms(const sb_client_t *c);
 
 /* sb_stall.c: receive links that get nothing while the entity has messages */
 void sb_stall_tick(sb_client_t *c);
+
+/* The bytes held, and those the caller holds beside them, against max_held_bytes. */
+static inline unsigned long long sb_held_used(const sb_client_t *c)
+{
+    return c->held_bytes + c->arriving_bytes + (c->held_beside ? atomic_load(c->held_beside) : 0);
+}
+
+/* Publishes held_bytes + arriving_bytes for sb_client_held_bytes. */
+static inline void sb_held_publish(sb_client_t *c)
+{
+    atomic_store_explicit(&c->held_pub, c->held_bytes + c->arriving_bytes, memory_order_relaxed);
+}
 
 /* sb_renew.c */
 void sb_renew_tick(sb_client_t *c);
