@@ -78,6 +78,17 @@ typedef struct rowset {
     const db_conn_t *dbc;
 } rowset_t;
 
+/* A body left out of the claim (above DB_OUTBOX_BODY_INLINE): its sizes, for read_parts. */
+static bool claim_sizes(SQLHSTMT st, db_outbox_row_t *r)
+{
+    long long octets = get_int(st, 12);
+    if (!r->body && octets > DB_OUTBOX_BODY_INLINE) {
+        r->body_octets = octets;
+        r->body_chars = get_int(st, 13);
+    }
+    return true;
+}
+
 static bool read_claim_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
 {
     r->id = get_int(st, 1);
@@ -87,7 +98,7 @@ static bool read_claim_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r
            db_get_text(dbc, st, 6, &r->correlation_id, NULL) &&
            db_get_text(dbc, st, 7, &r->content_type, NULL) && db_get_text(dbc, st, 8, &r->properties, NULL) &&
            db_get_text(dbc, st, 9, &r->body, &r->body_len) &&
-           db_get_text(dbc, st, 11, &r->trace_context, NULL);
+           db_get_text(dbc, st, 11, &r->trace_context, NULL) && claim_sizes(st, r);
 }
 
 static bool read_list_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
@@ -328,6 +339,73 @@ static ib_err_t keep_session_order(db_conn_t *dbc, const char *table, rowset_t *
     return rc;
 }
 
+/* A body being read in parts into one buffer of its size. */
+typedef struct parts {
+    const db_conn_t *dbc;
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} parts_t;
+
+static bool append_part(SQLHSTMT st, void *arg)
+{
+    parts_t *p = arg;
+    char *t = NULL;
+    size_t n = 0;
+    if (!db_get_text(p->dbc, st, 1, &t, &n) || !t || n > p->cap - p->len) {
+        free(t);
+        p->failed = true;
+        return false;
+    }
+    memcpy(p->buf + p->len, t, n);
+    p->len += n;
+    free(t);
+    return true;
+}
+
+/*
+ * Reads r's body, left out of the claim, in parts of DB_OUTBOX_BODY_PART
+ * characters (the row is locked by the claim) into one buffer of its size:
+ * the body once, plus a part at a time in the driver.
+ */
+static ib_err_t read_parts(db_conn_t *dbc, const char *table, db_outbox_row_t *r, ib_error_t *err)
+{
+    char sql[DB_SQL_MAX];
+    parts_t p = {.dbc = dbc, .cap = (size_t)r->body_octets};
+    if (db_outbox_sql_body_part(dbc->dialect, table, sql, sizeof(sql)) != IB_E_OK)
+        return bad_table(err);
+    if (!(p.buf = malloc(p.cap + 1)))
+        return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT,
+                            "no memory for row %lld's body of %zu bytes", r->id, p.cap);
+    for (long long at = 1; at <= r->body_chars && !p.failed; at += DB_OUTBOX_BODY_PART) {
+        db_bind_t b[3] = {DB_B(DB_INT(at)), DB_B(DB_INT(DB_OUTBOX_BODY_PART)), DB_B(DB_INT(r->id))};
+        if (db_run(dbc, sql, b, 3, append_part, &p, NULL, err) != IB_E_OK) {
+            free(p.buf);
+            return err->code;
+        }
+    }
+    if (p.failed || p.len != p.cap) {
+        free(p.buf);
+        return ib_error_set(err, IB_E_DB, IB_CLASS_TRANSIENT,
+                            "row %lld's body read in parts came to %zu bytes, not %zu", r->id,
+                            p.len, p.cap);
+    }
+    p.buf[p.len] = '\0';
+    r->body = p.buf;
+    r->body_len = p.len;
+    r->body_octets = r->body_chars = 0;
+    return IB_E_OK;
+}
+
+/* The bodies the claim left out, read in parts. */
+static ib_err_t read_left_out(db_conn_t *dbc, const char *table, rowset_t *rs, ib_error_t *err)
+{
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->v[i].body_octets && read_parts(dbc, table, &rs->v[i], err) != IB_E_OK)
+            return err->code;
+    return IB_E_OK;
+}
+
 ib_err_t db_outbox_claim(db_conn_t *dbc, const char *table, int max, db_outbox_row_t **rows,
                          size_t *n, ib_error_t *err)
 {
@@ -353,7 +431,7 @@ ib_err_t db_outbox_claim(db_conn_t *dbc, const char *table, int max, db_outbox_r
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "outbox claim: a row could not be read");
         goto fail;
     }
-    if (keep_session_order(dbc, table, &rs, err) != IB_E_OK)
+    if (keep_session_order(dbc, table, &rs, err) != IB_E_OK || read_left_out(dbc, table, &rs, err) != IB_E_OK)
         goto fail;
     if (rs.n == 0) {
         free(rs.v);

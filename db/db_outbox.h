@@ -56,12 +56,25 @@ ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size
  * locked for this transaction and skipping rows other relays hold, leaving
  * out rows a failed row holds back (DB_OUTBOX_SKIPPED). Columns:
  * id, entity, message_id, session_id, subject, correlation_id, content_type,
- * properties, body, attempts, trace_context. *lock receives a statement to run first in
+ * properties, body, attempts, trace_context, body_octets, body_chars.
+ * PostgreSQL and SQLite: body is NULL when it is above
+ * DB_OUTBOX_BODY_INLINE bytes (read apart by db_outbox_sql_body_part:
+ * the driver would hold the whole row two or three times over), and
+ * body_octets / body_chars give its size; other dialects: the body whole,
+ * the sizes NULL. *lock receives a statement to run first in
  * the transaction ("" when none; SQLite: take the write lock, so a second
  * relay waits instead of reading the same rows).
  */
 ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_t size,
                              char *lock, size_t lock_size);
+#define DB_OUTBOX_BODY_INLINE 1048576 /* bytes: a larger claimed body is read in parts */
+#define DB_OUTBOX_BODY_PART 4194304   /* characters per part */
+/*
+ * One part of a claimed row's body: parameters the 1-based character
+ * position, the characters (DB_OUTBOX_BODY_PART), the row's id; one column.
+ * IB_E_INVAL for a dialect that reads bodies whole.
+ */
+ib_err_t db_outbox_sql_body_part(db_dialect_t d, const char *table, char *buf, size_t size);
 /*
  * Per session id: session_id and MIN(id) of its pending rows, for nsessions
  * session ids (the parameters; "= ?" for one, else "IN (?, ...)").
@@ -140,6 +153,7 @@ typedef struct db_outbox_row {
     char *properties; /* JSON object text */
     char *body;
     size_t body_len;
+    long long body_octets, body_chars; /* claim: a body read in parts, else 0 */
     long long attempts;
     char *trace_context; /* traceparent of the span that wrote the row, or NULL */
     char *status, *last_error, *created_at, *published_at; /* list only */

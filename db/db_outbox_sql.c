@@ -145,6 +145,34 @@ ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size
 #define OB_COLS                                                                                    \
     "id, entity, message_id, session_id, subject, correlation_id, content_type, properties, "      \
     "body, attempts, trace_context"
+#define OB_COLS_HEAD                                                                               \
+    "id, entity, message_id, session_id, subject, correlation_id, content_type, properties, "
+#define OB_COLS_TAIL ", attempts, trace_context"
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/*
+ * The claim's body column (NULL when the body is above
+ * DB_OUTBOX_BODY_INLINE bytes: read apart, in parts), its size in bytes
+ * and in characters, and one part (DB_OUTBOX_BODY_PART characters from a
+ * 1-based position). NULL: the dialect reads every body whole.
+ */
+typedef struct body_sql {
+    const char *inline_body, *octets, *chars, *part;
+} body_sql_t;
+
+static const body_sql_t *body_sql(db_dialect_t d)
+{
+    static const body_sql_t pg = {
+        "CASE WHEN octet_length(body) > " STR(DB_OUTBOX_BODY_INLINE) " THEN NULL ELSE body END",
+        "octet_length(body)", "char_length(body)",
+        "substr(body, CAST(? AS integer), CAST(? AS integer))"};
+    static const body_sql_t lite = {
+        "CASE WHEN length(CAST(body AS BLOB)) > " STR(DB_OUTBOX_BODY_INLINE) " THEN NULL ELSE "
+        "body END",
+        "length(CAST(body AS BLOB))", "length(body)", "substr(body, ?, ?)"};
+    return d == DB_DIALECT_POSTGRESQL ? &pg : d == DB_DIALECT_SQLITE ? &lite : NULL;
+}
 
 /*
  * The failed rows that hold back the outbox row aliased o: earlier rows of
@@ -173,10 +201,21 @@ ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_
     if (tr->one_writer &&
         render(lock, lock_size, "UPDATE %s SET attempts = attempts WHERE id < 0", table) != IB_E_OK)
         return IB_E_INVAL;
+    const body_sql_t *bs = body_sql(d);
     return render(buf, size,
-                  "SELECT %s" OB_COLS " FROM %s o%s WHERE o.status = 'pending' AND " OB_NOT_BLOCKED
-                  " ORDER BY o.id%s%s",
-                  tr->top, table, tr->skip_locked_hint, table, tr->limit, tr->skip_locked);
+                  "SELECT %s" OB_COLS_HEAD "%s" OB_COLS_TAIL ", %s, %s FROM %s o%s WHERE o.status = "
+                  "'pending' AND " OB_NOT_BLOCKED " ORDER BY o.id%s%s",
+                  tr->top, bs ? bs->inline_body : "body", bs ? bs->octets : "NULL",
+                  bs ? bs->chars : "NULL", table, tr->skip_locked_hint, table, tr->limit,
+                  tr->skip_locked);
+}
+
+ib_err_t db_outbox_sql_body_part(db_dialect_t d, const char *table, char *buf, size_t size)
+{
+    const body_sql_t *bs = body_sql(d);
+    if (!usable(d, table) || !bs)
+        return IB_E_INVAL;
+    return render(buf, size, "SELECT %s FROM %s WHERE id = ?", bs->part, table);
 }
 
 ib_err_t db_outbox_sql_session_head(db_dialect_t d, const char *table, size_t nsessions,

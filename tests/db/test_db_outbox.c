@@ -521,6 +521,43 @@ static void test_session_held(void)
     ASSERT_STREQ(ids, "app-902 app-903 ");
 }
 
+/*
+ * A body above DB_OUTBOX_BODY_INLINE is left out of the claim's row and
+ * read in parts by characters: 3,000,000 bytes of one-to-four-byte UTF-8
+ * characters (a part's end falls inside the pattern) come back byte for
+ * byte, beside a small row claimed with it. Rolled back.
+ */
+static void test_large_body_in_parts(void)
+{
+    static const char unit[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"; /* 10 bytes, 4 chars */
+    size_t len = 300000 * (sizeof(unit) - 1), n;
+    char *body = malloc(len + 1);
+    ib_error_t err;
+    db_outbox_row_t *rows;
+    ASSERT_TRUE(body != NULL);
+    for (size_t i = 0; i < len; i += sizeof(unit) - 1)
+        memcpy(body + i, unit, sizeof(unit) - 1);
+    body[len] = '\0';
+    ASSERT_EQ(emit("in-big", "big:1", NULL, body, &err), DB_APPLIED);
+    ASSERT_EQ(emit("in-small", "big:2", NULL, "{\"s\":1}", &err), DB_APPLIED);
+    ASSERT_EQ(db_outbox_claim(dbc, TB, 1000, &rows, &n, &err), IB_E_OK);
+    int seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(rows[i].message_id, "big:1") == 0) {
+            ASSERT_EQ(rows[i].body_len, len);
+            ASSERT_TRUE(memcmp(rows[i].body, body, len) == 0 && rows[i].body[len] == '\0');
+            seen++;
+        } else if (strcmp(rows[i].message_id, "big:2") == 0) {
+            ASSERT_STREQ(rows[i].body, "{\"s\":1}");
+            seen++;
+        }
+    }
+    ASSERT_EQ(seen, 2);
+    ASSERT_EQ(db_end(dbc, false, &err), IB_E_OK);
+    db_outbox_rows_free(rows, n);
+    free(body);
+}
+
 int main(int argc, char **argv)
 {
     db_dialect_t d = tl_dialect_arg(argc, argv);
@@ -542,6 +579,7 @@ int main(int argc, char **argv)
     RUN(test_old_table_gains_trace_context);
     RUN(test_changelog_adds_trace_context);
     RUN(test_session_held);
+    RUN(test_large_body_in_parts);
     db_conn_free(dbc);
     tl_db_drop(&T);
     return ib_test_done();

@@ -16,6 +16,26 @@ static const db_dialect_t all[] = {DB_DIALECT_MSSQL, DB_DIALECT_POSTGRESQL, DB_D
                                    DB_DIALECT_MARIADB};
 #define NALL (sizeof(all) / sizeof(all[0]))
 
+/* A large body is left out of the claim and read in parts (PostgreSQL, SQLite), or read whole. */
+static void test_claim_body_parts(void)
+{
+    char sql[2048], lock[512];
+    ASSERT_EQ(db_outbox_sql_claim(DB_DIALECT_POSTGRESQL, "ob", sql, sizeof(sql), lock,
+                                  sizeof(lock)),
+              IB_E_OK);
+    ASSERT_CONTAINS(sql, "properties, CASE WHEN octet_length(body) > 1048576 THEN NULL ELSE body "
+                         "END, attempts, trace_context, octet_length(body), char_length(body) FROM");
+    ASSERT_EQ(db_outbox_sql_body_part(DB_DIALECT_POSTGRESQL, "ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_STREQ(sql, "SELECT substr(body, CAST(? AS integer), CAST(? AS integer)) FROM ob "
+                      "WHERE id = ?");
+    ASSERT_EQ(db_outbox_sql_body_part(DB_DIALECT_SQLITE, "ob", sql, sizeof(sql)), IB_E_OK);
+    ASSERT_STREQ(sql, "SELECT substr(body, ?, ?) FROM ob WHERE id = ?");
+    ASSERT_EQ(db_outbox_sql_claim(DB_DIALECT_MSSQL, "ob", sql, sizeof(sql), lock, sizeof(lock)),
+              IB_E_OK);
+    ASSERT_CONTAINS(sql, "properties, body, attempts, trace_context, NULL, NULL FROM");
+    ASSERT_EQ(db_outbox_sql_body_part(DB_DIALECT_MSSQL, "ob", sql, sizeof(sql)), IB_E_INVAL);
+}
+
 static void test_claim_locks_rows(void)
 {
     char sql[2048], lock[512];
@@ -54,7 +74,8 @@ static void test_claim_locks_rows(void)
         ASSERT_EQ(db_outbox_sql_claim(all[i], "ob", sql, sizeof(sql), lock, sizeof(lock)),
                   IB_E_OK);
         ASSERT_CONTAINS(sql, "id, entity, message_id, session_id, subject, correlation_id, "
-                             "content_type, properties, body, attempts");
+                             "content_type, properties, ");
+        ASSERT_CONTAINS(sql, ", attempts, trace_context, ");
         /* A failed, not skipped, earlier row of the session holds a row back. */
         ASSERT_CONTAINS(sql, "FROM ob o ");
         ASSERT_CONTAINS(sql, "NOT EXISTS (SELECT 1 FROM ob f WHERE f.status = 'failed' AND "
@@ -160,7 +181,7 @@ static void test_trace_context_column(void)
     ASSERT_EQ(db_outbox_sql_trace_add(DB_DIALECT_SQLITE, "o'b", sql, sizeof(sql)), IB_E_INVAL);
     for (size_t i = 0; i < NALL; i++) {
         ASSERT_EQ(db_outbox_sql_claim(all[i], "ob", sql, sizeof(sql), lock, sizeof(lock)), IB_E_OK);
-        ASSERT_CONTAINS(sql, "body, attempts, trace_context FROM ob o");
+        ASSERT_CONTAINS(sql, ", attempts, trace_context, ");
         ASSERT_EQ(db_outbox_sql_probe(all[i], "ob", sql, sizeof(sql)), IB_E_OK);
         ASSERT_CONTAINS(sql, "trace_context");
     }
@@ -240,6 +261,7 @@ static void test_shipped_schema_files(void)
 int main(void)
 {
     RUN(test_claim_locks_rows);
+    RUN(test_claim_body_parts);
     RUN(test_cleanup_is_bounded);
     RUN(test_marks_and_operator_text);
     RUN(test_bad_names_and_small_buffers);
