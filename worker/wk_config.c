@@ -48,8 +48,9 @@ const wk_setting_t wk_settings[] = {
      "batches form from them.", OFF(servicebus.max_concurrent_calls)},
     {"servicebus.max_held_mb", WK_CT_INT, "64", 0, 65536, NULL, 0,
      "Memory of received messages (arriving, buffered and in flight, each counted at twice "
-     "its size) held at most, in MiB: while it is spent no credit is given and an arriving "
-     "message is not read on; a larger message is taken alone (0 = no byte bound).",
+     "its size) and claim-checked blobs held at most, in MiB: while it is spent no credit is "
+     "given and an arriving message is not read on; a larger message is taken alone, a larger "
+     "blob is dead-lettered ClaimCheckTooLarge (0 = no byte bound).",
      OFF(servicebus.max_held_mb)},
     {"servicebus.max_concurrent_sessions", WK_CT_INT, "32", 1, 1024, NULL, 0,
      "Sessions processed at once when sessions is true (one message at a time each).",
