@@ -8,7 +8,7 @@
 #   together. Final state: eight rows, once each, nothing dead-lettered, and
 #   inboxd_held_bytes_peak (messages plus blobs held at once, as each blob
 #   was admitted) within 4 MiB; a budget per kind (blobs 4 MiB beside the
-#   messages) reaches ~5.6 MiB here.
+#   messages) reached 4.75 MB here.
 #   A 5 MiB blob (above the budget, below its route's max_bytes) is never
 #   read: dead letter ClaimCheckTooLarge naming servicebus.max_held_mb.
 . "$(dirname "$0")/lib.sh"
