@@ -1389,6 +1389,26 @@ bool db_get_text(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char **out
     return true;
 }
 
+bool db_get_text_into(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *buf,
+                      size_t size, size_t *len)
+{
+    SQLLEN ind = 0;
+
+    *len = 0;
+    if (dbc->wide_text) {
+        if (!db_get_text_buf(dbc, st, col, buf, size))
+            return false;
+        *len = strlen(buf);
+        return true;
+    }
+    buf[0] = '\0';
+    if (SQLGetData(st, col, SQL_C_CHAR, buf, (SQLLEN)size, &ind) != SQL_SUCCESS || ind < 0 ||
+        (size_t)ind >= size)
+        return false; /* failed, NULL, or truncated: it does not fit */
+    *len = (size_t)ind;
+    return true;
+}
+
 bool db_get_text_buf(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *buf, size_t size)
 {
     char *t = NULL;

@@ -89,28 +89,35 @@ static bool claim_sizes(SQLHSTMT st, db_outbox_row_t *r)
     return true;
 }
 
+/*
+ * Columns are read in their order: SQL Server's ODBC driver reads a row
+ * forward only (SQLGetData without SQL_GD_ANY_ORDER).
+ */
 static bool read_claim_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
 {
     r->id = get_int(st, 1);
+    if (!db_get_text(dbc, st, 2, &r->entity, NULL) || !db_get_text(dbc, st, 3, &r->message_id, NULL) ||
+        !db_get_text(dbc, st, 4, &r->session_id, NULL) || !db_get_text(dbc, st, 5, &r->subject, NULL) ||
+        !db_get_text(dbc, st, 6, &r->correlation_id, NULL) ||
+        !db_get_text(dbc, st, 7, &r->content_type, NULL) || !db_get_text(dbc, st, 8, &r->properties, NULL) ||
+        !db_get_text(dbc, st, 9, &r->body, &r->body_len))
+        return false;
     r->attempts = get_int(st, 10);
-    return db_get_text(dbc, st, 2, &r->entity, NULL) && db_get_text(dbc, st, 3, &r->message_id, NULL) &&
-           db_get_text(dbc, st, 4, &r->session_id, NULL) && db_get_text(dbc, st, 5, &r->subject, NULL) &&
-           db_get_text(dbc, st, 6, &r->correlation_id, NULL) &&
-           db_get_text(dbc, st, 7, &r->content_type, NULL) && db_get_text(dbc, st, 8, &r->properties, NULL) &&
-           db_get_text(dbc, st, 9, &r->body, &r->body_len) &&
-           db_get_text(dbc, st, 11, &r->trace_context, NULL) && claim_sizes(st, r);
+    return db_get_text(dbc, st, 11, &r->trace_context, NULL) && claim_sizes(st, r);
 }
 
 static bool read_list_row(const db_conn_t *dbc, SQLHSTMT st, db_outbox_row_t *r)
 {
     r->id = get_int(st, 1);
+    if (!db_get_text(dbc, st, 2, &r->entity, NULL) || !db_get_text(dbc, st, 3, &r->message_id, NULL) ||
+        !db_get_text(dbc, st, 4, &r->session_id, NULL) || !db_get_text(dbc, st, 5, &r->status, NULL))
+        return false;
     r->attempts = get_int(st, 6);
+    if (!db_get_text(dbc, st, 7, &r->last_error, NULL) || !db_get_text(dbc, st, 8, &r->created_at, NULL) ||
+        !db_get_text(dbc, st, 9, &r->published_at, NULL))
+        return false;
     r->blocked_by = get_int(st, 10);
-    return db_get_text(dbc, st, 2, &r->entity, NULL) && db_get_text(dbc, st, 3, &r->message_id, NULL) &&
-           db_get_text(dbc, st, 4, &r->session_id, NULL) && db_get_text(dbc, st, 5, &r->status, NULL) &&
-           db_get_text(dbc, st, 7, &r->last_error, NULL) && db_get_text(dbc, st, 8, &r->created_at, NULL) &&
-           db_get_text(dbc, st, 9, &r->published_at, NULL) &&
-           db_get_text(dbc, st, 11, &r->trace_context, NULL);
+    return db_get_text(dbc, st, 11, &r->trace_context, NULL);
 }
 
 static bool collect_row(SQLHSTMT st, void *arg)
@@ -350,16 +357,13 @@ typedef struct parts {
 static bool append_part(SQLHSTMT st, void *arg)
 {
     parts_t *p = arg;
-    char *t = NULL;
     size_t n = 0;
-    if (!db_get_text(p->dbc, st, 1, &t, &n) || !t || n > p->cap - p->len) {
-        free(t);
+    /* Straight into the body's buffer (its size + 1 for the terminator). */
+    if (!db_get_text_into(p->dbc, st, 1, p->buf + p->len, p->cap - p->len + 1, &n)) {
         p->failed = true;
         return false;
     }
-    memcpy(p->buf + p->len, t, n);
     p->len += n;
-    free(t);
     return true;
 }
 

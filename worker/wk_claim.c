@@ -78,9 +78,9 @@ void wk_claims_share(wk_claims_t *cs, const sb_client_t *client)
         cs->client = client;
 }
 
-unsigned long long wk_claims_peak(const wk_claims_t *cs)
+const atomic_ullong *wk_claims_peak(const wk_claims_t *cs)
 {
-    return cs ? atomic_load(&((wk_claims_t *)cs)->peak) : 0;
+    return cs ? &cs->peak : NULL;
 }
 
 /* Raises peak to v. */
@@ -105,7 +105,7 @@ static bool admit(void *ctx, size_t bytes)
         if (cs->max_bytes && cur > 0 && msgs + cur + bytes > cs->max_bytes)
             return false;
     } while (!atomic_compare_exchange_weak(&cs->held, &cur, cur + bytes));
-    note_peak(cs, (cs->client ? sb_client_held_bytes(cs->client) : 0) + cur + bytes);
+    note_peak(cs, msgs + cur + bytes);
     return true;
 }
 
@@ -204,8 +204,6 @@ static bool fetch(wk_pipeline_t *p, const sb_msg_t *msg, const rt_claim_spec_t *
     within_budget(p->claims, &rq);
     c->cs = p->claims;
     fx_blob_get(&rq, &c->blob);
-    if (p->claims && c->blob.reserved)
-        wk_metrics_held_peak(p->metrics, wk_claims_peak(p->claims));
     sb_token_clear(&tok);
     bool down = c->blob.res == FX_BLOB_TRANSIENT;
     if (p->dests) {

@@ -56,8 +56,8 @@ unsigned long long wk_claims_held(const wk_claims_t *cs);
 const atomic_ullong *wk_claims_counter(const wk_claims_t *cs);
 /* The client whose received messages share the budget; before the workers start. thread: main. */
 void wk_claims_share(wk_claims_t *cs, const sb_client_t *client);
-/* The most bytes of messages and blobs held at once, seen as blobs were admitted. thread: any. */
-unsigned long long wk_claims_peak(const wk_claims_t *cs);
+/* The most bytes of messages and blobs held at once, seen as blobs were admitted (NULL for NULL). thread: any. */
+const atomic_ullong *wk_claims_peak(const wk_claims_t *cs);
 
 /* One message's blob and the message that binds from it. */
 typedef struct wk_claim {

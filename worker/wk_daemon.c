@@ -1021,6 +1021,7 @@ static ib_err_t start_http(daemon_t *dm, ib_error_t *err)
     dm->pipe.metrics = dm->metrics;
     if (dm->metrics && rt_routes_have_http(&dm->routes))
         wk_metrics_dest_source(dm->metrics, dest_metrics, dm->dests);
+    wk_metrics_held_peak(dm->metrics, wk_claims_peak(dm->pipe.claims));
     dm->http = wk_health_start(
         &(wk_health_opts_t){.listen = dm->cfg->http.listen, .metrics = dm->metrics}, err);
     if (!dm->http) {

@@ -73,7 +73,7 @@ struct wk_metrics {
     _Atomic long long oldest_since_ms;
     _Atomic int circuit_open;
     _Atomic long long held;
-    _Atomic unsigned long long held_peak; /* bytes of messages and blobs, wk_claim.h */
+    const atomic_ullong *held_peak; /* bytes of messages and blobs, wk_claim.h; may be NULL */
     wk_counter_t held_expired;
     wk_counter_t retry_after_capped;
     wk_metrics_dest_fn dest_fn; /* set before serving; NULL: no HTTP destinations */
@@ -568,13 +568,10 @@ void wk_metrics_held_set(wk_metrics_t *m, long long n)
         atomic_store_explicit(&m->held, n, memory_order_relaxed);
 }
 
-void wk_metrics_held_peak(wk_metrics_t *m, unsigned long long bytes)
+void wk_metrics_held_peak(wk_metrics_t *m, const atomic_ullong *peak)
 {
-    if (!m)
-        return;
-    unsigned long long cur = atomic_load(&m->held_peak);
-    while (bytes > cur && !atomic_compare_exchange_weak(&m->held_peak, &cur, bytes))
-        ;
+    if (m)
+        m->held_peak = peak;
 }
 
 void wk_metrics_held_expired(wk_metrics_t *m)
@@ -611,7 +608,8 @@ static void render_dests(wk_metrics_t *m, wk_buf_t *b)
     header(b, "inboxd_held_bytes_peak", "gauge",
            "The most bytes of received messages and claim-checked blobs held at once, as seen "
            "when each blob was admitted to their shared budget (servicebus.max_held_mb).");
-    buf_printf(b, "inboxd_held_bytes_peak %llu\n", atomic_load(&m->held_peak));
+    buf_printf(b, "inboxd_held_bytes_peak %llu\n",
+               m->held_peak ? (unsigned long long)atomic_load(m->held_peak) : 0ULL);
     header(b, "inboxd_http_retry_after_capped_total", "counter",
            "Retry-After answers longer than the route's http.max_retry_after_s: the destination "
            "was held only that long.");

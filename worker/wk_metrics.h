@@ -44,6 +44,7 @@
 #ifndef WK_METRICS_H
 #define WK_METRICS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -107,10 +108,10 @@ void wk_metrics_circuit_open_set(wk_metrics_t *m, bool open);
 /* The inboxd_held_messages gauge: messages held for their destination (wk_dest.h). thread: any. */
 void wk_metrics_held_set(wk_metrics_t *m, long long n);
 /*
- * Raises the inboxd_held_bytes_peak gauge to bytes: received messages and
- * claim-checked blobs held at once (wk_claim.h). thread: any.
+ * The inboxd_held_bytes_peak gauge reads peak (wk_claims_peak: received
+ * messages and claim-checked blobs held at once); before serving. thread: main.
  */
-void wk_metrics_held_peak(wk_metrics_t *m, unsigned long long bytes);
+void wk_metrics_held_peak(wk_metrics_t *m, const atomic_ullong *peak);
 /* Counts a held message whose lock renewal ran out (inboxd_held_expired_total). thread: any. */
 void wk_metrics_held_expired(wk_metrics_t *m);
 /*

@@ -226,6 +226,12 @@ bool db_get_text(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char **out
  */
 bool db_get_text_buf(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *buf,
                      size_t size);
+/*
+ * The same, its length in *len, read by the driver straight into buf when
+ * the text is read narrow (no copy: a large value's parts). false for NULL too.
+ */
+bool db_get_text_into(const db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT col, char *buf,
+                      size_t size, size_t *len);
 
 /* Fills err from the diagnostics of handle and classifies them. */
 ib_err_t db_diag_error(db_conn_t *dbc, SQLSMALLINT htype, SQLHANDLE h, const char *what,
