@@ -63,7 +63,8 @@ ib_err_t db_outbox_sql_insert(db_dialect_t d, const char *table, char *buf, size
  * body_octets / body_chars give its size; other dialects: the body whole,
  * the sizes NULL. *lock receives a statement to run first in
  * the transaction ("" when none; SQLite: take the write lock, so a second
- * relay waits instead of reading the same rows).
+ * relay waits instead of reading the same rows; PostgreSQL: plan the
+ * transaction's statements by the indexes, whatever the statistics say).
  */
 ib_err_t db_outbox_sql_claim(db_dialect_t d, const char *table, char *buf, size_t size,
                              char *lock, size_t lock_size);

@@ -25,6 +25,9 @@ static void test_claim_body_parts(void)
               IB_E_OK);
     ASSERT_CONTAINS(sql, "properties, CASE WHEN octet_length(body) > 1048576 THEN NULL ELSE body "
                          "END, attempts, trace_context, octet_length(body), char_length(body) FROM");
+    /* The round's statements go by the indexes even when the statistics call the table empty. */
+    ASSERT_STREQ(lock, "SELECT set_config('enable_seqscan', 'off', true), set_config("
+                       "'enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)");
     ASSERT_EQ(db_outbox_sql_body_part(DB_DIALECT_POSTGRESQL, "ob", sql, sizeof(sql)), IB_E_OK);
     ASSERT_STREQ(sql, "SELECT substr(body, CAST(? AS integer), CAST(? AS integer)) FROM ob "
                       "WHERE id = ?");
@@ -62,7 +65,7 @@ static void test_claim_locks_rows(void)
                                   sizeof(lock)),
               IB_E_OK);
     ASSERT_CONTAINS(sql, "ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED");
-    ASSERT_STREQ(lock, "");
+    ASSERT_CONTAINS(lock, "set_config('enable_seqscan', 'off', true)");
     ASSERT_EQ(db_outbox_sql_claim(DB_DIALECT_MARIADB, "ob", sql, sizeof(sql), lock, sizeof(lock)),
               IB_E_OK);
     ASSERT_CONTAINS(sql, "FOR UPDATE SKIP LOCKED");
