@@ -31,11 +31,11 @@
  * Sessions: each held session has its own link. Credit is only ever granted
  * as a drain of session_prefetch: the broker sends what the session has (up
  * to that many) and answers at once with the rest of the credit consumed.
- * The messages wait in the link's buffer and are handed out one at a time,
- * the next only after the broker confirmed the settlement of the previous:
- * one message at a time per session, in order. When the buffer is empty the
- * next drain goes out (while the last message is still being processed); a
- * drain that comes back empty means the session is done, and it is given
+ * The messages are handed out as they arrive, in order (the caller keeps
+ * a session's order: it may settle several of one session together). The
+ * next drain goes out as soon as one is answered, while at most
+ * SB_SESSION_HELD_MAX of the session are held; a drain that comes back
+ * short (fewer than it asked for) means the session is done, and it is given
  * back as soon as nothing is in flight. The moment a session is known to be
  * done the accept of the next one (next-available session filter) is sent,
  * so a slot switches without waiting: at most max_concurrent_sessions

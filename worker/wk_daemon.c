@@ -59,6 +59,7 @@ typedef struct job {
     unsigned shash;          /* of msg->session_id */
     unsigned long take_gen;  /* the take_jobs call that took it last */
     bool stopped;            /* settled so that its session cannot go on past it */
+    bool passed;             /* committed (or skipped) and being completed: later ones may go */
 } job_t;
 
 typedef struct daemon daemon_t;
@@ -396,11 +397,12 @@ static void on_session_switch(double seconds, void *ctx)
 /*
  * Whether j must wait: an earlier job of its session is in flight outside
  * the batch being taken (call gen): queued behind, in another worker's
- * batch, held, or settling. mu held.
+ * batch, held, or going back. One already applied and being completed does
+ * not hold it (a lost completion meets the inbox row on redelivery). mu held.
  */
 static bool session_waits(const job_t *j, unsigned long gen)
 {
-    return j->sprev && j->sprev->take_gen != gen;
+    return j->sprev && j->sprev->take_gen != gen && !j->sprev->passed;
 }
 
 /*
@@ -690,6 +692,16 @@ static void release_followers(daemon_t *dm, job_t *j)
     }
 }
 
+/* j went on (applied, duplicate, skipped): the later jobs of its session may be taken. */
+static void pass_followers(daemon_t *dm, job_t *j)
+{
+    pthread_mutex_lock(&dm->mu);
+    j->passed = true;
+    if (j->snext && dm->qhead)
+        pthread_cond_broadcast(&dm->cv);
+    pthread_mutex_unlock(&dm->mu);
+}
+
 /*
  * Hands the decision to the client. A dead letter carries its context as
  * properties to modify (wk_dl_props). After this call the proactor owns j.
@@ -703,6 +715,8 @@ static void settle(daemon_t *dm, job_t *j)
     sb_disposition_t disp = wk_decide_settlement(&j->d); /* never complete an undecided one */
     if (j->msg->session_id && !wk_pipeline_goes_on(&j->d))
         release_followers(dm, j);
+    else if (j->msg->session_id)
+        pass_followers(dm, j);
     if (disp == SB_DEADLETTER) {
         wk_dl_context_t c = {dm->cfg->consumer, &j->d.err, j->d.attempts, j->d.route_index,
                              ib_now_ms()};
