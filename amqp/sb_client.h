@@ -44,8 +44,10 @@
  * session back (the broker keeps the order). A drain left unanswered for
  * session_idle_timeout_s gives the session back too. prefetch and
  * max_concurrent_calls do not apply; "no session available" answers are
- * routine and retried quietly. With session_park, the first message of a
- * session that the worker dead-letters parks the session: its session state
+ * routine and retried quietly. With session_park, a session's messages are
+ * handed out one at a time (the next once the broker confirmed the previous
+ * one's settlement), and the first one the worker dead-letters parks the
+ * session: its session state
  * gets inboxd's parked record (com.microsoft:set-session-state), the dead
  * letter is sent only once the broker confirmed the record (when it never
  * does, the message is released instead and its settlement ends in error),

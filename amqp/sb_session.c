@@ -1,9 +1,10 @@
 /*
  * sb_session.c - next-available sessions: the session filter on attach,
  * reading the granted session from the broker's attach, the per-session
- * buffer handed out as it arrives (the worker keeps a session's order),
- * drains that tell when a session is done (one that comes back short), giving sessions back, keeping the accept pipeline full, the
- * switch-latency bookkeeping, and session-lock renewal.
+ * buffer handed out as it arrives (the worker keeps a session's order;
+ * one at a time under park), drains that tell when a session is done (one
+ * that comes back short), giving sessions back, keeping the accept
+ * pipeline full, the switch-latency bookkeeping, and session-lock renewal.
  * thread: proactor (everything here).
  */
 #include <stdlib.h>
@@ -269,11 +270,25 @@ void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg)
     sb_session_step(r);
 }
 
-/* Hands every buffered message out, in order: a batch may take several of a session. */
+/*
+ * Whether r may hand out its next buffered message: with none of its
+ * session in flight, always. A later one beside earlier ones in flight
+ * never under park: an earlier one may yet park the session, and then its
+ * later ones must not have been handed out.
+ */
+static bool may_hand(const sb_rcv_t *r)
+{
+    const sb_client_t *c = r->c;
+    if (r->held == r->nbuf)
+        return true;
+    return !c->park;
+}
+
+/* Hands buffered messages out, in order, while may_hand: a batch may take several of a session. */
 static void hand_all(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
-    while (r->nbuf > 0 && r->state == RCV_OPEN && !r->give_back) {
+    while (r->nbuf > 0 && r->state == RCV_OPEN && !r->give_back && may_hand(r)) {
         sb_msg_t *msg = r->sbuf_head;
         sb_session_unbuffer(r, msg);
         sb_msg_set_state(c, msg, SB_MS_HANDED);
