@@ -32,7 +32,9 @@
  * as a drain of session_prefetch: the broker sends what the session has (up
  * to that many) and answers at once with the rest of the credit consumed.
  * The messages are handed out as they arrive, in order (the caller keeps
- * a session's order: it may settle several of one session together). The
+ * a session's order: it may settle several of one session together): a
+ * session's first one out at once, a later one beside it only while fewer
+ * than max_concurrent_calls are handed out in all. The
  * next drain goes out as soon as one is answered, while at most
  * SB_SESSION_HELD_MAX of the session are held; a drain that comes back
  * short (fewer than it asked for) means the session is done, and it is given
@@ -42,8 +44,8 @@
  * sessions are being processed, and one replacement per finishing session
  * may be held besides. An abandon with later messages buffered gives the
  * session back (the broker keeps the order). A drain left unanswered for
- * session_idle_timeout_s gives the session back too. prefetch and
- * max_concurrent_calls do not apply; "no session available" answers are
+ * session_idle_timeout_s gives the session back too. prefetch does not
+ * apply; "no session available" answers are
  * routine and retried quietly. With session_park, a session's messages are
  * handed out one at a time (the next once the broker confirmed the previous
  * one's settlement), and the first one the worker dead-letters parks the

@@ -1,10 +1,11 @@
 /*
  * sb_session.c - next-available sessions: the session filter on attach,
  * reading the granted session from the broker's attach, the per-session
- * buffer handed out as it arrives (the worker keeps a session's order;
- * one at a time under park), drains that tell when a session is done (one
- * that comes back short), giving sessions back, keeping the accept
- * pipeline full, the switch-latency bookkeeping, and session-lock renewal.
+ * buffer handed out as it arrives within max_concurrent_calls (the worker
+ * keeps a session's order; one at a time under park), drains that tell
+ * when a session is done (one that comes back short), giving sessions
+ * back, keeping the accept pipeline full, the switch-latency bookkeeping,
+ * and session-lock renewal.
  * thread: proactor (everything here).
  */
 #include <stdlib.h>
@@ -271,17 +272,20 @@ void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg)
 }
 
 /*
- * Whether r may hand out its next buffered message: with none of its
- * session in flight, always. A later one beside earlier ones in flight
- * never under park: an earlier one may yet park the session, and then its
- * later ones must not have been handed out.
+ * Whether r may hand out its next buffered message. With none of its
+ * session in flight, always: each session in progress has one out. A later
+ * one beside earlier ones in flight only while the client has fewer than
+ * max_concurrent_calls handed out (a lost connection turns every message
+ * out into a lock lost the worker must get through), and never under park:
+ * an earlier one may yet park the session, and then its later ones must
+ * not have been handed out.
  */
 static bool may_hand(const sb_rcv_t *r)
 {
     const sb_client_t *c = r->c;
     if (r->held == r->nbuf)
         return true;
-    return !c->park;
+    return !c->park && c->n_inflight < c->mcc;
 }
 
 /* Hands buffered messages out, in order, while may_hand: a batch may take several of a session. */
@@ -357,6 +361,20 @@ void sb_session_step(sb_rcv_t *r)
     r->drain_got = 0;
     r->drain_ask = ask;
     pn_link_drain(r->link, (int)ask);
+}
+
+/*
+ * A settlement freed one of max_concurrent_calls: sessions whose messages
+ * wait for one hand them out, in the receivers' order. Not while the
+ * connection is down: their links are being lost, their messages with them.
+ */
+void sb_session_hand_more(sb_client_t *c)
+{
+    if (!c->sessions || c->park || !c->core.up)
+        return;
+    for (sb_rcv_t *r = c->rcvs; r && c->n_inflight < c->mcc; r = r->next)
+        if (r->session && r->nbuf > 0)
+            sb_session_step(r);
 }
 
 typedef struct sess_renew {

@@ -80,6 +80,7 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
     for (sb_rcv_t *g = c->rcvs; g; g = g->next)
         if (g == r || !g->session)
             sb_rcv_grant(g);
+    sb_session_hand_more(c);
     sb_rcv_pump(c);
 }
 
@@ -326,6 +327,7 @@ void sb_settle_drain_queue(sb_client_t *c)
     for (sb_rcv_t *r = c->rcvs; r; r = r->next)
         if (!r->session)
             sb_rcv_grant(r);
+    sb_session_hand_more(c);
     sb_rcv_pump(c);
 }
 

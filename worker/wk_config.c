@@ -45,7 +45,8 @@ const wk_setting_t wk_settings[] = {
      "Messages buffered beyond those in flight.", OFF(servicebus.prefetch)},
     {"servicebus.max_concurrent_calls", WK_CT_INT, "256", 1, 1024, NULL, 0,
      "Messages in flight at once (locks held and renewed), shared by the db workers, whose "
-     "batches form from them.", OFF(servicebus.max_concurrent_calls)},
+     "batches form from them; with sessions, beyond each session's next message.",
+     OFF(servicebus.max_concurrent_calls)},
     {"servicebus.max_held_mb", WK_CT_INT, "64", 0, 65536, NULL, 0,
      "Memory of received messages (arriving, buffered and in flight, each counted at twice "
      "its size) and claim-checked blobs held at most, in MiB: while it is spent no credit is "

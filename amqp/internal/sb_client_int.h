@@ -251,6 +251,8 @@ void sb_session_tick(sb_client_t *c);
 void sb_session_step(sb_rcv_t *r);
 /* A delivery on a session link: buffered, then stepped. */
 void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg);
+/* A settlement freed a slot among max_concurrent_calls: waiting sessions hand out more. */
+void sb_session_hand_more(sb_client_t *c);
 /* Starts idle session receivers until max_concurrent_sessions are busy. */
 void sb_session_fill(sb_client_t *c);
 /* Removes msg (BUFFERED) from its session receiver's buffer. */
