@@ -316,6 +316,8 @@ void sb_session_step(sb_rcv_t *r)
             sb_session_fill(c);
         return;
     }
+    if (sb_throttle_on(c))
+        return; /* no drain while the broker is busy: the hold's end steps it again */
     r->drain_at = ib_mono_ms();
     r->drain_got = 0;
     pn_link_drain(r->link, (int)c->session_prefetch);
@@ -348,6 +350,8 @@ static void on_session_renewed(void *ctx, int status, pn_message_t *resp, const 
         return;
     }
     c->stats.renewals_failed++;
+    if (sb_resp_busy(resp, status))
+        sb_throttle_note(c, "renew-session-lock");
     IB_LOG(IB_LOG_WARN, "lock_renew", IB_MSG("renew-session-lock failed"),
            IB_S("session_id", r->session_id), IB_I("status", status),
            IB_S("error", status < 0 ? err->text : NULL));

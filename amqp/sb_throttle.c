@@ -64,6 +64,7 @@ static void resume(sb_client_t *c, long long now)
             r->retry_at = now;
         sb_rcv_grant(r);
     }
+    sb_session_fill(c); /* session receivers left idle by the hold attach again */
     sb_rcv_pump(c);
 }
 
