@@ -512,9 +512,9 @@ static bool detached_recycle(sb_client_t *c, sb_rcv_t *r, const char *name, bool
         sb_throttle_note(c, "receive");
     else
         c->stats.link_recycles++;
-    IB_LOG(IB_LOG_INFO, "link_recycle", IB_MSG("the broker closed the receive link; attaching again"),
-           IB_S("condition", name), IB_S("entity", c->entity), IB_S("link", r->name),
-           IB_S("session_id", r->session_id));
+    IB_LOG(IB_LOG_INFO, "link_recycle",
+           IB_MSG("the broker closed the receive link; attaching again"), IB_S("condition", name),
+           IB_S("entity", c->entity), IB_S("link", r->name), IB_S("session_id", r->session_id));
     ib_error_set(&why, IB_E_DETACHED, IB_CLASS_TRANSIENT, "receive link closed by the broker (%s)",
                  name);
     if (!r->session)

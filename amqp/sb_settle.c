@@ -385,7 +385,7 @@ void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv)
             session_busy(c, msg, dlv);
             return;
         } else if (sb_condition_busy(name) && !st->session && msg->has_lock &&
-                 st->d != SB_RELEASE && !c->stopping) {
+                   st->d != SB_RELEASE && !c->stopping) {
             /* Throttled, not applied: once the hold ends, sent through $management. */
             sb_throttle_note(c, "settle");
             pn_delivery_set_context(dlv, NULL);
@@ -394,7 +394,7 @@ void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv)
             sb_settle_requeue(c, msg);
             return;
         } else if (strcmp(name, "amqp:not-found") == 0 && !st->session && msg->has_lock &&
-                 st->d != SB_RELEASE) {
+                   st->d != SB_RELEASE) {
             /* Not on this link: Service Bus allows the same settlement via $management. */
             pn_delivery_set_context(dlv, NULL);
             pn_delivery_settle(dlv);
