@@ -252,7 +252,10 @@ void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg);
 void sb_session_fill(sb_client_t *c);
 /* Removes msg (BUFFERED) from its session receiver's buffer. */
 void sb_session_unbuffer(sb_rcv_t *r, sb_msg_t *msg);
-/* Closes r's link (why: done, idle, stopping, abandoned, parked, busy); the broker frees the session. */
+/*
+ * Closes r's link (why: done, idle, stopping, abandoned, parked, busy); the
+ * broker frees the session.
+ */
 void sb_session_give_back(sb_rcv_t *r, const char *why);
 /* A session receiver's attach ended without a session (timeout, refused). */
 void sb_session_none(sb_client_t *c);
