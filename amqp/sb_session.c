@@ -278,6 +278,8 @@ void sb_session_step(sb_rcv_t *r)
     if (r->state != RCV_OPEN || !r->link || !r->session_id || c->stopping || c->paused ||
         r->recycling)
         return;
+    if (sb_throttle_on(c))
+        return; /* the broker is busy: no drain; the hold's end steps every receiver again */
     inflight = r->held - r->nbuf;
     if (c->receiving_stopped) {
         /*
@@ -316,8 +318,6 @@ void sb_session_step(sb_rcv_t *r)
             sb_session_fill(c);
         return;
     }
-    if (sb_throttle_on(c))
-        return; /* no drain while the broker is busy: the hold's end steps it again */
     r->drain_at = ib_mono_ms();
     r->drain_got = 0;
     pn_link_drain(r->link, (int)c->session_prefetch);

@@ -7,8 +7,8 @@
  * Nothing is dead-lettered or abandoned for it: a refused settlement waits
  * in the settle queue and goes out through $management when the hold ends
  * (a session message's cannot: its session is given back and the message
- * comes again, sb_settle.c); session receivers accept and drain nothing
- * while holding, and take sessions again when it ends.
+ * comes again, sb_settle.c); session receivers accept, drain and hand out
+ * nothing while holding, and take sessions again when it ends.
  * The waits grow with the busy answers in a row (full jitter,
  * SB_BUSY_BASE_MS doubling up to SB_BUSY_MAX_MS), so full speed returns
  * within SB_BUSY_MAX_MS of the broker accepting again.
