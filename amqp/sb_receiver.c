@@ -75,7 +75,8 @@ static void rcv_authorized(void *ctx, const ib_error_t *err)
 
 void sb_rcv_start(sb_rcv_t *r)
 {
-    if (r->state != RCV_IDLE || !r->c->core.conn)
+    /* No attach while the broker is busy: sb_throttle's resume starts them. */
+    if (r->state != RCV_IDLE || !r->c->core.conn || sb_throttle_on(r->c))
         return;
     r->state = RCV_AUTH;
     sb_cbs_authorize(&r->c->core, r->c->audience, rcv_authorized, r);
@@ -493,24 +494,35 @@ static void keep_locks(sb_rcv_t *r)
     }
 }
 
-/* A detach that is an ordinary recycle (server-busy, idle close): true when handled. */
+/*
+ * A detach that is an ordinary recycle (server-busy, idle close): true when
+ * handled. A plain link's messages keep their locks; a session link's
+ * session ends with it (its lock is the link's): what it buffered comes
+ * again in order, uncounted, and a message the worker holds can no longer
+ * settle (it comes again too, and the inbox knows it). The receiver takes
+ * the next session at once, or when the hold ends.
+ */
 static bool detached_recycle(sb_client_t *c, sb_rcv_t *r, const char *name, bool ours)
 {
     ib_error_t why;
     bool busy = sb_condition_busy(name);
-    if (ours || r->session || (!busy && strcmp(name, "amqp:link:detach-forced") != 0))
+    if (ours || (!busy && strcmp(name, "amqp:link:detach-forced") != 0))
         return false;
     if (busy)
         sb_throttle_note(c, "receive");
     else
         c->stats.link_recycles++;
-    IB_LOG(IB_LOG_INFO, "link_recycle", IB_MSG("the broker closed the receive link; attaching again"),
-           IB_S("condition", name), IB_S("entity", c->entity), IB_S("link", r->name));
+    IB_LOG(IB_LOG_INFO, "link_recycle",
+           IB_MSG("the broker closed the receive link; attaching again"), IB_S("condition", name),
+           IB_S("entity", c->entity), IB_S("link", r->name), IB_S("session_id", r->session_id));
     ib_error_set(&why, IB_E_DETACHED, IB_CLASS_TRANSIENT, "receive link closed by the broker (%s)",
                  name);
-    keep_locks(r);
+    if (!r->session)
+        keep_locks(r);
     sb_rcv_lost(r, &why, true);
     r->retry_at = ib_mono_ms(); /* a hold (sb_throttle_on) keeps it idle meanwhile */
+    if (r->session)
+        sb_session_fill(c);
     return true;
 }
 

@@ -319,6 +319,8 @@ void sb_session_step(sb_rcv_t *r)
     if (r->state != RCV_OPEN || !r->link || !r->session_id || c->stopping || c->paused ||
         r->recycling)
         return;
+    if (sb_throttle_on(c))
+        return; /* the broker is busy: no drain; the hold's end steps every receiver again */
     inflight = r->held - r->nbuf;
     if (c->receiving_stopped) {
         /*
@@ -404,6 +406,8 @@ static void on_session_renewed(void *ctx, int status, pn_message_t *resp, const 
         return;
     }
     c->stats.renewals_failed++;
+    if (sb_resp_busy(resp, status))
+        sb_throttle_note(c, "renew-session-lock");
     IB_LOG(IB_LOG_WARN, "lock_renew", IB_MSG("renew-session-lock failed"),
            IB_S("session_id", r->session_id), IB_I("status", status),
            IB_S("error", status < 0 ? err->text : NULL));

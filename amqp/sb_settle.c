@@ -299,6 +299,37 @@ static void settle_one(sb_client_t *c, sb_msg_t *msg)
     sb_settle_finish(c, msg, &res);
 }
 
+/*
+ * A session message's settlement answered server-busy: not applied, the
+ * message still locked under its session's lock, which only its own link
+ * holds (Service Bus settles a session's messages on that link alone), and
+ * the delivery ended by the answer, so the same disposition cannot go out
+ * again. The session is given back once none of it is in flight (at once
+ * when this message was the one out): the broker returns it, and those
+ * behind it, to the head of the session in order without counting a
+ * delivery, and a receiver takes it once the hold is over; the inbox then
+ * settles it again (a duplicate is completed, a failed row dead-lettered
+ * again). The worker's settlement ends IB_E_LOCK_LOST: nothing is abandoned
+ * or dead-lettered for the broker's load, and no attempt is counted.
+ */
+static void session_busy(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv)
+{
+    struct sb_msg_state *st = msg->st;
+    sb_rcv_t *r = st->rcv;
+    ib_error_t res;
+    sb_throttle_note(c, "settle");
+    pn_delivery_set_context(dlv, NULL);
+    pn_delivery_settle(dlv);
+    st->dlv = NULL;
+    if (r)
+        r->give_back = true; /* also when nothing is buffered: a drain would pass it over */
+    ib_error_set(&res, IB_E_LOCK_LOST, IB_CLASS_TRANSIENT,
+                 "the broker was busy: the session is given back and the message comes again");
+    sb_settle_finish(c, msg, &res);
+    if (r && r->state == RCV_OPEN && r->give_back && r->held == r->nbuf)
+        sb_session_give_back(r, "busy");
+}
+
 void sb_settle_drain_queue(sb_client_t *c)
 {
     sb_msg_t *list;
@@ -350,10 +381,13 @@ void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv)
     ib_error_clear(&res);
     if (name) {
         sb_log_condition("settle", "the broker refused a settlement", cond, &res);
-        if (strstr(name, "lock-lost"))
+        if (strstr(name, "lock-lost")) {
             res.code = IB_E_LOCK_LOST;
-        else if (sb_condition_busy(name) && !st->session && msg->has_lock &&
-                 st->d != SB_RELEASE && !c->stopping) {
+        } else if (sb_condition_busy(name) && st->session && !c->stopping) {
+            session_busy(c, msg, dlv);
+            return;
+        } else if (sb_condition_busy(name) && !st->session && msg->has_lock &&
+                   st->d != SB_RELEASE && !c->stopping) {
             /* Throttled, not applied: once the hold ends, sent through $management. */
             sb_throttle_note(c, "settle");
             pn_delivery_set_context(dlv, NULL);
@@ -362,7 +396,7 @@ void sb_settle_reply(sb_client_t *c, sb_msg_t *msg, pn_delivery_t *dlv)
             sb_settle_requeue(c, msg);
             return;
         } else if (strcmp(name, "amqp:not-found") == 0 && !st->session && msg->has_lock &&
-                 st->d != SB_RELEASE) {
+                   st->d != SB_RELEASE) {
             /* Not on this link: Service Bus allows the same settlement via $management. */
             pn_delivery_set_context(dlv, NULL);
             pn_delivery_settle(dlv);

@@ -5,7 +5,10 @@
  * whole client on hold until a jittered wait ends: no credit, no attach,
  * no settlement, no send; renewals go on (a lock must not lapse for it).
  * Nothing is dead-lettered or abandoned for it: a refused settlement waits
- * in the settle queue and goes out through $management when the hold ends.
+ * in the settle queue and goes out through $management when the hold ends
+ * (a session message's cannot: its session is given back and the message
+ * comes again, sb_settle.c); session receivers accept, drain and hand out
+ * nothing while holding, and take sessions again when it ends.
  * The waits grow with the busy answers in a row (full jitter,
  * SB_BUSY_BASE_MS doubling up to SB_BUSY_MAX_MS), so full speed returns
  * within SB_BUSY_MAX_MS of the broker accepting again.
@@ -64,6 +67,7 @@ static void resume(sb_client_t *c, long long now)
             r->retry_at = now;
         sb_rcv_grant(r);
     }
+    sb_session_fill(c); /* session receivers left idle by the hold attach again */
     sb_rcv_pump(c);
 }
 

@@ -257,7 +257,10 @@ void sb_session_hand_more(sb_client_t *c);
 void sb_session_fill(sb_client_t *c);
 /* Removes msg (BUFFERED) from its session receiver's buffer. */
 void sb_session_unbuffer(sb_rcv_t *r, sb_msg_t *msg);
-/* Closes r's link (why: done, idle, stopping, abandoned, parked); the broker frees the session. */
+/*
+ * Closes r's link (why: done, idle, stopping, abandoned, parked, busy); the
+ * broker frees the session.
+ */
 void sb_session_give_back(sb_rcv_t *r, const char *why);
 /* A session receiver's attach ended without a session (timeout, refused). */
 void sb_session_none(sb_client_t *c);
@@ -309,7 +312,7 @@ void sb_sstate_free(sb_client_t *c);
 #define SB_BUSY_MAX_MS 2000
 /* An operation was answered server-busy (what names it for the log): hold. */
 void sb_throttle_note(sb_client_t *c, const char *what);
-/* Holding: no credit, attach, settlement or send goes out. */
+/* Holding: no credit (nor a session's drain), attach, settlement or send goes out. */
 bool sb_throttle_on(const sb_client_t *c);
 /* Ends the hold once its wait is over and lets everything go on. */
 void sb_throttle_tick(sb_client_t *c);

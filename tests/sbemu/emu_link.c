@@ -418,10 +418,14 @@ static void pump_link(emu_broker_t *b, emu_link_t *l, int64_t now)
         if (l->ent->opts.requires_session && !l->session)
             break;
         if (emu_server_busy(b)) {
-            /* Fault: a receive with credit out is answered with a detach. */
+            /*
+             * Fault: a receive with credit out is answered with a detach.
+             * A session's lock ends with its link (uncounted, as when the
+             * client closes it); message locks outlive a plain link.
+             */
             b->ns->server_busy++;
+            emu_link_release(b, l);
             emu_link_refuse(l, EMU_BUSY_COND, EMU_BUSY_TEXT);
-            consumers_del(l->ent, l);
             return;
         }
         if (!deliver_one(b, l, now))
