@@ -3,6 +3,7 @@
  * and building a span. thread: any; a span belongs to the thread that
  * builds it until ot_span_end hands it to the exporter.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -111,18 +112,41 @@ bool ot_sample(ot_sampler_t s, double ratio, const ot_ctx_t *parent, const uint8
     return false;
 }
 
+/*
+ * A copy of n bytes of src (and a NUL) in s's text while it fits, else on
+ * the heap (*owned set); NULL when memory runs out.
+ */
+static const char *copy_text(ot_span_t *s, const char *src, size_t n, bool *owned)
+{
+    char *d;
+    *owned = false;
+    if (n < sizeof(s->text) - s->text_used) {
+        d = s->text + s->text_used;
+        s->text_used += (unsigned)n + 1;
+    } else if ((d = malloc(n + 1))) {
+        *owned = true;
+    } else {
+        return NULL;
+    }
+    memcpy(d, src, n);
+    d[n] = '\0';
+    return d;
+}
+
 static ot_span_t *span_start(ot_exporter_t *x, const char *name, bool copy, ot_kind_t kind,
                              const ot_ctx_t *parent, bool remote, long long start_ns)
 {
     ot_sampler_t sampler;
     double ratio;
     ot_span_t *s;
-    if (!x || !(s = calloc(1, sizeof(*s))))
+    if (!x || !(s = malloc(sizeof(*s))))
         return NULL;
+    memset(s, 0, offsetof(ot_span_t, text)); /* the text and attributes are filled as added */
     s->x = x;
     s->kind = kind;
-    s->name = copy ? strdup(name ? name : "") : name ? name : "";
-    s->name_owned = copy;
+    name = name ? name : "";
+    s->name_len = (uint32_t)strlen(name);
+    s->name = copy ? copy_text(s, name, s->name_len, &s->name_owned) : name;
     s->start_ns = start_ns ? start_ns : ot_now_ns();
     if (parent && parent->valid) {
         memcpy(s->ctx.trace_id, parent->trace_id, 16);
@@ -172,8 +196,9 @@ static ot_attr_t *new_attr(ot_span_t *s, const char *key, ot_vtype_t type)
     }
     ot_attr_t *a = &s->attrs[s->nattrs++];
     a->key = key;
-    a->type = type;
-    a->borrowed = false;
+    a->klen = (uint32_t)strlen(key);
+    a->type = (uint8_t)type;
+    a->owned = false;
     return a;
 }
 
@@ -182,7 +207,8 @@ void ot_span_str(ot_span_t *s, const char *key, const char *value)
     ot_attr_t *a;
     if (!value || !(a = new_attr(s, key, OT_V_STR)))
         return;
-    if (!(a->s = strdup(value))) {
+    a->slen = (uint32_t)strlen(value);
+    if (!(a->s = copy_text(s, value, a->slen, &a->owned))) {
         s->nattrs--;
         s->dropped_attrs++;
     }
@@ -194,7 +220,7 @@ void ot_span_str_const(ot_span_t *s, const char *key, const char *value)
     if (!value || !(a = new_attr(s, key, OT_V_STR)))
         return;
     a->s = value;
-    a->borrowed = true;
+    a->slen = (uint32_t)strlen(value);
 }
 
 void ot_span_int(ot_span_t *s, const char *key, long long value)
@@ -240,7 +266,7 @@ void ot_span_free(ot_span_t *s)
     if (!s)
         return;
     for (unsigned i = 0; i < s->nattrs; i++)
-        if (!s->attrs[i].borrowed)
+        if (s->attrs[i].owned)
             free((char *)s->attrs[i].s);
     free(s->links);
     free(s->status_msg);

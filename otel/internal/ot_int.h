@@ -12,17 +12,25 @@
 #include "ot_trace.h"
 
 #define OT_MAX_ATTRS 24
+#define OT_TEXT_MAX 256 /* a span's copied strings, in the span while they fit */
 
 typedef enum { OT_V_STR, OT_V_INT, OT_V_BOOL } ot_vtype_t;
 
 typedef struct ot_attr {
     const char *key;
-    ot_vtype_t type;
-    const char *s; /* OT_V_STR: owned unless borrowed */
-    bool borrowed; /* s outlives the span (ot_span_str_const): not freed */
-    long long i;
+    union {
+        const char *s; /* OT_V_STR: in the span's text, borrowed, or owned */
+        long long i;   /* OT_V_INT, OT_V_BOOL */
+    };
+    uint32_t klen, slen; /* strlen of key and s, for the encoders */
+    uint8_t type;        /* ot_vtype_t */
+    bool owned;          /* s was allocated for it (did not fit the text): freed with it */
 } ot_attr_t;
 
+/*
+ * A span record. ot_span_start clears the fields up to text; the text and
+ * the attributes are written as they are added, never cleared.
+ */
 struct ot_span {
     ot_exporter_t *x;
     ot_ctx_t ctx;
@@ -30,15 +38,18 @@ struct ot_span {
     bool has_parent, parent_remote, recording;
     ot_kind_t kind;
     const char *name;
-    bool name_owned; /* name was copied (ot_span_start) */
+    uint32_t name_len;
+    bool name_owned; /* name was allocated (a copy that did not fit the text) */
     long long start_ns, end_ns;
-    ot_attr_t attrs[OT_MAX_ATTRS];
     unsigned nattrs, dropped_attrs;
     ot_ctx_t *links;
     unsigned nlinks, caplinks;
     bool error;
     char *status_msg;
     struct ot_span *next; /* the exporter's queue */
+    unsigned text_used;
+    char text[OT_TEXT_MAX];
+    ot_attr_t attrs[OT_MAX_ATTRS];
 };
 
 /* The resource's attributes, as key/value strings. */
