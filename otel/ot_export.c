@@ -45,6 +45,10 @@ struct ot_exporter {
     CURLM *multi;             /* runs the one request, so that a stop can wake it */
     atomic_llong stop_by_ms;  /* 0 until stopping; then the mono ms when sending ends */
 
+    pthread_mutex_t pool_mu; /* guards the records below */
+    ot_span_t *pool;         /* span records for reuse, linked by next */
+    unsigned pooled;
+
     atomic_ullong exported, dropped;
     char last_error[256]; /* thread: exporter; "" while exports succeed */
 };
@@ -264,6 +268,46 @@ void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s)
     }
 }
 
+ot_span_t *ot_exporter_span_get(ot_exporter_t *x)
+{
+    ot_span_t *s;
+    pthread_mutex_lock(&x->pool_mu);
+    if ((s = x->pool)) {
+        x->pool = s->next;
+        x->pooled--;
+    }
+    pthread_mutex_unlock(&x->pool_mu);
+    if (!s && (s = malloc(sizeof(*s)))) {
+        s->links = NULL;
+        s->caplinks = 0;
+    }
+    return s;
+}
+
+static void free_records(ot_span_t *s)
+{
+    while (s) {
+        ot_span_t *next = s->next;
+        free(s->links);
+        free(s);
+        s = next;
+    }
+}
+
+void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first)
+{
+    pthread_mutex_lock(&x->pool_mu);
+    while (first && x->pooled < x->batch_max) {
+        ot_span_t *next = first->next;
+        first->next = x->pool;
+        x->pool = first;
+        x->pooled++;
+        first = next;
+    }
+    pthread_mutex_unlock(&x->pool_mu);
+    free_records(first);
+}
+
 /* Takes up to batch_max spans, waiting at most interval_ms for a full batch. */
 static ot_span_t *take_batch(ot_exporter_t *x, unsigned *n, bool *stop)
 {
@@ -376,13 +420,13 @@ static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
     note(x, problem[0] ? problem : NULL, n);
 }
 
-static void free_list(ot_span_t *s)
+/* Gives a list of spans back to x's records. */
+static void free_list(ot_exporter_t *x, ot_span_t *s)
 {
-    while (s) {
-        ot_span_t *next = s->next;
-        ot_span_free(s);
-        s = next;
-    }
+    for (ot_span_t *p = s; p; p = p->next)
+        ot_span_clear(p);
+    if (s)
+        ot_exporter_span_put(x, s);
 }
 
 /* Posts a batch (h NULL: drops it) and frees it. */
@@ -394,7 +438,7 @@ static void send_batch(ot_exporter_t *x, CURL *h, ot_span_t *batch, unsigned n)
         post(x, h, batch, n);
     else
         atomic_fetch_add(&x->dropped, n);
-    free_list(batch);
+    free_list(x, batch);
 }
 
 static void *export_main(void *arg)
@@ -431,6 +475,8 @@ static void *export_main(void *arg)
 
 static void release(ot_exporter_t *x)
 {
+    free_records(x->pool);
+    pthread_mutex_destroy(&x->pool_mu);
     if (x->multi)
         curl_multi_cleanup(x->multi);
     free(x->url);
@@ -464,6 +510,7 @@ ot_exporter_t *ot_exporter_new(const ot_options_t *opt, ib_error_t *err)
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
         return NULL;
     }
+    pthread_mutex_init(&x->pool_mu, NULL);
     if (!set_url(x, o)) { /* no endpoint: tracing is off */
         release(x);
         return NULL;
@@ -496,6 +543,7 @@ bool ot_options_check(const ot_options_t *opt, ib_error_t *err)
     ib_error_clear(err);
     if (!x)
         return !ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
+    pthread_mutex_init(&x->pool_mu, NULL);
     ok = !set_url(x, opt) || configure(x, opt, err);
     release(x);
     return ok;
@@ -512,7 +560,7 @@ void ot_exporter_free(ot_exporter_t *x)
     pthread_mutex_unlock(&x->mu);
     curl_multi_wakeup(x->multi); /* a request under way sees the deadline now */
     pthread_join(x->thread, NULL);
-    free_list(x->head);
+    free_list(x, x->head);
     pthread_cond_destroy(&x->cv);
     pthread_mutex_destroy(&x->mu);
     release(x);

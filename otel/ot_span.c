@@ -59,7 +59,7 @@ void ot_ctx_format(const ot_ctx_t *ctx, char out[OT_TRACEPARENT_LEN])
     ib_enc_hex(out + 53, &ctx->flags, 1);
 }
 
-/* Random bytes for ids: a per-thread xorshift generator seeded by the kernel. */
+/* Random bytes for ids (n a multiple of 8): a per-thread xorshift generator seeded by the kernel. */
 static void random_id(uint8_t *out, size_t n)
 {
     static _Thread_local uint64_t state;
@@ -71,12 +71,8 @@ static void random_id(uint8_t *out, size_t n)
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        uint64_t v = state;
-        for (size_t k = 0; k < 8 && i + k < n; k++)
-            out[i + k] = (uint8_t)(v >> (8 * k));
+        memcpy(out + i, &state, 8); /* xorshift never yields 0: never the invalid all-zero id */
     }
-    if (all_zero(out, (unsigned)n))
-        out[0] = 1; /* never the invalid all-zero id */
 }
 
 /* The ratio sampler decides on the trace id's last 56 bits, as OpenTelemetry's. */
@@ -139,9 +135,15 @@ static ot_span_t *span_start(ot_exporter_t *x, const char *name, bool copy, ot_k
     ot_sampler_t sampler;
     double ratio;
     ot_span_t *s;
-    if (!x || !(s = malloc(sizeof(*s))))
+    ot_ctx_t *links;
+    unsigned caplinks;
+    if (!x || !(s = ot_exporter_span_get(x)))
         return NULL;
+    links = s->links;
+    caplinks = s->caplinks;
     memset(s, 0, offsetof(ot_span_t, text)); /* the text and attributes are filled as added */
+    s->links = links;
+    s->caplinks = caplinks;
     s->x = x;
     s->kind = kind;
     name = name ? name : "";
@@ -261,18 +263,26 @@ void ot_span_error(ot_span_t *s, const char *description)
     s->status_msg = description ? strdup(description) : NULL;
 }
 
+void ot_span_clear(ot_span_t *s)
+{
+    for (unsigned i = 0; i < s->nattrs; i++)
+        if (s->attrs[i].owned)
+            free((char *)s->attrs[i].s);
+    s->nattrs = 0;
+    free(s->status_msg);
+    s->status_msg = NULL;
+    if (s->name_owned)
+        free((char *)s->name);
+    s->name_owned = false;
+}
+
 void ot_span_free(ot_span_t *s)
 {
     if (!s)
         return;
-    for (unsigned i = 0; i < s->nattrs; i++)
-        if (s->attrs[i].owned)
-            free((char *)s->attrs[i].s);
-    free(s->links);
-    free(s->status_msg);
-    if (s->name_owned)
-        free((char *)s->name);
-    free(s);
+    ot_span_clear(s);
+    s->next = NULL;
+    ot_exporter_span_put(s->x, s);
 }
 
 void ot_span_end(ot_span_t *s, long long end_ns)

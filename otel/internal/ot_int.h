@@ -83,7 +83,17 @@ bool ot_sample(ot_sampler_t s, double ratio, const ot_ctx_t *parent, const uint8
 /* The exporter's sampler, ratio, and queueing (ot_export.c). */
 void ot_exporter_sampler(const ot_exporter_t *x, ot_sampler_t *s, double *ratio);
 void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s);
-/* Frees a span record. */
+/*
+ * Span records of x: a recycled one (its links array kept), else a new one
+ * with none; NULL when memory runs out. put takes back a chain (linked by
+ * next) of cleared records, keeping up to batch_max for reuse and freeing
+ * the rest. thread: any.
+ */
+ot_span_t *ot_exporter_span_get(ot_exporter_t *x);
+void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first);
+/* Frees what a span record holds (its strings) but the record and its links array. */
+void ot_span_clear(ot_span_t *s);
+/* Clears a span record and gives it back to its exporter. */
 void ot_span_free(ot_span_t *s);
 
 #endif
