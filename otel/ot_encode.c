@@ -56,6 +56,8 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 static size_t varint_len(uint64_t v)
 {
     size_t n = 1;
+    if (v < 0x80)
+        return 1;
     while (v >= 0x80) {
         v >>= 7;
         n++;
@@ -202,7 +204,7 @@ static ot_attr_t res_attr(const ot_kv_t *kv)
     return a;
 }
 
-bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out)
+bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, ot_span_t *spans, ot_buf_t *out)
 {
     size_t resource = 0, scope = len_field(1, strlen(OT_SCOPE_NAME)), ss, rs, start;
     unsigned char *p;
@@ -211,8 +213,8 @@ bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, const ot_span_t *spans,
         resource += len_field(1, kv_size(&a));
     }
     ss = len_field(1, scope); /* ScopeSpans { scope = 1; spans = 2 } */
-    for (const ot_span_t *s = spans; s; s = s->next)
-        ss += len_field(2, span_size(s));
+    for (ot_span_t *s = spans; s; s = s->next)
+        ss += len_field(2, s->pb_size = span_size(s));
     rs = len_field(1, resource) + len_field(2, ss); /* ResourceSpans { resource 1; scope_spans 2 } */
     if (!reserve(out, len_field(1, rs)))
         return false;
@@ -227,7 +229,7 @@ bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, const ot_span_t *spans,
     p = w_len(p, 1, scope); /* InstrumentationScope { name = 1 } */
     p = w_bytes(p, 1, OT_SCOPE_NAME, strlen(OT_SCOPE_NAME));
     for (const ot_span_t *s = spans; s; s = s->next)
-        p = w_span(p, s, span_size(s));
+        p = w_span(p, s, s->pb_size);
     out->len = (size_t)(p - out->p);
     return out->len - start == len_field(1, rs);
 }

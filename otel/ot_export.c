@@ -51,6 +51,7 @@ struct ot_exporter {
 
     atomic_ullong exported, dropped;
     char last_error[256]; /* thread: exporter; "" while exports succeed */
+    ot_buf_t body;        /* thread: exporter; a request's body, kept for the next */
 };
 
 /* ---- settings ------------------------------------------------------------ */
@@ -297,7 +298,7 @@ static void free_records(ot_span_t *s)
 void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first)
 {
     pthread_mutex_lock(&x->pool_mu);
-    while (first && x->pooled < x->batch_max) {
+    while (first && x->pooled < x->queue_max + x->batch_max) {
         ot_span_t *next = first->next;
         first->next = x->pool;
         x->pool = first;
@@ -320,7 +321,11 @@ static ot_span_t *take_batch(ot_exporter_t *x, unsigned *n, bool *stop)
     *stop = x->stop;
     first = last = x->head;
     *n = 0;
-    if (first) {
+    if (first && x->queued <= x->batch_max) { /* all of it: no walk under the lock */
+        *n = x->queued;
+        x->head = x->tail = NULL;
+        x->queued = 0;
+    } else if (first) {
         *n = 1;
         while (*n < x->batch_max && last->next) {
             last = last->next;
@@ -391,13 +396,27 @@ static CURLcode perform(ot_exporter_t *x, CURL *h)
     return rc;
 }
 
-static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
+/* Gives a list of spans back to x's records. */
+static void free_list(ot_exporter_t *x, ot_span_t *s)
 {
-    ot_buf_t body = {0};
+    for (ot_span_t *p = s; p; p = p->next)
+        ot_span_clear(p);
+    if (s)
+        ot_exporter_span_put(x, s);
+}
+
+/* A body this large is freed after its request rather than kept for the next. */
+#define OT_BODY_KEEP (4u << 20)
+
+/* Encodes n spans, gives their records back, and posts the body. */
+static void post(ot_exporter_t *x, CURL *h, ot_span_t *spans, unsigned n)
+{
+    ot_buf_t body = x->body;
     char problem[200] = "";
     long status = 0;
     bool ok = x->json ? ot_encode_json(x->res, x->nres, spans, &body)
                       : ot_encode_protobuf(x->res, x->nres, spans, &body);
+    free_list(x, spans); /* encoded: the records go back before the request waits */
     if (!ok) {
         snprintf(problem, sizeof(problem), "out of memory encoding the request");
     } else {
@@ -412,7 +431,11 @@ static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
         else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status), status / 100 != 2)
             snprintf(problem, sizeof(problem), "the collector answered HTTP %ld", status);
     }
-    ot_buf_free(&body);
+    body.len = 0;
+    body.failed = false;
+    if (body.cap > OT_BODY_KEEP)
+        ot_buf_free(&body);
+    x->body = body;
     if (problem[0])
         atomic_fetch_add(&x->dropped, n);
     else
@@ -420,24 +443,16 @@ static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
     note(x, problem[0] ? problem : NULL, n);
 }
 
-/* Gives a list of spans back to x's records. */
-static void free_list(ot_exporter_t *x, ot_span_t *s)
-{
-    for (ot_span_t *p = s; p; p = p->next)
-        ot_span_clear(p);
-    if (s)
-        ot_exporter_span_put(x, s);
-}
-
 /* Posts a batch (h NULL: drops it) and frees it. */
 static void send_batch(ot_exporter_t *x, CURL *h, ot_span_t *batch, unsigned n)
 {
     if (!batch)
         return;
-    if (h)
+    if (h) {
         post(x, h, batch, n);
-    else
-        atomic_fetch_add(&x->dropped, n);
+        return;
+    }
+    atomic_fetch_add(&x->dropped, n);
     free_list(x, batch);
 }
 
@@ -475,6 +490,7 @@ static void *export_main(void *arg)
 
 static void release(ot_exporter_t *x)
 {
+    ot_buf_free(&x->body);
     free_records(x->pool);
     pthread_mutex_destroy(&x->pool_mu);
     if (x->multi)

@@ -120,7 +120,7 @@ static const char *copy_text(ot_span_t *s, const char *src, size_t n, bool *owne
         d = s->text + s->text_used;
         s->text_used += (unsigned)n + 1;
     } else if ((d = malloc(n + 1))) {
-        *owned = true;
+        *owned = s->spilled = true;
     } else {
         return NULL;
     }
@@ -265,10 +265,11 @@ void ot_span_error(ot_span_t *s, const char *description)
 
 void ot_span_clear(ot_span_t *s)
 {
-    for (unsigned i = 0; i < s->nattrs; i++)
+    for (unsigned i = 0; s->spilled && i < s->nattrs; i++)
         if (s->attrs[i].owned)
             free((char *)s->attrs[i].s);
     s->nattrs = 0;
+    s->spilled = false;
     free(s->status_msg);
     s->status_msg = NULL;
     if (s->name_owned)

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "db_limits.h"
-#include "ib_enc.h"
 #include "sb_msg.h"
 #include "wk_msgctx.h"
 #include "wk_trace.h"
@@ -75,8 +74,10 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
     ot_span_str(t->span, "inboxd.session_id", msg->session_id);
     ot_span_str(t->span, "inboxd.subject", msg->subject);
     ot_ctx_format(ot_span_ctx(t->span), t->traceparent);
-    ib_enc_hex(t->trace_id, ot_span_ctx(t->span)->trace_id, 16);
-    ib_enc_hex(t->span_id, ot_span_ctx(t->span)->span_id, 8);
+    memcpy(t->trace_id, t->traceparent + 3, 32); /* "00-" trace-id "-" span-id "-" flags */
+    t->trace_id[32] = '\0';
+    memcpy(t->span_id, t->traceparent + 36, 16);
+    t->span_id[16] = '\0';
     msg->user = t;
 }
 

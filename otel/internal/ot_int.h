@@ -47,6 +47,8 @@ struct ot_span {
     bool error;
     char *status_msg;
     struct ot_span *next; /* the exporter's queue */
+    size_t pb_size;       /* the encoder's: the Span message's length */
+    bool spilled;         /* a copied string did not fit the text: some attribute owns one */
     unsigned text_used;
     char text[OT_TEXT_MAX];
     ot_attr_t attrs[OT_MAX_ATTRS];
@@ -74,7 +76,7 @@ typedef struct ot_buf {
 } ot_buf_t;
 
 /* The encoded request body of n spans (linked by next), protobuf or JSON. */
-bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out);
+bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, ot_span_t *spans, ot_buf_t *out);
 bool ot_encode_json(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out);
 void ot_buf_free(ot_buf_t *b);
 
@@ -86,8 +88,10 @@ void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s);
 /*
  * Span records of x: a recycled one (its links array kept), else a new one
  * with none; NULL when memory runs out. put takes back a chain (linked by
- * next) of cleared records, keeping up to batch_max for reuse and freeing
- * the rest. thread: any.
+ * next) of cleared records, keeping up to queue_max + batch_max (as many as
+ * the queue and a request hold) for reuse and freeing the rest. Records go
+ * back to the thread that frees them seldom: a free across threads' malloc
+ * arenas, span after span, cost more than the span. thread: any.
  */
 ot_span_t *ot_exporter_span_get(ot_exporter_t *x);
 void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first);
