@@ -298,7 +298,7 @@ static void free_records(ot_span_t *s)
 void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first)
 {
     pthread_mutex_lock(&x->pool_mu);
-    while (first && x->pooled < x->queue_max + x->batch_max) {
+    while (first && x->pooled < 2 * x->queue_max) {
         ot_span_t *next = first->next;
         first->next = x->pool;
         x->pool = first;
@@ -309,35 +309,41 @@ void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first)
     free_records(first);
 }
 
-/* Takes up to batch_max spans, waiting at most interval_ms for a full batch. */
-static ot_span_t *take_batch(ot_exporter_t *x, unsigned *n, bool *stop)
+/*
+ * Takes every queued span (n set to their count), waiting at most
+ * interval_ms for a batch's worth: the list is cut into batches outside the
+ * lock, which producers take at every span's end.
+ */
+static ot_span_t *take_all(ot_exporter_t *x, unsigned *n, bool *stop)
 {
     long long until = ib_mono_ms() + x->interval_ms;
-    ot_span_t *first, *last;
+    ot_span_t *all;
     pthread_mutex_lock(&x->mu);
     while (!x->stop && x->queued < x->batch_max &&
            ib_cond_wait_until(&x->cv, &x->mu, until) == 0)
         ;
     *stop = x->stop;
-    first = last = x->head;
-    *n = 0;
-    if (first && x->queued <= x->batch_max) { /* all of it: no walk under the lock */
-        *n = x->queued;
-        x->head = x->tail = NULL;
-        x->queued = 0;
-    } else if (first) {
-        *n = 1;
-        while (*n < x->batch_max && last->next) {
-            last = last->next;
-            (*n)++;
-        }
-        x->head = last->next;
-        if (!x->head)
-            x->tail = NULL;
-        last->next = NULL;
-        x->queued -= *n;
-    }
+    all = x->head;
+    *n = x->queued;
+    x->head = x->tail = NULL;
+    x->queued = 0;
     pthread_mutex_unlock(&x->mu);
+    return all;
+}
+
+/* The first batch_max spans of *list (*n of them), the rest left in *list. */
+static ot_span_t *next_batch(const ot_exporter_t *x, ot_span_t **list, unsigned *n)
+{
+    ot_span_t *first = *list, *last = first;
+    if (!first)
+        return NULL;
+    *n = 1;
+    while (*n < x->batch_max && last->next) {
+        last = last->next;
+        (*n)++;
+    }
+    *list = last->next;
+    last->next = NULL;
     return first;
 }
 
@@ -472,15 +478,17 @@ static void *export_main(void *arg)
     }
     while (!stop) {
         unsigned n;
-        ot_span_t *batch = take_batch(x, &n, &stop);
-        send_batch(x, stop && x->last_error[0] ? NULL : h, batch, n);
+        ot_span_t *rest = take_all(x, &n, &stop), *batch;
+        while ((batch = next_batch(x, &rest, &n)))
+            send_batch(x, stop && x->last_error[0] ? NULL : h, batch, n);
     }
     for (;;) { /* at stop, what is queued goes out while the collector answers, in time */
         unsigned n;
-        ot_span_t *batch = take_batch(x, &n, &stop);
-        if (!batch)
+        ot_span_t *rest = take_all(x, &n, &stop), *batch;
+        if (!rest)
             break;
-        send_batch(x, x->last_error[0] || stop_left(x) <= 0 ? NULL : h, batch, n);
+        while ((batch = next_batch(x, &rest, &n)))
+            send_batch(x, x->last_error[0] || stop_left(x) <= 0 ? NULL : h, batch, n);
     }
     curl_easy_cleanup(h);
     return NULL;

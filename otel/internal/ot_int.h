@@ -88,8 +88,8 @@ void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s);
 /*
  * Span records of x: a recycled one (its links array kept), else a new one
  * with none; NULL when memory runs out. put takes back a chain (linked by
- * next) of cleared records, keeping up to queue_max + batch_max (as many as
- * the queue and a request hold) for reuse and freeing the rest. Records go
+ * next) of cleared records, keeping up to 2 x queue_max (as many as the
+ * queue and the spans taken from it hold) for reuse and freeing the rest. Records go
  * back to the thread that frees them seldom: a free across threads' malloc
  * arenas, span after span, cost more than the span. thread: any.
  */
