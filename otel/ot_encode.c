@@ -84,6 +84,12 @@ static size_t kv_size(const ot_attr_t *a)
     return len_field(1, a->klen) + len_field(2, any_size(a));
 }
 
+/* A string KeyValue's size: key and value of klen and vlen bytes. */
+static size_t kv_str_size(size_t klen, size_t vlen)
+{
+    return len_field(1, klen) + len_field(2, len_field(1, vlen));
+}
+
 #define LINK_SIZE (len_field(1, 16) + len_field(2, 8) + 1 + 4)
 
 static size_t status_size(const ot_span_t *s)
@@ -97,6 +103,8 @@ static size_t span_size(const ot_span_t *s)
     size_t n = len_field(1, 16) + len_field(2, 8) + (s->has_parent ? len_field(4, 8) : 0) +
                len_field(5, s->name_len) + 1 + varint_len((uint64_t)s->kind) + 2 * (1 + 8) +
                2 + 4; /* flags = 16: a two-byte tag */
+    for (unsigned i = 0; s->shared && i < s->shared->n; i++)
+        n += len_field(9, kv_str_size(s->shared->kv[i].klen, s->shared->kv[i].vlen));
     for (unsigned i = 0; i < s->nattrs; i++)
         n += len_field(9, kv_size(&s->attrs[i]));
     if (s->dropped_attrs)
@@ -144,14 +152,23 @@ static unsigned char *w_fixed(unsigned char *p, unsigned field, uint64_t v, unsi
     return p;
 }
 
+static unsigned char *w_kv_str(unsigned char *p, unsigned field, const char *key, size_t klen,
+                               const char *value, size_t vlen)
+{
+    p = w_len(p, field, kv_str_size(klen, vlen));
+    p = w_bytes(p, 1, key, klen);
+    p = w_len(p, 2, len_field(1, vlen));
+    return w_bytes(p, 1, value, vlen);
+}
+
 static unsigned char *w_kv(unsigned char *p, unsigned field, const ot_attr_t *a)
 {
+    if (a->type == OT_V_STR)
+        return w_kv_str(p, field, a->key, a->klen, a->s, a->slen);
     size_t any = any_size(a);
     p = w_len(p, field, len_field(1, a->klen) + len_field(2, any));
     p = w_bytes(p, 1, a->key, a->klen);
     p = w_len(p, 2, any);
-    if (a->type == OT_V_STR)
-        return w_bytes(p, 1, a->s, a->slen);
     p = w_tag(p, a->type == OT_V_BOOL ? 2 : 3, WT_VARINT);
     return w_varint(p, a->type == OT_V_BOOL ? a->i != 0 : (uint64_t)a->i);
 }
@@ -176,6 +193,9 @@ static unsigned char *w_span(unsigned char *p, const ot_span_t *s, size_t size)
     p = w_varint(w_tag(p, 6, WT_VARINT), (uint64_t)s->kind);
     p = w_fixed(p, 7, (uint64_t)s->start_ns, 8);
     p = w_fixed(p, 8, (uint64_t)s->end_ns, 8);
+    for (unsigned i = 0; s->shared && i < s->shared->n; i++)
+        p = w_kv_str(p, 9, s->shared->kv[i].key, s->shared->kv[i].klen, s->shared->kv[i].value,
+                     s->shared->kv[i].vlen);
     for (unsigned i = 0; i < s->nattrs; i++)
         p = w_kv(p, 9, &s->attrs[i]);
     if (s->dropped_attrs)
@@ -195,23 +215,12 @@ static unsigned char *w_span(unsigned char *p, const ot_span_t *s, size_t size)
     return w_fixed(p, 16, span_flags(s), 4);
 }
 
-/* A resource attribute as a string KeyValue. */
-static ot_attr_t res_attr(const ot_kv_t *kv)
-{
-    ot_attr_t a = {.key = kv->key, .s = kv->value, .type = OT_V_STR};
-    a.klen = (uint32_t)strlen(kv->key);
-    a.slen = (uint32_t)strlen(kv->value);
-    return a;
-}
-
 bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, ot_span_t *spans, ot_buf_t *out)
 {
     size_t resource = 0, scope = len_field(1, strlen(OT_SCOPE_NAME)), ss, rs, start;
     unsigned char *p;
-    for (size_t i = 0; i < nres; i++) {
-        ot_attr_t a = res_attr(&res[i]);
-        resource += len_field(1, kv_size(&a));
-    }
+    for (size_t i = 0; i < nres; i++)
+        resource += len_field(1, kv_str_size(strlen(res[i].key), strlen(res[i].value)));
     ss = len_field(1, scope); /* ScopeSpans { scope = 1; spans = 2 } */
     for (ot_span_t *s = spans; s; s = s->next)
         ss += len_field(2, s->pb_size = span_size(s));
@@ -221,10 +230,8 @@ bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, ot_span_t *spans, ot_bu
     start = out->len;
     p = w_len(out->p + out->len, 1, rs); /* ExportTraceServiceRequest.resource_spans = 1 */
     p = w_len(p, 1, resource);           /* Resource { attributes = 1 } */
-    for (size_t i = 0; i < nres; i++) {
-        ot_attr_t a = res_attr(&res[i]);
-        p = w_kv(p, 1, &a);
-    }
+    for (size_t i = 0; i < nres; i++)
+        p = w_kv_str(p, 1, res[i].key, strlen(res[i].key), res[i].value, strlen(res[i].value));
     p = w_len(p, 2, ss);
     p = w_len(p, 1, scope); /* InstrumentationScope { name = 1 } */
     p = w_bytes(p, 1, OT_SCOPE_NAME, strlen(OT_SCOPE_NAME));
@@ -259,6 +266,8 @@ static json_t *js_span(const ot_span_t *s)
     ib_enc_hex(sid, s->ctx.span_id, 8);
     snprintf(start, sizeof(start), "%lld", s->start_ns);
     snprintf(end, sizeof(end), "%lld", s->end_ns);
+    for (unsigned i = 0; s->shared && i < s->shared->n; i++)
+        json_array_append_new(attrs, js_attr(s->shared->kv[i].key, NULL, s->shared->kv[i].value));
     for (unsigned i = 0; i < s->nattrs; i++)
         json_array_append_new(attrs, js_attr(s->attrs[i].key, &s->attrs[i], NULL));
     for (unsigned i = 0; i < s->nlinks; i++) {

@@ -225,6 +225,23 @@ void ot_span_str_const(ot_span_t *s, const char *key, const char *value)
     a->slen = (uint32_t)strlen(value);
 }
 
+void ot_shared_add(ot_shared_t *set, const char *key, const char *value)
+{
+    if (!value || set->n == OT_SHARED_MAX)
+        return;
+    set->kv[set->n].key = key;
+    set->kv[set->n].value = value;
+    set->kv[set->n].klen = (uint32_t)strlen(key);
+    set->kv[set->n].vlen = (uint32_t)strlen(value);
+    set->n++;
+}
+
+void ot_span_shared(ot_span_t *s, const ot_shared_t *set)
+{
+    if (s && s->recording)
+        s->shared = set;
+}
+
 void ot_span_int(ot_span_t *s, const char *key, long long value)
 {
     ot_attr_t *a = new_attr(s, key, OT_V_INT);

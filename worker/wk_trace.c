@@ -22,6 +22,8 @@ static struct {
     char topic[DB_ENTITY_MAX + 1];                /* messaging.destination.name */
     const char *sub;  /* messaging.destination.subscription.name, or NULL */
     const char *consumer;
+    ot_shared_t process;              /* a consumer span's constant attributes */
+    ot_shared_t settle[SB_RELEASE + 1]; /* a settlement span's, by disposition */
 } consts;
 
 /* messaging.destination.name and .subscription.name from "topic/Subscriptions/sub". */
@@ -36,6 +38,21 @@ static void consts_set(const wk_config_t *cfg)
              entity ? entity : "");
     consts.sub = sub ? sub + strlen("/Subscriptions/") : NULL;
     consts.consumer = cfg->consumer;
+    consts.process = (ot_shared_t){0};
+    ot_shared_add(&consts.process, "messaging.system", "servicebus");
+    ot_shared_add(&consts.process, "messaging.operation.name", "process");
+    ot_shared_add(&consts.process, "messaging.operation.type", "process");
+    if (consts.topic[0])
+        ot_shared_add(&consts.process, "messaging.destination.name", consts.topic);
+    ot_shared_add(&consts.process, "messaging.destination.subscription.name", consts.sub);
+    ot_shared_add(&consts.process, "messaging.consumer.group.name", consts.consumer);
+    for (int d = SB_COMPLETE; d <= SB_RELEASE; d++) {
+        ot_shared_t *set = &consts.settle[d];
+        *set = (ot_shared_t){0};
+        ot_shared_add(set, "messaging.system", "servicebus");
+        ot_shared_add(set, "messaging.operation.name", sb_disposition_name((sb_disposition_t)d));
+        ot_shared_add(set, "messaging.operation.type", "settle");
+    }
 }
 
 ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err)
@@ -59,13 +76,7 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
         ot_span_start_const(x, consts.name, OT_KIND_CONSUMER, has_parent ? &parent : NULL, true, 0);
     if (!t->span)
         return;
-    ot_span_str_const(t->span, "messaging.system", "servicebus");
-    ot_span_str_const(t->span, "messaging.operation.name", "process");
-    ot_span_str_const(t->span, "messaging.operation.type", "process");
-    if (consts.topic[0])
-        ot_span_str_const(t->span, "messaging.destination.name", consts.topic);
-    ot_span_str_const(t->span, "messaging.destination.subscription.name", consts.sub);
-    ot_span_str_const(t->span, "messaging.consumer.group.name", consts.consumer);
+    ot_span_shared(t->span, &consts.process);
     ot_span_str(t->span, "messaging.message.id", msg->message_id);
     ot_span_str(t->span, "messaging.message.conversation_id", msg->correlation_id);
     ot_span_int(t->span, "azure.servicebus.message.delivery_count", msg->delivery_count);
@@ -88,14 +99,13 @@ void wk_trace_settling(wk_trace_t *t)
 }
 
 /* The child span of the settlement: from hand-over to the broker's answer. */
-static void settle_span(wk_trace_t *t, const char *disposition, long long now)
+static void settle_span(wk_trace_t *t, sb_disposition_t disp, long long now)
 {
     ot_exporter_t *x = ot_span_exporter(t->span);
-    ot_span_t *s = ot_span_start_const(x, disposition, OT_KIND_CLIENT, ot_span_ctx(t->span),
-                                       false, t->settle_ns ? t->settle_ns : now);
-    ot_span_str_const(s, "messaging.system", "servicebus");
-    ot_span_str_const(s, "messaging.operation.name", disposition);
-    ot_span_str_const(s, "messaging.operation.type", "settle");
+    ot_span_t *s = ot_span_start_const(x, sb_disposition_name(disp), OT_KIND_CLIENT,
+                                       ot_span_ctx(t->span), false,
+                                       t->settle_ns ? t->settle_ns : now);
+    ot_span_shared(s, &consts.settle[disp]);
     ot_span_end(s, now);
 }
 
@@ -108,7 +118,7 @@ void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcom
     if (!t->span)
         return;
     now = ot_now_ns();
-    settle_span(t, sb_disposition_name(disp), now);
+    settle_span(t, disp, now);
     ot_span_str_const(t->span, "azure.servicebus.disposition_status", sb_disposition_name(disp));
     ot_span_str_const(t->span, "inboxd.outcome", wk_outcome_name(o));
     if (d->err.code) {

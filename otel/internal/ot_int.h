@@ -41,6 +41,7 @@ struct ot_span {
     uint32_t name_len;
     bool name_owned; /* name was allocated (a copy that did not fit the text) */
     long long start_ns, end_ns;
+    const ot_shared_t *shared; /* attributes before attrs, or NULL */
     unsigned nattrs, dropped_attrs;
     ot_ctx_t *links;
     unsigned nlinks, caplinks;
