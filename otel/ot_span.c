@@ -303,6 +303,11 @@ void ot_span_free(ot_span_t *s)
     ot_exporter_span_put(s->x, s);
 }
 
+void ot_span_drop(ot_span_t *s)
+{
+    ot_span_free(s);
+}
+
 void ot_span_end(ot_span_t *s, long long end_ns)
 {
     if (!s)

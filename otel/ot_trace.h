@@ -135,6 +135,8 @@ void ot_span_link(ot_span_t *s, const ot_ctx_t *ctx);
 void ot_span_error(ot_span_t *s, const char *description);
 /* Ends s (end_ns 0 = now) and queues it for export, or drops it; frees s. */
 void ot_span_end(ot_span_t *s, long long end_ns);
+/* Frees s without exporting it (a span started in vain). NULL s: no-op. */
+void ot_span_drop(ot_span_t *s);
 
 /* Nanoseconds since the epoch, now. */
 long long ot_now_ns(void);

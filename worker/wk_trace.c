@@ -66,9 +66,10 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
 {
     ot_ctx_t parent;
     (void)cfg; /* its constants are in consts */
-    t->span = NULL;
-    t->traceparent[0] = t->trace_id[0] = t->span_id[0] = '\0';
+    t->span = t->settle = NULL;
     t->settle_ns = 0;
+    t->msg_attrs = false;
+    t->traceparent[0] = t->trace_id[0] = t->span_id[0] = '\0';
     if (!x)
         return;
     bool has_parent = wk_trace_parent(msg, &parent) != NULL;
@@ -77,13 +78,6 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
     if (!t->span)
         return;
     ot_span_shared(t->span, &consts.process);
-    ot_span_str(t->span, "messaging.message.id", msg->message_id);
-    ot_span_str(t->span, "messaging.message.conversation_id", msg->correlation_id);
-    ot_span_int(t->span, "azure.servicebus.message.delivery_count", msg->delivery_count);
-    if (msg->enqueued_ms)
-        ot_span_int(t->span, "azure.servicebus.message.enqueued_time", msg->enqueued_ms / 1000);
-    ot_span_str(t->span, "inboxd.session_id", msg->session_id);
-    ot_span_str(t->span, "inboxd.subject", msg->subject);
     ot_ctx_format(ot_span_ctx(t->span), t->traceparent);
     memcpy(t->trace_id, t->traceparent + 3, 32); /* "00-" trace-id "-" span-id "-" flags */
     t->trace_id[32] = '\0';
@@ -92,21 +86,39 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
     msg->user = t;
 }
 
-void wk_trace_settling(wk_trace_t *t)
+/* The message's own attributes on its consumer span, once. */
+static void msg_attrs(wk_trace_t *t, const sb_msg_t *msg)
 {
-    if (t->span)
-        t->settle_ns = ot_now_ns();
+    if (t->msg_attrs)
+        return;
+    t->msg_attrs = true;
+    ot_span_str(t->span, "messaging.message.id", msg->message_id);
+    ot_span_str(t->span, "messaging.message.conversation_id", msg->correlation_id);
+    ot_span_int(t->span, "azure.servicebus.message.delivery_count", msg->delivery_count);
+    if (msg->enqueued_ms)
+        ot_span_int(t->span, "azure.servicebus.message.enqueued_time", msg->enqueued_ms / 1000);
+    ot_span_str(t->span, "inboxd.session_id", msg->session_id);
+    ot_span_str(t->span, "inboxd.subject", msg->subject);
 }
 
-/* The child span of the settlement: from hand-over to the broker's answer. */
-static void settle_span(wk_trace_t *t, sb_disposition_t disp, long long now)
+/* The child span of the settlement: from hand-over (start_ns) to the broker's answer. */
+static ot_span_t *settle_span(wk_trace_t *t, sb_disposition_t disp, long long start_ns)
 {
-    ot_exporter_t *x = ot_span_exporter(t->span);
-    ot_span_t *s = ot_span_start_const(x, sb_disposition_name(disp), OT_KIND_CLIENT,
-                                       ot_span_ctx(t->span), false,
-                                       t->settle_ns ? t->settle_ns : now);
+    ot_span_t *s = ot_span_start_const(ot_span_exporter(t->span), sb_disposition_name(disp),
+                                       OT_KIND_CLIENT, ot_span_ctx(t->span), false, start_ns);
     ot_span_shared(s, &consts.settle[disp]);
-    ot_span_end(s, now);
+    return s;
+}
+
+void wk_trace_settling(wk_trace_t *t, const sb_msg_t *msg, sb_disposition_t disp)
+{
+    if (!t->span)
+        return;
+    msg_attrs(t, msg);
+    ot_span_drop(t->settle); /* a settlement handed over again */
+    t->settle_ns = ot_now_ns();
+    t->settle = settle_span(t, disp, t->settle_ns);
+    t->settle_disp = disp;
 }
 
 void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcome_t o,
@@ -118,7 +130,14 @@ void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcom
     if (!t->span)
         return;
     now = ot_now_ns();
-    settle_span(t, disp, now);
+    msg_attrs(t, msg); /* settled without a db worker (released at a drain) */
+    if (t->settle && t->settle_disp != disp) { /* the client settled it otherwise */
+        ot_span_drop(t->settle);
+        t->settle = NULL;
+    }
+    ot_span_end(t->settle ? t->settle : settle_span(t, disp, t->settle_ns ? t->settle_ns : now),
+                now);
+    t->settle = NULL;
     ot_span_str_const(t->span, "azure.servicebus.disposition_status", sb_disposition_name(disp));
     ot_span_str_const(t->span, "inboxd.outcome", wk_outcome_name(o));
     if (d->err.code) {
