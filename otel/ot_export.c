@@ -297,16 +297,25 @@ static void free_records(ot_span_t *s)
 
 void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first)
 {
+    ot_span_t *last = first;
+    unsigned n = 1;
+    bool kept = false;
+    if (!first)
+        return;
+    while (last->next) { /* counted outside the lock: span starts take it */
+        last = last->next;
+        n++;
+    }
     pthread_mutex_lock(&x->pool_mu);
-    while (first && x->pooled < 2 * x->queue_max) {
-        ot_span_t *next = first->next;
-        first->next = x->pool;
+    if (x->pooled + n <= 2 * x->queue_max) {
+        last->next = x->pool;
         x->pool = first;
-        x->pooled++;
-        first = next;
+        x->pooled += n;
+        kept = true;
     }
     pthread_mutex_unlock(&x->pool_mu);
-    free_records(first);
+    if (!kept)
+        free_records(first);
 }
 
 /*
