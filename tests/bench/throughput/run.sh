@@ -312,7 +312,7 @@ traced_run() {
   [ -d "$root/tests/otel/node_modules" ] || (cd "$root/tests/otel" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   node "$root/tests/otel/receiver.mjs" --count >"$W/recv.port" 2>"$W/recv.log" &
   local rpid=$!
-  pids+=($rpid)
+  pids+=("$rpid")
   for _ in $(seq 1 100); do rport=$(jq -r '.port // empty' "$W/recv.port" 2>/dev/null || true); [ -n "$rport" ] && break; sleep 0.05; done
   preload "$1" "$N"
   reset_db
