@@ -2,8 +2,9 @@
  * ot_encode.c - the body of an OTLP/HTTP trace export request
  * (ExportTraceServiceRequest): protobuf, field by field as
  * opentelemetry-proto's trace.proto, common.proto and resource.proto number
- * them, or the OTLP/JSON mapping of the same message (ids as hex, 64-bit
- * integers as strings, enums as numbers). thread: the exporter's.
+ * them (sized first, then written in one pass), or the OTLP/JSON mapping of
+ * the same message (ids as hex, 64-bit integers as strings, enums as
+ * numbers). thread: the exporter's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 
 #define OT_SCOPE_NAME "inboxd"
 
-/* ---- buffer and protobuf wire format ------------------------------------ */
+/* ---- buffer ------------------------------------------------------------- */
 
 void ot_buf_free(ot_buf_t *b)
 {
@@ -42,17 +43,21 @@ static bool reserve(ot_buf_t *b, size_t more)
     return true;
 }
 
-static void put(ot_buf_t *b, const void *src, size_t n)
-{
-    if (reserve(b, n)) {
-        memcpy(b->p + b->len, src, n);
-        b->len += n;
-    }
-}
+/* ---- protobuf: every length known before a byte is written ---------------- */
+
+/*
+ * The request is sized first (each nested message's length from its fields'),
+ * then written once into a buffer reserved to that size: no length is
+ * patched in afterwards and nothing is moved.
+ */
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 static size_t varint_len(uint64_t v)
 {
     size_t n = 1;
+    if (v < 0x80)
+        return 1;
     while (v >= 0x80) {
         v >>= 7;
         n++;
@@ -60,94 +65,112 @@ static size_t varint_len(uint64_t v)
     return n;
 }
 
-static void varint(ot_buf_t *b, uint64_t v)
+/* The size of a length-delimited field of n bytes (its tag and length included). */
+static size_t len_field(unsigned field, size_t n)
 {
-    unsigned char tmp[10];
-    size_t n = 0;
+    return varint_len((uint64_t)field << 3) + varint_len(n) + n;
+}
+
+/* AnyValue { string 1, bool 2, int64 3 }, and KeyValue { key = 1; value = 2 }. */
+static size_t any_size(const ot_attr_t *a)
+{
+    if (a->type == OT_V_STR)
+        return len_field(1, a->slen);
+    return 1 + varint_len(a->type == OT_V_BOOL ? a->i != 0 : (uint64_t)a->i);
+}
+
+static size_t kv_size(const ot_attr_t *a)
+{
+    return len_field(1, a->klen) + len_field(2, any_size(a));
+}
+
+/* A string KeyValue's size: key and value of klen and vlen bytes. */
+static size_t kv_str_size(size_t klen, size_t vlen)
+{
+    return len_field(1, klen) + len_field(2, len_field(1, vlen));
+}
+
+#define LINK_SIZE (len_field(1, 16) + len_field(2, 8) + 1 + 4)
+
+static size_t status_size(const ot_span_t *s)
+{
+    return (s->status_msg ? len_field(2, strlen(s->status_msg)) : 0) + 2;
+}
+
+/* The size of a Span's fields (what its length prefix counts). */
+static size_t span_size(const ot_span_t *s)
+{
+    size_t n = len_field(1, 16) + len_field(2, 8) + (s->has_parent ? len_field(4, 8) : 0) +
+               len_field(5, s->name_len) + 1 + varint_len((uint64_t)s->kind) + 2 * (1 + 8) +
+               2 + 4; /* flags = 16: a two-byte tag */
+    for (unsigned i = 0; s->shared && i < s->shared->n; i++)
+        n += len_field(9, kv_str_size(s->shared->kv[i].klen, s->shared->kv[i].vlen));
+    for (unsigned i = 0; i < s->nattrs; i++)
+        n += len_field(9, kv_size(&s->attrs[i]));
+    if (s->dropped_attrs)
+        n += 1 + varint_len(s->dropped_attrs);
+    n += s->nlinks * len_field(13, LINK_SIZE);
+    if (s->error)
+        n += len_field(15, status_size(s));
+    return n;
+}
+
+/* The writer: p moves on through space already reserved. */
+static unsigned char *w_varint(unsigned char *p, uint64_t v)
+{
     while (v >= 0x80) {
-        tmp[n++] = (unsigned char)(v | 0x80);
+        *p++ = (unsigned char)(v | 0x80);
         v >>= 7;
     }
-    tmp[n++] = (unsigned char)v;
-    put(b, tmp, n);
+    *p++ = (unsigned char)v;
+    return p;
 }
 
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-
-static void tag(ot_buf_t *b, unsigned field, unsigned wt)
+static unsigned char *w_tag(unsigned char *p, unsigned field, unsigned wt)
 {
-    varint(b, ((uint64_t)field << 3) | wt);
+    return w_varint(p, ((uint64_t)field << 3) | wt);
 }
 
-static void bytes_field(ot_buf_t *b, unsigned field, const void *p, size_t n)
+/* The tag and length of a length-delimited field; its n bytes follow. */
+static unsigned char *w_len(unsigned char *p, unsigned field, size_t n)
 {
-    tag(b, field, WT_LEN);
-    varint(b, n);
-    put(b, p, n);
+    return w_varint(w_tag(p, field, WT_LEN), n);
 }
 
-static void str_field(ot_buf_t *b, unsigned field, const char *s)
+static unsigned char *w_bytes(unsigned char *p, unsigned field, const void *src, size_t n)
 {
-    bytes_field(b, field, s, strlen(s));
+    p = w_len(p, field, n);
+    memcpy(p, src, n);
+    return p + n;
 }
 
-static void fixed64_field(ot_buf_t *b, unsigned field, uint64_t v)
+static unsigned char *w_fixed(unsigned char *p, unsigned field, uint64_t v, unsigned nbytes)
 {
-    unsigned char le[8];
-    for (int i = 0; i < 8; i++)
-        le[i] = (unsigned char)(v >> (8 * i));
-    tag(b, field, WT_I64);
-    put(b, le, 8);
+    p = w_tag(p, field, nbytes == 8 ? WT_I64 : WT_I32);
+    for (unsigned i = 0; i < nbytes; i++)
+        *p++ = (unsigned char)(v >> (8 * i));
+    return p;
 }
 
-static void fixed32_field(ot_buf_t *b, unsigned field, uint32_t v)
+static unsigned char *w_kv_str(unsigned char *p, unsigned field, const char *key, size_t klen,
+                               const char *value, size_t vlen)
 {
-    unsigned char le[4];
-    for (int i = 0; i < 4; i++)
-        le[i] = (unsigned char)(v >> (8 * i));
-    tag(b, field, WT_I32);
-    put(b, le, 4);
+    p = w_len(p, field, kv_str_size(klen, vlen));
+    p = w_bytes(p, 1, key, klen);
+    p = w_len(p, 2, len_field(1, vlen));
+    return w_bytes(p, 1, value, vlen);
 }
 
-/* A nested message: open() notes where it starts, close() inserts its tag and length. */
-static size_t open_msg(const ot_buf_t *b)
+static unsigned char *w_kv(unsigned char *p, unsigned field, const ot_attr_t *a)
 {
-    return b->len;
-}
-
-static void close_msg(ot_buf_t *b, size_t start, unsigned field)
-{
-    size_t n = b->len - start;
-    uint64_t key = ((uint64_t)field << 3) | WT_LEN;
-    size_t head = varint_len(key) + varint_len(n);
-    if (!reserve(b, head))
-        return;
-    memmove(b->p + start + head, b->p + start, n);
-    size_t end = b->len;
-    b->len = start;
-    varint(b, key);
-    varint(b, n);
-    b->len = end + head;
-}
-
-/* KeyValue { key = 1; AnyValue value = 2 }; AnyValue { string 1, bool 2, int64 3 } */
-static void pb_attr(ot_buf_t *b, unsigned field, const char *key, const ot_attr_t *a,
-                    const char *str)
-{
-    size_t kv = open_msg(b), any;
-    str_field(b, 1, key);
-    any = open_msg(b);
-    if (!a || a->type == OT_V_STR) {
-        str_field(b, 1, a ? a->s : str);
-    } else if (a->type == OT_V_BOOL) {
-        tag(b, 2, WT_VARINT);
-        varint(b, a->i != 0);
-    } else {
-        tag(b, 3, WT_VARINT);
-        varint(b, (uint64_t)a->i);
-    }
-    close_msg(b, any, 2);
-    close_msg(b, kv, field);
+    if (a->type == OT_V_STR)
+        return w_kv_str(p, field, a->key, a->klen, a->s, a->slen);
+    size_t any = any_size(a);
+    p = w_len(p, field, len_field(1, a->klen) + len_field(2, any));
+    p = w_bytes(p, 1, a->key, a->klen);
+    p = w_len(p, 2, any);
+    p = w_tag(p, a->type == OT_V_BOOL ? 2 : 3, WT_VARINT);
+    return w_varint(p, a->type == OT_V_BOOL ? a->i != 0 : (uint64_t)a->i);
 }
 
 /* Span flags: the W3C flags, and whether the parent is known to be remote. */
@@ -159,59 +182,63 @@ static uint32_t span_flags(const ot_span_t *s)
     return f;
 }
 
-static void pb_span(ot_buf_t *b, const ot_span_t *s)
+static unsigned char *w_span(unsigned char *p, const ot_span_t *s, size_t size)
 {
-    size_t sp = open_msg(b);
-    bytes_field(b, 1, s->ctx.trace_id, 16);
-    bytes_field(b, 2, s->ctx.span_id, 8);
+    p = w_len(p, 2, size); /* ScopeSpans.spans = 2 */
+    p = w_bytes(p, 1, s->ctx.trace_id, 16);
+    p = w_bytes(p, 2, s->ctx.span_id, 8);
     if (s->has_parent)
-        bytes_field(b, 4, s->parent, 8);
-    str_field(b, 5, s->name);
-    tag(b, 6, WT_VARINT);
-    varint(b, (uint64_t)s->kind);
-    fixed64_field(b, 7, (uint64_t)s->start_ns);
-    fixed64_field(b, 8, (uint64_t)s->end_ns);
+        p = w_bytes(p, 4, s->parent, 8);
+    p = w_bytes(p, 5, s->name, s->name_len);
+    p = w_varint(w_tag(p, 6, WT_VARINT), (uint64_t)s->kind);
+    p = w_fixed(p, 7, (uint64_t)s->start_ns, 8);
+    p = w_fixed(p, 8, (uint64_t)s->end_ns, 8);
+    for (unsigned i = 0; s->shared && i < s->shared->n; i++)
+        p = w_kv_str(p, 9, s->shared->kv[i].key, s->shared->kv[i].klen, s->shared->kv[i].value,
+                     s->shared->kv[i].vlen);
     for (unsigned i = 0; i < s->nattrs; i++)
-        pb_attr(b, 9, s->attrs[i].key, &s->attrs[i], NULL);
-    if (s->dropped_attrs) {
-        tag(b, 10, WT_VARINT);
-        varint(b, s->dropped_attrs);
-    }
+        p = w_kv(p, 9, &s->attrs[i]);
+    if (s->dropped_attrs)
+        p = w_varint(w_tag(p, 10, WT_VARINT), s->dropped_attrs);
     for (unsigned i = 0; i < s->nlinks; i++) {
-        size_t lk = open_msg(b);
-        bytes_field(b, 1, s->links[i].trace_id, 16);
-        bytes_field(b, 2, s->links[i].span_id, 8);
-        fixed32_field(b, 6, s->links[i].flags);
-        close_msg(b, lk, 13);
+        p = w_len(p, 13, LINK_SIZE);
+        p = w_bytes(p, 1, s->links[i].trace_id, 16);
+        p = w_bytes(p, 2, s->links[i].span_id, 8);
+        p = w_fixed(p, 6, s->links[i].flags, 4);
     }
     if (s->error) {
-        size_t st = open_msg(b);
+        p = w_len(p, 15, status_size(s));
         if (s->status_msg)
-            str_field(b, 2, s->status_msg);
-        tag(b, 3, WT_VARINT);
-        varint(b, 2); /* STATUS_CODE_ERROR */
-        close_msg(b, st, 15);
+            p = w_bytes(p, 2, s->status_msg, strlen(s->status_msg));
+        p = w_varint(w_tag(p, 3, WT_VARINT), 2); /* STATUS_CODE_ERROR */
     }
-    fixed32_field(b, 16, span_flags(s));
-    close_msg(b, sp, 2);
+    return w_fixed(p, 16, span_flags(s), 4);
 }
 
-bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out)
+bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, ot_span_t *spans, ot_buf_t *out)
 {
-    size_t rs = open_msg(out), r, ss, sc;
-    r = open_msg(out); /* ResourceSpans.resource = 1: Resource { attributes = 1 } */
+    size_t resource = 0, scope = len_field(1, strlen(OT_SCOPE_NAME)), ss, rs, start;
+    unsigned char *p;
     for (size_t i = 0; i < nres; i++)
-        pb_attr(out, 1, res[i].key, NULL, res[i].value);
-    close_msg(out, r, 1);
-    ss = open_msg(out); /* ResourceSpans.scope_spans = 2 */
-    sc = open_msg(out); /* ScopeSpans.scope = 1: InstrumentationScope { name = 1 } */
-    str_field(out, 1, OT_SCOPE_NAME);
-    close_msg(out, sc, 1);
+        resource += len_field(1, kv_str_size(strlen(res[i].key), strlen(res[i].value)));
+    ss = len_field(1, scope); /* ScopeSpans { scope = 1; spans = 2 } */
+    for (ot_span_t *s = spans; s; s = s->next)
+        ss += len_field(2, s->pb_size = span_size(s));
+    rs = len_field(1, resource) + len_field(2, ss); /* ResourceSpans { resource 1; scope_spans 2 } */
+    if (!reserve(out, len_field(1, rs)))
+        return false;
+    start = out->len;
+    p = w_len(out->p + out->len, 1, rs); /* ExportTraceServiceRequest.resource_spans = 1 */
+    p = w_len(p, 1, resource);           /* Resource { attributes = 1 } */
+    for (size_t i = 0; i < nres; i++)
+        p = w_kv_str(p, 1, res[i].key, strlen(res[i].key), res[i].value, strlen(res[i].value));
+    p = w_len(p, 2, ss);
+    p = w_len(p, 1, scope); /* InstrumentationScope { name = 1 } */
+    p = w_bytes(p, 1, OT_SCOPE_NAME, strlen(OT_SCOPE_NAME));
     for (const ot_span_t *s = spans; s; s = s->next)
-        pb_span(out, s); /* ScopeSpans.spans = 2 */
-    close_msg(out, ss, 2);
-    close_msg(out, rs, 1); /* ExportTraceServiceRequest.resource_spans = 1 */
-    return !out->failed;
+        p = w_span(p, s, s->pb_size);
+    out->len = (size_t)(p - out->p);
+    return out->len - start == len_field(1, rs);
 }
 
 /* ---- OTLP/JSON ----------------------------------------------------------- */
@@ -239,6 +266,8 @@ static json_t *js_span(const ot_span_t *s)
     ib_enc_hex(sid, s->ctx.span_id, 8);
     snprintf(start, sizeof(start), "%lld", s->start_ns);
     snprintf(end, sizeof(end), "%lld", s->end_ns);
+    for (unsigned i = 0; s->shared && i < s->shared->n; i++)
+        json_array_append_new(attrs, js_attr(s->shared->kv[i].key, NULL, s->shared->kv[i].value));
     for (unsigned i = 0; i < s->nattrs; i++)
         json_array_append_new(attrs, js_attr(s->attrs[i].key, &s->attrs[i], NULL));
     for (unsigned i = 0; i < s->nlinks; i++) {
@@ -278,7 +307,12 @@ bool ot_encode_json(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_
     json_decref(root);
     if (!text)
         return false;
-    put(out, text, strlen(text));
+    size_t n = strlen(text);
+    bool ok = reserve(out, n);
+    if (ok) {
+        memcpy(out->p + out->len, text, n);
+        out->len += n;
+    }
     free(text);
-    return !out->failed;
+    return ok;
 }

@@ -45,8 +45,13 @@ struct ot_exporter {
     CURLM *multi;             /* runs the one request, so that a stop can wake it */
     atomic_llong stop_by_ms;  /* 0 until stopping; then the mono ms when sending ends */
 
+    pthread_mutex_t pool_mu; /* guards the records below */
+    ot_span_t *pool;         /* span records for reuse, linked by next */
+    unsigned pooled;
+
     atomic_ullong exported, dropped;
     char last_error[256]; /* thread: exporter; "" while exports succeed */
+    ot_buf_t body;        /* thread: exporter; a request's body, kept for the next */
 };
 
 /* ---- settings ------------------------------------------------------------ */
@@ -264,31 +269,90 @@ void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s)
     }
 }
 
-/* Takes up to batch_max spans, waiting at most interval_ms for a full batch. */
-static ot_span_t *take_batch(ot_exporter_t *x, unsigned *n, bool *stop)
+ot_span_t *ot_exporter_span_get(ot_exporter_t *x)
+{
+    ot_span_t *s;
+    pthread_mutex_lock(&x->pool_mu);
+    if ((s = x->pool)) {
+        x->pool = s->next;
+        x->pooled--;
+    }
+    pthread_mutex_unlock(&x->pool_mu);
+    if (!s && (s = malloc(sizeof(*s)))) {
+        s->links = NULL;
+        s->caplinks = 0;
+    }
+    return s;
+}
+
+static void free_records(ot_span_t *s)
+{
+    while (s) {
+        ot_span_t *next = s->next;
+        free(s->links);
+        free(s);
+        s = next;
+    }
+}
+
+void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first)
+{
+    ot_span_t *last = first;
+    unsigned n = 1;
+    bool kept = false;
+    if (!first)
+        return;
+    while (last->next) { /* counted outside the lock: span starts take it */
+        last = last->next;
+        n++;
+    }
+    pthread_mutex_lock(&x->pool_mu);
+    if (x->pooled + n <= 2 * x->queue_max) {
+        last->next = x->pool;
+        x->pool = first;
+        x->pooled += n;
+        kept = true;
+    }
+    pthread_mutex_unlock(&x->pool_mu);
+    if (!kept)
+        free_records(first);
+}
+
+/*
+ * Takes every queued span (n set to their count), waiting at most
+ * interval_ms for a batch's worth: the list is cut into batches outside the
+ * lock, which producers take at every span's end.
+ */
+static ot_span_t *take_all(ot_exporter_t *x, unsigned *n, bool *stop)
 {
     long long until = ib_mono_ms() + x->interval_ms;
-    ot_span_t *first, *last;
+    ot_span_t *all;
     pthread_mutex_lock(&x->mu);
     while (!x->stop && x->queued < x->batch_max &&
            ib_cond_wait_until(&x->cv, &x->mu, until) == 0)
         ;
     *stop = x->stop;
-    first = last = x->head;
-    *n = 0;
-    if (first) {
-        *n = 1;
-        while (*n < x->batch_max && last->next) {
-            last = last->next;
-            (*n)++;
-        }
-        x->head = last->next;
-        if (!x->head)
-            x->tail = NULL;
-        last->next = NULL;
-        x->queued -= *n;
-    }
+    all = x->head;
+    *n = x->queued;
+    x->head = x->tail = NULL;
+    x->queued = 0;
     pthread_mutex_unlock(&x->mu);
+    return all;
+}
+
+/* The first batch_max spans of *list (*n of them), the rest left in *list. */
+static ot_span_t *next_batch(const ot_exporter_t *x, ot_span_t **list, unsigned *n)
+{
+    ot_span_t *first = *list, *last = first;
+    if (!first)
+        return NULL;
+    *n = 1;
+    while (*n < x->batch_max && last->next) {
+        last = last->next;
+        (*n)++;
+    }
+    *list = last->next;
+    last->next = NULL;
     return first;
 }
 
@@ -347,13 +411,27 @@ static CURLcode perform(ot_exporter_t *x, CURL *h)
     return rc;
 }
 
-static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
+/* Gives a list of spans back to x's records. */
+static void free_list(ot_exporter_t *x, ot_span_t *s)
 {
-    ot_buf_t body = {0};
+    for (ot_span_t *p = s; p; p = p->next)
+        ot_span_clear(p);
+    if (s)
+        ot_exporter_span_put(x, s);
+}
+
+/* A body this large is freed after its request rather than kept for the next. */
+#define OT_BODY_KEEP (4u << 20)
+
+/* Encodes n spans, gives their records back, and posts the body. */
+static void post(ot_exporter_t *x, CURL *h, ot_span_t *spans, unsigned n)
+{
+    ot_buf_t body = x->body;
     char problem[200] = "";
     long status = 0;
     bool ok = x->json ? ot_encode_json(x->res, x->nres, spans, &body)
                       : ot_encode_protobuf(x->res, x->nres, spans, &body);
+    free_list(x, spans); /* encoded: the records go back before the request waits */
     if (!ok) {
         snprintf(problem, sizeof(problem), "out of memory encoding the request");
     } else {
@@ -368,7 +446,11 @@ static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
         else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status), status / 100 != 2)
             snprintf(problem, sizeof(problem), "the collector answered HTTP %ld", status);
     }
-    ot_buf_free(&body);
+    body.len = 0;
+    body.failed = false;
+    if (body.cap > OT_BODY_KEEP)
+        ot_buf_free(&body);
+    x->body = body;
     if (problem[0])
         atomic_fetch_add(&x->dropped, n);
     else
@@ -376,25 +458,17 @@ static void post(ot_exporter_t *x, CURL *h, const ot_span_t *spans, unsigned n)
     note(x, problem[0] ? problem : NULL, n);
 }
 
-static void free_list(ot_span_t *s)
-{
-    while (s) {
-        ot_span_t *next = s->next;
-        ot_span_free(s);
-        s = next;
-    }
-}
-
 /* Posts a batch (h NULL: drops it) and frees it. */
 static void send_batch(ot_exporter_t *x, CURL *h, ot_span_t *batch, unsigned n)
 {
     if (!batch)
         return;
-    if (h)
+    if (h) {
         post(x, h, batch, n);
-    else
-        atomic_fetch_add(&x->dropped, n);
-    free_list(batch);
+        return;
+    }
+    atomic_fetch_add(&x->dropped, n);
+    free_list(x, batch);
 }
 
 static void *export_main(void *arg)
@@ -413,15 +487,17 @@ static void *export_main(void *arg)
     }
     while (!stop) {
         unsigned n;
-        ot_span_t *batch = take_batch(x, &n, &stop);
-        send_batch(x, stop && x->last_error[0] ? NULL : h, batch, n);
+        ot_span_t *rest = take_all(x, &n, &stop), *batch;
+        while ((batch = next_batch(x, &rest, &n)))
+            send_batch(x, stop && x->last_error[0] ? NULL : h, batch, n);
     }
     for (;;) { /* at stop, what is queued goes out while the collector answers, in time */
         unsigned n;
-        ot_span_t *batch = take_batch(x, &n, &stop);
-        if (!batch)
+        ot_span_t *rest = take_all(x, &n, &stop), *batch;
+        if (!rest)
             break;
-        send_batch(x, x->last_error[0] || stop_left(x) <= 0 ? NULL : h, batch, n);
+        while ((batch = next_batch(x, &rest, &n)))
+            send_batch(x, x->last_error[0] || stop_left(x) <= 0 ? NULL : h, batch, n);
     }
     curl_easy_cleanup(h);
     return NULL;
@@ -431,6 +507,9 @@ static void *export_main(void *arg)
 
 static void release(ot_exporter_t *x)
 {
+    ot_buf_free(&x->body);
+    free_records(x->pool);
+    pthread_mutex_destroy(&x->pool_mu);
     if (x->multi)
         curl_multi_cleanup(x->multi);
     free(x->url);
@@ -464,6 +543,7 @@ ot_exporter_t *ot_exporter_new(const ot_options_t *opt, ib_error_t *err)
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
         return NULL;
     }
+    pthread_mutex_init(&x->pool_mu, NULL);
     if (!set_url(x, o)) { /* no endpoint: tracing is off */
         release(x);
         return NULL;
@@ -496,6 +576,7 @@ bool ot_options_check(const ot_options_t *opt, ib_error_t *err)
     ib_error_clear(err);
     if (!x)
         return !ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
+    pthread_mutex_init(&x->pool_mu, NULL);
     ok = !set_url(x, opt) || configure(x, opt, err);
     release(x);
     return ok;
@@ -512,7 +593,7 @@ void ot_exporter_free(ot_exporter_t *x)
     pthread_mutex_unlock(&x->mu);
     curl_multi_wakeup(x->multi); /* a request under way sees the deadline now */
     pthread_join(x->thread, NULL);
-    free_list(x->head);
+    free_list(x, x->head);
     pthread_cond_destroy(&x->cv);
     pthread_mutex_destroy(&x->mu);
     release(x);

@@ -3,6 +3,7 @@
  * and building a span. thread: any; a span belongs to the thread that
  * builds it until ot_span_end hands it to the exporter.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -58,7 +59,7 @@ void ot_ctx_format(const ot_ctx_t *ctx, char out[OT_TRACEPARENT_LEN])
     ib_enc_hex(out + 53, &ctx->flags, 1);
 }
 
-/* Random bytes for ids: a per-thread xorshift generator seeded by the kernel. */
+/* Random bytes for ids (n a multiple of 8): a per-thread xorshift generator seeded by the kernel. */
 static void random_id(uint8_t *out, size_t n)
 {
     static _Thread_local uint64_t state;
@@ -70,12 +71,8 @@ static void random_id(uint8_t *out, size_t n)
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        uint64_t v = state;
-        for (size_t k = 0; k < 8 && i + k < n; k++)
-            out[i + k] = (uint8_t)(v >> (8 * k));
+        memcpy(out + i, &state, 8); /* xorshift never yields 0: never the invalid all-zero id */
     }
-    if (all_zero(out, (unsigned)n))
-        out[0] = 1; /* never the invalid all-zero id */
 }
 
 /* The ratio sampler decides on the trace id's last 56 bits, as OpenTelemetry's. */
@@ -111,18 +108,47 @@ bool ot_sample(ot_sampler_t s, double ratio, const ot_ctx_t *parent, const uint8
     return false;
 }
 
+/*
+ * A copy of n bytes of src (and a NUL) in s's text while it fits, else on
+ * the heap (*owned set); NULL when memory runs out.
+ */
+static const char *copy_text(ot_span_t *s, const char *src, size_t n, bool *owned)
+{
+    char *d;
+    *owned = false;
+    if (n < sizeof(s->text) - s->text_used) {
+        d = s->text + s->text_used;
+        s->text_used += (unsigned)n + 1;
+    } else if ((d = malloc(n + 1))) {
+        *owned = s->spilled = true;
+    } else {
+        return NULL;
+    }
+    memcpy(d, src, n);
+    d[n] = '\0';
+    return d;
+}
+
 static ot_span_t *span_start(ot_exporter_t *x, const char *name, bool copy, ot_kind_t kind,
                              const ot_ctx_t *parent, bool remote, long long start_ns)
 {
     ot_sampler_t sampler;
     double ratio;
     ot_span_t *s;
-    if (!x || !(s = calloc(1, sizeof(*s))))
+    ot_ctx_t *links;
+    unsigned caplinks;
+    if (!x || !(s = ot_exporter_span_get(x)))
         return NULL;
+    links = s->links;
+    caplinks = s->caplinks;
+    memset(s, 0, offsetof(ot_span_t, text)); /* the text and attributes are filled as added */
+    s->links = links;
+    s->caplinks = caplinks;
     s->x = x;
     s->kind = kind;
-    s->name = copy ? strdup(name ? name : "") : name ? name : "";
-    s->name_owned = copy;
+    name = name ? name : "";
+    s->name_len = (uint32_t)strlen(name);
+    s->name = copy ? copy_text(s, name, s->name_len, &s->name_owned) : name;
     s->start_ns = start_ns ? start_ns : ot_now_ns();
     if (parent && parent->valid) {
         memcpy(s->ctx.trace_id, parent->trace_id, 16);
@@ -172,8 +198,9 @@ static ot_attr_t *new_attr(ot_span_t *s, const char *key, ot_vtype_t type)
     }
     ot_attr_t *a = &s->attrs[s->nattrs++];
     a->key = key;
-    a->type = type;
-    a->borrowed = false;
+    a->klen = (uint32_t)strlen(key);
+    a->type = (uint8_t)type;
+    a->owned = false;
     return a;
 }
 
@@ -182,7 +209,8 @@ void ot_span_str(ot_span_t *s, const char *key, const char *value)
     ot_attr_t *a;
     if (!value || !(a = new_attr(s, key, OT_V_STR)))
         return;
-    if (!(a->s = strdup(value))) {
+    a->slen = (uint32_t)strlen(value);
+    if (!(a->s = copy_text(s, value, a->slen, &a->owned))) {
         s->nattrs--;
         s->dropped_attrs++;
     }
@@ -194,7 +222,24 @@ void ot_span_str_const(ot_span_t *s, const char *key, const char *value)
     if (!value || !(a = new_attr(s, key, OT_V_STR)))
         return;
     a->s = value;
-    a->borrowed = true;
+    a->slen = (uint32_t)strlen(value);
+}
+
+void ot_shared_add(ot_shared_t *set, const char *key, const char *value)
+{
+    if (!value || set->n == OT_SHARED_MAX)
+        return;
+    set->kv[set->n].key = key;
+    set->kv[set->n].value = value;
+    set->kv[set->n].klen = (uint32_t)strlen(key);
+    set->kv[set->n].vlen = (uint32_t)strlen(value);
+    set->n++;
+}
+
+void ot_span_shared(ot_span_t *s, const ot_shared_t *set)
+{
+    if (s && s->recording)
+        s->shared = set;
 }
 
 void ot_span_int(ot_span_t *s, const char *key, long long value)
@@ -235,18 +280,32 @@ void ot_span_error(ot_span_t *s, const char *description)
     s->status_msg = description ? strdup(description) : NULL;
 }
 
+void ot_span_clear(ot_span_t *s)
+{
+    for (unsigned i = 0; s->spilled && i < s->nattrs; i++)
+        if (s->attrs[i].owned)
+            free((char *)s->attrs[i].s);
+    s->nattrs = 0;
+    s->spilled = false;
+    free(s->status_msg);
+    s->status_msg = NULL;
+    if (s->name_owned)
+        free((char *)s->name);
+    s->name_owned = false;
+}
+
 void ot_span_free(ot_span_t *s)
 {
     if (!s)
         return;
-    for (unsigned i = 0; i < s->nattrs; i++)
-        if (!s->attrs[i].borrowed)
-            free((char *)s->attrs[i].s);
-    free(s->links);
-    free(s->status_msg);
-    if (s->name_owned)
-        free((char *)s->name);
-    free(s);
+    ot_span_clear(s);
+    s->next = NULL;
+    ot_exporter_span_put(s->x, s);
+}
+
+void ot_span_drop(ot_span_t *s)
+{
+    ot_span_free(s);
 }
 
 void ot_span_end(ot_span_t *s, long long end_ns)

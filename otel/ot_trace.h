@@ -110,12 +110,33 @@ void ot_span_str(ot_span_t *s, const char *key, const char *value);
 void ot_span_str_const(ot_span_t *s, const char *key, const char *value);
 void ot_span_int(ot_span_t *s, const char *key, long long value);
 void ot_span_bool(ot_span_t *s, const char *key, bool value);
+/*
+ * String attributes many spans share (a consumer span's destination, a
+ * settlement's operation), built once before any span carries them; keys
+ * and values must outlive every such span. A span carries a set by one
+ * pointer, its attributes first; they do not count against a span's limit.
+ */
+#define OT_SHARED_MAX 8
+typedef struct ot_shared {
+    struct {
+        const char *key, *value;
+        uint32_t klen, vlen;
+    } kv[OT_SHARED_MAX];
+    unsigned n;
+} ot_shared_t;
+
+/* Adds key=value to set (a NULL value, or a full set: nothing). */
+void ot_shared_add(ot_shared_t *set, const char *key, const char *value);
+/* s carries set (NULL s or set: no-op). */
+void ot_span_shared(ot_span_t *s, const ot_shared_t *set);
 /* A link to another span (a batch's transaction to each message it carries). */
 void ot_span_link(ot_span_t *s, const ot_ctx_t *ctx);
 /* Status ERROR with a description (OK is never set: unset means no error). */
 void ot_span_error(ot_span_t *s, const char *description);
 /* Ends s (end_ns 0 = now) and queues it for export, or drops it; frees s. */
 void ot_span_end(ot_span_t *s, long long end_ns);
+/* Frees s without exporting it (a span started in vain). NULL s: no-op. */
+void ot_span_drop(ot_span_t *s);
 
 /* Nanoseconds since the epoch, now. */
 long long ot_now_ns(void);

@@ -722,7 +722,7 @@ static void settle(daemon_t *dm, job_t *j)
                              ib_now_ms()};
         n = wk_dl_props(&c, props, at);
     }
-    wk_trace_settling(&j->trace);
+    wk_trace_settling(&j->trace, j->msg, disp);
     sb_client_settle_props(dm->client, j->msg, disp, n ? j->d.reason : NULL,
                            n ? j->d.description : NULL, props, n);
 }

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "db_limits.h"
-#include "ib_enc.h"
 #include "sb_msg.h"
 #include "wk_msgctx.h"
 #include "wk_trace.h"
@@ -23,6 +22,8 @@ static struct {
     char topic[DB_ENTITY_MAX + 1];                /* messaging.destination.name */
     const char *sub;  /* messaging.destination.subscription.name, or NULL */
     const char *consumer;
+    ot_shared_t process;              /* a consumer span's constant attributes */
+    ot_shared_t settle[SB_RELEASE + 1]; /* a settlement span's, by disposition */
 } consts;
 
 /* messaging.destination.name and .subscription.name from "topic/Subscriptions/sub". */
@@ -37,6 +38,21 @@ static void consts_set(const wk_config_t *cfg)
              entity ? entity : "");
     consts.sub = sub ? sub + strlen("/Subscriptions/") : NULL;
     consts.consumer = cfg->consumer;
+    consts.process = (ot_shared_t){0};
+    ot_shared_add(&consts.process, "messaging.system", "servicebus");
+    ot_shared_add(&consts.process, "messaging.operation.name", "process");
+    ot_shared_add(&consts.process, "messaging.operation.type", "process");
+    if (consts.topic[0])
+        ot_shared_add(&consts.process, "messaging.destination.name", consts.topic);
+    ot_shared_add(&consts.process, "messaging.destination.subscription.name", consts.sub);
+    ot_shared_add(&consts.process, "messaging.consumer.group.name", consts.consumer);
+    for (int d = SB_COMPLETE; d <= SB_RELEASE; d++) {
+        ot_shared_t *set = &consts.settle[d];
+        *set = (ot_shared_t){0};
+        ot_shared_add(set, "messaging.system", "servicebus");
+        ot_shared_add(set, "messaging.operation.name", sb_disposition_name((sb_disposition_t)d));
+        ot_shared_add(set, "messaging.operation.type", "settle");
+    }
 }
 
 ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err)
@@ -50,9 +66,10 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
 {
     ot_ctx_t parent;
     (void)cfg; /* its constants are in consts */
-    t->span = NULL;
-    t->traceparent[0] = t->trace_id[0] = t->span_id[0] = '\0';
+    t->span = t->settle = NULL;
     t->settle_ns = 0;
+    t->msg_attrs = false;
+    t->traceparent[0] = t->trace_id[0] = t->span_id[0] = '\0';
     if (!x)
         return;
     bool has_parent = wk_trace_parent(msg, &parent) != NULL;
@@ -60,13 +77,21 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
         ot_span_start_const(x, consts.name, OT_KIND_CONSUMER, has_parent ? &parent : NULL, true, 0);
     if (!t->span)
         return;
-    ot_span_str_const(t->span, "messaging.system", "servicebus");
-    ot_span_str_const(t->span, "messaging.operation.name", "process");
-    ot_span_str_const(t->span, "messaging.operation.type", "process");
-    if (consts.topic[0])
-        ot_span_str_const(t->span, "messaging.destination.name", consts.topic);
-    ot_span_str_const(t->span, "messaging.destination.subscription.name", consts.sub);
-    ot_span_str_const(t->span, "messaging.consumer.group.name", consts.consumer);
+    ot_span_shared(t->span, &consts.process);
+    ot_ctx_format(ot_span_ctx(t->span), t->traceparent);
+    memcpy(t->trace_id, t->traceparent + 3, 32); /* "00-" trace-id "-" span-id "-" flags */
+    t->trace_id[32] = '\0';
+    memcpy(t->span_id, t->traceparent + 36, 16);
+    t->span_id[16] = '\0';
+    msg->user = t;
+}
+
+/* The message's own attributes on its consumer span, once. */
+static void msg_attrs(wk_trace_t *t, const sb_msg_t *msg)
+{
+    if (t->msg_attrs)
+        return;
+    t->msg_attrs = true;
     ot_span_str(t->span, "messaging.message.id", msg->message_id);
     ot_span_str(t->span, "messaging.message.conversation_id", msg->correlation_id);
     ot_span_int(t->span, "azure.servicebus.message.delivery_count", msg->delivery_count);
@@ -74,28 +99,26 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
         ot_span_int(t->span, "azure.servicebus.message.enqueued_time", msg->enqueued_ms / 1000);
     ot_span_str(t->span, "inboxd.session_id", msg->session_id);
     ot_span_str(t->span, "inboxd.subject", msg->subject);
-    ot_ctx_format(ot_span_ctx(t->span), t->traceparent);
-    ib_enc_hex(t->trace_id, ot_span_ctx(t->span)->trace_id, 16);
-    ib_enc_hex(t->span_id, ot_span_ctx(t->span)->span_id, 8);
-    msg->user = t;
 }
 
-void wk_trace_settling(wk_trace_t *t)
+/* The child span of the settlement: from hand-over (start_ns) to the broker's answer. */
+static ot_span_t *settle_span(wk_trace_t *t, sb_disposition_t disp, long long start_ns)
 {
-    if (t->span)
-        t->settle_ns = ot_now_ns();
+    ot_span_t *s = ot_span_start_const(ot_span_exporter(t->span), sb_disposition_name(disp),
+                                       OT_KIND_CLIENT, ot_span_ctx(t->span), false, start_ns);
+    ot_span_shared(s, &consts.settle[disp]);
+    return s;
 }
 
-/* The child span of the settlement: from hand-over to the broker's answer. */
-static void settle_span(wk_trace_t *t, const char *disposition, long long now)
+void wk_trace_settling(wk_trace_t *t, const sb_msg_t *msg, sb_disposition_t disp)
 {
-    ot_exporter_t *x = ot_span_exporter(t->span);
-    ot_span_t *s = ot_span_start_const(x, disposition, OT_KIND_CLIENT, ot_span_ctx(t->span),
-                                       false, t->settle_ns ? t->settle_ns : now);
-    ot_span_str_const(s, "messaging.system", "servicebus");
-    ot_span_str_const(s, "messaging.operation.name", disposition);
-    ot_span_str_const(s, "messaging.operation.type", "settle");
-    ot_span_end(s, now);
+    if (!t->span)
+        return;
+    msg_attrs(t, msg);
+    ot_span_drop(t->settle); /* a settlement handed over again */
+    t->settle_ns = ot_now_ns();
+    t->settle = settle_span(t, disp, t->settle_ns);
+    t->settle_disp = disp;
 }
 
 void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcome_t o,
@@ -107,7 +130,14 @@ void wk_trace_end(wk_trace_t *t, sb_msg_t *msg, sb_disposition_t disp, wk_outcom
     if (!t->span)
         return;
     now = ot_now_ns();
-    settle_span(t, sb_disposition_name(disp), now);
+    msg_attrs(t, msg); /* settled without a db worker (released at a drain) */
+    if (t->settle && t->settle_disp != disp) { /* the client settled it otherwise */
+        ot_span_drop(t->settle);
+        t->settle = NULL;
+    }
+    ot_span_end(t->settle ? t->settle : settle_span(t, disp, t->settle_ns ? t->settle_ns : now),
+                now);
+    t->settle = NULL;
     ot_span_str_const(t->span, "azure.servicebus.disposition_status", sb_disposition_name(disp));
     ot_span_str_const(t->span, "inboxd.outcome", wk_outcome_name(o));
     if (d->err.code) {

@@ -25,7 +25,10 @@ typedef struct wk_trace {
     ot_span_t *span;                         /* the consumer span; NULL when off */
     char traceparent[OT_TRACEPARENT_LEN];    /* what the message's effects carry on; "" off */
     char trace_id[33], span_id[17];          /* for log lines; "" off */
+    ot_span_t *settle;                       /* the settlement's span, once handed over */
     long long settle_ns;                     /* when the settlement was handed over */
+    sb_disposition_t settle_disp;            /* the disposition settle was started with */
+    bool msg_attrs;                          /* the message's attributes are on span */
 } wk_trace_t;
 
 /*
@@ -35,10 +38,17 @@ typedef struct wk_trace {
  */
 ot_exporter_t *wk_trace_exporter(const wk_config_t *cfg, ib_error_t *err);
 
-/* Starts msg's consumer span and sets msg->user = t. thread: proactor (on_message). */
+/*
+ * Starts msg's consumer span and sets msg->user = t. thread: proactor
+ * (on_message). The proactor hands every message over: what can wait for
+ * a db worker (the message's attributes, the settlement's span) does.
+ */
 void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_trace_t *t);
-/* Notes that the settlement was handed to the client. thread: a db worker. */
-void wk_trace_settling(wk_trace_t *t);
+/*
+ * The settlement of msg with disp is handed to the client: adds the
+ * message's attributes and starts the settlement's span. thread: a db worker.
+ */
+void wk_trace_settling(wk_trace_t *t, const sb_msg_t *msg, sb_disposition_t disp);
 /*
  * Ends the consumer span with the outcome (and a child span of the
  * settlement) and clears msg->user. thread: proactor (on_settled).

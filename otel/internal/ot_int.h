@@ -12,17 +12,25 @@
 #include "ot_trace.h"
 
 #define OT_MAX_ATTRS 24
+#define OT_TEXT_MAX 256 /* a span's copied strings, in the span while they fit */
 
 typedef enum { OT_V_STR, OT_V_INT, OT_V_BOOL } ot_vtype_t;
 
 typedef struct ot_attr {
     const char *key;
-    ot_vtype_t type;
-    const char *s; /* OT_V_STR: owned unless borrowed */
-    bool borrowed; /* s outlives the span (ot_span_str_const): not freed */
-    long long i;
+    union {
+        const char *s; /* OT_V_STR: in the span's text, borrowed, or owned */
+        long long i;   /* OT_V_INT, OT_V_BOOL */
+    };
+    uint32_t klen, slen; /* strlen of key and s, for the encoders */
+    uint8_t type;        /* ot_vtype_t */
+    bool owned;          /* s was allocated for it (did not fit the text): freed with it */
 } ot_attr_t;
 
+/*
+ * A span record. ot_span_start clears the fields up to text; the text and
+ * the attributes are written as they are added, never cleared.
+ */
 struct ot_span {
     ot_exporter_t *x;
     ot_ctx_t ctx;
@@ -30,15 +38,21 @@ struct ot_span {
     bool has_parent, parent_remote, recording;
     ot_kind_t kind;
     const char *name;
-    bool name_owned; /* name was copied (ot_span_start) */
+    uint32_t name_len;
+    bool name_owned; /* name was allocated (a copy that did not fit the text) */
     long long start_ns, end_ns;
-    ot_attr_t attrs[OT_MAX_ATTRS];
+    const ot_shared_t *shared; /* attributes before attrs, or NULL */
     unsigned nattrs, dropped_attrs;
     ot_ctx_t *links;
     unsigned nlinks, caplinks;
     bool error;
     char *status_msg;
     struct ot_span *next; /* the exporter's queue */
+    size_t pb_size;       /* the encoder's: the Span message's length */
+    bool spilled;         /* a copied string did not fit the text: some attribute owns one */
+    unsigned text_used;
+    char text[OT_TEXT_MAX];
+    ot_attr_t attrs[OT_MAX_ATTRS];
 };
 
 /* The resource's attributes, as key/value strings. */
@@ -63,7 +77,7 @@ typedef struct ot_buf {
 } ot_buf_t;
 
 /* The encoded request body of n spans (linked by next), protobuf or JSON. */
-bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out);
+bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, ot_span_t *spans, ot_buf_t *out);
 bool ot_encode_json(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out);
 void ot_buf_free(ot_buf_t *b);
 
@@ -72,7 +86,19 @@ bool ot_sample(ot_sampler_t s, double ratio, const ot_ctx_t *parent, const uint8
 /* The exporter's sampler, ratio, and queueing (ot_export.c). */
 void ot_exporter_sampler(const ot_exporter_t *x, ot_sampler_t *s, double *ratio);
 void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s);
-/* Frees a span record. */
+/*
+ * Span records of x: a recycled one (its links array kept), else a new one
+ * with none; NULL when memory runs out. put takes back a chain (linked by
+ * next) of cleared records, keeping up to 2 x queue_max (as many as the
+ * queue and the spans taken from it hold) for reuse and freeing the rest. Records go
+ * back to the thread that frees them seldom: a free across threads' malloc
+ * arenas, span after span, cost more than the span. thread: any.
+ */
+ot_span_t *ot_exporter_span_get(ot_exporter_t *x);
+void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first);
+/* Frees what a span record holds (its strings) but the record and its links array. */
+void ot_span_clear(ot_span_t *s);
+/* Clears a span record and gives it back to its exporter. */
 void ot_span_free(ot_span_t *s);
 
 #endif

@@ -8,6 +8,11 @@
 // answered 400 and recorded as {"error": ...}.
 //
 //   node receiver.mjs FILE      prints {"port": N} once listening
+//   node receiver.mjs --count   records nothing: counts the spans of each
+//                               protobuf request by walking its framing
+//                               only (a benchmark's collector, light on
+//                               the CPU it shares) and prints
+//                               {"requests", "spans", "bytes"} on SIGTERM
 import { createServer } from "node:http";
 import { appendFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -17,6 +22,7 @@ const root = require("@opentelemetry/otlp-transformer/build/src/generated/root")
 const Request = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
 const Response = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
 const file = process.argv[2];
+const countOnly = file === "--count";
 
 const hex = (b) => (b && b.length ? Buffer.from(b).toString("hex") : "");
 
@@ -69,6 +75,46 @@ function record(o, protocol) {
   return n;
 }
 
+// A protobuf varint at b[i]: [value, next index].
+function varint(b, i) {
+  let v = 0, mul = 1;
+  for (;;) {
+    const x = b[i++];
+    v += (x & 0x7f) * mul;
+    if (x < 0x80) return [v, i];
+    mul *= 128;
+  }
+}
+
+// Calls each(field, start, end) for the length-delimited fields of b[start, end).
+function fields(b, start, end, each) {
+  for (let i = start; i < end;) {
+    let key, len;
+    [key, i] = varint(b, i);
+    const wt = key & 7;
+    if (wt === 0) [, i] = varint(b, i);
+    else if (wt === 1) i += 8;
+    else if (wt === 5) i += 4;
+    else if (wt === 2) {
+      [len, i] = varint(b, i);
+      each(key >>> 3, i, i + len);
+      i += len;
+    } else throw new Error(`wire type ${wt}`);
+  }
+}
+
+// ExportTraceServiceRequest.resource_spans(1).scope_spans(2).spans(2), counted.
+function countSpans(b) {
+  let n = 0;
+  fields(b, 0, b.length, (f, s, e) => f === 1 && fields(b, s, e, (f2, s2, e2) =>
+    f2 === 2 && fields(b, s2, e2, (f3) => { if (f3 === 2) n++; })));
+  return n;
+}
+
+const tally = { requests: 0, spans: 0, bytes: 0 };
+if (countOnly)
+  process.on("SIGTERM", () => { console.error(JSON.stringify(tally)); process.exit(0); });
+
 const server = createServer((req, res) => {
   const chunks = [];
   req.on("data", (c) => chunks.push(c));
@@ -77,7 +123,13 @@ const server = createServer((req, res) => {
     const type = (req.headers["content-type"] || "").split(";")[0];
     try {
       if (req.method !== "POST" || req.url !== "/v1/traces") throw new Error(`${req.method} ${req.url}`);
-      if (type === "application/x-protobuf") {
+      if (countOnly && type === "application/x-protobuf") {
+        tally.requests++;
+        tally.bytes += body.length;
+        tally.spans += countSpans(body);
+        res.writeHead(200, { "content-type": "application/x-protobuf" });
+        res.end();
+      } else if (type === "application/x-protobuf") {
         record(fromProtobuf(body), "http/protobuf");
         res.writeHead(200, { "content-type": "application/x-protobuf" });
         res.end(Buffer.from(Response.encode(Response.create({})).finish()));
@@ -89,7 +141,9 @@ const server = createServer((req, res) => {
         throw new Error(`content-type ${type}`);
       }
     } catch (e) {
-      appendFileSync(file, JSON.stringify({ error: String(e.message || e) }) + "\n");
+      const line = JSON.stringify({ error: String(e.message || e) });
+      if (countOnly) console.error(line);
+      else appendFileSync(file, line + "\n");
       res.writeHead(400);
       res.end();
     }

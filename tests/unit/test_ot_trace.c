@@ -234,6 +234,58 @@ static void test_links_encoded(void)
     ot_exporter_free(x);
 }
 
+/* The key of the i-th attribute (Span.attributes = 9) of the first span of a protobuf body. */
+static bool pb_attr_key(const ot_buf_t *pb, int i, const char *want)
+{
+    const uint8_t *rs, *ss, *sp, *kv, *k;
+    size_t n, l;
+    if (!(rs = pb_find(pb->p, pb->p + pb->len, 1, 0, &n)) || !(ss = pb_find(rs, rs + n, 2, 0, &n)) ||
+        !(sp = pb_find(ss, ss + n, 2, 0, &n)) || !(kv = pb_find(sp, sp + n, 9, i, &l)) ||
+        !(k = pb_find(kv, kv + l, 1, 0, &n)))
+        return want == NULL;
+    return want && n == strlen(want) && memcmp(k, want, n) == 0;
+}
+
+/* A shared set's attributes come first, in both encodings, then the span's own. */
+static void test_shared_attrs(void)
+{
+    ot_exporter_t *x = exporter(NULL);
+    ot_shared_t set = {0};
+    ot_buf_t pb = {0}, js = {0};
+    ot_kv_t res[] = {{"service.name", "svc"}};
+    json_error_t je;
+    ot_shared_add(&set, "messaging.system", "servicebus");
+    ot_shared_add(&set, "messaging.destination.subscription.name", NULL); /* skipped */
+    ot_shared_add(&set, "messaging.operation.type", "settle");
+    ASSERT_EQ(set.n, 2);
+    ot_span_t *s = ot_span_start_const(x, "complete", OT_KIND_CLIENT, NULL, false, 1000);
+    ASSERT_TRUE(s != NULL);
+    ot_span_shared(s, &set);
+    ot_span_str(s, "inboxd.subject", "Item");
+    s->end_ns = 2000;
+    ASSERT_TRUE(ot_encode_protobuf(res, 1, s, &pb));
+    ASSERT_TRUE(pb_attr_key(&pb, 0, "messaging.system"));
+    ASSERT_TRUE(pb_attr_key(&pb, 1, "messaging.operation.type"));
+    ASSERT_TRUE(pb_attr_key(&pb, 2, "inboxd.subject"));
+    ASSERT_TRUE(pb_attr_key(&pb, 3, NULL));
+    ASSERT_TRUE(ot_encode_json(res, 1, s, &js));
+    json_t *root = json_loadb((const char *)js.p, js.len, 0, &je);
+    json_t *attrs = json_object_get(
+        json_array_get(json_object_get(json_array_get(json_object_get(json_array_get(
+                           json_object_get(root, "resourceSpans"), 0), "scopeSpans"), 0), "spans"), 0),
+        "attributes");
+    ASSERT_EQ(json_array_size(attrs), 3);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(attrs, 1), "key")),
+                 "messaging.operation.type");
+    ASSERT_STREQ(json_string_value(json_object_get(
+                     json_object_get(json_array_get(attrs, 1), "value"), "stringValue")), "settle");
+    json_decref(root);
+    ot_buf_free(&pb);
+    ot_buf_free(&js);
+    ot_span_free(s);
+    ot_exporter_free(x);
+}
+
 /* A span that is not recorded keeps no links (nothing to export). */
 static void test_links_unrecorded(void)
 {
@@ -334,6 +386,7 @@ int main(void)
     RUN(test_json_body);
     RUN(test_links_encoded);
     RUN(test_links_unrecorded);
+    RUN(test_shared_attrs);
     RUN(test_drop_counted);
     RUN(test_stop_bounded);
     RUN(test_settings_refused);

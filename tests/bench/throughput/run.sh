@@ -30,7 +30,12 @@
 #               enqueued -> committed p50 / p99 (the inbox row's enqueued_at
 #               and processed_at)
 #   traced      as defaults, with every message traced (sampler always_on)
-#               to tests/otel/receiver.mjs: CPU per 1,000 beside defaults
+#               to tests/otel/receiver.mjs --count (it counts the spans and
+#               records nothing): CPU per 1,000 beside defaults, and the
+#               spans the collector received per message
+#   traced_default  as traced at the default sampler (parentbased_always_on)
+#               with messages that carry no trace context: each one the
+#               root of a trace of its own
 #   slow        four messages whose SQL sleeps 3 s, four db workers, batches
 #               on, against one transaction per message: the time of each
 #   http        an HTTP route at inboxd's defaults to a local destination
@@ -55,7 +60,7 @@ CALLS=${CALLS:-$((C * 32))} # messages in flight in batch mode
 SESSIONS=${SESSIONS:-100}
 PER_SESSION=${PER_SESSION:-200}
 build=${BUILD:-$root/build}
-PHASES=${PHASES:-pm pgbench batch defaults ws traced peer sessions sqlite large latency slow http}
+PHASES=${PHASES:-pm pgbench batch defaults ws traced traced_default peer sessions sqlite large latency slow http}
 LARGE_N=${LARGE_N:-200}
 LARGE_KIB=${LARGE_KIB:-1024}
 [ "${SKIP_PEER:-0}" = 1 ] && PHASES=${PHASES//peer/}
@@ -96,6 +101,7 @@ cat >"$W/topo.json" <<'JSON'
            {"name":"dflt","lock_duration_s":60,"max_delivery_count":10},
            {"name":"dfws","lock_duration_s":60,"max_delivery_count":10},
            {"name":"traced","lock_duration_s":60,"max_delivery_count":10},
+           {"name":"traced_default","lock_duration_s":60,"max_delivery_count":10},
            {"name":"large","lock_duration_s":60,"max_delivery_count":10},
            {"name":"lat","lock_duration_s":60,"max_delivery_count":10},
            {"name":"slow1","lock_duration_s":60,"max_delivery_count":10},
@@ -140,7 +146,13 @@ completed() {
 }
 exec {tick_fd}<> <(:) # read -t on it is a sleep without a process
 
+# The bench database's committed transactions so far (its backends report
+# theirs when they exit, so read it after inboxd has stopped).
+commits() { psql -d bench -tAc "SELECT xact_commit FROM pg_stat_database WHERE datname = 'bench'"; }
+
 # run_inboxd NAME QUEUE COUNT CALLS DB_JSON SB_EXTRA_JSON -> "rate cpu_ms_per_1000 peak_mib"
+# (and $W/NAME.txns: its PostgreSQL transactions per 1,000 messages, which
+# the CPU per message follows: batches form from what is in flight)
 # (C database connections; CALLS messages in flight, as many again prefetched)
 # (the route: ROUTES when set, otherwise the SQL route of the items)
 sql_routes='[{"match": "*", "sql": "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)",
@@ -158,6 +170,7 @@ run_inboxd() {
  "http": {"listen": ""}, "log": {"level": "warn"} $top}
 JSON
   completed "$q"; done0=$n_completed
+  local x0; x0=$(commits)
   "$build/inboxd" --config "$W/$name.json" >"$W/$name.log" 2>&1 &
   ipid=$!
   pids+=($ipid)
@@ -182,6 +195,8 @@ JSON
   ticks=$(getconf CLK_TCK)
   cpu=$(awk -v t="$ticks" '{ printf "%.3f", ($14 + $15) / t }' /proc/$ipid/stat)
   kill -TERM $ipid; wait $ipid || true
+  sleep 0.5 # the backends' exits
+  echo "$(( $(commits) - x0 )) $count" | awk '{ printf "%.0f\n", $1 / $2 * 1000 }' >"$W/$name.txns"
   awk -v n="$count" -v timed=$((done0 + count - first)) -v s="$start" -v e="$end" -v cpu="$cpu" \
     -v rss="$peak" 'BEGIN { printf "%.0f %.1f %.1f\n", (e > s ? timed / (e - s) : 0), cpu / n * 1e6, rss / 1024 }'
 }
@@ -265,7 +280,7 @@ if want sqlite; then
   [ "$(sqlite3 "$W/lite.db" 'SELECT count(*) FROM items')" = "$N" ] || { echo "bench: sqlite rows" >&2; exit 1; }
 fi
 
-d_rate=0 d_cpu=0 d_rss=0
+d_rate=0 d_cpu=0 d_rss=0 d_txns=0
 if want defaults; then
   echo "bench: defaults" >&2
   preload dflt "$N"
@@ -273,7 +288,8 @@ if want defaults; then
   read -r d_rate d_cpu d_rss < <(run_inboxd dflt dflt "$N" default \
     '{"connection_string": "'"$PG_CS"'", "dialect": "postgresql"}' "")
   check_rows "$N"
-  echo "bench:   $d_rate msg/s, $d_cpu CPU ms/1000, $d_rss MiB" >&2
+  d_txns=$(cat "$W/dflt.txns")
+  echo "bench:   $d_rate msg/s, $d_cpu CPU ms/1000, $d_rss MiB, $d_txns transactions/1000" >&2
 fi
 
 w_rate=0 w_cpu=0 w_rss=0
@@ -287,20 +303,40 @@ if want ws; then
   echo "bench:   $w_rate msg/s, $w_cpu CPU ms/1000, $w_rss MiB" >&2
 fi
 
-t_rate=0 t_cpu=0 t_rss=0
-if want traced; then
-  echo "bench: traced (defaults, every message traced)" >&2
+# traced_run QUEUE SAMPLER_JSON: inboxd at its defaults exporting every span
+# it records to tests/otel/receiver.mjs --count (a collector that counts the
+# spans of each request and records nothing, so that it takes little of the
+# CPU it shares); echoes "rate cpu_ms_per_1000 peak_mib spans_per_message transactions_per_1000".
+traced_run() {
+  local rport="" tally
   [ -d "$root/tests/otel/node_modules" ] || (cd "$root/tests/otel" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  node "$root/tests/otel/receiver.mjs" /dev/null >"$W/recv.port" 2>"$W/recv.log" &
-  pids+=($!)
+  node "$root/tests/otel/receiver.mjs" --count >"$W/recv.port" 2>"$W/recv.log" &
+  local rpid=$!
+  pids+=("$rpid")
   for _ in $(seq 1 100); do rport=$(jq -r '.port // empty' "$W/recv.port" 2>/dev/null || true); [ -n "$rport" ] && break; sleep 0.05; done
-  preload traced "$N"
+  preload "$1" "$N"
   reset_db
-  read -r t_rate t_cpu t_rss < <(run_inboxd traced traced "$N" default \
+  read -r tr_rate tr_cpu tr_rss < <(run_inboxd "$1" "$1" "$N" default \
     '{"connection_string": "'"$PG_CS"'", "dialect": "postgresql"}' "" \
-    ', "otel": {"traces_endpoint": "http://127.0.0.1:'"$rport"'/v1/traces", "sampler": "always_on"}')
+    ', "otel": {"traces_endpoint": "http://127.0.0.1:'"$rport"'/v1/traces"'"$2"'}')
   check_rows "$N"
-  echo "bench:   $t_rate msg/s, $t_cpu CPU ms/1000, $t_rss MiB" >&2
+  kill -TERM "$rpid"; wait "$rpid" || true
+  tally=$(jq -r 'select(.spans != null) | .spans' "$W/recv.log" | tail -n 1)
+  echo "$tr_rate $tr_cpu $tr_rss $(awk -v s="${tally:-0}" -v n="$N" 'BEGIN { printf "%.2f", s / n }') $(cat "$W/$1.txns")"
+}
+
+t_rate=0 t_cpu=0 t_rss=0 t_spans=0 t_txns=0
+if want traced; then
+  echo "bench: traced (defaults, sampler always_on: every message traced)" >&2
+  read -r t_rate t_cpu t_rss t_spans t_txns < <(traced_run traced ', "sampler": "always_on"')
+  echo "bench:   $t_rate msg/s, $t_cpu CPU ms/1000, $t_rss MiB, $t_spans spans per message, $t_txns transactions/1000" >&2
+fi
+
+td_rate=0 td_cpu=0 td_rss=0 td_spans=0 td_txns=0
+if want traced_default; then
+  echo "bench: traced_default (defaults, the default sampler; no message carries a trace context)" >&2
+  read -r td_rate td_cpu td_rss td_spans td_txns < <(traced_run traced_default "")
+  echo "bench:   $td_rate msg/s, $td_cpu CPU ms/1000, $td_rss MiB, $td_spans spans per message, $td_txns transactions/1000" >&2
 fi
 
 g_rate=0 g_cpu=0 g_rss=0
@@ -411,7 +447,9 @@ awk -v n="$N" -v c="$C" -v pgb="$pgb" -v pm="$pm_rate" -v pmc="$pm_cpu" -v pmr="
     -v s="$s_rate" -v sc="$s_cpu" -v sr="$s_rss" -v sn="$SESSIONS x $PER_SESSION" \
     -v l="$l_rate" -v lc="$l_cpu" -v lr="$l_rss" -v d="$d_rate" -v dc="$d_cpu" -v dr="$d_rss" \
     -v g="$g_rate" -v gr="$g_rss" -v gn="$LARGE_N x $LARGE_KIB KiB" -v p50="$lat_p50" -v p99="$lat_p99" \
-    -v s1="$slow1" -v sb="$slowb" -v t="$t_rate" -v tc="$t_cpu" -v tr="$t_rss" \
+    -v s1="$slow1" -v sb="$slowb" -v t="$t_rate" -v tc="$t_cpu" -v tr="$t_rss" -v ts="$t_spans" \
+    -v td="$td_rate" -v tdc="$td_cpu" -v tdr="$td_rss" -v tds="$td_spans" \
+    -v dx="$d_txns" -v tx="$t_txns" -v tdx="$td_txns" \
     -v w="$w_rate" -v wc="$w_cpu" -v wr="$w_rss" \
     -v h="$h_rate" -v hc="$h_cpu" -v hr="$h_rss" -v hp="$hp_rate" -v hpc="$hp_cpu" -v hpr="$hp_rss" 'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
 BEGIN {
@@ -423,9 +461,10 @@ BEGIN {
   if (peer > 0) printf "%-26s %10.0f %10s %10s\n", "sdk peer (node, pg pool)", peer, ratio(peer, pgb), "1.00"
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sessions " sn, s, "", "", sc, sr
   printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd sqlite batch", l, "", "", lc, lr
-  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "inboxd at its defaults", d, ratio(d, pgb), ratio(d, peer), dc, dr
+  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB  (%s transactions/1000)\n", "inboxd at its defaults", d, ratio(d, pgb), ratio(d, peer), dc, dr, dx
   if (w > 0) printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB  (%s x TCP at defaults)\n", "defaults over WebSockets", w, ratio(w, pgb), ratio(w, peer), wc, wr, ratio(w, d)
-  printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB\n", "defaults, traced (1.0)", t, ratio(t, pgb), ratio(t, peer), tc, tr
+  if (t > 0) printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB  (CPU %s x defaults; %s)\n", "defaults, traced (1.0)", t, ratio(t, pgb), ratio(t, peer), tc, tr, ratio(tc, dc), ts " spans/msg, " tx " transactions/1000"
+  if (td > 0) printf "%-26s %10.0f %10s %10s %14.1f %7.1f MiB  (CPU %s x defaults; %s)\n", "traced, default sampler", td, ratio(td, pgb), ratio(td, peer), tdc, tdr, ratio(tdc, dc), tds " spans/msg, " tdx " transactions/1000"
   printf "%-26s %10.0f %10s %10s %14s %7.1f MiB\n", "defaults, " gn, g, "", "", "", gr
   printf "low load (10 msg/s, defaults): enqueued -> committed p50 %s ms, p99 %s ms\n", p50, p99
   if (s1 > 0) printf "slow handler 4 x 3 s: one per transaction %.2f s, batches %.2f s (%s x)\n", s1, sb, ratio(sb, s1)
