@@ -175,6 +175,12 @@ static void on_state(void *ctx, int status, pn_message_t *resp, const ib_error_t
     }
     call_free(call);
     r->state_pending = false;
+    if (sb_resp_busy(resp, status)) {
+        /* Throttled: nothing received from it yet, so given back uncounted; taken after the hold. */
+        sb_throttle_note(r->c, "get-session-state");
+        sb_session_give_back(r, "busy");
+        return;
+    }
     ok = status == 200 && sb_sstate_parse(resp, &state, &len);
     if (!ok) {
         /* Unknown: held without receiving like a parked one, asked again after. */
@@ -249,7 +255,11 @@ static void park_done(sb_rcv_t *r, bool parked)
     sb_session_step(r);
 }
 
-/* A failed set-session-state worth sending again: the broker did not answer or said 5xx. */
+/*
+ * A failed set-session-state worth sending again: the broker did not answer
+ * or said 5xx. A server-busy answer (sb_throttle.c) costs no try: the record
+ * goes again once the hold ends, however long the broker throttles.
+ */
 static bool park_again(const sstate_call_t *call, int status)
 {
     const sb_rcv_t *r = call->r;
@@ -263,6 +273,12 @@ static void on_parked(void *ctx, int status, pn_message_t *resp, const ib_error_
     sb_rcv_t *r = call->r;
     if (status != 200) {
         ib_error_t why;
+        bool busy = sb_resp_busy(resp, status) && current(call) && r->park_setting;
+        if (busy) {
+            sb_throttle_note(r->c, "set-session-state");
+            if (r->park_tries)
+                r->park_tries--;
+        }
         bool again = park_again(call, status);
         if (status >= 0)
             sb_resp_error(resp, status, &why);
@@ -276,6 +292,8 @@ static void on_parked(void *ctx, int status, pn_message_t *resp, const ib_error_
         if (again) {
             r->park_retry_at = ib_mono_ms() + ib_backoff_ms(SB_PARK_RETRY_MS, SB_PARK_RETRY_MAX_MS,
                                                             (int)r->park_tries, &r->c->seed);
+            if (busy && r->park_retry_at < r->c->busy_until)
+                r->park_retry_at = r->c->busy_until;
             call_free(call);
             return;
         }

@@ -89,7 +89,9 @@ static void usage(FILE *fp)
             "  --fault-settle-delay-ms D  delay every settlement reply by D ms\n"
             "  --fault-drop-settle-reply K  apply but never answer the next K settlements\n"
             "  --fault-ignore-drain K   leave the next K drains of an empty session unanswered\n"
-            "  --fault-refuse-set-state K  answer the next K set-session-state requests 503\n"
+            "  --fault-refuse-set-state K  answer the next K set-session-state requests 500\n"
+            "  --fault-busy-get-state K    answer the next K get-session-state requests busy\n"
+            "  --fault-busy-set-state K    answer the next K set-session-state requests busy\n"
             "  --fault-stall-set-state K   leave the next K set-session-state requests unanswered\n"
             "  --fault-ignore-dead-letter K  neither apply nor answer the next K dead letters\n"
             "  --fault-server-busy-for-ms T  answer com.microsoft:server-busy for T ms, from\n"
@@ -121,7 +123,7 @@ int main(int argc, char **argv)
     int http_status = 0;
     emu_broker_t b;
     memset(&b, 0, sizeof b);
-    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    emu_faults_t cli = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     ib_log_set_level(IB_LOG_WARN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -209,6 +211,10 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, &cli.refuse_set_state);
         else if (strcmp(a, "--fault-stall-set-state") == 0)
             rc = parse_int(a, v, &cli.stall_set_state);
+        else if (strcmp(a, "--fault-busy-get-state") == 0)
+            rc = parse_int(a, v, &cli.busy_get_state);
+        else if (strcmp(a, "--fault-busy-set-state") == 0)
+            rc = parse_int(a, v, &cli.busy_set_state);
         else if (strcmp(a, "--fault-ignore-dead-letter") == 0)
             rc = parse_int(a, v, &cli.ignore_dead_letter);
         else if (strcmp(a, "--fault-server-busy-for-ms") == 0)
@@ -272,14 +278,16 @@ int main(int argc, char **argv)
     int *dst[] = {&b.faults.drop_after,    &b.faults.drop_every_ms,   &b.faults.refuse_renew,
                   &b.faults.lock_early_ms, &b.faults.settle_delay_ms, &b.faults.drop_settle_reply,
                   &b.faults.ignore_drain,  &b.faults.refuse_set_state,
-                  &b.faults.stall_set_state, &b.faults.ignore_dead_letter,
+                  &b.faults.stall_set_state, &b.faults.busy_get_state,
+                  &b.faults.busy_set_state, &b.faults.ignore_dead_letter,
                   &b.faults.server_busy_for_ms, &b.faults.server_busy_after,
                   &b.faults.stall_link, &b.faults.stall_links,
                   &b.faults.idle_close_link_ms, &b.faults.idle_close_conn_ms};
     int *src[] = {&cli.drop_after,    &cli.drop_every_ms,   &cli.refuse_renew,
                   &cli.lock_early_ms, &cli.settle_delay_ms, &cli.drop_settle_reply,
                   &cli.ignore_drain,  &cli.refuse_set_state,
-                  &cli.stall_set_state, &cli.ignore_dead_letter,
+                  &cli.stall_set_state, &cli.busy_get_state,
+                  &cli.busy_set_state, &cli.ignore_dead_letter,
                   &cli.server_busy_for_ms, &cli.server_busy_after,
                   &cli.stall_link, &cli.stall_links,
                   &cli.idle_close_link_ms, &cli.idle_close_conn_ms};

@@ -412,6 +412,13 @@ static void op_session(mgmt_ctx_t *c, const char *op)
         return;
     }
     if (strcmp(op, "com.microsoft:get-session-state") == 0) {
+        if (c->b->faults.busy_get_state > 0) {
+            c->b->faults.busy_get_state--;
+            IB_LOG(IB_LOG_INFO, "fault", IB_MSG("get-session-state answered busy"));
+            finish(c, 503, "com.microsoft:server-busy",
+                   "The server is busy. Please retry the operation.");
+            return;
+        }
         begin_body(c);
         put_str(c->out, "session-state");
         if (s && s->has_state)
@@ -429,11 +436,18 @@ static void op_session(mgmt_ctx_t *c, const char *op)
         IB_LOG(IB_LOG_INFO, "fault", IB_MSG("set-session-state left unanswered"));
         return;
     }
+    if (c->b->faults.busy_set_state > 0) {
+        c->b->faults.busy_set_state--;
+        IB_LOG(IB_LOG_INFO, "fault", IB_MSG("set-session-state answered busy"));
+        finish(c, 503, "com.microsoft:server-busy",
+               "The server is busy. Please retry the operation.");
+        return;
+    }
     if (c->b->faults.refuse_set_state > 0) {
         c->b->faults.refuse_set_state--;
         IB_LOG(IB_LOG_INFO, "fault", IB_MSG("set-session-state refused"));
-        finish(c, 503, "com.microsoft:server-busy",
-               "The server is busy. Please retry the operation.");
+        finish(c, 500, "com.microsoft:internal-error",
+               "The service was unable to process the request. Please retry the operation.");
         return;
     }
     const uint8_t *st = NULL;

@@ -107,7 +107,7 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
     static const char *const keys[] = {
         "drop_after",      "drop_every_ms",     "refuse_renew", "lock_early_ms",
         "settle_delay_ms", "drop_settle_reply", "ignore_drain", "refuse_set_state",
-        "stall_set_state", "ignore_dead_letter", "server_busy_for_ms", "server_busy_after",
+        "stall_set_state", "busy_get_state", "busy_set_state", "ignore_dead_letter", "server_busy_for_ms", "server_busy_after",
         "stall_link", "stall_links", "idle_close_link_ms", "idle_close_conn_ms", NULL};
     if (check_keys(f, keys, "faults", err, errlen))
         return -1;
@@ -127,6 +127,10 @@ static int parse_faults(json_t *f, emu_faults_t *faults, char *err, size_t errle
                    get_int(f, "refuse_set_state", &faults->refuse_set_state, max, "faults", err,
                            errlen) ||
                    get_int(f, "stall_set_state", &faults->stall_set_state, max, "faults", err,
+                           errlen) ||
+                   get_int(f, "busy_get_state", &faults->busy_get_state, max, "faults", err,
+                           errlen) ||
+                   get_int(f, "busy_set_state", &faults->busy_set_state, max, "faults", err,
                            errlen) ||
                    get_int(f, "ignore_dead_letter", &faults->ignore_dead_letter, max, "faults",
                            err, errlen) ||

@@ -20,7 +20,9 @@ typedef struct emu_faults {
     int settle_delay_ms;   /* delay each settlement reply */
     int drop_settle_reply; /* apply but never answer the next K settlements */
     int ignore_drain;      /* leave the next K drains of an empty session unanswered */
-    int refuse_set_state;  /* answer the next K set-session-state requests 503 server-busy */
+    int refuse_set_state;  /* answer the next K set-session-state requests 500 internal-error */
+    int busy_get_state;    /* answer the next K get-session-state requests 503 server-busy */
+    int busy_set_state;    /* answer the next K set-session-state requests 503 server-busy */
     int stall_set_state;   /* leave the next K set-session-state requests unanswered */
     int ignore_dead_letter; /* neither apply nor answer the next K dead-letter dispositions */
     int server_busy_for_ms; /* answer com.microsoft:server-busy for this long ... */
