@@ -31,21 +31,25 @@
  * Sessions: each held session has its own link. Credit is only ever granted
  * as a drain of session_prefetch: the broker sends what the session has (up
  * to that many) and answers at once with the rest of the credit consumed.
- * The messages wait in the link's buffer and are handed out one at a time,
- * the next only after the broker confirmed the settlement of the previous:
- * one message at a time per session, in order. When the buffer is empty the
- * next drain goes out (while the last message is still being processed); a
- * drain that comes back empty means the session is done, and it is given
+ * The messages are handed out as they arrive, in order (the caller keeps
+ * a session's order: it may settle several of one session together): a
+ * session's first one out at once, a later one beside it only while fewer
+ * than max_concurrent_calls are handed out in all. The
+ * next drain goes out as soon as one is answered, while at most
+ * SB_SESSION_HELD_MAX of the session are held; a drain that comes back
+ * short (fewer than it asked for) means the session is done, and it is given
  * back as soon as nothing is in flight. The moment a session is known to be
  * done the accept of the next one (next-available session filter) is sent,
  * so a slot switches without waiting: at most max_concurrent_sessions
  * sessions are being processed, and one replacement per finishing session
  * may be held besides. An abandon with later messages buffered gives the
  * session back (the broker keeps the order). A drain left unanswered for
- * session_idle_timeout_s gives the session back too. prefetch and
- * max_concurrent_calls do not apply; "no session available" answers are
- * routine and retried quietly. With session_park, the first message of a
- * session that the worker dead-letters parks the session: its session state
+ * session_idle_timeout_s gives the session back too. prefetch does not
+ * apply; "no session available" answers are
+ * routine and retried quietly. With session_park, a session's messages are
+ * handed out one at a time (the next once the broker confirmed the previous
+ * one's settlement), and the first one the worker dead-letters parks the
+ * session: its session state
  * gets inboxd's parked record (com.microsoft:set-session-state), the dead
  * letter is sent only once the broker confirmed the record (when it never
  * does, the message is released instead and its settlement ends in error),

@@ -1,9 +1,11 @@
 /*
  * sb_session.c - next-available sessions: the session filter on attach,
  * reading the granted session from the broker's attach, the per-session
- * buffer handed out one message at a time, drains that tell when a session
- * is done, giving sessions back, keeping the accept pipeline full, the
- * switch-latency bookkeeping, and session-lock renewal.
+ * buffer handed out as it arrives within max_concurrent_calls (the worker
+ * keeps a session's order; one at a time under park), drains that tell
+ * when a session is done (one that comes back short), giving sessions
+ * back, keeping the accept pipeline full, the switch-latency bookkeeping,
+ * and session-lock renewal.
  * thread: proactor (everything here).
  */
 #include <stdlib.h>
@@ -141,13 +143,22 @@ static void switch_observe(sb_client_t *c, long long ms)
 }
 
 /*
+ * Whether r's last drain is answered and came back with fewer messages than
+ * it asked for: the session had no more then. A drain is answered only
+ * after the broker sent what it had (an empty drain tells no more).
+ */
+static bool drained_short(const sb_rcv_t *r)
+{
+    return r->drain_at && r->drain_got < r->drain_ask && r->link && pn_link_credit(r->link) == 0;
+}
+
+/*
  * Whether r holds a session known to be done: its last drain came back
- * empty (usually while its last message is still being processed).
+ * short (usually while its last message is still being processed).
  */
 static bool finishing(const sb_rcv_t *r)
 {
-    return r->state == RCV_OPEN && r->session_id && r->nbuf == 0 && r->drain_at &&
-           r->drain_got == 0 && r->link && pn_link_credit(r->link) == 0;
+    return r->state == RCV_OPEN && r->session_id && r->nbuf == 0 && drained_short(r);
 }
 
 /* A session was accepted at mono ms now: the replacement of a finished one, or ahead of one. */
@@ -260,20 +271,50 @@ void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg)
     sb_session_step(r);
 }
 
-static void hand_next(sb_rcv_t *r)
+/*
+ * Whether r may hand out its next buffered message. With none of its
+ * session in flight, always: each session in progress has one out. A later
+ * one beside earlier ones in flight only while the client has fewer than
+ * max_concurrent_calls handed out (a lost connection turns every message
+ * out into a lock lost the worker must get through), and never under park:
+ * an earlier one may yet park the session, and then its later ones must
+ * not have been handed out.
+ */
+static bool may_hand(const sb_rcv_t *r)
+{
+    const sb_client_t *c = r->c;
+    if (r->held == r->nbuf)
+        return true;
+    return !c->park && c->n_inflight < c->mcc;
+}
+
+/* Hands buffered messages out, in order, while may_hand: a batch may take several of a session. */
+static void hand_all(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
-    sb_msg_t *msg = r->sbuf_head;
-    sb_session_unbuffer(r, msg);
-    sb_msg_set_state(c, msg, SB_MS_HANDED);
-    c->stats.handed++;
-    c->cb.on_message(msg, c->cb.ctx);
+    while (r->nbuf > 0 && r->state == RCV_OPEN && !r->give_back && may_hand(r)) {
+        sb_msg_t *msg = r->sbuf_head;
+        sb_session_unbuffer(r, msg);
+        sb_msg_set_state(c, msg, SB_MS_HANDED);
+        c->stats.handed++;
+        c->cb.on_message(msg, c->cb.ctx);
+    }
+}
+
+/*
+ * Credit a drain asks for: the session's prefetch, no more than keeps its
+ * messages held (handed and buffered) within SB_SESSION_HELD_MAX.
+ */
+static unsigned drain_credit(const sb_rcv_t *r)
+{
+    unsigned room = r->held < SB_SESSION_HELD_MAX ? SB_SESSION_HELD_MAX - r->held : 0;
+    return r->c->session_prefetch < room ? r->c->session_prefetch : room;
 }
 
 void sb_session_step(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
-    unsigned inflight;
+    unsigned inflight, ask;
     /* Paused (the circuit breaker) or recycling: nothing handed out, no credit. */
     if (r->state != RCV_OPEN || !r->link || !r->session_id || c->stopping || c->paused ||
         r->recycling)
@@ -298,29 +339,44 @@ void sb_session_step(sb_rcv_t *r)
             sb_session_give_back(r, "parked");
         return;
     }
-    if (inflight == 0 && r->give_back) {
-        sb_session_give_back(r, "abandoned");
+    if (r->give_back) {
+        /* One went back to the head of the session: the later ones go back with it. */
+        if (inflight == 0)
+            sb_session_give_back(r, "abandoned");
         return;
     }
-    if (inflight == 0 && r->nbuf > 0) {
-        hand_next(r);
-        inflight = 1;
-        if (r->state != RCV_OPEN)
-            return;
-    }
-    if (r->nbuf > 0 || pn_link_credit(r->link) > 0)
-        return; /* buffered messages wait for the one in flight; or a drain is out */
-    if (r->drain_at && r->drain_got == 0) {
-        /* The last drain came back empty: done once the one in flight settles. */
+    hand_all(r);
+    if (r->state != RCV_OPEN || r->give_back || pn_link_credit(r->link) > 0)
+        return; /* a drain is out */
+    inflight = r->held - r->nbuf;
+    if (drained_short(r)) {
+        /* The last drain came back short: done once those in flight settle. */
         if (inflight == 0)
             sb_session_give_back(r, "done");
         else
             sb_session_fill(c);
         return;
     }
+    if ((ask = drain_credit(r)) == 0)
+        return; /* enough in flight: a settlement steps again */
     r->drain_at = ib_mono_ms();
     r->drain_got = 0;
-    pn_link_drain(r->link, (int)c->session_prefetch);
+    r->drain_ask = ask;
+    pn_link_drain(r->link, (int)ask);
+}
+
+/*
+ * A settlement freed one of max_concurrent_calls: sessions whose messages
+ * wait for one hand them out, in the receivers' order. Not while the
+ * connection is down: their links are being lost, their messages with them.
+ */
+void sb_session_hand_more(sb_client_t *c)
+{
+    if (!c->sessions || c->park || !c->core.up)
+        return;
+    for (sb_rcv_t *r = c->rcvs; r && c->n_inflight < c->mcc; r = r->next)
+        if (r->session && r->nbuf > 0)
+            sb_session_step(r);
 }
 
 typedef struct sess_renew {

@@ -52,11 +52,11 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
         if (r->session && (st->d == SB_ABANDON || st->d == SB_RELEASE || result->code != IB_E_OK)) {
             /*
              * The message is back at the head of its session. Later ones
-             * buffered here must not overtake it: give the session back
-             * (the broker keeps them in order). With none buffered, drain
-             * again and it comes back first.
+             * held here (buffered, in flight, or on their way in a drain)
+             * must not overtake it: give the session back (the broker keeps
+             * them in order). With none, drain again and it comes back first.
              */
-            if (r->nbuf > 0)
+            if (r->held > 0 || (r->link && pn_link_credit(r->link) > 0))
                 r->give_back = true;
             else
                 r->drain_at = 0;
@@ -80,6 +80,7 @@ void sb_settle_finish(sb_client_t *c, sb_msg_t *msg, const ib_error_t *result)
     for (sb_rcv_t *g = c->rcvs; g; g = g->next)
         if (g == r || !g->session)
             sb_rcv_grant(g);
+    sb_session_hand_more(c);
     sb_rcv_pump(c);
 }
 
@@ -357,6 +358,7 @@ void sb_settle_drain_queue(sb_client_t *c)
     for (sb_rcv_t *r = c->rcvs; r; r = r->next)
         if (!r->session)
             sb_rcv_grant(r);
+    sb_session_hand_more(c);
     sb_rcv_pump(c);
 }
 

@@ -39,13 +39,14 @@ const wk_setting_t wk_settings[] = {
      "How to authenticate: sas (from the connection string) or workload_identity (Azure AD).",
      OFF(servicebus.auth)},
     {"servicebus.sessions", WK_CT_BOOL, "false", NOLIM, NULL, 0,
-     "Receive from a session-enabled entity, one message at a time per session.",
+     "Receive from a session-enabled entity, each session's messages in order.",
      OFF(servicebus.sessions)},
     {"servicebus.prefetch", WK_CT_INT, "20", 0, 10000, NULL, 0,
      "Messages buffered beyond those in flight.", OFF(servicebus.prefetch)},
     {"servicebus.max_concurrent_calls", WK_CT_INT, "256", 1, 1024, NULL, 0,
      "Messages in flight at once (locks held and renewed), shared by the db workers, whose "
-     "batches form from them.", OFF(servicebus.max_concurrent_calls)},
+     "batches form from them; with sessions, beyond each session's next message.",
+     OFF(servicebus.max_concurrent_calls)},
     {"servicebus.max_held_mb", WK_CT_INT, "64", 0, 65536, NULL, 0,
      "Memory of received messages (arriving, buffered and in flight, each counted at twice "
      "its size) and claim-checked blobs held at most, in MiB: while it is spent no credit is "
@@ -53,7 +54,7 @@ const wk_setting_t wk_settings[] = {
      "blob is dead-lettered ClaimCheckTooLarge (0 = no byte bound).",
      OFF(servicebus.max_held_mb)},
     {"servicebus.max_concurrent_sessions", WK_CT_INT, "32", 1, 1024, NULL, 0,
-     "Sessions processed at once when sessions is true (one message at a time each).",
+     "Sessions processed at once when sessions is true.",
      OFF(servicebus.max_concurrent_sessions)},
     {"servicebus.session_prefetch", WK_CT_INT, "4", 1, 1000, NULL, 0,
      "Messages of one session fetched ahead (per drain) when sessions is true.",
@@ -132,8 +133,9 @@ const wk_setting_t wk_settings[] = {
      "Database worker threads, one connection each (0 = max_concurrent_calls, at most 8).",
      OFF(db.pool_size)},
     {"db.batch_max", WK_CT_INT, "32", 1, 1000, NULL, 0,
-     "Most messages a db worker applies in one transaction: those already waiting, at most "
-     "one per session (1 = one transaction per message). Outcomes and guarantees are the same.",
+     "Most messages a db worker applies in one transaction: those already waiting, a "
+     "session's in its order (1 = one transaction per message). Outcomes and guarantees are "
+     "the same.",
      OFF(db.batch_max)},
     {"db.batch_linger_ms", WK_CT_INT, "0", 0, 1000, NULL, 0,
      "How long a db worker waits for more messages before applying a batch smaller than "

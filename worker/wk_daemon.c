@@ -54,6 +54,12 @@ typedef struct job {
     struct job *prev, *next; /* in-flight list, arrival order */
     struct job *qnext;       /* job queue, or the held list */
     long long hold_until;    /* held: mono ms before which it is not offered again */
+    /* Its session's jobs in flight, in arrival order (the session's order). */
+    struct job *sprev, *snext;
+    unsigned shash;          /* of msg->session_id */
+    unsigned long take_gen;  /* the take_jobs call that took it last */
+    bool stopped;            /* settled so that its session cannot go on past it */
+    bool passed;             /* committed (or skipped) and being completed: later ones may go */
 } job_t;
 
 typedef struct daemon daemon_t;
@@ -93,6 +99,7 @@ struct daemon {
     size_t nheld;
     job_t *oldest, *newest; /* in-flight list */
     size_t in_flight;
+    unsigned long take_gen; /* take_jobs calls so far */
     long long oldest_enqueued_ms; /* as last published (publish_in_flight, the tick) */
     bool stop_workers;
     size_t busy_workers;
@@ -127,8 +134,36 @@ static void queue_push(daemon_t *dm, job_t *j)
     dm->queued++;
 }
 
+static unsigned session_hash(const char *sid)
+{
+    unsigned h = 2166136261u;
+    for (; *sid; sid++)
+        h = (h ^ (unsigned char)*sid) * 16777619u;
+    return h;
+}
+
+static bool same_session(const job_t *a, const job_t *b)
+{
+    return a->shash == b->shash && strcmp(a->msg->session_id, b->msg->session_id) == 0;
+}
+
+/* Links j behind the latest job of its session in flight (none: the first). */
+static void session_link(daemon_t *dm, job_t *j)
+{
+    if (!j->msg->session_id)
+        return;
+    j->shash = session_hash(j->msg->session_id);
+    for (job_t *k = dm->newest; k; k = k->prev)
+        if (k->msg->session_id && same_session(k, j)) {
+            j->sprev = k;
+            k->snext = j;
+            return;
+        }
+}
+
 static void inflight_add(daemon_t *dm, job_t *j)
 {
+    session_link(dm, j);
     j->prev = dm->newest;
     j->next = NULL;
     if (dm->newest)
@@ -141,6 +176,11 @@ static void inflight_add(daemon_t *dm, job_t *j)
 
 static void inflight_remove(daemon_t *dm, job_t *j)
 {
+    if (j->sprev)
+        j->sprev->snext = j->snext;
+    if (j->snext)
+        j->snext->sprev = j->sprev;
+    j->sprev = j->snext = NULL;
     if (j->prev)
         j->prev->next = j->next;
     else
@@ -213,9 +253,17 @@ static void on_message(sb_msg_t *msg, void *ctx)
     pthread_mutex_lock(&dm->mu);
     inflight_add(dm, j);
     publish_in_flight(dm, j);
-    queue_push(dm, j);
-    pthread_cond_signal(&dm->cv);
+    /* Behind one of its session that went back: it goes back too, after it. */
+    j->stopped = j->sprev && j->sprev->stopped;
+    if (!j->stopped) {
+        queue_push(dm, j);
+        pthread_cond_signal(&dm->cv);
+    }
     pthread_mutex_unlock(&dm->mu);
+    if (j->stopped) {
+        wk_decide(&j->d, WK_OUT_RELEASED);
+        sb_client_settle(dm->client, msg, SB_RELEASE, NULL, NULL);
+    }
 }
 
 /* Takes msg's job off the in-flight list; NULL when it has none. */
@@ -224,8 +272,11 @@ static job_t *inflight_take(daemon_t *dm, const sb_msg_t *msg)
     pthread_mutex_lock(&dm->mu);
     job_t *j = inflight_find(dm, msg);
     if (j) {
+        bool frees = j->snext && dm->qhead; /* a later job of its session may go now */
         inflight_remove(dm, j);
         publish_in_flight(dm, NULL);
+        if (frees)
+            pthread_cond_broadcast(&dm->cv);
     }
     pthread_mutex_unlock(&dm->mu);
     return j;
@@ -343,22 +394,21 @@ static void on_session_switch(double seconds, void *ctx)
 
 /* ---- db workers -------------------------------------------------------- */
 
-/* True when j's session already has a job among the n in batch (mu held). */
-static bool session_taken(job_t *const *batch, size_t n, const job_t *j)
+/*
+ * Whether j must wait: an earlier job of its session is in flight outside
+ * the batch being taken (call gen): queued behind, in another worker's
+ * batch, held, or going back. One already applied and being completed does
+ * not hold it (a lost completion meets the inbox row on redelivery). mu held.
+ */
+static bool session_waits(const job_t *j, unsigned long gen)
 {
-    const char *sid = j->msg->session_id;
-    if (!sid)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (batch[i]->msg->session_id && strcmp(batch[i]->msg->session_id, sid) == 0)
-            return true;
-    return false;
+    return j->sprev && j->sprev->take_gen != gen && !j->sprev->passed;
 }
 
 /*
- * Moves up to max queued jobs into batch, in queue order, at most one per
- * session (a job whose session is already in the batch stays queued for
- * the next one). A batch holds either jobs of one HTTP route only or none
+ * Moves up to max queued jobs into batch, in queue order; several of one
+ * session only in its order, and only while no earlier one of it is in
+ * flight elsewhere (db_inbox_apply_batch_ordered keeps them in order). A batch holds either jobs of one HTTP route only or none
  * of an HTTP route: the first job taken decides (their claims, calls and
  * finishes are shared in wk_effect.c, the others' inbox transaction in
  * db_batch.c). One route a batch: the calls of a batch are answered
@@ -370,11 +420,12 @@ static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
     size_t n = 0;
     const rt_route_t *http = NULL;
     job_t *prev = NULL, *j = dm->qhead;
+    unsigned long gen = ++dm->take_gen;
 
     while (j && n < max) {
         job_t *next = j->qnext;
         const rt_route_t *route = max > 1 ? wk_pipeline_http(&dm->pipe, j->msg) : NULL;
-        if (session_taken(batch, n, j) || (n > 0 && route != http)) {
+        if (session_waits(j, gen) || (n > 0 && route != http)) {
             prev = j;
         } else {
             http = route;
@@ -385,6 +436,7 @@ static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
             if (dm->qtail == j)
                 dm->qtail = prev;
             j->qnext = NULL;
+            j->take_gen = gen;
             dm->queued--;
             batch[n++] = j;
         }
@@ -423,15 +475,21 @@ static size_t pop_jobs(daemon_t *dm, job_t **batch, size_t max)
     size_t n;
 
     pthread_mutex_lock(&dm->mu);
-    while (!dm->qhead && !dm->stop_workers)
+    for (;;) {
+        while (!dm->qhead && !dm->stop_workers)
+            pthread_cond_wait(&dm->cv, &dm->mu);
+        if (linger > 0 && max > 1 && dm->qhead && dm->queued < max) {
+            long long until = ib_mono_ms() + linger;
+            while (dm->qhead && dm->queued < max && !dm->stop_workers &&
+                   ib_cond_wait_until(&dm->cv, &dm->mu, until) == 0)
+                ;
+        }
+        n = take_jobs(dm, batch, batch_share(dm, max));
+        if (n || !dm->qhead || dm->stop_workers)
+            break;
+        /* Every queued job waits behind an earlier one of its session: until one leaves. */
         pthread_cond_wait(&dm->cv, &dm->mu);
-    if (linger > 0 && max > 1 && dm->qhead && dm->queued < max) {
-        long long until = ib_mono_ms() + linger;
-        while (dm->qhead && dm->queued < max && !dm->stop_workers &&
-               ib_cond_wait_until(&dm->cv, &dm->mu, until) == 0)
-            ;
     }
-    n = take_jobs(dm, batch, batch_share(dm, max));
     if (n)
         dm->busy_workers++;
     if (dm->qhead)
@@ -599,6 +657,52 @@ static void process_jobs(daemon_t *dm, db_conn_t *dbc, job_t *const *batch, size
 }
 
 /*
+ * j's session cannot go on past j (abandoned, released, dead-lettered):
+ * the later jobs of its session still queued go back too, and any handed
+ * out before the client learns of j's settlement (on_message). Those in
+ * j's own batch were decided by the pipeline. thread: a db worker, main.
+ */
+static void release_followers(daemon_t *dm, job_t *j)
+{
+    job_t *back = NULL, **tail = &back;
+    pthread_mutex_lock(&dm->mu);
+    j->stopped = true;
+    for (job_t **pp = &dm->qhead, *prev = NULL; *pp;) {
+        job_t *k = *pp;
+        if (!k->msg->session_id || !same_session(k, j) || k->take_gen == j->take_gen) {
+            prev = k;
+            pp = &k->qnext;
+            continue;
+        }
+        *pp = k->qnext;
+        if (dm->qtail == k)
+            dm->qtail = prev;
+        dm->queued--;
+        k->stopped = true;
+        k->qnext = NULL;
+        *tail = k;
+        tail = &k->qnext;
+    }
+    pthread_mutex_unlock(&dm->mu);
+    while (back) {
+        job_t *next = back->qnext;
+        wk_decide(&back->d, WK_OUT_RELEASED);
+        sb_client_settle(dm->client, back->msg, SB_RELEASE, NULL, NULL);
+        back = next;
+    }
+}
+
+/* j went on (applied, duplicate, skipped): the later jobs of its session may be taken. */
+static void pass_followers(daemon_t *dm, job_t *j)
+{
+    pthread_mutex_lock(&dm->mu);
+    j->passed = true;
+    if (j->snext && dm->qhead)
+        pthread_cond_broadcast(&dm->cv);
+    pthread_mutex_unlock(&dm->mu);
+}
+
+/*
  * Hands the decision to the client. A dead letter carries its context as
  * properties to modify (wk_dl_props). After this call the proactor owns j.
  * thread: a db worker.
@@ -609,6 +713,10 @@ static void settle(daemon_t *dm, job_t *j)
     char at[32];
     size_t n = 0;
     sb_disposition_t disp = wk_decide_settlement(&j->d); /* never complete an undecided one */
+    if (j->msg->session_id && !wk_pipeline_goes_on(&j->d))
+        release_followers(dm, j);
+    else if (j->msg->session_id)
+        pass_followers(dm, j);
     if (disp == SB_DEADLETTER) {
         wk_dl_context_t c = {dm->cfg->consumer, &j->d.err, j->d.attempts, j->d.route_index,
                              ib_now_ms()};

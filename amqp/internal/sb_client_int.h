@@ -43,6 +43,8 @@ typedef struct sb_rcv sb_rcv_t;
 /* Sessions remembered as parked; parked sessions held at once besides the working ones. */
 #define SB_PARKED_MAX 256
 #define SB_PARK_HOLD_MAX 16
+/* A session's messages held at once (handed out and buffered): drains stop there. */
+#define SB_SESSION_HELD_MAX 32
 typedef struct sb_renew_batch sb_renew_batch_t;
 
 struct sb_msg_state {
@@ -98,13 +100,14 @@ struct sb_rcv {
     long long retry_at;      /* mono ms: earliest next attach */
     unsigned gen;            /* +1 per attach, to spot stale answers */
     unsigned held;           /* unsettled messages of this link */
-    /* Sessions (sb_session.c): one message in flight, the rest wait here. */
+    /* Sessions (sb_session.c): delivered messages wait here until handed out. */
     sb_msg_t *sbuf_head, *sbuf_tail; /* delivered, not yet handed out (bnext) */
     unsigned nbuf;
     long long drain_at;  /* mono ms the last drain was sent; 0 = none since the attach */
     unsigned drain_got;  /* deliveries since that drain */
+    unsigned drain_ask;  /* the credit that drain asked for */
     unsigned done_msgs;  /* messages of this session finished since the attach */
-    bool give_back;      /* close once nothing is in flight (abandon with later ones buffered) */
+    bool give_back;      /* close once nothing is in flight (abandon with later ones held) */
     long long attach_at; /* mono ms of the attach */
     /* Parking (sb_sstate.c, servicebus.session_on_dead_letter "park"). */
     bool state_pending; /* get-session-state sent after the accept: nothing handed out yet */
@@ -248,6 +251,8 @@ void sb_session_tick(sb_client_t *c);
 void sb_session_step(sb_rcv_t *r);
 /* A delivery on a session link: buffered, then stepped. */
 void sb_session_delivered(sb_rcv_t *r, sb_msg_t *msg);
+/* A settlement freed a slot among max_concurrent_calls: waiting sessions hand out more. */
+void sb_session_hand_more(sb_client_t *c);
 /* Starts idle session receivers until max_concurrent_sessions are busy. */
 void sb_session_fill(sb_client_t *c);
 /* Removes msg (BUFFERED) from its session receiver's buffer. */

@@ -1,11 +1,11 @@
 /*
  * Sessions against sbemu: 20 sessions of 5 messages each, sent interleaved,
- * consumed with max_concurrent_sessions 4. Per-session order holds, no
- * session ever has two messages in flight, no more than 4 sessions (plus a
+ * consumed with max_concurrent_sessions 4. Per-session order holds, a
+ * session has at most 32 messages out, no more than 4 sessions (plus a
  * replacement for each one known to be done) are held at once, sessions are
  * given back when done, and the broker ends with every message completed.
- * Then: short sessions given back at once, and an abandon with later
- * messages buffered.
+ * Then: short sessions given back at once, an abandon with later messages
+ * out, and max_concurrent_calls bounding what a session hands out.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +39,8 @@ static void hook(sbt_rx_t *rx, sb_msg_t *msg)
     if (s < 0 || s >= NSESS || sscanf(msg->message_id, "s%*d-%d", &n) != 1) {
         order_errors++;
     } else {
-        if (inflight_per_session[s]++ > 0)
+        /* Several of a session may be out at once, up to what a session holds (32). */
+        if (inflight_per_session[s]++ >= 32)
             overlap_errors++;
         if (n != next_index[s])
             order_errors++;
@@ -218,8 +219,8 @@ static void test_sessions_given_back_at_once(void)
 }
 
 /*
- * An abandon while later messages of the session sit in the per-session
- * buffer: they are not handed out ahead of it; the session goes back and the
+ * An abandon while later messages of the session are out (handed over
+ * together) and given back by the worker: the session goes back and the
  * abandoned message comes first again (delivery count +1), then the rest.
  */
 static void test_session_abandon_keeps_order(void)
@@ -233,7 +234,8 @@ static void test_session_abandon_keeps_order(void)
     sb_callbacks_t cb;
     sb_client_t *c;
     sb_msg_t *msg;
-    const char *want[4] = {"x-0", "x-0", "x-1", "x-2"};
+    sb_msg_t *first[3];
+    const char *want[6] = {"x-0", "x-1", "x-2", "x-0", "x-1", "x-2"};
 
     sbt_emu_start(&emu, topo, NULL);
     sbt_send(&emu, "sa", "x", 3, "x");
@@ -241,23 +243,26 @@ static void test_session_abandon_keeps_order(void)
     sbt_options(&emu, "sa", &opt);
     opt.sessions = true;
     opt.max_concurrent_sessions = 1;
+    opt.max_concurrent_calls = 4;
     opt.session_prefetch = 4;
     sbt_callbacks(&rx, &cb);
     c = sbt_client_start(&opt, &cb);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 3; i++) {
+        first[i] = sbt_take(&rx, 10000); /* one drain: handed out together */
+        ASSERT_TRUE(first[i] && strcmp(first[i]->message_id, want[i]) == 0);
+    }
+    /* x-0 abandoned; the worker gives the later ones back behind it. */
+    sb_client_settle(c, first[0], SB_ABANDON, NULL, NULL);
+    sb_client_settle(c, first[1], SB_RELEASE, NULL, NULL);
+    sb_client_settle(c, first[2], SB_RELEASE, NULL, NULL);
+    for (int i = 3; i < 6; i++) {
         msg = sbt_take(&rx, 10000);
         ASSERT_TRUE(msg && strcmp(msg->message_id, want[i]) == 0);
-        if (i == 0) {
-            /* x-1 and x-2 arrive in the same drain and wait behind it. */
-            ASSERT_TRUE(sbt_take(&rx, 300) == NULL);
-            sb_client_settle(c, msg, SB_ABANDON, NULL, NULL);
-        } else {
-            if (i == 1)
-                ASSERT_TRUE(msg->delivery_count == 2);
-            sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
-        }
+        if (i == 3)
+            ASSERT_TRUE(msg->delivery_count == 2);
+        sb_client_settle(c, msg, SB_COMPLETE, NULL, NULL);
     }
-    ASSERT_TRUE(sbt_wait_settled(&rx, 4, 5000) && rx.settled_ok == 4);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 6, 5000) && rx.settled_ok == 6);
     sb_client_stop(c);
     sb_client_free(c);
     sbt_rx_destroy(&rx);
@@ -271,6 +276,57 @@ static void test_session_abandon_keeps_order(void)
  * A drain the broker never answers (fault): session_idle_timeout_s (2 s)
  * is the upper bound, after which the session is given back anyway.
  */
+/*
+ * max_concurrent_calls bounds a session's messages out: six fetched in one
+ * drain are handed out two at a time, in order, the next as one settles.
+ * (After a lost connection every message out comes back as lock lost: a
+ * worker of few calls is not handed a whole session's worth of them.)
+ */
+static void test_session_within_calls(void)
+{
+    static const char *topo =
+        "{\"queues\":[{\"name\":\"sw\",\"lock_duration_s\":30,\"max_delivery_count\":10,"
+        "\"requires_session\":true}]}";
+    sbt_emu_t emu;
+    sbt_rx_t rx;
+    sb_options_t opt;
+    sb_callbacks_t cb;
+    sb_client_t *c;
+    sb_msg_t *out[2];
+
+    sbt_emu_start(&emu, topo, NULL);
+    sbt_send(&emu, "sw", "w", 6, "w");
+    sbt_rx_init(&rx);
+    sbt_options(&emu, "sw", &opt);
+    opt.sessions = true;
+    opt.max_concurrent_sessions = 1;
+    opt.max_concurrent_calls = 2;
+    opt.session_prefetch = 8;
+    sbt_callbacks(&rx, &cb);
+    c = sbt_client_start(&opt, &cb);
+    for (int i = 0; i < 2; i++) {
+        out[i] = sbt_take(&rx, 10000);
+        ASSERT_TRUE(out[i] && out[i]->message_id[2] == '0' + i);
+    }
+    for (int i = 2; i < 6; i++) {
+        sb_msg_t *msg;
+        ASSERT_TRUE(sbt_take(&rx, 300) == NULL); /* two out: the rest wait */
+        sb_client_settle(c, out[i % 2], SB_COMPLETE, NULL, NULL);
+        msg = sbt_take(&rx, 10000);
+        ASSERT_TRUE(msg && msg->message_id[2] == '0' + i);
+        out[i % 2] = msg;
+    }
+    sb_client_settle(c, out[0], SB_COMPLETE, NULL, NULL);
+    sb_client_settle(c, out[1], SB_COMPLETE, NULL, NULL);
+    ASSERT_TRUE(sbt_wait_settled(&rx, 6, 5000) && rx.settled_ok == 6);
+    sb_client_stop(c);
+    sb_client_free(c);
+    sbt_rx_destroy(&rx);
+    ASSERT_TRUE(sbt_wait_stat(&emu, "sw", "completed", 6, 5000) == 6);
+    sbt_emu_stop(&emu);
+    fprintf(stderr, "ok   session_within_calls\n");
+}
+
 static void test_session_drain_unanswered(void)
 {
     static const char *const faults[] = {"--fault-ignore-drain", "1", NULL};
@@ -361,6 +417,7 @@ int main(void)
     sbt_options(&emu, "sq", &opt);
     opt.sessions = true;
     opt.max_concurrent_sessions = 4;
+    opt.max_concurrent_calls = 16;
     opt.session_idle_timeout_s = 1;
     opt.session_wait_ms = 1000;
     sbt_callbacks(&rx, &cb);
@@ -419,6 +476,7 @@ int main(void)
     test_session_renewal();
     test_sessions_given_back_at_once();
     test_session_abandon_keeps_order();
+    test_session_within_calls();
     test_session_drain_unanswered();
     return 0;
 }
