@@ -85,6 +85,11 @@ typedef struct sb_msg {
     unsigned char *owned; /* the encoded message body points into, or NULL (sb_msg_decode_owned) */
     ib_error_t decode_err; /* code != IB_E_OK: malformed or unsupported, dead-letter it */
     void *user; /* the application's, from on_message on; the client never reads it */
+    /* Which attach of a receive link delivered it: one value for the messages
+     * of one session lock, another for every other link and every attach
+     * (a count across the client). Messages of one session with different
+     * values came under different locks. */
+    unsigned long link_seq;
 
     /* Internal: the client's bookkeeping. thread: proactor only. */
     unsigned char lock_uuid[16]; /* canonical (RFC 4122) bytes of lock_token */

@@ -54,6 +54,7 @@ static void rcv_attach(sb_rcv_t *r)
     r->held = 0;
     r->credit_since = 0;
     r->gen++;
+    r->link_seq = ++r->c->attaches;
 }
 
 static void rcv_authorized(void *ctx, const ib_error_t *err)
@@ -315,6 +316,7 @@ static void msg_arrived(sb_client_t *c, sb_rcv_t *r, pn_delivery_t *dlv)
     msg->has_lock = sb_lock_token_from_tag((const unsigned char *)tag.start, tag.size,
                                            msg->lock_uuid, msg->lock_token);
     msg->st = st;
+    msg->link_seq = r->link_seq;
     now = ib_now_ms();
     st->client = c;
     st->d = SB_RELEASE; /* until a settlement is chosen: what stop does with it, never complete */

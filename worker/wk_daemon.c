@@ -142,12 +142,21 @@ static unsigned session_hash(const char *sid)
     return h;
 }
 
+/*
+ * Of one session under one lock. Under a new lock the broker delivers again
+ * from the session's first unsettled message, so the new link's jobs keep
+ * the order among themselves; jobs left from the lock before meet them only
+ * in the inbox (a duplicate, or a claim waiting on the other's commit). Its
+ * jobs going back must not send back the new lock's: they would be
+ * delivered again and sent back again for as long as one is in flight.
+ */
 static bool same_session(const job_t *a, const job_t *b)
 {
-    return a->shash == b->shash && strcmp(a->msg->session_id, b->msg->session_id) == 0;
+    return a->shash == b->shash && a->msg->link_seq == b->msg->link_seq &&
+           strcmp(a->msg->session_id, b->msg->session_id) == 0;
 }
 
-/* Links j behind the latest job of its session in flight (none: the first). */
+/* Links j behind the latest job of its session (and lock) in flight (none: the first). */
 static void session_link(daemon_t *dm, job_t *j)
 {
     if (!j->msg->session_id)

@@ -99,6 +99,7 @@ struct sb_rcv {
     long long last_activity; /* mono ms */
     long long retry_at;      /* mono ms: earliest next attach */
     unsigned gen;            /* +1 per attach, to spot stale answers */
+    unsigned long link_seq;  /* this attach's number across the client (msg->link_seq) */
     unsigned held;           /* unsettled messages of this link */
     /* Sessions (sb_session.c): delivered messages wait here until handed out. */
     sb_msg_t *sbuf_head, *sbuf_tail; /* delivered, not yet handed out (bnext) */
@@ -170,6 +171,7 @@ struct sb_client {
     sb_stats_t stats; /* counted here, copied to stats_pub after each event batch */
     sb_out_t out;     /* the sender links (sb_client_send_each) */
     sb_rcv_t *rcvs;
+    unsigned long attaches; /* receive-link attaches so far (sb_rcv_t.link_seq) */
     sb_msg_t *held;
     sb_msg_t *buf_head, *buf_tail;
     unsigned n_buffered, n_inflight, n_settling;
