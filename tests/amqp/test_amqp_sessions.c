@@ -273,10 +273,6 @@ static void test_session_abandon_keeps_order(void)
 }
 
 /*
- * A drain the broker never answers (fault): session_idle_timeout_s (2 s)
- * is the upper bound, after which the session is given back anyway.
- */
-/*
  * max_concurrent_calls bounds a session's messages out: six fetched in one
  * drain are handed out two at a time, in order, the next as one settles.
  * (After a lost connection every message out comes back as lock lost: a
@@ -327,6 +323,10 @@ static void test_session_within_calls(void)
     fprintf(stderr, "ok   session_within_calls\n");
 }
 
+/*
+ * A drain the broker never answers (fault): session_idle_timeout_s (2 s)
+ * is the upper bound, after which the session is given back anyway.
+ */
 static void test_session_drain_unanswered(void)
 {
     static const char *const faults[] = {"--fault-ignore-drain", "1", NULL};
