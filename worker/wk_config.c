@@ -132,6 +132,12 @@ const wk_setting_t wk_settings[] = {
     {"db.pool_size", WK_CT_INT, "8", 0, 256, NULL, 0,
      "Database worker threads, one connection each (0 = max_concurrent_calls, at most 8).",
      OFF(db.pool_size)},
+    {"db.pool_scope", WK_CT_ENUM, "cluster", NOLIM, "cluster|process", 0,
+     "cluster: pool_size is for all the consumer's replicas together; each takes jobs on its "
+     "share of the workers among the replicas alive in db.replicas_table (its heartbeat), so "
+     "more replicas do not mean more transactions at once. process: every replica uses all of "
+     "pool_size.",
+     OFF(db.pool_scope)},
     {"db.batch_max", WK_CT_INT, "32", 1, 1000, NULL, 0,
      "Most messages a db worker applies in one transaction: those already waiting, a "
      "session's in its order (1 = one transaction per message). Outcomes and guarantees are "
@@ -152,8 +158,9 @@ const wk_setting_t wk_settings[] = {
      "uncertain rows are kept (0 = keep forever).",
      OFF(db.inbox_retention_days)},
     {"db.replicas_table", WK_CT_STR, DB_REPLICAS_DEFAULT_TABLE, NOLIM, NULL, 0,
-     "Table where each replica writes a heartbeat, made (or checked, as the inbox table) only "
-     "when a route sets http.limit_scope cluster: the live replicas divide its limits.",
+     "Table where each replica writes a heartbeat, made (or checked, as the inbox table) when "
+     "db.pool_scope is cluster or a route sets http.limit_scope cluster: the live replicas "
+     "divide the pool and those limits.",
      OFF(db.replicas_table)},
     {"routes", WK_CT_JSON, "[]", NOLIM, NULL, 0,
      "Routes, first match wins: {match, sql, params, idempotency_key, on_permanent} or "

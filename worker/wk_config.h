@@ -55,6 +55,7 @@ typedef struct wk_config {
         char *dialect;
         char *auth;          /* "password" or "workload_identity" */
         long long pool_size;       /* 0 = servicebus.max_concurrent_calls, at most 8 */
+        char *pool_scope;          /* "cluster" (the live replicas divide pool_size) or "process" */
         long long batch_max;       /* messages per transaction, at most */
         long long batch_linger_ms; /* wait for more before a short batch (0 = never) */
         char *inbox_table;

@@ -93,6 +93,8 @@ struct daemon {
 
     pthread_mutex_t mu;
     pthread_cond_t cv; /* job queue non-empty, or stop */
+    pthread_cond_t gate_cv; /* workers beyond this replica's part of the pool wait here */
+    bool pool_shared;       /* db.pool_scope "cluster" with the heartbeat running */
     job_t *qhead, *qtail;
     size_t queued;
     job_t *held;            /* held for their HTTP destination (wk_dest.h), any order */
@@ -460,13 +462,33 @@ static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
  * one job before this batch grows (never slower than one transaction per
  * message). Workers busy with a batch count as not idle. mu held.
  */
+/*
+ * The db workers that take jobs: all of them, or under db.pool_scope
+ * "cluster" this replica's part of the pool among the replicas alive (at
+ * least one), so that N replicas keep pool_size transactions at once in
+ * all, not N times it: fewer, larger batches on the database they share.
+ */
+static size_t workers_on(const daemon_t *dm)
+{
+    long part;
+    if (!dm->pool_shared)
+        return (size_t)dm->nworkers;
+    part = wk_replicas_part(dm->pipe.replicas, dm->nworkers);
+    return part > 0 ? (size_t)part : 1;
+}
+
+/* Whether worker id is beyond workers_on: it takes no job now. mu held. */
+static bool off_turn(const daemon_t *dm, int id)
+{
+    return !dm->stop_workers && (size_t)id >= workers_on(dm);
+}
+
 static size_t batch_share(const daemon_t *dm, size_t max)
 {
     /* Workers the database refused wait for a connection and take no job;
      * those still connecting at start will take theirs in a moment. */
-    size_t able = (size_t)dm->nworkers > dm->refused_workers
-                      ? (size_t)dm->nworkers - dm->refused_workers
-                      : 1;
+    size_t on = workers_on(dm);
+    size_t able = on > dm->refused_workers ? on - dm->refused_workers : 1;
     size_t others = able > dm->busy_workers + 1 ? able - dm->busy_workers - 1 : 0;
     size_t share = dm->queued > others ? dm->queued - others : 1;
     return share < max ? share : max;
@@ -475,18 +497,25 @@ static size_t batch_share(const daemon_t *dm, size_t max)
 /*
  * Waits for work and takes a batch of ready jobs (db.batch_max; 1 = one
  * job). A lone job is taken at once unless db.batch_linger_ms asks to wait
- * that long for company. Returns 0 when the workers stop.
+ * that long for company. Returns 0 when the workers stop, or when worker
+ * id is off its turn in a shared pool (wait_turn).
  * thread: a db worker.
  */
-static size_t pop_jobs(daemon_t *dm, job_t **batch, size_t max)
+static size_t pop_jobs(daemon_t *dm, int id, job_t **batch, size_t max)
 {
     long long linger = dm->cfg->db.batch_linger_ms;
     size_t n;
 
     pthread_mutex_lock(&dm->mu);
     for (;;) {
-        while (!dm->qhead && !dm->stop_workers)
+        if (off_turn(dm, id)) {
+            n = 0; /* the caller waits for its turn; a wake-up for jobs goes on (below) */
+            break;
+        }
+        if (!dm->qhead && !dm->stop_workers) {
             pthread_cond_wait(&dm->cv, &dm->mu);
+            continue;
+        }
         if (linger > 0 && max > 1 && dm->qhead && dm->queued < max) {
             long long until = ib_mono_ms() + linger;
             while (dm->qhead && dm->queued < max && !dm->stop_workers &&
@@ -556,6 +585,30 @@ static void tell_pool_limited(worker_t *w, const ib_error_t *err, size_t others)
  * jobs and connect_for decides them as before) or the daemon stops.
  * thread: a db worker.
  */
+/*
+ * Worker id off its turn closes its connection (a shared pool holds no
+ * more connections than it uses) and waits until its turn comes again
+ * (re-read each heartbeat). False once the workers stop. thread: a db worker.
+ */
+static bool wait_turn(daemon_t *dm, int id, db_conn_t **dbc)
+{
+    bool off, stop;
+    pthread_mutex_lock(&dm->mu);
+    off = off_turn(dm, id);
+    pthread_mutex_unlock(&dm->mu);
+    if (off && *dbc) {
+        db_conn_free(*dbc);
+        *dbc = NULL;
+        count_connected(dm, -1);
+    }
+    pthread_mutex_lock(&dm->mu);
+    while (off_turn(dm, id))
+        ib_cond_wait_until(&dm->gate_cv, &dm->mu, ib_mono_ms() + WK_REPLICAS_BEAT_MS);
+    stop = dm->stop_workers;
+    pthread_mutex_unlock(&dm->mu);
+    return !stop;
+}
+
 /* Marks this worker as refused by the database (or no longer). mu not held. */
 static void set_refused(daemon_t *dm, bool *refused, bool now)
 {
@@ -898,10 +951,12 @@ static void *worker_main(void *arg)
     for (;;) {
         job_t **b = batch ? batch : one;
         bool hand_back;
+        if (!wait_turn(dm, w->id, &dbc))
+            break;
         if (!dbc)
             dbc = connect_first(w, &fails);
-        if ((n = pop_jobs(dm, b, max)) == 0)
-            break;
+        if ((n = pop_jobs(dm, w->id, b, max)) == 0)
+            continue; /* stopping, or off its turn: wait_turn tells */
         dbc = connect_for(w, dbc, b, n, &fails, &hand_back);
         if (hand_back) {
             requeue_jobs(dm, b, n);
@@ -1337,18 +1392,35 @@ static ib_err_t start_threads(daemon_t *dm, ib_error_t *err)
     return IB_E_OK;
 }
 
-/* The heartbeat of limits set for the cluster, when a route sets them (wk_replicas.c). */
+/*
+ * The heartbeat of what is set for the cluster (wk_replicas.c): a route's
+ * limits (without it they would not hold: its failure stops the start) and
+ * the pool under db.pool_scope "cluster" (without it each replica uses the
+ * whole pool, as before: a warning).
+ */
 static ib_err_t start_replicas(daemon_t *dm, ib_error_t *err)
 {
-    if (dm->relay_only || !rt_routes_have_cluster_limits(&dm->routes))
+    bool limits = rt_routes_have_cluster_limits(&dm->routes);
+    bool pool = strcmp(dm->cfg->db.pool_scope, "cluster") == 0 && dm->cfg->db.pool_size > 1;
+    if (dm->relay_only || (!limits && !pool))
         return IB_E_OK;
     dm->pipe.replicas = wk_replicas_start(&dm->db.opt, dm->cfg->db.replicas_table,
                                           dm->cfg->consumer, dm->cfg->db.migrate, err);
-    if (!dm->pipe.replicas) {
+    if (!dm->pipe.replicas && limits) {
         IB_LOG(IB_LOG_ERROR, "replicas", IB_MSG(err->text), IB_S("sqlstate", err->sqlstate),
                IB_S("table", dm->cfg->db.replicas_table));
         return err->code ? err->code : IB_E_DB;
     }
+    if (!dm->pipe.replicas) {
+        IB_LOG(IB_LOG_WARN, "replicas",
+               IB_MSG("db.pool_scope cluster: no heartbeat, so this replica uses all of "
+                      "db.pool_size"),
+               IB_S("error", err->text), IB_S("sqlstate", err->sqlstate),
+               IB_S("table", dm->cfg->db.replicas_table));
+        ib_error_clear(err);
+        return IB_E_OK;
+    }
+    dm->pool_shared = pool;
     return IB_E_OK;
 }
 
@@ -1451,6 +1523,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     pthread_mutex_lock(&dm->mu);
     dm->stop_workers = true;
     pthread_cond_broadcast(&dm->cv);
+    pthread_cond_broadcast(&dm->gate_cv);
     pthread_mutex_unlock(&dm->mu);
     for (int i = 0; i < dm->nworkers; i++)
         pthread_join(dm->workers[i].tid, NULL);
@@ -1473,6 +1546,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     rt_routes_free(&dm->routes);
     pthread_mutex_destroy(&dm->mu);
     pthread_cond_destroy(&dm->cv);
+    pthread_cond_destroy(&dm->gate_cv);
     free(dm);
 }
 
@@ -1492,6 +1566,7 @@ static daemon_t *daemon_new(const wk_config_t *cfg)
     dm->cfg = cfg;
     pthread_mutex_init(&dm->mu, NULL);
     ib_cond_init(&dm->cv);
+    ib_cond_init(&dm->gate_cv);
     dm->pipe = (wk_pipeline_t){.cfg = cfg,
                                .routes = &dm->routes,
                                .stopping = &dm->stopping,

@@ -125,10 +125,16 @@ int wk_limits_check_entity(const wk_config_t *cfg, const rt_routes_t *routes,
     return n;
 }
 
+/* db.pool_scope cluster: the replicas' heartbeat keeps a connection of its own. */
+static bool heartbeat(const wk_config_t *cfg, bool relay_only)
+{
+    return !relay_only && cfg->db.pool_size > 1 && strcmp(cfg->db.pool_scope, "cluster") == 0;
+}
+
 long long wk_limits_connections(const wk_config_t *cfg, bool relay_only, bool relay)
 {
     long long n = relay_only ? 0 : cfg->db.pool_size + 1; /* the workers, the sweeper */
-    return n + (relay ? 1 : 0);
+    return n + (relay ? 1 : 0) + (heartbeat(cfg, relay_only) ? 1 : 0);
 }
 
 int wk_limits_check_pool(const wk_config_t *cfg, bool relay_only, bool relay, long long limit,
@@ -142,7 +148,12 @@ int wk_limits_check_pool(const wk_config_t *cfg, bool relay_only, bool relay, lo
             "more than the %lld the database accepts for this login: the workers past it get "
             "none and take no messages; lower db.pool_size or raise the server's limit\n",
             relay_only ? 0 : cfg->db.pool_size, need - (relay_only ? 0 : cfg->db.pool_size),
-            relay_only ? "relay" : relay ? "sweeper and relay" : "sweeper", need, limit);
+            relay_only                     ? "relay"
+            : heartbeat(cfg, relay_only) && relay ? "sweeper, heartbeat and relay"
+            : heartbeat(cfg, relay_only)          ? "sweeper and heartbeat"
+            : relay                               ? "sweeper and relay"
+                                                  : "sweeper",
+            need, limit);
     return 1;
 }
 

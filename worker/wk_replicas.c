@@ -1,5 +1,5 @@
 /*
- * wk_replicas.c - the heartbeat thread of limits set for the cluster
+ * wk_replicas.c - the heartbeat thread of what is set for the cluster
  * (see wk_replicas.h). thread: its own, plus wk_replicas_share and
  * wk_replicas_alive from any thread (atomics).
  */
@@ -153,17 +153,24 @@ long wk_replicas_alive(const wk_replicas_t *rp)
     return rp ? atomic_load(&rp->alive) : 1;
 }
 
+long wk_replicas_part(const wk_replicas_t *rp, long total)
+{
+    long n = rp ? atomic_load(&rp->alive) : 1, rank;
+    if (n <= 1)
+        return total;
+    rank = atomic_load(&rp->rank);
+    return total / n + (rank < total % n ? 1 : 0);
+}
+
 void wk_replicas_share(const wk_replicas_t *rp, wk_dest_limits_t *lim)
 {
-    if (!rp)
-        return;
-    long n = atomic_load(&rp->alive), rank = atomic_load(&rp->rank);
+    long n = wk_replicas_alive(rp);
     if (n <= 1)
         return;
     if (lim->rate_per_s > 0)
         lim->rate_per_s /= (double)n;
     if (lim->max_concurrent > 0) {
-        long share = lim->max_concurrent / n + (rank < lim->max_concurrent % n ? 1 : 0);
+        long share = wk_replicas_part(rp, lim->max_concurrent);
         lim->max_concurrent = share > 0 ? share : -1;
     }
 }

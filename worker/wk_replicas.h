@@ -1,10 +1,12 @@
 /*
- * wk_replicas.h - the consumer's live replicas, for limits set for the
- * whole cluster (an HTTP route's limit_scope "cluster"): a thread of its own
+ * wk_replicas.h - the consumer's live replicas, for what is set for the
+ * whole cluster (db.pool_scope "cluster": the db workers that take jobs; an
+ * HTTP route's limit_scope "cluster": its limits): a thread of its own
  * writes this process's heartbeat into db.replicas_table every
  * WK_REPLICAS_BEAT_MS on a connection of its own and reads how many
- * replicas are alive and where this one ranks among them; the db workers
- * divide a route's rate_per_s and max_concurrent by that (wk_replicas_share).
+ * replicas are alive and where this one ranks among them; the daemon divides
+ * its db workers by that (wk_replicas_part) and the db workers a route's
+ * rate_per_s and max_concurrent (wk_replicas_share).
  *
  * Until the first heartbeat is read, and while the database cannot be
  * reached, the last count holds (1 at first: the limits as set). A replica
@@ -35,6 +37,13 @@ void wk_replicas_stop(wk_replicas_t *rp);
 
 /* Replicas alive at the last heartbeat (this one included). thread: any. */
 long wk_replicas_alive(const wk_replicas_t *rp);
+
+/*
+ * This replica's part of total divided among the replicas alive, by rank,
+ * so that the parts add up to total (some may be 0 when total < N). NULL
+ * rp, or one replica: total. thread: any.
+ */
+long wk_replicas_part(const wk_replicas_t *rp, long total);
 
 /*
  * This replica's share of limits set for the cluster: rate_per_s / N, and

@@ -5,7 +5,7 @@
 # does past max_connections). Workers without a connection take no messages,
 # so none is stuck: all 300 are applied once, the queue and the DLQ end
 # empty, inboxd stops cleanly, and --check-config warns that the pool (256
-# + the sweeper) exceeds the 20 connections the server accepts. A role limit stands in for max_connections so that the
+# + the sweeper + the replicas' heartbeat of db.pool_scope cluster) exceeds the 20 connections the server accepts. A role limit stands in for max_connections so that the
 # shared test server keeps its settings; the refusal is the same.
 . "$(dirname "$0")/lib.sh"
 e2e_init postgresql
@@ -36,4 +36,4 @@ stop_inboxd "$pid" 30; check "inboxd exit status" "$STOP_RC" 0
 "$INBOXD" --check-config --config "$W/inboxd.json" >"$W/check.out" 2>&1; rc=$?
 check "check-config exit status (a warning, not a problem)" "$rc" 0
 check "check-config names the pool and the server's limit" \
-  "$(grep -c '^config: warning: db.pool_size: 256 workers .* need 257 connections, more than the 20 the database accepts' "$W/check.out")" 1
+  "$(grep -c '^config: warning: db.pool_size: 256 workers .* need 258 connections, more than the 20 the database accepts' "$W/check.out")" 1

@@ -14,7 +14,9 @@
 # replicas: the rate the destination saw (its ledger's request times),
 # which should stay near RATE whatever R.
 # Prints one table; a benchmark, not a test: nothing asserts a speed.
-# PHASES="sql cluster" (env) runs only the phases named.
+# PHASES="sql cluster" (env) runs only the phases named. POOL_SCOPE=process
+# (env) runs the replicas with db.pool_scope process (each its whole pool,
+# as before the default became cluster) instead of the default.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 N=${1:-40000}
@@ -63,7 +65,7 @@ run() {
   local q=$1 count=$2 r=$3 routes=$4 start="" i ps=()
   cat >"$W/$q.json" <<JSON
 {"consumer": "bench", "servicebus": {"connection_string": "$SB_CS", "entity": "$q"},
- "db": {"connection_string": "$PG_CS", "dialect": "postgresql"},
+ "db": {"connection_string": "$PG_CS", "dialect": "postgresql"${POOL_SCOPE:+, \"pool_scope\": \"$POOL_SCOPE\"}},
  "routes": $routes, "http": {"listen": ""}, "log": {"level": "warn"}}
 JSON
   for i in $(seq 1 "$r"); do
