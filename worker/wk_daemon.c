@@ -467,14 +467,18 @@ static size_t take_jobs(daemon_t *dm, job_t **batch, size_t max)
  * "cluster" this replica's part of the pool among the replicas alive (at
  * least one), so that N replicas keep pool_size transactions at once in
  * all, not N times it: fewer, larger batches on the database they share.
+ * mu held (refused_workers).
  */
 static size_t workers_on(const daemon_t *dm)
 {
     long part;
+    size_t on;
     if (!dm->pool_shared)
         return (size_t)dm->nworkers;
     part = wk_replicas_part(dm->pipe.replicas, dm->nworkers);
-    return part > 0 ? (size_t)part : 1;
+    /* One the database refused (connect_first) takes no job: the next one takes its turn. */
+    on = (part > 0 ? (size_t)part : 1) + dm->refused_workers;
+    return on < (size_t)dm->nworkers ? on : (size_t)dm->nworkers;
 }
 
 /* Whether worker id is beyond workers_on: it takes no job now. mu held. */
@@ -619,6 +623,7 @@ static void set_refused(daemon_t *dm, bool *refused, bool now)
         dm->refused_workers++;
     else
         dm->refused_workers--;
+    pthread_cond_broadcast(&dm->gate_cv); /* workers_on counts it */
     pthread_mutex_unlock(&dm->mu);
     *refused = now;
 }
