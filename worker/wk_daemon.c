@@ -265,13 +265,15 @@ static void on_message(sb_msg_t *msg, void *ctx)
     inflight_add(dm, j);
     publish_in_flight(dm, j);
     /* Behind one of its session that went back: it goes back too, after it. */
-    j->stopped = j->sprev && j->sprev->stopped;
-    if (!j->stopped) {
+    bool stopped = j->sprev && j->sprev->stopped;
+    j->stopped = stopped;
+    if (!stopped) {
         queue_push(dm, j);
         pthread_cond_signal(&dm->cv);
     }
     pthread_mutex_unlock(&dm->mu);
-    if (j->stopped) {
+    /* Not j->stopped: once queued, j is a worker's (which may stop and settle it). */
+    if (stopped) {
         wk_decide(&j->d, WK_OUT_RELEASED);
         sb_client_settle(dm->client, msg, SB_RELEASE, NULL, NULL);
     }
