@@ -734,11 +734,12 @@ static ib_err_t bind_pbuf(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, db_pbuf
 static bool pbuf_text(db_pbuf_t *pb, const char *text, size_t len)
 {
     if (pb->text_cap < len + 1) {
-        char *t = realloc(pb->text, DB_PBUF_TEXT_MAX + 1);
+        size_t cap = (len + 32) & ~(size_t)31; /* what it holds, a little over: RSS */
+        char *t = realloc(pb->text, cap);
         if (!t)
             return false;
         pb->text = t;
-        pb->text_cap = DB_PBUF_TEXT_MAX + 1;
+        pb->text_cap = cap;
     }
     memcpy(pb->text, text, len);
     pb->text[len] = '\0';
