@@ -708,6 +708,118 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
     return IB_E_OK;
 }
 
+/* Binds pb's storage as its arguments say, unless they are its binding already. */
+static ib_err_t bind_pbuf(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, db_pbuf_t *pb,
+                          const db_pbuf_t *want, ib_error_t *err)
+{
+    if (pb->bound && pb->ctype == want->ctype && pb->sqltype == want->sqltype &&
+        pb->size == want->size && pb->digits == want->digits && pb->ptr == want->ptr &&
+        pb->buflen == want->buflen)
+        return IB_E_OK;
+    pb->bound = false;
+    if (!ok(SQLBindParameter(st, pos, SQL_PARAM_INPUT, want->ctype, want->sqltype, want->size,
+                             want->digits, want->ptr, want->buflen, &pb->ind)))
+        return db_diag_error(dbc, SQL_HANDLE_STMT, st, "bind parameter", err);
+    pb->ctype = want->ctype;
+    pb->sqltype = want->sqltype;
+    pb->size = want->size;
+    pb->digits = want->digits;
+    pb->ptr = want->ptr;
+    pb->buflen = want->buflen;
+    pb->bound = true;
+    return IB_E_OK;
+}
+
+/* Points pb->text at a copy of the len bytes of text; false when out of memory. */
+static bool pbuf_text(db_pbuf_t *pb, const char *text, size_t len)
+{
+    if (pb->text_cap < len + 1) {
+        size_t cap = (len + 32) & ~(size_t)31; /* what it holds, a little over: RSS */
+        char *t = realloc(pb->text, cap);
+        if (!t)
+            return false;
+        pb->text = t;
+        pb->text_cap = cap;
+    }
+    memcpy(pb->text, text, len);
+    pb->text[len] = '\0';
+    return true;
+}
+
+/*
+ * bind_one for a kept statement's parameter (narrow text only): the same
+ * arguments, the value held in pb so that an unchanged binding stands.
+ */
+static ib_err_t bind_kept(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db_bind_t *b,
+                          db_pbuf_t *pb, ib_error_t *err)
+{
+    db_pbuf_t w = {.ptr = &pb->v};
+    const db_param_t *p = &b->p;
+
+    if (b->kind == DB_BIND_TS) {
+        w.ctype = SQL_C_TYPE_TIMESTAMP;
+        w.sqltype = SQL_TYPE_TIMESTAMP;
+        w.size = ts_size(dbc);
+        w.digits = ts_digits(dbc);
+        pb->ind = SQL_NULL_DATA;
+        if (b->ts_ms > 0) {
+            time_t secs = (time_t)(b->ts_ms / 1000);
+            struct tm tm;
+            gmtime_r(&secs, &tm);
+            pb->v.ts = (SQL_TIMESTAMP_STRUCT){(SQLSMALLINT)(tm.tm_year + 1900),
+                                              (SQLUSMALLINT)(tm.tm_mon + 1),
+                                              (SQLUSMALLINT)tm.tm_mday,
+                                              (SQLUSMALLINT)tm.tm_hour,
+                                              (SQLUSMALLINT)tm.tm_min,
+                                              (SQLUSMALLINT)tm.tm_sec,
+                                              (SQLUINTEGER)(b->ts_ms % 1000) * 1000000u};
+            pb->ind = sizeof(pb->v.ts);
+            w.buflen = sizeof(pb->v.ts);
+        }
+        return bind_pbuf(dbc, st, pos, pb, &w, err);
+    }
+    switch (p->type) {
+    case DB_PARAM_TEXT: {
+        size_t len = p->text ? strlen(p->text) : 0;
+        const char *text = p->text ? p->text : "";
+        if (len <= DB_PBUF_TEXT_MAX) {
+            if (!pbuf_text(pb, text, len))
+                return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+            text = pb->text;
+        }
+        pb->ind = p->text ? (SQLLEN)len : SQL_NULL_DATA;
+        w.ctype = SQL_C_CHAR;
+        w.sqltype = len > SHORT_TEXT_MAX ? SQL_LONGVARCHAR : SQL_VARCHAR;
+        w.size = len ? len : 1;
+        w.ptr = (SQLPOINTER)text;
+        w.buflen = (SQLLEN)len;
+        break;
+    }
+    case DB_PARAM_INT:
+        pb->v.i = p->i;
+        pb->ind = 0;
+        w.ctype = SQL_C_SBIGINT;
+        w.sqltype = SQL_BIGINT;
+        break;
+    case DB_PARAM_FLOAT:
+        pb->v.f = p->f;
+        pb->ind = 0;
+        w.ctype = SQL_C_DOUBLE;
+        w.sqltype = SQL_DOUBLE;
+        w.size = 15;
+        break;
+    case DB_PARAM_NULL:
+    default:
+        pb->ind = SQL_NULL_DATA;
+        w.ctype = SQL_C_CHAR;
+        w.sqltype = SQL_VARCHAR;
+        w.size = 1;
+        w.ptr = NULL;
+        break;
+    }
+    return bind_pbuf(dbc, st, pos, pb, &w, err);
+}
+
 /* Opens the transaction for a statement (reopening a lost connection only between transactions). */
 static ib_err_t txn_begin(db_conn_t *dbc, ib_error_t *err)
 {
@@ -836,6 +948,7 @@ static ib_err_t run_stmt(db_conn_t *dbc, const char *sql, bool keep, const db_bi
 {
     SQLHSTMT st = SQL_NULL_HSTMT;
     scratch_t sc;
+    db_pbuf_t *pb;
     SQLRETURN rc;
     ib_err_t res = IB_E_OK;
 
@@ -849,9 +962,11 @@ static ib_err_t run_stmt(db_conn_t *dbc, const char *sql, bool keep, const db_bi
     }
     if ((res = stmt_for(dbc, sql, keep, binds, nbinds, sc.sig, &st, err)) != IB_E_OK)
         goto out;
+    pb = keep && !dbc->wide_text ? db_stmt_params(dbc, st, nbinds) : NULL;
     for (size_t i = 0; i < nbinds; i++)
-        if ((res = bind_one(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &sc.ind[i], &sc.ts[i],
-                            &sc.wide[i], err)) != IB_E_OK)
+        if ((res = pb ? bind_kept(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &pb[i], err)
+                      : bind_one(dbc, st, (SQLUSMALLINT)(i + 1), &binds[i], &sc.ind[i], &sc.ts[i],
+                                 &sc.wide[i], err)) != IB_E_OK)
             goto out;
     rc = keep ? SQLExecute(st) : SQLExecDirect(st, (SQLCHAR *)sql, SQL_NTS);
     if (!ok(rc) && rc != SQL_NO_DATA) {

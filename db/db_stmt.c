@@ -27,6 +27,7 @@ struct db_kept {
     unsigned char *sig; /* one code per parameter (db_stmt_sig_*) */
     size_t nsig;
     SQLHSTMT st;
+    db_pbuf_t *pb;      /* nsig parameter slots (db_stmt_params), or NULL */
     unsigned long used; /* dbc->kept_clock at the last take */
     bool busy;          /* taken and not yet given back */
 };
@@ -65,6 +66,9 @@ static void kept_free(db_kept_t *k)
 {
     if (k->st != SQL_NULL_HSTMT)
         SQLFreeHandle(SQL_HANDLE_STMT, k->st);
+    for (size_t i = 0; k->pb && i < k->nsig; i++)
+        free(k->pb[i].text);
+    free(k->pb);
     free(k->sql);
     free(k->sig);
     memset(k, 0, sizeof(*k));
@@ -170,6 +174,25 @@ void db_stmt_give(db_conn_t *dbc, SQLHSTMT st, bool reuse)
         kept_free(k); /* the slot stays, empty (sql NULL) for the next one */
     else
         SQLFreeHandle(SQL_HANDLE_STMT, st);
+}
+
+db_pbuf_t *db_stmt_params(db_conn_t *dbc, SQLHSTMT st, size_t n)
+{
+    /*
+     * A statement run with parameter arrays (db_run_array) is kept under a
+     * signature of one code more than its parameters, so it never meets n.
+     */
+    for (size_t i = 0; i < dbc->nkept; i++) {
+        db_kept_t *k = &dbc->kept[i];
+        if (k->st != st || !k->sql)
+            continue;
+        if (k->nsig != n || n == 0)
+            return NULL;
+        if (!k->pb)
+            k->pb = calloc(n, sizeof(*k->pb));
+        return k->pb;
+    }
+    return NULL;
 }
 
 void db_stmt_forget_all(db_conn_t *dbc)

@@ -116,6 +116,10 @@ struct daemon {
     ot_exporter_t *otel;   /* NULL: tracing off */
     wk_dests_t *dests;     /* shared with the pipeline */
 
+    /* thread: proactor (the client callbacks); freed after the client stops */
+    job_t *spare;  /* settled jobs kept for the next messages, through qnext */
+    size_t nspare;
+
     /* thread: main */
     bool circuit_open;      /* as last applied to the client, metrics and logs */
     sb_stats_t client_seen; /* the client's counters already fed into metrics */
@@ -246,10 +250,53 @@ static void publish_in_flight(daemon_t *dm, const job_t *added)
 
 /* ---- client callbacks (thread: proactor) ------------------------------ */
 
+/*
+ * Settled jobs kept for reuse, up to JOB_SPARE_MAX: a job is some 3 KB, and
+ * a new one per message cost a malloc that first merged glibc's small free
+ * chunks (malloc_consolidate) every time.
+ */
+#define JOB_SPARE_MAX 256
+
+/* A zeroed job: a spare one, else a new one; NULL when out of memory. */
+static job_t *job_new(daemon_t *dm)
+{
+    job_t *j = dm->spare;
+    if (!j)
+        return calloc(1, sizeof(*j));
+    dm->spare = j->qnext;
+    dm->nspare--;
+    memset(j, 0, sizeof(*j));
+    return j;
+}
+
+static void job_free(daemon_t *dm, job_t *j)
+{
+    if (!j)
+        return;
+    if (dm->nspare >= JOB_SPARE_MAX) {
+        free(j);
+        return;
+    }
+    j->qnext = dm->spare;
+    dm->spare = j;
+    dm->nspare++;
+}
+
+/* The spare jobs, once the client (whose callbacks take and give them) has stopped. */
+static void jobs_spare_free(daemon_t *dm)
+{
+    while (dm->spare) {
+        job_t *j = dm->spare;
+        dm->spare = j->qnext;
+        free(j);
+    }
+    dm->nspare = 0;
+}
+
 static void on_message(sb_msg_t *msg, void *ctx)
 {
     daemon_t *dm = ctx;
-    job_t *j = calloc(1, sizeof(*j));
+    job_t *j = job_new(dm);
 
     wk_health_heartbeat(dm->http);
     if (!j) {
@@ -311,9 +358,12 @@ static void log_done(daemon_t *dm, const sb_msg_t *msg, sb_disposition_t disp,
     bool lost = o == WK_OUT_LOCK_LOST || o == WK_OUT_SETTLEMENT_UNKNOWN;
     bool dl = !lost && d->disposition == SB_DEADLETTER;
     bool dup = d->outcome == WK_OUT_DUPLICATE;
+    ib_log_level_t lvl = lost || dl ? IB_LOG_WARN : IB_LOG_INFO;
 
+    if (!ib_log_enabled(lvl))
+        return; /* the line's fields are not worth formatting for nobody */
     ib_time_rfc3339(enq, sizeof(enq), msg->enqueued_ms);
-    IB_LOG(lost || dl ? IB_LOG_WARN : IB_LOG_INFO, "msg_done",
+    IB_LOG(lvl, "msg_done",
            IB_MSG(o == WK_OUT_LOCK_LOST ? "settlement failed; the broker will redeliver"
                   : lost                ? "settlement never answered; a redelivery meets the inbox"
                                         : "message settled"),
@@ -355,7 +405,7 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
     /* A message released at drain was never processed: not an outcome. */
     if (res->code == IB_E_OK && d->outcome == WK_OUT_RELEASED && disp == SB_RELEASE &&
         !(j && atomic_load(&j->lock_lost))) {
-        free(j);
+        job_free(dm, j);
         return;
     }
     wk_outcome_t o = res->code == IB_E_OK               ? d->outcome
@@ -374,7 +424,7 @@ static void on_settled(sb_msg_t *msg, sb_disposition_t disp, const ib_error_t *r
     if (j)
         wk_trace_end(&j->trace, msg, disp, o, d);
     log_done(dm, msg, disp, res, d, o, j ? &j->trace : NULL);
-    free(j);
+    job_free(dm, j);
 }
 
 /* The amqp client has logged the loss; the job only learns to stop retrying. */
@@ -1537,6 +1587,7 @@ static void daemon_stop(daemon_t *dm, int rc, bool clean)
     free(dm->workers);
     wk_entity_stop(dm->entity); /* before its token source, and the client it tells */
     sb_client_free(dm->client);
+    jobs_spare_free(dm);
     ot_exporter_free(dm->otel); /* after the client: its callbacks end spans */
     sb_aad_free(dm->aad);
     wk_health_stop(dm->http);

@@ -665,19 +665,23 @@ static bool pending_before(const item_t *items, size_t i)
     return false;
 }
 
-/* Prepares the n messages in order; fills todo (inbox ones from the start) and returns *nh. */
+/*
+ * Prepares the n messages in order; fills todo (inbox ones from the start)
+ * and returns *nh. items come zeroed: each is filled field by field, as a
+ * compound literal would zero its 2 KB once more.
+ */
 static size_t prepare_all(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_msg_t *m, size_t n,
                           item_t *items, item_t **todo, size_t *nh)
 {
     size_t k = 0;
     *nh = 0;
     for (size_t i = 0; i < n; i++) {
-        items[i] = (item_t){.msg = m[i].msg,
-                            .lock_lost = m[i].lock_lost,
-                            .d = m[i].d,
-                            .settled = m[i].settled,
-                            .sid = m[i].msg->session_id,
-                            .prep = PREP_DECIDED};
+        items[i].msg = m[i].msg;
+        items[i].lock_lost = m[i].lock_lost;
+        items[i].d = m[i].d;
+        items[i].settled = m[i].settled;
+        items[i].sid = m[i].msg->session_id;
+        items[i].prep = PREP_DECIDED;
         if (items[i].sid && stopped_before(items, i)) {
             wk_carry_t carry = items[i].d->carry;
             memset(items[i].d, 0, sizeof(*items[i].d));
@@ -759,7 +763,8 @@ void wk_pipeline_process_batch(wk_pipeline_t *p, db_conn_t *dbc, const wk_batch_
         }
         goto out;
     }
-    memset(items, 0, n * sizeof(*items));
+    if (n == 1)
+        memset(items, 0, sizeof(*items)); /* calloc zeroed the others */
     k = prepare_all(p, dbc, m, n, items, todo, &nh);
     for (size_t i = 0; i < nh / 2; i++) { /* back to queue order */
         item_t *t = todo[n - nh + i];

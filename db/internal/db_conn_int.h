@@ -100,6 +100,38 @@ ib_err_t db_stmt_take(db_conn_t *dbc, const char *sql, const unsigned char *sig,
                       SQLHSTMT *st, ib_error_t *err);
 /* Gives st back: closed for the next execution when reuse, otherwise freed. */
 void db_stmt_give(db_conn_t *dbc, SQLHSTMT st, bool reuse);
+
+/*
+ * One parameter of a kept statement run one set at a time (db_run_kept):
+ * where its value lives between executions, and the arguments of its last
+ * SQLBindParameter. A binding stays with the statement (SQL_CLOSE keeps
+ * it), so binding the same arguments again is skipped: the value is
+ * written into the same storage and read at SQLExecute.
+ */
+typedef struct db_pbuf {
+    bool bound; /* the arguments below are the statement's binding */
+    SQLSMALLINT ctype, sqltype, digits;
+    SQLULEN size;
+    SQLPOINTER ptr;
+    SQLLEN buflen;
+    SQLLEN ind;
+    union {
+        long long i;
+        double f;
+        SQL_TIMESTAMP_STRUCT ts;
+    } v;
+    char *text; /* a copy of a short text (DB_PBUF_TEXT_MAX), so its address stays */
+    size_t text_cap;
+} db_pbuf_t;
+
+/* Texts up to this many bytes are copied into a db_pbuf_t; longer ones are bound in place. */
+#define DB_PBUF_TEXT_MAX 256
+
+/*
+ * The n parameter slots of st when it is a kept statement prepared for n
+ * parameters (made on first use); NULL otherwise (bind each execution).
+ */
+db_pbuf_t *db_stmt_params(db_conn_t *dbc, SQLHSTMT st, size_t n);
 /* Frees every kept statement (before the connection closes). */
 void db_stmt_forget_all(db_conn_t *dbc);
 /* True when text is bound as a long type (SQL Server varchar(max)). */
