@@ -21,20 +21,24 @@ routes='[{"match": "*", "sql": ["SELECT pg_sleep(0.002)", "INSERT INTO applied (
           "params": [[], ["$.id", "$.run"]], "idempotency_key": "applied:{$.id}"}]'
 replicas() { sql "SELECT count(*) FROM inboxd_replicas WHERE consumer = 'e2e'" 2>/dev/null || echo none; }
 two_replicas() { [ "$(replicas)" = 2 ]; }
+# counts_two LOGNAME: that replica's heartbeat has read both rows (its "replicas alive" line).
+counts_two() { jq -R -r 'fromjson? | select(.event == "replicas" and .replicas == 2) | .event' "$W/$1.log" 2>/dev/null | grep -q .; }
+both_ready() { ready "$(http_port "$1-1")" && ready "$(http_port "$1-2")"; }
 gen() { awk -v n=$N -v r="$1" 'BEGIN { for (i = 1; i <= n; i++)
   printf "{\"message_id\":\"%s-%d\",\"subject\":\"Item\",\"body\":{\"id\":\"%s-%d\",\"run\":\"%s\"}}\n", r, i, r, i, r }'; }
 
 # run NAME SCOPE: two replicas, then the messages; sets WRITERS and HEARTS.
 run() {
   local q=$1 scope=$2 p1 p2
-  write_config "$W/$q.json" "$q" "$routes" "$(jq -n --arg s "$scope" '{db: {pool_size: 2, pool_scope: $s}}')"
+  write_config "$W/$q.json" "$q" "$routes" \
+    "$(jq -n --arg s "$scope" '{db: {pool_size: 2, pool_scope: $s}, http: {listen: "127.0.0.1:0"}}')"
   start_inboxd "$W/$q.json" "$q-1"; p1=$LAST_PID
   start_inboxd "$W/$q.json" "$q-2"; p2=$LAST_PID
+  wait_until 60 both_ready "$q" || die "$q: the two replicas did not both become ready"
   if [ "$scope" = cluster ]; then
     wait_until 60 two_replicas || die "$q: the two heartbeats did not appear (replicas: $(replicas))"
-    sleep 3 # a heartbeat (2 s) later, each has counted the other
-  else
-    sleep 2
+    wait_until 30 counts_two "$q-1" || die "$q: replica 1 never counted two replicas"
+    wait_until 30 counts_two "$q-2" || die "$q: replica 2 never counted two replicas"
   fi
   HEARTS=$(replicas)
   gen "$q" >"$W/$q.jsonl"
