@@ -162,8 +162,8 @@ static bool parse_sampler(ot_exporter_t *x, const ot_options_t *o, ib_error_t *e
     const char *s = pick(o->sampler, "OTEL_TRACES_SAMPLER", NULL);
     const char *arg = pick(o->sampler_arg, "OTEL_TRACES_SAMPLER_ARG", NULL);
     size_t i;
-    x->sampler = OT_SAMPLE_PARENT_ALWAYS_ON;
-    x->ratio = 1.0;
+    x->sampler = OT_SAMPLE_PARENT_RATIO;
+    x->ratio = s ? 1.0 : OT_DEFAULT_ROOT_RATIO;
     for (i = 0; s && i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(s, names[i].name) == 0)
             break;

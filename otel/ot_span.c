@@ -129,15 +129,37 @@ static const char *copy_text(ot_span_t *s, const char *src, size_t n, bool *owne
     return d;
 }
 
-static ot_span_t *span_start(ot_exporter_t *x, const char *name, bool copy, ot_kind_t kind,
-                             const ot_ctx_t *parent, bool remote, long long start_ns)
+/* The sampler's decision on a new span of x (its ids already drawn), or keep's when it forces one. */
+static bool decide(ot_exporter_t *x, ot_keep_t keep, const ot_ctx_t *parent,
+                   const uint8_t trace_id[16])
 {
     ot_sampler_t sampler;
     double ratio;
+    if (keep == OT_KEEP_FORCED)
+        return true;
+    ot_exporter_sampler(x, &sampler, &ratio);
+    return ot_sample(sampler, ratio, parent, trace_id);
+}
+
+static ot_span_t *span_start(ot_exporter_t *x, const char *name, bool copy, ot_kind_t kind,
+                             const ot_ctx_t *parent, bool remote, long long start_ns,
+                             ot_keep_t keep)
+{
+    ot_ctx_t ctx = {.valid = true};
+    bool has_parent = parent && parent->valid, recording;
     ot_span_t *s;
     ot_ctx_t *links;
     unsigned caplinks;
-    if (!x || !(s = ot_exporter_span_get(x)))
+    if (!x)
+        return NULL;
+    if (has_parent)
+        memcpy(ctx.trace_id, parent->trace_id, 16);
+    else
+        random_id(ctx.trace_id, 16);
+    recording = name && decide(x, keep, parent, ctx.trace_id);
+    if (!recording && (keep == OT_KEEP_RECORDED || (keep == OT_KEEP_PROPAGATED && !has_parent)))
+        return NULL; /* nothing to record, nothing to hand on: nothing taken */
+    if (!(s = ot_exporter_span_get(x)))
         return NULL;
     links = s->links;
     caplinks = s->caplinks;
@@ -150,32 +172,40 @@ static ot_span_t *span_start(ot_exporter_t *x, const char *name, bool copy, ot_k
     s->name_len = (uint32_t)strlen(name);
     s->name = copy ? copy_text(s, name, s->name_len, &s->name_owned) : name;
     s->start_ns = start_ns ? start_ns : ot_now_ns();
-    if (parent && parent->valid) {
-        memcpy(s->ctx.trace_id, parent->trace_id, 16);
+    s->ctx = ctx;
+    if (has_parent) {
         memcpy(s->parent, parent->span_id, 8);
         s->has_parent = true;
         s->parent_remote = remote;
-    } else {
-        random_id(s->ctx.trace_id, 16);
     }
     random_id(s->ctx.span_id, 8);
-    ot_exporter_sampler(x, &sampler, &ratio);
-    s->recording = s->name && ot_sample(sampler, ratio, parent, s->ctx.trace_id);
-    s->ctx.flags = s->recording ? 1 : 0;
-    s->ctx.valid = true;
+    s->recording = recording;
+    s->ctx.flags = recording ? 1 : 0;
     return s;
 }
 
 ot_span_t *ot_span_start(ot_exporter_t *x, const char *name, ot_kind_t kind,
                          const ot_ctx_t *parent, bool remote, long long start_ns)
 {
-    return span_start(x, name, true, kind, parent, remote, start_ns);
+    return span_start(x, name, true, kind, parent, remote, start_ns, OT_KEEP_ALWAYS);
 }
 
 ot_span_t *ot_span_start_const(ot_exporter_t *x, const char *name, ot_kind_t kind,
                                const ot_ctx_t *parent, bool remote, long long start_ns)
 {
-    return span_start(x, name, false, kind, parent, remote, start_ns);
+    return span_start(x, name, false, kind, parent, remote, start_ns, OT_KEEP_ALWAYS);
+}
+
+ot_span_t *ot_span_start_keep(ot_exporter_t *x, const char *name, ot_kind_t kind,
+                              const ot_ctx_t *parent, bool remote, long long start_ns,
+                              ot_keep_t keep)
+{
+    return span_start(x, name, false, kind, parent, remote, start_ns, keep);
+}
+
+bool ot_span_recording(const ot_span_t *s)
+{
+    return s && s->recording;
 }
 
 ot_exporter_t *ot_span_exporter(const ot_span_t *s)

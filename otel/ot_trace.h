@@ -54,6 +54,13 @@ typedef struct ot_span ot_span_t;
  * variable named beside it, then the default. Tracing is off (ot_exporter_new
  * returns NULL without error) when neither endpoint is set.
  */
+/*
+ * Of messages without trace context, the share traced when no sampler is set:
+ * the default sampler follows a sender's decision and starts a trace of its
+ * own only 1 time in 100 (OpenTelemetry's SDKs default to tracing each).
+ */
+#define OT_DEFAULT_ROOT_RATIO 0.01
+
 typedef struct ot_options {
     const char *endpoint;        /* OTEL_EXPORTER_OTLP_ENDPOINT; "/v1/traces" is appended */
     const char *traces_endpoint; /* OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; used as it is */
@@ -62,8 +69,9 @@ typedef struct ot_options {
     const char *headers;         /* OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: k=v,k2=v2 */
     const char *service_name;    /* OTEL_SERVICE_NAME; default "inboxd" */
     const char *resource_attributes; /* OTEL_RESOURCE_ATTRIBUTES: k=v,k2=v2 */
-    const char *sampler;         /* OTEL_TRACES_SAMPLER; default parentbased_always_on */
-    const char *sampler_arg;     /* OTEL_TRACES_SAMPLER_ARG: the ratio, default 1.0 */
+    const char *sampler;         /* OTEL_TRACES_SAMPLER; default parentbased_traceidratio */
+    const char *sampler_arg;     /* OTEL_TRACES_SAMPLER_ARG: the ratio; default 1.0, or
+                                    OT_DEFAULT_ROOT_RATIO under the default sampler */
     unsigned queue_max;          /* spans waiting at most; 0 = 2048 */
     unsigned batch_max;          /* spans per request at most; 0 = 512 */
     unsigned interval_ms;        /* longest wait before a partial batch is sent; 0 = 1000 */
@@ -100,6 +108,23 @@ ot_span_t *ot_span_start(ot_exporter_t *x, const char *name, ot_kind_t kind,
 /* As ot_span_start, but name is not copied: it must outlive the span (a constant). */
 ot_span_t *ot_span_start_const(ot_exporter_t *x, const char *name, ot_kind_t kind,
                                const ot_ctx_t *parent, bool remote, long long start_ns);
+/* Which spans ot_span_start_keep gives: the sampler's unrecorded ones too, or not. */
+typedef enum {
+    OT_KEEP_ALWAYS,     /* as ot_span_start: recorded or not */
+    OT_KEEP_PROPAGATED, /* NULL for an unrecorded root: it has no context worth handing on */
+    OT_KEEP_RECORDED,   /* NULL whenever unrecorded (a leaf: nothing hands its context on) */
+    OT_KEEP_FORCED      /* recorded whatever the sampler says (a span of recorded spans' links) */
+} ot_keep_t;
+/*
+ * As ot_span_start_const, with keep deciding what it gives; a NULL it gives
+ * costs no span record (the sampler's "no" to a message without trace
+ * context is then nearly free).
+ */
+ot_span_t *ot_span_start_keep(ot_exporter_t *x, const char *name, ot_kind_t kind,
+                              const ot_ctx_t *parent, bool remote, long long start_ns,
+                              ot_keep_t keep);
+/* Whether s is recorded (false for NULL). */
+bool ot_span_recording(const ot_span_t *s);
 /* The exporter a span belongs to (for its children). */
 ot_exporter_t *ot_span_exporter(const ot_span_t *s);
 /* The span's own context (for children and traceparent headers). */

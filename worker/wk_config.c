@@ -277,10 +277,12 @@ const wk_setting_t wk_settings[] = {
      OFF(otel.resource_attributes)},
     {"otel.sampler", WK_CT_STR, "", NOLIM, NULL, 0,
      "always_on, always_off, traceidratio or parentbased_* of those (empty: "
-     "OTEL_TRACES_SAMPLER, else parentbased_always_on).",
+     "OTEL_TRACES_SAMPLER, else parentbased_traceidratio at 0.01: a sender's "
+     "decision followed, 1 in 100 messages without trace context traced).",
      OFF(otel.sampler)},
     {"otel.sampler_arg", WK_CT_STR, "", NOLIM, NULL, 0,
-     "The ratio of the traceidratio samplers, 0 to 1 (empty: OTEL_TRACES_SAMPLER_ARG, else 1).",
+     "The ratio of the traceidratio samplers, 0 to 1 (empty: OTEL_TRACES_SAMPLER_ARG, else "
+     "1; 0.01 when no sampler is named).",
      OFF(otel.sampler_arg)},
     {NULL, 0, NULL, NOLIM, NULL, 0, NULL, 0},
 };

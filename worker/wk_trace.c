@@ -73,8 +73,9 @@ void wk_trace_begin(ot_exporter_t *x, const wk_config_t *cfg, sb_msg_t *msg, wk_
     if (!x)
         return;
     bool has_parent = wk_trace_parent(msg, &parent) != NULL;
-    t->span =
-        ot_span_start_const(x, consts.name, OT_KIND_CONSUMER, has_parent ? &parent : NULL, true, 0);
+    /* A message without trace context that the sampler leaves out costs nothing more. */
+    t->span = ot_span_start_keep(x, consts.name, OT_KIND_CONSUMER, has_parent ? &parent : NULL,
+                                 true, 0, OT_KEEP_PROPAGATED);
     if (!t->span)
         return;
     ot_span_shared(t->span, &consts.process);
@@ -104,8 +105,9 @@ static void msg_attrs(wk_trace_t *t, const sb_msg_t *msg)
 /* The child span of the settlement: from hand-over (start_ns) to the broker's answer. */
 static ot_span_t *settle_span(wk_trace_t *t, sb_disposition_t disp, long long start_ns)
 {
-    ot_span_t *s = ot_span_start_const(ot_span_exporter(t->span), sb_disposition_name(disp),
-                                       OT_KIND_CLIENT, ot_span_ctx(t->span), false, start_ns);
+    ot_span_t *s = ot_span_start_keep(ot_span_exporter(t->span), sb_disposition_name(disp),
+                                      OT_KIND_CLIENT, ot_span_ctx(t->span), false, start_ns,
+                                      OT_KEEP_RECORDED);
     ot_span_shared(s, &consts.settle[disp]);
     return s;
 }
@@ -218,11 +220,11 @@ void wk_trace_call_end(wk_trace_call_t *c, const fx_response_t *resp)
 
 static const char *const phase_names[] = {"inbox claim", "route statement", "inbox commit"};
 
-/* The consumer span of the i-th message of the round, or NULL. */
+/* The consumer span of the i-th message of the round, if it is recorded; else NULL. */
 static ot_span_t *msg_span(const wk_trace_txn_t *tx, size_t i)
 {
     const wk_trace_t *t = i < tx->n ? tx->msg_at(tx->arg, i)->user : NULL;
-    return t ? t->span : NULL;
+    return t && ot_span_recording(t->span) ? t->span : NULL;
 }
 
 /* db.system.name as OpenTelemetry's database conventions spell it. */
@@ -238,9 +240,10 @@ static void on_phase(void *arg, const db_phase_info_t *info)
     wk_trace_txn_t *tx = arg;
     ot_span_t *parent = info->item == DB_PHASE_BATCH ? tx->batch : msg_span(tx, info->item);
     ot_span_t *s;
-    if (!parent || !(s = ot_span_start_const(ot_span_exporter(parent), phase_names[info->phase],
-                                             OT_KIND_CLIENT, ot_span_ctx(parent), false,
-                                             info->start_ns)))
+    if (!ot_span_recording(parent) ||
+        !(s = ot_span_start_keep(ot_span_exporter(parent), phase_names[info->phase],
+                                 OT_KIND_CLIENT, ot_span_ctx(parent), false, info->start_ns,
+                                 OT_KEEP_RECORDED)))
         return;
     ot_span_str_const(s, "db.system.name", db_system(tx->dbc));
     if (info->phase == DB_PHASE_STMT)
@@ -263,13 +266,14 @@ void wk_trace_txn_begin(wk_trace_txn_t *tx, db_conn_t *dbc, size_t n,
     for (size_t i = 0; i < n && !any; i++)
         any = msg_span(tx, i);
     if (!any)
-        return; /* tracing off */
+        return; /* tracing off, or none of them recorded */
     tx->dbc = dbc;
     db_conn_set_phase_hook(dbc, on_phase, tx);
     if (n < 2)
         return;
-    tx->batch = ot_span_start_const(ot_span_exporter(any), "inbox batch", OT_KIND_INTERNAL, NULL,
-                                    false, 0);
+    /* A root recorded whenever a message it carries is: its links are what it is for. */
+    tx->batch = ot_span_start_keep(ot_span_exporter(any), "inbox batch", OT_KIND_INTERNAL, NULL,
+                                   false, 0, OT_KEEP_FORCED);
     if (!tx->batch)
         return;
     ot_span_str_const(tx->batch, "db.system.name", db_system(dbc));

@@ -28,6 +28,11 @@
 # 4. A collector that accepts connections and never answers -> messages are
 #    applied, and SIGTERM exits 0 within the 2 s traces get at shutdown
 #    (plus a margin), not after the exporter's 10 s request timeout(s).
+# 5. The default sampler (part 1 names parentbased_always_on): 100 messages
+#    with a sender's sampled traceparent and 300 with none -> all applied;
+#    the 100 have their consumer spans, in the senders' traces; of the 300,
+#    about 1 in 100 (OT_DEFAULT_ROOT_RATIO) is the root of a trace, and
+#    their emitted messages carry a traceparent only when they are.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/http_lib.sh"
 . "$(dirname "$0")/outbox_lib.sh"
@@ -70,7 +75,8 @@ routes=$(jq -n --arg decoy "$DECOY_TP" --arg sql "$(items_insert_sql)" '[{match:
   emit: [{entity: "out", message_id: "out:{$.id}", subject: "ItemSeen", body: "$",
           properties: {traceparent: {const: $decoy}}}]}]')
 write_config "$W/one.json" items "$routes" \
-  "$(jq -n --arg u "$RECV_URL/v1/traces" '{otel: {traces_endpoint: $u}, outbox: {poll_ms: 200}}')"
+  "$(jq -n --arg u "$RECV_URL/v1/traces" '{otel: {traces_endpoint: $u, sampler: "parentbased_always_on"},
+     outbox: {poll_ms: 200}}')"
 start_inboxd "$W/one.json" one; pid=$LAST_PID
 wait_until 60 queue_empty items || die "items not drained"
 wait_until 30 all_published 50 || die "emitted messages not published"
@@ -216,3 +222,28 @@ took=$(( ($(date +%s%N) - t0) / 1000000 ))
 check "business rows" "$(sql 'SELECT count(*) FROM items')" 270
 [ "$took" -le $(( $(secs 2) * 1000 + 2000 )) ] || die "SIGTERM with a hung collector: exited after $took ms"
 e2e_log "ok   SIGTERM with a hung collector: exited after $took ms"
+
+# --- 5. the default sampler: a sender's decision followed, 1 in 100 roots
+start_receiver dflt
+sql "TRUNCATE items" >/dev/null
+node "$OTEL_DIR/send.mjs" "$SB_CS" items 100 ctx >"$W/ctx.jsonl" || die "the SDK could not send"
+gen_items 300 bare >"$W/bare.jsonl"
+send_file items "$W/bare.jsonl"
+write_config "$W/five.json" items "$(items_route)" \
+  "$(jq -n --arg u "$RECV_URL/v1/traces" '{otel: {traces_endpoint: $u}}')"
+start_inboxd "$W/five.json" five; pid=$LAST_PID
+wait_until 60 queue_empty items || die "items not drained at the default sampler"
+stop_inboxd $pid; check "inboxd exit status" "$STOP_RC" 0
+check "business rows at the default sampler" "$(sql 'SELECT count(*) FROM items')" 400
+jq -s '.' "$W/ctx.jsonl" >"$W/ctx.json"
+check "consumer spans of the messages with a sampled parent, in their senders' traces" \
+  "$(jq -rs --slurpfile s "$W/ctx.json" 'map(select(.kind == 5)) | map(. as $c | $s[0][] |
+      select(.message_id == $c.attributes["messaging.message.id"] and .trace_id == $c.traceId
+             and .span_id == $c.parentSpanId)) | length' "$W/dflt.jsonl")" 100
+roots=$(spans_q dflt 'map(select(.kind == 5 and (.parentSpanId // "") == "")) | length')
+# 300 draws at 0.01: 3 expected; 12 or more happens about once in 10^4 runs.
+[ "$roots" -le 11 ] || die "default sampler: $roots root consumer spans of 300 messages without trace context (expected about 3)"
+check "every root consumer span is a message without trace context" \
+  "$(spans_q dflt 'map(select(.kind == 5 and (.parentSpanId // "") == ""
+      and ((.attributes["messaging.message.id"] | startswith("bare-")) | not))) | length')" 0
+e2e_log "ok   default sampler: 100 parented consumer spans, $roots roots of 300 messages without context"

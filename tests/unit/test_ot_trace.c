@@ -77,12 +77,66 @@ static void test_samplers(void)
     ASSERT_TRUE(ot_sample(OT_SAMPLE_ALWAYS_ON, 0.0, &unsampled, high));
 }
 
+/*
+ * The default sampler follows a sender's decision and starts 1 trace in 100
+ * of its own; ot_span_start_keep gives no span where nothing would use it.
+ */
+static void test_default_sampler_keep(void)
+{
+    ot_options_t o = {.traces_endpoint = "http://127.0.0.1:9/v1/traces", .interval_ms = 50};
+    ib_error_t err;
+    ot_exporter_t *x = ot_exporter_new(&o, &err);
+    ot_sampler_t sampler;
+    double ratio;
+    ot_ctx_t sampled, unsampled;
+    unsigned roots = 0;
+    ASSERT_TRUE(x != NULL);
+    ot_exporter_sampler(x, &sampler, &ratio);
+    ASSERT_TRUE(sampler == OT_SAMPLE_PARENT_RATIO);
+    ASSERT_TRUE(ratio == OT_DEFAULT_ROOT_RATIO);
+    ASSERT_TRUE(ot_ctx_parse(TP, &sampled));
+    unsampled = sampled;
+    unsampled.flags = 0;
+    for (int i = 0; i < 10000; i++) {
+        ot_span_t *s = ot_span_start_keep(x, "r", OT_KIND_CONSUMER, NULL, true, 0,
+                                          OT_KEEP_PROPAGATED);
+        if (s) {
+            ASSERT_TRUE(ot_span_recording(s));
+            roots++;
+        }
+        ot_span_drop(s);
+    }
+    fprintf(stderr, "roots recorded of 10000: %u\n", roots);
+    ASSERT_TRUE(roots >= 50 && roots <= 160); /* 100 expected; outside is ~1e-6 likely */
+    ot_span_t *p = ot_span_start_keep(x, "p", OT_KIND_CONSUMER, &sampled, true, 0,
+                                      OT_KEEP_PROPAGATED);
+    ASSERT_TRUE(ot_span_recording(p)); /* the sender's "sampled" is followed */
+    ot_span_t *u = ot_span_start_keep(x, "u", OT_KIND_CONSUMER, &unsampled, true, 0,
+                                      OT_KEEP_PROPAGATED);
+    ASSERT_TRUE(u && !ot_span_recording(u)); /* kept: its context goes on, unsampled */
+    ASSERT_TRUE(ot_span_start_keep(x, "leaf", OT_KIND_CLIENT, ot_span_ctx(u), false, 0,
+                                   OT_KEEP_RECORDED) == NULL);
+    ot_span_t *f = ot_span_start_keep(x, "f", OT_KIND_INTERNAL, NULL, false, 0, OT_KEEP_FORCED);
+    ASSERT_TRUE(ot_span_recording(f));
+    ot_span_drop(f);
+    ot_span_drop(u);
+    ot_span_drop(p);
+    ot_exporter_free(x);
+    /* A sampler named without its argument takes OpenTelemetry's ratio, 1. */
+    o.sampler = "parentbased_traceidratio";
+    ASSERT_TRUE((x = ot_exporter_new(&o, &err)) != NULL);
+    ot_exporter_sampler(x, &sampler, &ratio);
+    ASSERT_TRUE(ratio == 1.0);
+    ot_exporter_free(x);
+}
+
 /* An exporter to a port nobody listens on: spans are built, ended, dropped. */
 static ot_exporter_t *exporter(const char *protocol)
 {
     ot_options_t o = {.traces_endpoint = "http://127.0.0.1:9/v1/traces", .protocol = protocol,
                       .service_name = "svc", .resource_attributes = "deployment.environment=t%20st",
-                      .interval_ms = 50, .timeout_ms = 2000};
+                      .interval_ms = 50, .timeout_ms = 2000,
+                      .sampler = "parentbased_always_on"};
     ib_error_t err;
     ot_exporter_t *x = ot_exporter_new(&o, &err);
     if (!x)
@@ -337,7 +391,8 @@ static void test_stop_bounded(void)
     char url[64];
     int fd = hung_collector(url, sizeof url);
     ASSERT_TRUE(fd >= 0);
-    ot_options_t o = {.traces_endpoint = url, .interval_ms = 50, .timeout_ms = 10000};
+    ot_options_t o = {.traces_endpoint = url, .interval_ms = 50, .timeout_ms = 10000,
+                      .sampler = "always_on"};
     ib_error_t err;
     ot_exporter_t *x = ot_exporter_new(&o, &err);
     ASSERT_TRUE(x != NULL);
@@ -383,6 +438,7 @@ int main(void)
     RUN(test_parse_format);
     RUN(test_parse_refuses);
     RUN(test_samplers);
+    RUN(test_default_sampler_keep);
     RUN(test_json_body);
     RUN(test_links_encoded);
     RUN(test_links_unrecorded);

@@ -33,9 +33,9 @@
 #               to tests/otel/receiver.mjs --count (it counts the spans and
 #               records nothing): CPU per 1,000 beside defaults, and the
 #               spans the collector received per message
-#   traced_default  as traced at the default sampler (parentbased_always_on)
-#               with messages that carry no trace context: each one the
-#               root of a trace of its own
+#   traced_default  as traced at the default sampler (parentbased_traceidratio
+#               at 0.01) with messages that carry no trace context: 1 in 100
+#               the root of a trace of its own, the others not traced
 #   slow        four messages whose SQL sleeps 3 s, four db workers, batches
 #               on, against one transaction per message: the time of each
 #   http        an HTTP route at inboxd's defaults to a local destination
