@@ -708,24 +708,23 @@ static ib_err_t bind_one(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db
     return IB_E_OK;
 }
 
-/* Binds pb's storage as its arguments say, unless they are its binding already. */
-static ib_err_t bind_pbuf(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, db_pbuf_t *pb,
-                          const db_pbuf_t *want, ib_error_t *err)
+static bool same_binding(const db_binding_t *a, const db_binding_t *b)
 {
-    if (pb->bound && pb->ctype == want->ctype && pb->sqltype == want->sqltype &&
-        pb->size == want->size && pb->digits == want->digits && pb->ptr == want->ptr &&
-        pb->buflen == want->buflen)
+    return a->ctype == b->ctype && a->sqltype == b->sqltype && a->digits == b->digits &&
+           a->size == b->size && a->ptr == b->ptr && a->buflen == b->buflen;
+}
+
+/* Binds pb's storage as want says, unless that is its binding already. */
+static ib_err_t bind_pbuf(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, db_pbuf_t *pb,
+                          const db_binding_t *want, ib_error_t *err)
+{
+    if (pb->bound && same_binding(&pb->b, want))
         return IB_E_OK;
     pb->bound = false;
     if (!ok(SQLBindParameter(st, pos, SQL_PARAM_INPUT, want->ctype, want->sqltype, want->size,
                              want->digits, want->ptr, want->buflen, &pb->ind)))
         return db_diag_error(dbc, SQL_HANDLE_STMT, st, "bind parameter", err);
-    pb->ctype = want->ctype;
-    pb->sqltype = want->sqltype;
-    pb->size = want->size;
-    pb->digits = want->digits;
-    pb->ptr = want->ptr;
-    pb->buflen = want->buflen;
+    pb->b = *want;
     pb->bound = true;
     return IB_E_OK;
 }
@@ -753,7 +752,7 @@ static bool pbuf_text(db_pbuf_t *pb, const char *text, size_t len)
 static ib_err_t bind_kept(db_conn_t *dbc, SQLHSTMT st, SQLUSMALLINT pos, const db_bind_t *b,
                           db_pbuf_t *pb, ib_error_t *err)
 {
-    db_pbuf_t w = {.ptr = &pb->v};
+    db_binding_t w = {.ptr = &pb->v};
     const db_param_t *p = &b->p;
 
     if (b->kind == DB_BIND_TS) {

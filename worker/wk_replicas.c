@@ -158,13 +158,16 @@ long wk_replicas_alive(const wk_replicas_t *rp)
     return rp ? atomic_load(&rp->alive) : 1;
 }
 
+/* rank's part of total among n (n > 1): the first total % n ranks take one more. */
+static long part_of(long total, long n, long rank)
+{
+    return total / n + (rank < total % n ? 1 : 0);
+}
+
 long wk_replicas_part(const wk_replicas_t *rp, long total)
 {
-    long n = rp ? atomic_load(&rp->alive) : 1, rank;
-    if (n <= 1)
-        return total;
-    rank = atomic_load(&rp->rank);
-    return total / n + (rank < total % n ? 1 : 0);
+    long n = rp ? atomic_load(&rp->alive) : 1;
+    return n <= 1 ? total : part_of(total, n, atomic_load(&rp->rank));
 }
 
 void wk_replicas_share(const wk_replicas_t *rp, wk_dest_limits_t *lim)
@@ -174,8 +177,8 @@ void wk_replicas_share(const wk_replicas_t *rp, wk_dest_limits_t *lim)
         return;
     if (lim->rate_per_s > 0)
         lim->rate_per_s /= (double)n;
-    if (lim->max_concurrent > 0) {
-        long share = wk_replicas_part(rp, lim->max_concurrent);
+    if (lim->max_concurrent > 0) { /* the same count of replicas as the rate's */
+        long share = part_of(lim->max_concurrent, n, atomic_load(&rp->rank));
         lim->max_concurrent = share > 0 ? share : -1;
     }
 }

@@ -108,12 +108,17 @@ void db_stmt_give(db_conn_t *dbc, SQLHSTMT st, bool reuse);
  * it), so binding the same arguments again is skipped: the value is
  * written into the same storage and read at SQLExecute.
  */
-typedef struct db_pbuf {
-    bool bound; /* the arguments below are the statement's binding */
+/* SQLBindParameter's arguments for one parameter, the indicator aside. */
+typedef struct db_binding {
     SQLSMALLINT ctype, sqltype, digits;
     SQLULEN size;
     SQLPOINTER ptr;
     SQLLEN buflen;
+} db_binding_t;
+
+typedef struct db_pbuf {
+    bool bound;        /* b is the statement's binding */
+    db_binding_t b;
     SQLLEN ind;
     union {
         long long i;
