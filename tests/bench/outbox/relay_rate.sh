@@ -111,7 +111,7 @@ c1=$(date +%s.%N)
 kill -TERM $rpid; wait $rpid || true
 awk -v n="$N" -v s0="$s0" -v c0="$c0" -v c1="$c1" 'BEGIN { printf "relay alone (--relay-only, a backlog of %d rows): %.0f rows/s\n", n, (2 * n - s0) / (c1 - c0) }'
 awk -v n="$N" -v c="$C" -v ac="$ac" -v ae="$ae" -v bc="$bc" -v be="$be" -v a0="$a0" -v ai="$ai" -v b0="$b0" -v bi="$bi" -v br="$br" 'BEGIN {
-  printf "messages: %d (1 KiB JSON), %s, PostgreSQL, relay batch 100\n", n, c > 0 ? "concurrency " c : "inboxd at its defaults"
+  printf "messages: %d (1 KiB JSON), %s, PostgreSQL, relay batch 100\n", n, (c > 0 ? "concurrency " c : "inboxd at its defaults")
   printf "inbox without emit:          %.0f msg/s\n", n / (ai - a0)
   printf "inbox with one emit/message: %.0f msg/s\n", n / (bi - b0)
   printf "ratio with emit / without:   %.2f\n", (n / (bi - b0)) / (n / (ai - a0))
