@@ -102,9 +102,18 @@ static db_claim_outcome_t take(db_conn_t *dbc, const db_claim_t *c, db_effect_st
     return won;
 }
 
-/* The binds of DB_ESQL_CLAIM_INSERT for claim c with claim token token. */
+/* A time bound as milliseconds since the epoch; NULL for none, as DB_B_TS binds it. */
+static db_bind_t ms_bind(long long ms)
+{
+    return DB_B(ms > 0 ? DB_INT(ms) : DB_NULL());
+}
+
+/*
+ * The binds of DB_ESQL_CLAIM_INSERT for claim c with claim token token
+ * (the times as milliseconds when ms: db_effect_claim_rows_ms).
+ */
 static void insert_binds(const db_claim_t *c, const char *token, long long *received,
-                         db_bind_t b[10])
+                         db_bind_t b[10], bool ms)
 {
     *received = c->received_at_ms > 0 ? c->received_at_ms : ib_now_ms();
     db_bind_t v[10] = {DB_B(DB_TEXT(c->consumer)),
@@ -114,8 +123,8 @@ static void insert_binds(const db_claim_t *c, const char *token, long long *rece
                        DB_B(c->entity ? DB_TEXT(c->entity) : DB_NULL()),
                        DB_B(DB_INT(c->sequence_number)),
                        DB_B(DB_INT(c->delivery_count)),
-                       DB_B_TS(c->enqueued_at_ms),
-                       DB_B_TS(*received),
+                       ms ? ms_bind(c->enqueued_at_ms) : DB_B_TS(c->enqueued_at_ms),
+                       ms ? ms_bind(*received) : DB_B_TS(*received),
                        DB_B(DB_TEXT(token))};
     memcpy(b, v, sizeof v);
 }
@@ -140,7 +149,7 @@ static db_claim_outcome_t insert_claim(db_conn_t *dbc, const db_claim_t *c, long
         return DB_CLAIM_FAILED;
     }
     new_token(row->token);
-    insert_binds(c, row->token, &received, b);
+    insert_binds(c, row->token, &received, b, false);
     if (db_run(dbc, sql, b, 10, NULL, NULL, NULL, err) != IB_E_OK) {
         db_rollback_quiet(dbc);
         return DB_CLAIM_FAILED;
@@ -261,7 +270,7 @@ static ib_err_t claim_one_in_txn(db_conn_t *dbc, db_effect_claim_item_t *it, ib_
         return err->code;
     memset(&it->row, 0, sizeof it->row);
     new_token(it->row.token);
-    insert_binds(c, it->row.token, &received, b);
+    insert_binds(c, it->row.token, &received, b, false);
     if (db_run_kept(dbc, sql, b, 10, NULL, NULL, NULL, err) != IB_E_OK)
         return err->code;
     fresh_row(&it->row, c);
@@ -315,6 +324,7 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
     char *sql = malloc(size);
     db_bind_t *b = calloc(rows * 10, sizeof *b);
     chunk_t ch = {.dbc = dbc, .items = items, .keys = keys, .n = n};
+    bool ms = db_effect_claim_rows_ms(dbc);
     long long received, inserted = 0;
     ib_err_t rc;
     if (!sql || !b || !db_effect_claim_rows_sql(dbc, rows, lease_s, sql, size)) {
@@ -332,7 +342,7 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
             memset(&it->row, 0, sizeof it->row);
             ib_enc_hex(it->row.token, r + 16 * k, 16);
         }
-        insert_binds(it->claim, it->row.token, &received, b + k * 10);
+        insert_binds(it->claim, it->row.token, &received, b + k * 10, ms);
     }
     rc = db_run_kept(dbc, sql, b, rows * 10, chunk_row, &ch, &inserted, err);
     free(sql);

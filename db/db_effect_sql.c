@@ -135,6 +135,11 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, db_effect_stmt_t which
     "(consumer, message_id, idempotency_key, body_sha256, status, entity, sequence_number, "      \
     "delivery_count, enqueued_at, received_at, processed_at, lease_until, claim_token, attempts)"
 #define CLAIM_SELECT "v.c, v.m, v.k, v.h, 'claimed', v.e, v.s, v.d, v.q, v.r, %s, %s, v.t, 1"
+/* PostgreSQL: v.q and v.r are milliseconds since the epoch (db_effect_claim_rows_ms). */
+#define MS_TIMESTAMP(col) "TIMESTAMP '1970-01-01 00:00:00' + " col " * INTERVAL '1 millisecond'"
+#define CLAIM_SELECT_MS                                                                            \
+    "v.c, v.m, v.k, v.h, 'claimed', v.e, v.s, v.d, " MS_TIMESTAMP("v.q") ", " MS_TIMESTAMP("v.r")  \
+    ", %s, %s, v.t, 1"
 #define CLAIM_VCOLS "AS v (c, m, k, h, e, s, d, q, r, t)"
 
 /*
@@ -168,6 +173,18 @@ static bool claim_rows_mssql(const db_conn_t *dbc, size_t rows, const char *leas
     return w >= 0 && (size_t)w < size - used;
 }
 
+/*
+ * PostgreSQL's batch claim takes the enqueued and received times as
+ * milliseconds since the epoch (bigint) and makes them timestamps itself:
+ * psqlODBC formats a bound SQL_TIMESTAMP_STRUCT with two snprintf calls,
+ * some 4,000 instructions a value, two a row. The value stored is the one
+ * the bound timestamp gave (UTC, to the millisecond; NULL for none).
+ */
+bool db_effect_claim_rows_ms(const db_conn_t *dbc)
+{
+    return dbc->dialect != DB_DIALECT_MSSQL;
+}
+
 bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char *buf,
                               size_t size)
 {
@@ -178,7 +195,7 @@ bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, c
     if (dbc->dialect == DB_DIALECT_MSSQL)
         return claim_rows_mssql(dbc, rows, lease, buf, size);
     int w = snprintf(buf, size,
-                     "INSERT INTO %s " CLAIM_COLS " SELECT " CLAIM_SELECT " FROM (VALUES ",
+                     "INSERT INTO %s " CLAIM_COLS " SELECT " CLAIM_SELECT_MS " FROM (VALUES ",
                      dbc->table, db_sql_now(dbc->dialect), lease);
     if (w < 0 || (size_t)w >= size)
         return false;
@@ -186,7 +203,7 @@ bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, c
     /* psqlODBC leaves a parameter's type to the server: a VALUES column needs its own. */
     if (!db_sql_append_rows(buf, size, &used,
                             "(?, ?, ?, ?, ?, CAST(? AS bigint), CAST(? AS integer), CAST(? AS "
-                            "timestamp), CAST(? AS timestamp), ?)",
+                            "bigint), CAST(? AS bigint), ?)",
                             rows))
         return false;
     w = snprintf(buf + used, size - used,
