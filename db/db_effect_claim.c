@@ -17,16 +17,24 @@
 
 /* ---- the claim ------------------------------------------------------------- */
 
+/* The random bytes of n claim tokens (16 each) into r, drawn at once. */
+static void token_bytes(unsigned char *r, size_t n, const void *salt)
+{
+    if (RAND_bytes(r, (int)(16 * n)) == 1)
+        return;
+    /* Only an exhausted entropy source gets here; uniqueness still comes
+     * from the clock, the address of salt and the token's place. */
+    for (size_t i = 0; i < n; i++) {
+        long long v = ib_now_ms() ^ (long long)(size_t)salt, w = v ^ (long long)i;
+        memcpy(r + 16 * i, &v, sizeof v);
+        memcpy(r + 16 * i + 8, &w, sizeof w);
+    }
+}
+
 static void new_token(char out[33])
 {
     unsigned char r[16];
-    if (RAND_bytes(r, sizeof r) != 1) {
-        /* Only an exhausted entropy source gets here; uniqueness still comes
-         * from the clock and the address of out. */
-        long long v = ib_now_ms() ^ (long long)(size_t)out;
-        memcpy(r, &v, sizeof v);
-        memcpy(r + 8, &v, sizeof v);
-    }
+    token_bytes(r, 1, out);
     ib_enc_hex(out, r, sizeof r);
 }
 
@@ -109,6 +117,22 @@ static void insert_binds(const db_claim_t *c, const char *token, long long *rece
                        DB_B_TS(c->enqueued_at_ms),
                        DB_B_TS(*received),
                        DB_B(DB_TEXT(token))};
+    memcpy(b, v, sizeof v);
+}
+
+/* A time bound as milliseconds since the epoch; NULL for none, as DB_B_TS binds it. */
+static db_bind_t ms_bind(long long ms)
+{
+    return DB_B(ms > 0 ? DB_INT(ms) : DB_NULL());
+}
+
+/* A row's binds of the lean batch claim (db_effect_claim_rows_lean), from insert_binds'. */
+static void lean_binds(const db_claim_t *c, const db_bind_t full[10], long long received,
+                       db_bind_t b[DB_EFFECT_LEAN_ROW_PARAMS])
+{
+    db_bind_t v[DB_EFFECT_LEAN_ROW_PARAMS] = {full[1], full[2], full[3], full[5], full[6],
+                                              ms_bind(c->enqueued_at_ms), ms_bind(received),
+                                              full[9]};
     memcpy(b, v, sizeof v);
 }
 
@@ -304,8 +328,10 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
 {
     size_t rows = db_effect_stmt_rows(dbc, n);
     size_t size = 2048 + rows * 128;
+    bool lean = db_effect_claim_rows_lean(dbc);
+    size_t head = lean ? 2 : 0, per = lean ? DB_EFFECT_LEAN_ROW_PARAMS : 10;
     char *sql = malloc(size);
-    db_bind_t *b = calloc(rows * 10, sizeof *b);
+    db_bind_t *b = calloc(head + rows * per, sizeof *b), full[10];
     chunk_t ch = {.dbc = dbc, .items = items, .keys = keys, .n = n};
     long long received, inserted = 0;
     ib_err_t rc;
@@ -314,15 +340,25 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
         free(b);
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "batch claim statement");
     }
+    /* One draw for the chunk's tokens: OpenSSL's DRBG costs as much per
+     * call as for 1 KiB. */
+    unsigned char r[16 * DB_EFFECT_ROWS_MAX];
+    token_bytes(r, n, r);
     for (size_t k = 0; k < rows; k++) {
         db_effect_claim_item_t *it = &items[keys[k < n ? k : 0].i];
         if (k < n) {
             memset(&it->row, 0, sizeof it->row);
-            new_token(it->row.token);
+            ib_enc_hex(it->row.token, r + 16 * k, 16);
         }
-        insert_binds(it->claim, it->row.token, &received, b + k * 10);
+        insert_binds(it->claim, it->row.token, &received, lean ? full : b + k * per);
+        if (lean)
+            lean_binds(it->claim, full, received, b + head + k * per);
+        if (lean && k == 0) { /* the chunk's consumer and entity (claim_rows) */
+            b[0] = full[0];
+            b[1] = full[4];
+        }
     }
-    rc = db_run_kept(dbc, sql, b, rows * 10, chunk_row, &ch, &inserted, err);
+    rc = db_run_kept(dbc, sql, b, head + rows * per, chunk_row, &ch, &inserted, err);
     free(sql);
     free(b);
     if (rc != IB_E_OK)
@@ -335,10 +371,17 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
     return IB_E_OK;
 }
 
+/* Whether a and b hold the same text, or both none. */
+static bool same_text(const char *a, const char *b)
+{
+    return a && b ? strcmp(a, b) == 0 : a == b;
+}
+
 /*
- * Claims the batchable items of one lease (the first's) in key order
- * (consumer, message_id): two replicas claiming overlapping batches then
- * lock the keys they share in one order, and one waits for the other.
+ * Claims the batchable items of one lease, consumer and entity (the
+ * first's: the others are claimed alone) in key order (consumer,
+ * message_id): two replicas claiming overlapping batches then lock the
+ * keys they share in one order, and one waits for the other.
  */
 static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t n, ib_error_t *err)
 {
@@ -353,11 +396,13 @@ static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t
         return ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
-        picked[i] = batchable(items, i, picked) && (!lease_s || items[i].lease_s == lease_s);
+        const db_claim_t *c = items[i].claim, *c0 = m ? keys[0].c : c;
+        picked[i] = batchable(items, i, picked) && (!lease_s || items[i].lease_s == lease_s) &&
+                    same_text(c->consumer, c0->consumer) && same_text(c->entity, c0->entity);
         if (!picked[i])
             continue;
         lease_s = items[i].lease_s;
-        keys[m++] = (db_keyed_t){items[i].claim, i};
+        keys[m++] = (db_keyed_t){c, i};
     }
     qsort(keys, m, sizeof *keys, db_key_order);
     for (size_t at = 0; rc == IB_E_OK && at < m; at += DB_EFFECT_ROWS_MAX)

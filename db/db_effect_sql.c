@@ -135,6 +135,16 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, db_effect_stmt_t which
     "(consumer, message_id, idempotency_key, body_sha256, status, entity, sequence_number, "      \
     "delivery_count, enqueued_at, received_at, processed_at, lease_until, claim_token, attempts)"
 #define CLAIM_SELECT "v.c, v.m, v.k, v.h, 'claimed', v.e, v.s, v.d, v.q, v.r, %s, %s, v.t, 1"
+/*
+ * PostgreSQL's (db_effect_claim_rows_lean): the consumer and entity once,
+ * in p; v.q and v.r milliseconds since the epoch.
+ */
+#define MS_TIMESTAMP(col) "TIMESTAMP '1970-01-01 00:00:00' + " col " * INTERVAL '1 millisecond'"
+#define CLAIM_SELECT_LEAN                                                                          \
+    "p.c, v.m, v.k, v.h, 'claimed', p.e, v.s, v.d, " MS_TIMESTAMP("v.q") ", " MS_TIMESTAMP("v.r")  \
+    ", %s, %s, v.t, 1"
+#define CLAIM_FROM_LEAN "(SELECT CAST(? AS text) AS c, CAST(? AS text) AS e) AS p, (VALUES "
+#define CLAIM_VCOLS_LEAN "AS v (m, k, h, s, d, q, r, t)"
 #define CLAIM_VCOLS "AS v (c, m, k, h, e, s, d, q, r, t)"
 
 /*
@@ -168,6 +178,21 @@ static bool claim_rows_mssql(const db_conn_t *dbc, size_t rows, const char *leas
     return w >= 0 && (size_t)w < size - used;
 }
 
+/*
+ * PostgreSQL's batch claim binds fewer and cheaper values: psqlODBC's cost
+ * is per parameter (some 3,000 instructions each under callgrind), and a
+ * bound SQL_TIMESTAMP_STRUCT costs it two snprintf calls. So the consumer
+ * and entity, the same for every row of a batch (claim_rows), are bound
+ * once, and the enqueued and received times as milliseconds since the
+ * epoch (bigint) that the statement makes timestamps of: the value stored
+ * is the one the bound timestamp gave (UTC, to the millisecond; NULL for
+ * none).
+ */
+bool db_effect_claim_rows_lean(const db_conn_t *dbc)
+{
+    return dbc->dialect != DB_DIALECT_MSSQL;
+}
+
 bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char *buf,
                               size_t size)
 {
@@ -178,19 +203,19 @@ bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, c
     if (dbc->dialect == DB_DIALECT_MSSQL)
         return claim_rows_mssql(dbc, rows, lease, buf, size);
     int w = snprintf(buf, size,
-                     "INSERT INTO %s " CLAIM_COLS " SELECT " CLAIM_SELECT " FROM (VALUES ",
+                     "INSERT INTO %s " CLAIM_COLS " SELECT " CLAIM_SELECT_LEAN " FROM " CLAIM_FROM_LEAN,
                      dbc->table, db_sql_now(dbc->dialect), lease);
     if (w < 0 || (size_t)w >= size)
         return false;
     used = (size_t)w;
     /* psqlODBC leaves a parameter's type to the server: a VALUES column needs its own. */
     if (!db_sql_append_rows(buf, size, &used,
-                            "(?, ?, ?, ?, ?, CAST(? AS bigint), CAST(? AS integer), CAST(? AS "
-                            "timestamp), CAST(? AS timestamp), ?)",
+                            "(?, ?, ?, CAST(? AS bigint), CAST(? AS integer), CAST(? AS bigint), "
+                            "CAST(? AS bigint), ?)",
                             rows))
         return false;
     w = snprintf(buf + used, size - used,
-                 ") " CLAIM_VCOLS " ON CONFLICT DO NOTHING RETURNING message_id");
+                 ") " CLAIM_VCOLS_LEAN " ON CONFLICT DO NOTHING RETURNING message_id");
     return w >= 0 && (size_t)w < size - used;
 }
 

@@ -169,19 +169,28 @@ static int on_seek(void *userp, curl_off_t offset, int origin)
     return CURL_SEEKFUNC_OK;
 }
 
-/* Follows the outgoing byte stream: the header end, then the body bytes. */
-static void count_out(exchange_t *x, const char *p, size_t n)
+void fx_count_out(exchange_t *x, const char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (x->header_done) {
-            x->body_out += n - i;
-            break;
-        }
+    size_t i = 0;
+    /* An end that straddles two chunks ends in one of this chunk's first three bytes. */
+    for (; !x->header_done && i < n && i < 3; i++) {
         memmove(x->tail, x->tail + 1, 3);
         x->tail[3] = p[i];
-        if (memcmp(x->tail, "\r\n\r\n", 4) == 0)
-            x->header_done = true;
+        x->header_done = memcmp(x->tail, "\r\n\r\n", 4) == 0;
     }
+    /* Any later one lies whole in the chunk: searched, not fed byte by byte. */
+    if (!x->header_done && i < n) {
+        const char *end = memmem(p, n, "\r\n\r\n", 4);
+        if (end) {
+            x->header_done = true;
+            i = (size_t)(end - p) + 4;
+        } else {
+            memcpy(x->tail, p + n - 4, 4); /* n > 3 here */
+            i = n;
+        }
+    }
+    if (x->header_done)
+        x->body_out += n - i;
     if (x->header_done && x->body_out >= (x->req->body ? x->req->body_len : 0))
         x->resp->sent = true;
 }
@@ -190,7 +199,7 @@ static int on_debug(CURL *curl, curl_infotype type, char *p, size_t n, void *use
 {
     (void)curl;
     if (type == CURLINFO_HEADER_OUT || type == CURLINFO_DATA_OUT)
-        count_out(userp, p, n);
+        fx_count_out(userp, p, n);
     return 0;
 }
 

@@ -18,6 +18,7 @@
  * thread: compile on main; bind on any thread (the spec is read-only).
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -606,12 +607,50 @@ void rt_http_call_free(rt_http_call_t *c)
     memset(c, 0, sizeof(*c));
 }
 
+/*
+ * The remote id read without building a tree (rt_json_find) from an
+ * answer rt_json_checked accepts, as jansson would read it: a string, or
+ * an integer printed back; any other value, or a missing one, none. False
+ * leaves it to jansson (an answer the check does not prove, an integer
+ * strtoll cannot hold).
+ */
+static bool remote_id_fast(const src_t *s, const fx_response_t *resp, char *buf, size_t size)
+{
+    rt_json_span_t v;
+    if (!rt_json_checked(resp->body, resp->body_len))
+        return false;
+    if (!rt_json_find(resp->body, resp->body_len, s->steps, s->nsteps, &v))
+        return true;
+    if (v.kind == RT_JV_STRING && !v.escaped) {
+        snprintf(buf, size, "%.*s", (int)v.len, v.at);
+    } else if (v.kind == RT_JV_STRING) {
+        char *t = rt_json_string(&v);
+        if (!t)
+            return false;
+        snprintf(buf, size, "%s", t);
+        free(t);
+    } else if (v.kind == RT_JV_INTEGER) {
+        char num[64]; /* rt_json_checked takes numbers shorter than this */
+        memcpy(num, v.at, v.len);
+        num[v.len] = '\0';
+        errno = 0;
+        long long i = strtoll(num, NULL, 10);
+        if (errno == ERANGE)
+            return false;
+        snprintf(buf, size, "%lld", i);
+    }
+    return true;
+}
+
 void rt_route_remote_id(const rt_route_t *r, const fx_response_t *resp, char *buf, size_t size)
 {
     const rt_http_spec_t *h = rt_route_http(r);
     buf[0] = '\0';
     if (!h || !h->has_remote_id)
         return;
+    if (remote_id_fast(&h->remote_id, resp, buf, size))
+        return;
+    buf[0] = '\0';
     json_t *v = response_at(&h->remote_id, resp);
     if (v && json_is_string(v))
         snprintf(buf, size, "%s", json_string_value(v));

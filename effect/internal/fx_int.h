@@ -36,4 +36,11 @@ bool fx_exchange_begin(CURL *c, const fx_request_t *req, fx_response_t *resp, ex
 /* After the transfer ended with cc: fills and classifies x->resp; frees what begin made. */
 ib_err_t fx_exchange_end(CURL *c, CURLcode cc, exchange_t *x);
 
+/*
+ * Follows the n bytes at p that went out on the connection (libcurl's
+ * debug callback, chunk after chunk): the end of the header block, then
+ * the body bytes; sets x->resp->sent once all of them have gone out.
+ */
+void fx_count_out(exchange_t *x, const char *p, size_t n);
+
 #endif

@@ -278,6 +278,57 @@ static void test_finish_batch_all_or_none(void)
     ASSERT_EQ(q("SELECT COUNT(*) FROM biz WHERE remote = '%s'", "fb-biz-2"), 0);
 }
 
+/*
+ * A batch's claim stores what a claim made alone stores (PostgreSQL's
+ * binds the consumer and entity once and the times as epoch milliseconds,
+ * the claim alone each value as is): the times to the millisecond, UTC,
+ * none as NULL. An item of another entity is left to be claimed alone.
+ */
+static void test_claim_batch_columns(void)
+{
+    char h[5][65];
+    ib_error_t err;
+    db_claim_row_t r;
+    db_claim_t cl[4] = {claim_of("ct-0", "ct-key-0", "{}", h[0]),
+                        claim_of("ct-1", "ct-key-1", "{}", h[1]),
+                        claim_of("ct-2", "ct-key-2", "{}", h[2]),
+                        claim_of("ct-3", "ct-key-3", "{}", h[3])};
+    db_effect_claim_item_t it[4];
+    for (int i = 0; i < 4; i++) {
+        cl[i].enqueued_at_ms = i == 2 ? 0 : 1767225600123LL; /* 2026-01-01T00:00:00.123Z */
+        cl[i].received_at_ms = 1767225601456LL;
+        it[i] = (db_effect_claim_item_t){.claim = &cl[i], .lease_s = 60};
+    }
+    cl[3].entity = "other";
+    ASSERT_EQ(db_effect_claim_batch(A, it, 4, &err), T.dialect == DB_DIALECT_SQLITE ? 0 : 3);
+    ASSERT_TRUE(!it[3].claimed);
+    for (int i = 0; i < 4; i++)
+        if (!it[i].claimed)
+            ASSERT_EQ(db_effect_claim(A, &cl[i], 60, &it[i].row, &err), DB_CLAIM_NEW);
+    db_claim_t alone = claim_of("ct-alone", "ct-key-alone", "{}", h[4]);
+    alone.enqueued_at_ms = cl[0].enqueued_at_ms;
+    alone.received_at_ms = cl[0].received_at_ms;
+    ASSERT_EQ(db_effect_claim(A, &alone, 60, &r, &err), DB_CLAIM_NEW);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox i, inbox a WHERE a.message_id = 'ct-alone' AND "
+                "i.message_id LIKE '%s' AND i.enqueued_at = a.enqueued_at AND "
+                "i.received_at = a.received_at AND i.consumer = 'c1' AND i.entity = 'orders' AND "
+                "i.status = 'claimed' AND i.idempotency_key = 'ct-key-' || substr(i.message_id, 4)",
+                "ct-_"),
+              2);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox i, inbox a WHERE a.message_id = 'ct-alone' AND "
+                "i.message_id = '%s' AND i.enqueued_at IS NULL AND i.received_at = a.received_at "
+                "AND i.entity = 'orders'",
+                "ct-2"),
+              1);
+    ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id = '%s' AND entity = 'other'", "ct-3"),
+              1);
+    if (T.dialect == DB_DIALECT_POSTGRESQL)
+        ASSERT_EQ(q("SELECT COUNT(*) FROM inbox WHERE message_id LIKE '%s' AND enqueued_at = "
+                    "'2026-01-01 00:00:00.123' AND received_at = '2026-01-01 00:00:01.456'",
+                    "ct-%"),
+                  4);
+}
+
 static void test_uncertain_list_resolve(void)
 {
     char h[65];
@@ -419,6 +470,7 @@ int main(int argc, char **argv)
     RUN(test_takeover_after_lease);
     RUN(test_uncertain_list_resolve);
     RUN(test_finish_batch_all_or_none);
+    RUN(test_claim_batch_columns);
     if (d == DB_DIALECT_POSTGRESQL)
         RUN(test_lookups_stay_on_their_keys);
     db_conn_free(A);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fx_client.h"
+#include "fx_int.h" /* fx_count_out */
 #include "fx_multi.h"
 #include "ib_test.h"
 #include "ib_test_proc.h"
@@ -357,9 +358,69 @@ static void test_status_table(void)
     ASSERT_STREQ(fx_class_name(FX_AMBIGUOUS), "ambiguous");
 }
 
+/* What fx_count_out must decide, byte by byte: the header's end, then the body bytes. */
+static void count_ref(exchange_t *x, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (x->header_done) {
+            x->body_out += n - i;
+            break;
+        }
+        memmove(x->tail, x->tail + 1, 3);
+        x->tail[3] = p[i];
+        x->header_done = memcmp(x->tail, "\r\n\r\n", 4) == 0;
+    }
+    if (x->header_done && x->body_out >= (x->req->body ? x->req->body_len : 0))
+        x->resp->sent = true;
+}
+
+/*
+ * The outgoing stream cut anywhere into up to three chunks, and stopped
+ * anywhere (a connection that died mid-request): fx_count_out finds the
+ * header's end and counts the body as the byte-by-byte reading does, an
+ * end that straddles two chunks included.
+ */
+static void test_count_out_any_chunking(void)
+{
+    static const struct {
+        const char *out, *body;
+    } cases[] = {
+        {"POST /c HTTP/1.1\r\nHost: h\r\n\r\nBODY1", "BODY1"},
+        {"GET / HTTP/1.1\r\nHost: h\r\n\r\n", NULL},
+        {"P\r\n\r\r\n\r\n\r\n\r\nB\r\n\r\n", "\r\n\r\nB\r\n\r\n"},
+        {"\r\n\r\n", NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *out = cases[k].out;
+        size_t len = strlen(out);
+        fx_request_t rq = {.method = "POST", .url = "http://h/", .body = cases[k].body,
+                           .body_len = cases[k].body ? strlen(cases[k].body) : 0};
+        for (size_t stop = 0; stop <= len; stop++)
+            for (size_t a = 0; a <= stop; a++)
+                for (size_t b = a; b <= stop; b++) {
+                    fx_response_t r1 = {0}, r2 = {0};
+                    exchange_t x1 = {.req = &rq, .resp = &r1}, x2 = {.req = &rq, .resp = &r2};
+                    size_t cut[4] = {0, a, b, stop};
+                    for (int c = 0; c < 3; c++) {
+                        fx_count_out(&x1, out + cut[c], cut[c + 1] - cut[c]);
+                        count_ref(&x2, out + cut[c], cut[c + 1] - cut[c]);
+                    }
+                    ASSERT_EQ(x1.header_done, x2.header_done);
+                    ASSERT_EQ(x1.body_out, x2.body_out);
+                    ASSERT_EQ(r1.sent, r2.sent);
+                }
+        /* The whole request went out: sent. */
+        fx_response_t r = {0};
+        exchange_t x = {.req = &rq, .resp = &r};
+        fx_count_out(&x, out, len);
+        ASSERT_TRUE(r.sent);
+    }
+}
+
 int main(void)
 {
     char cmd[512], cert[300], key[300];
+    RUN(test_count_out_any_chunking);
     if (!getenv("INBOXD_FAKEHTTP") || system("node --version >/dev/null 2>&1") != 0) {
         fprintf(stderr, "skip: node or INBOXD_FAKEHTTP missing\n");
         return 77;

@@ -251,6 +251,56 @@ static void test_stored_answer(void)
     rt_routes_free(&rs);
 }
 
+/*
+ * The remote id is read as jansson reads it, whichever path reads it: a
+ * string (escapes undone) or an integer printed back; any other value, a
+ * missing one or an answer that is not JSON gives none; a repeated key
+ * the last one (json_loadb's default).
+ */
+static void test_remote_id_kinds(void)
+{
+    static const struct {
+        const char *body, *want;
+    } cases[] = {
+        {"{\"id\":\"ch_9\"}", "ch_9"},
+        {"{\"x\":[1,{\"id\":2}],\"id\":\"a\\\"b\\u00e9\\n\"}", "a\"b\xc3\xa9\n"},
+        {"{\"id\":42}", "42"},
+        {"{\"id\":-0}", "0"},
+        {"{\"id\":-9223372036854775808}", "-9223372036854775808"},
+        {"{\"id\":99999999999999999999}", ""},
+        {"{\"id\":1.5}", ""},
+        {"{\"id\":1e3}", ""},
+        {"{\"id\":null}", ""},
+        {"{\"id\":true}", ""},
+        {"{\"id\":{\"n\":1}}", ""},
+        {"{\"other\":\"x\"}", ""},
+        {"[\"id\"]", ""},
+        {"{\"id\":\"a\",\"id\":\"b\"}", "b"},
+        {"{\"id\":\"ch_9\"", ""},
+        {"not json", ""},
+        {"", ""},
+    };
+    rt_routes_t rs;
+    int n;
+    setenv("TEST_PAY_TOKEN", "Bearer s3cr3t-token-value", 1);
+    free(compile(GOOD, &n, &rs));
+    ASSERT_EQ(n, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[256], rid[64];
+        snprintf(body, sizeof body, "%s", cases[i].body);
+        fx_response_t resp = {
+            .cls = FX_APPLIED, .status = 201, .body = body, .body_len = strlen(body)};
+        rt_route_remote_id(first(&rs), &resp, rid, sizeof rid);
+        ASSERT_STREQ(rid, cases[i].want);
+    }
+    /* Cut to the buffer, as before. */
+    char body[] = "{\"id\":\"0123456789abcdef\"}", rid[8];
+    fx_response_t resp = {.cls = FX_APPLIED, .status = 201, .body = body, .body_len = strlen(body)};
+    rt_route_remote_id(first(&rs), &resp, rid, sizeof rid);
+    ASSERT_STREQ(rid, "0123456");
+    rt_routes_free(&rs);
+}
+
 /* A body taken from a JSON path is that value serialised; a line break in a header is refused. */
 static void test_body_path_and_header_injection(void)
 {
@@ -376,6 +426,7 @@ int main(void)
     RUN(test_bind_request_and_finish);
     RUN(test_body_path_and_header_injection);
     RUN(test_stored_answer);
+    RUN(test_remote_id_kinds);
     RUN(test_message_cannot_move_the_secret);
     return ib_test_done();
 }
