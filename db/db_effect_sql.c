@@ -190,7 +190,7 @@ static bool claim_rows_mssql(const db_conn_t *dbc, size_t rows, const char *leas
  */
 bool db_effect_claim_rows_lean(const db_conn_t *dbc)
 {
-    return dbc->dialect != DB_DIALECT_MSSQL;
+    return dbc->dialect == DB_DIALECT_POSTGRESQL; /* the one other dialect of claim_rows */
 }
 
 bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char *buf,
