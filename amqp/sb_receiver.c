@@ -55,6 +55,8 @@ static void rcv_attach(sb_rcv_t *r)
     r->credit_since = 0;
     r->gen++;
     r->link_seq = ++r->c->attaches;
+    if (r->session)
+        sb_session_drain_with_attach(r);
 }
 
 static void rcv_authorized(void *ctx, const ib_error_t *err)
@@ -539,6 +541,7 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
     r->sbuf_head = r->sbuf_tail = NULL;
     r->nbuf = 0;
     r->drain_at = 0;
+    r->drain_with_attach = false;
     r->give_back = false;
 
     while (msg) {
