@@ -30,6 +30,20 @@ sb_rcv_t *sb_rcv_new(sb_client_t *c, bool session)
     return r;
 }
 
+/*
+ * Whether a session receiver's AMQP session stays open for its next link:
+ * one-message sessions then cost a link each, not a begin and an end too.
+ * Not once either side ended it, nor when the client stops.
+ */
+static bool keeps_session(const sb_rcv_t *r)
+{
+    pn_state_t st;
+    if (!r->session || !r->ssn || r->c->stopping)
+        return false;
+    st = pn_session_state(r->ssn);
+    return !(st & (PN_LOCAL_CLOSED | PN_REMOTE_CLOSED));
+}
+
 static void rcv_attach(sb_rcv_t *r)
 {
     sb_client_t *c = r->c;
@@ -37,8 +51,14 @@ static void rcv_attach(sb_rcv_t *r)
         r->state = RCV_IDLE;
         return;
     }
-    r->ssn = sb_core_session(&c->core, c->rcv_window);
-    pn_session_open(r->ssn);
+    if (r->ssn && !keeps_session(r)) {
+        pn_session_free(r->ssn); /* the broker ended it while the receiver was idle */
+        r->ssn = NULL;
+    }
+    if (!r->ssn) {
+        r->ssn = sb_core_session(&c->core, c->rcv_window);
+        pn_session_open(r->ssn);
+    }
     sb_core_name(&c->core, r->session ? "sess" : "recv", r->name, sizeof(r->name));
     r->link = pn_receiver(r->ssn, r->name);
     pn_terminus_set_address(pn_link_source(r->link), c->entity);
@@ -55,6 +75,8 @@ static void rcv_attach(sb_rcv_t *r)
     r->credit_since = 0;
     r->gen++;
     r->link_seq = ++r->c->attaches;
+    if (r->session)
+        sb_session_drain_with_attach(r);
 }
 
 static void rcv_authorized(void *ctx, const ib_error_t *err)
@@ -539,6 +561,7 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
     r->sbuf_head = r->sbuf_tail = NULL;
     r->nbuf = 0;
     r->drain_at = 0;
+    r->drain_with_attach = false;
     r->give_back = false;
 
     while (msg) {
@@ -578,11 +601,15 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
         pn_link_set_context(r->link, NULL);
         pn_link_close(r->link);
         pn_link_free(r->link);
+    }
+    if (proton_alive && r->ssn && !keeps_session(r)) {
         pn_session_close(r->ssn);
         pn_session_free(r->ssn);
+        r->ssn = NULL;
     }
     r->link = NULL;
-    r->ssn = NULL;
+    if (!proton_alive)
+        r->ssn = NULL; /* freed with the connection */
     r->held = 0;
     r->state = RCV_IDLE;
     r->recycling = false;
@@ -613,8 +640,9 @@ void sb_rcv_event(sb_client_t *c, pn_event_t *e, pn_link_t *link)
         }
         r->state = RCV_OPEN;
         r->last_activity = ib_mono_ms();
-        IB_LOG(IB_LOG_INFO, "attach", IB_MSG("receive link attached"), IB_S("entity", c->entity),
-               IB_S("link", r->name), IB_S("session_id", r->session_id));
+        /* A session link is one of many a minute: debug, like its give-back (session_release). */
+        IB_LOG(r->session ? IB_LOG_DEBUG : IB_LOG_INFO, "attach", IB_MSG("receive link attached"),
+               IB_S("entity", c->entity), IB_S("link", r->name), IB_S("session_id", r->session_id));
         if (!r->session)
             sb_client_set_ready(c, 1, NULL);
         sb_rcv_grant(r);

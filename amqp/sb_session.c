@@ -83,7 +83,8 @@ bool sb_session_opened(sb_rcv_t *r)
     if (r->session_lock_dur < 1000)
         r->session_lock_dur = 1000;
     r->c->stats.sessions_accepted++;
-    r->drain_at = 0;
+    /* A drain sent with the attach is still out: it counts from now (the broker's answer). */
+    r->drain_at = r->drain_with_attach ? ib_mono_ms() : 0;
     r->drain_got = r->done_msgs = 0;
     r->give_back = false;
     r->state_pending = r->parked_hold = r->parking = r->park_setting = false;
@@ -149,6 +150,13 @@ static void switch_observe(sb_client_t *c, long long ms)
  */
 static bool drained_short(const sb_rcv_t *r)
 {
+    /*
+     * One sent with the attach that brought nothing may have been answered
+     * before the broker looked at the session it then granted: it tells
+     * nothing, and a drain after the attach asks again.
+     */
+    if (r->drain_with_attach && r->drain_got == 0)
+        return false;
     return r->drain_at && r->drain_got < r->drain_ask && r->link && pn_link_credit(r->link) == 0;
 }
 
@@ -362,7 +370,29 @@ void sb_session_step(sb_rcv_t *r)
     r->drain_at = ib_mono_ms();
     r->drain_got = 0;
     r->drain_ask = ask;
+    r->drain_with_attach = false;
     pn_link_drain(r->link, (int)ask);
+}
+
+void sb_session_drain_with_attach(sb_rcv_t *r)
+{
+    sb_client_t *c = r->c;
+    r->drain_with_attach = false;
+    /*
+     * Not under park (a session's state is read before anything of it is
+     * received), nor while nothing may be received. Proton sends the flow
+     * right behind the attach; the broker applies it once it grants a
+     * session, and a broker with no session to grant detaches as before.
+     */
+    if (c->park || c->stopping || c->paused || c->receiving_stopped || sb_throttle_on(c))
+        return;
+    r->drain_ask = drain_credit(r);
+    if (r->drain_ask == 0)
+        return;
+    r->drain_at = ib_mono_ms();
+    r->drain_got = 0;
+    r->drain_with_attach = true;
+    pn_link_drain(r->link, (int)r->drain_ask);
 }
 
 /*

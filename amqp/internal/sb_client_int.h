@@ -107,6 +107,7 @@ struct sb_rcv {
     long long drain_at;  /* mono ms the last drain was sent; 0 = none since the attach */
     unsigned drain_got;  /* deliveries since that drain */
     unsigned drain_ask;  /* the credit that drain asked for */
+    bool drain_with_attach; /* that drain went out with the attach, before the broker's answer */
     unsigned done_msgs;  /* messages of this session finished since the attach */
     bool give_back;      /* close once nothing is in flight (abandon with later ones held) */
     long long attach_at; /* mono ms of the attach */
@@ -247,6 +248,11 @@ void sb_props_free(sb_prop_t *props, size_t n);
 
 /* sb_session.c */
 void sb_session_prepare(sb_rcv_t *r);
+/*
+ * Right after the attach: the session's first drain goes out with it, so a
+ * session's messages come with the broker's answer (one round trip, not two).
+ */
+void sb_session_drain_with_attach(sb_rcv_t *r);
 bool sb_session_opened(sb_rcv_t *r);
 void sb_session_tick(sb_client_t *c);
 /* Hands out, drains, or gives back a session receiver as its state asks. */

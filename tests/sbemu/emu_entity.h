@@ -89,6 +89,7 @@ struct emu_session {
     bool has_state;
     size_t n_msgs;  /* messages of this session in the entity, any state */
     size_t n_avail; /* of those, available (in the entity's avail list) */
+    emu_session_t *held_prev, *held_next; /* in the entity's held list while holder is set */
 };
 
 #define EMU_REASONS_MAX 16
@@ -118,6 +119,8 @@ struct emu_entity {
     int64_t next_seq;
     emu_list_t avail, locked, deferred, scheduled;
     emu_map_t *sessions; /* id -> emu_session_t */
+    emu_session_t *held; /* the sessions a receiver holds: lock expiry looks at these only */
+    size_t n_held;
     emu_map_t *dedup;    /* message-id bytes -> emu_dedup_t */
     void *dedup_head, *dedup_tail;
     emu_stats_t st;

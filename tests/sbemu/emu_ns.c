@@ -366,6 +366,12 @@ emu_session_t *emu_session_acquire(emu_entity_t *ent, const char *id, void *hold
             return NULL;
     }
     s->holder = holder;
+    s->held_prev = NULL;
+    s->held_next = ent->held;
+    if (ent->held)
+        ent->held->held_prev = s;
+    ent->held = s;
+    ent->n_held++;
     s->locked_until_ms = now + (int64_t)ent->opts.lock_duration_s * 1000;
     s->lock_expiry_ms = s->locked_until_ms - ent->ns->lock_early_ms;
     return s;
@@ -375,6 +381,16 @@ emu_session_t *emu_session_acquire(emu_entity_t *ent, const char *id, void *hold
 void emu_session_release(emu_entity_t *ent, emu_session_t *s, bool count_delivery, int64_t now)
 {
     void *holder = s->holder;
+    if (holder) {
+        if (s->held_prev)
+            s->held_prev->held_next = s->held_next;
+        else
+            ent->held = s->held_next;
+        if (s->held_next)
+            s->held_next->held_prev = s->held_prev;
+        s->held_prev = s->held_next = NULL;
+        ent->n_held--;
+    }
     s->holder = NULL;
     s->locked_until_ms = s->lock_expiry_ms = 0;
     emu_msg_t *m = ent->locked.head, *n;
@@ -433,15 +449,14 @@ int emu_session_set_state(emu_entity_t *ent, const char *id, const uint8_t *stat
 typedef struct expired_ctx {
     emu_session_t *v[64];
     size_t n;
-    int64_t now;
 } expired_ctx_t;
 
-static void collect_expired(void *ctx, void *value)
+/* The held sessions whose lock ran out (a few per tick); not all sessions, which may be many. */
+static void collect_expired(const emu_entity_t *ent, int64_t now, expired_ctx_t *ex)
 {
-    expired_ctx_t *ex = ctx;
-    emu_session_t *s = value;
-    if (s->holder && s->lock_expiry_ms <= ex->now && ex->n < 64)
-        ex->v[ex->n++] = s;
+    for (emu_session_t *s = ent->held; s && ex->n < 64; s = s->held_next)
+        if (s->lock_expiry_ms <= now)
+            ex->v[ex->n++] = s;
 }
 
 /* thread: proactor */
@@ -458,8 +473,8 @@ void emu_ns_tick(emu_ns_t *ns, int64_t now)
         if (!ent->sessions)
             continue;
         /* Session locks: find the holders whose lock ran out (a few per tick). */
-        expired_ctx_t ex = {.n = 0, .now = now};
-        emu_map_each(ent->sessions, collect_expired, &ex);
+        expired_ctx_t ex = {.n = 0};
+        collect_expired(ent, now, &ex);
         for (size_t k = 0; k < ex.n; k++) {
             emu_session_t *s = ex.v[k];
             void *holder = s->holder;

@@ -8,13 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void count_held(void *ctx, void *value)
-{
-    const emu_session_t *s = value;
-    if (s->holder)
-        ++*(json_int_t *)ctx;
-}
-
 static json_t *entity_json(const emu_entity_t *e)
 {
     const emu_stats_t *st = &e->st;
@@ -34,9 +27,7 @@ static json_t *entity_json(const emu_entity_t *e)
                   (json_int_t)st->duplicate_detected, "expired", (json_int_t)st->expired);
     if (o && e->sessions) {
         /* Sessions locked by a receiver now (session entities only). */
-        json_int_t held = 0;
-        emu_map_each(e->sessions, count_held, &held);
-        json_object_set_new(o, "sessions_held", json_integer(held));
+        json_object_set_new(o, "sessions_held", json_integer((json_int_t)e->n_held));
         json_object_set_new(o, "session_state_sets",
                             json_integer((json_int_t)st->session_state_sets));
     }

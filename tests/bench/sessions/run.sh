@@ -6,6 +6,7 @@
 #   SHAPES="100x200 10000x1 200x3" tests/bench/sessions/run.sh
 #   SESSION_SB='{"max_concurrent_sessions":64}' ...  (servicebus settings for
 #                                                    the session phases only)
+#   KEEP=/some/dir ...   (keeps each phase's inboxd log and /metrics there)
 #
 # For each shape SxM (default "100x200 10000x1"), two phases, each a fresh
 # queue, a fresh inboxd and a preloaded backlog:
@@ -129,6 +130,7 @@ phase() {
   hport=$(jq -r 'select(.event=="http_listen") | .port' "$W/$name.log" 2>/dev/null | head -n 1)
   curl -fsS "http://127.0.0.1:$hport/metrics" >"$W/$name.metrics" 2>/dev/null || : >"$W/$name.metrics"
   kill -TERM $ipid; wait $ipid || true
+  [ -z "${KEEP:-}" ] || cp "$W/$name.metrics" "$W/$name.log" "$KEEP/"
   read -r applied span upto <<<"$row"
   APPLIED[$name]=$applied
   # Complete: (n - 1) intervals over the span. Capped: the dead time up to the cap counts.
