@@ -156,11 +156,30 @@ static size_t ascii_escape(unsigned char c, char e[6])
     return 1;
 }
 
+/* True for a byte that stands for itself inside a JSON string (printable ASCII but " and \). */
+static bool json_plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 size_t ib_enc_json(char *dst, size_t size, const char *src, size_t n, size_t *used)
 {
     size_t len = 0, k = 0;
     while (k < n) {
         unsigned char c = (unsigned char)src[k];
+        if (json_plain(c)) { /* a run of such bytes goes in one copy */
+            size_t run = 1, room = size > len + 1 ? size - len - 1 : 0;
+            while (k + run < n && json_plain((unsigned char)src[k + run]))
+                run++;
+            if (run > room)
+                run = room;
+            memcpy(dst + len, src + k, run);
+            len += run;
+            k += run;
+            if (run == room)
+                break;
+            continue;
+        }
         char e[6];
         const char *out = e;
         size_t w, take = 1;
@@ -184,5 +203,23 @@ size_t ib_enc_json(char *dst, size_t size, const char *src, size_t n, size_t *us
         dst[len] = '\0';
     if (used)
         *used = k;
+    return len;
+}
+
+size_t ib_enc_decimal(char out[IB_ENC_DECIMAL_MAX], long long v)
+{
+    char rev[IB_ENC_DECIMAL_MAX];
+    /* The magnitude as unsigned: LLONG_MIN has none as a long long. */
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    size_t n = 0, len = 0;
+    do {
+        rev[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out[len++] = '-';
+    while (n)
+        out[len++] = rev[--n];
+    out[len] = '\0';
     return len;
 }

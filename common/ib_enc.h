@@ -65,5 +65,8 @@ char *ib_dec_pct(char *s);
  * NULL, gets the bytes of src consumed (n when everything fit).
  */
 size_t ib_enc_json(char *dst, size_t size, const char *src, size_t n, size_t *used);
+/* v in decimal as "%lld" writes it, into out (IB_ENC_DECIMAL_MAX bytes, NUL included); its length. */
+#define IB_ENC_DECIMAL_MAX 21
+size_t ib_enc_decimal(char out[IB_ENC_DECIMAL_MAX], long long v);
 
 #endif

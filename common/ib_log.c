@@ -64,6 +64,15 @@ static void put_escaped(buf_t *b, const char *s, size_t n)
     put(b, "\"", 1);
 }
 
+/* Whether a registered secret occurs in the n bytes at s. log_mu held. */
+static bool has_secret(const char *s, size_t n)
+{
+    for (size_t k = 0; k < nsecrets; k++)
+        if (memmem(s, n, secrets[k], strlen(secrets[k])))
+            return true;
+    return false;
+}
+
 /* Writes s as a JSON string with every registered secret masked. */
 static void put_string(buf_t *b, const char *s)
 {
@@ -73,6 +82,10 @@ static void put_string(buf_t *b, const char *s)
 
     if (n > LOG_VALUE_MAX)
         n = LOG_VALUE_MAX;
+    if (!has_secret(s, n)) { /* the common case: no copy to mask in */
+        put_escaped(b, s, n);
+        return;
+    }
     memcpy(tmp, s, n);
     tmp[n] = '\0';
     for (size_t k = 0; k < nsecrets; k++) {
@@ -169,8 +182,7 @@ void ib_log_emit(ib_log_level_t lvl, const char *event, const ib_field_t *fields
                 puts_(&b, "null");
             break;
         case IB_FT_INT:
-            snprintf(num, sizeof(num), "%lld", f->i);
-            puts_(&b, num);
+            put(&b, num, ib_enc_decimal(num, f->i));
             break;
         case IB_FT_DBL:
             snprintf(num, sizeof(num), "%.6g", f->d);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 long long ib_now_ms(void)
@@ -22,6 +23,14 @@ long long ib_mono_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* v (0 <= v < 10^width) in width digits, zeros first; the end. */
+static char *digits(char *p, int v, int width)
+{
+    for (int i = width - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+    return p + width;
+}
+
 /* ms as UTC: the date, sep, the time with milliseconds, then zone. */
 static void utc_format(char *buf, size_t size, long long ms, char sep, const char *zone)
 {
@@ -32,8 +41,29 @@ static void utc_format(char *buf, size_t size, long long ms, char sep, const cha
         ms = ib_now_ms();
     sec = (time_t)(ms / 1000);
     gmtime_r(&sec, &tm);
-    snprintf(buf, size, "%04d-%02d-%02d%c%02d:%02d:%02d.%03d%s", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, sep, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000), zone);
+    if (tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999 || ms % 1000 < 0 ||
+        size < 24 + strlen(zone)) {
+        snprintf(buf, size, "%04d-%02d-%02d%c%02d:%02d:%02d.%03d%s", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, sep, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 (int)(ms % 1000), zone);
+        return;
+    }
+    /* As the snprintf above writes it, digit by digit: a log line has two of these. */
+    char *p = buf;
+    p = digits(p, tm.tm_year + 1900, 4);
+    *p++ = '-';
+    p = digits(p, tm.tm_mon + 1, 2);
+    *p++ = '-';
+    p = digits(p, tm.tm_mday, 2);
+    *p++ = sep;
+    p = digits(p, tm.tm_hour, 2);
+    *p++ = ':';
+    p = digits(p, tm.tm_min, 2);
+    *p++ = ':';
+    p = digits(p, tm.tm_sec, 2);
+    *p++ = '.';
+    p = digits(p, (int)(ms % 1000), 3);
+    memcpy(p, zone, strlen(zone) + 1);
 }
 
 void ib_time_rfc3339(char *buf, size_t size, long long ms)

@@ -4,8 +4,10 @@
  * condition-variable deadline (ib_time.c). */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -131,9 +133,24 @@ static void test_utc_format(void)
     ASSERT_STREQ(buf, "1970-01-01 00:00:00.005");
     ib_time_rfc3339(small, sizeof small, ms);
     ASSERT_STREQ(small, "2025-12-05");
+    char wide[40];
+    ib_time_rfc3339(wide, sizeof wide, 253402300800000LL); /* year 10000: as %04d writes it */
+    ASSERT_STREQ(wide, "10000-01-01T00:00:00.000Z");
     ib_time_rfc3339(buf, sizeof buf, -1); /* now */
     ASSERT_EQ(strlen(buf), IB_TIME_TEXT_MAX - 1);
     ASSERT_TRUE(strncmp(buf, "20", 2) == 0 && buf[23] == 'Z');
+}
+
+/* Decimal as "%lld" writes it, the extremes included. */
+static void test_decimal(void)
+{
+    const long long v[] = {0, 7, -7, 10, -10, 1234567890123LL, LLONG_MAX, LLONG_MIN};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char want[IB_ENC_DECIMAL_MAX + 8], got[IB_ENC_DECIMAL_MAX];
+        snprintf(want, sizeof(want), "%lld", v[i]);
+        ASSERT_EQ(ib_enc_decimal(got, v[i]), strlen(want));
+        ASSERT_STREQ(got, want);
+    }
 }
 
 /* RFC 3986: the unreserved characters stay, everything else (sub-delims
@@ -263,6 +280,7 @@ int main(void)
     RUN(test_dec_pct);
     RUN(test_pct);
     RUN(test_json);
+    RUN(test_decimal);
     RUN(test_utc_format);
     RUN(test_sleep);
     RUN(test_cond_deadline);
