@@ -40,17 +40,12 @@ typedef struct batch {
     const char *const *keys; /* an order key per item (NULL: none), or NULL */
 } batch_t;
 
-static bool same_text(const char *a, const char *b)
-{
-    return a == b || (a && b && strcmp(a, b) == 0);
-}
-
 /* True when items a and b compete for one inbox key. */
 static bool same_key(const db_claim_t *a, const db_claim_t *b)
 {
-    if (!same_text(a->consumer, b->consumer))
+    if (!db_same_text(a->consumer, b->consumer))
         return false;
-    return same_text(a->message_id, b->message_id) ||
+    return db_same_text(a->message_id, b->message_id) ||
            (a->idempotency_key && b->idempotency_key &&
             strcmp(a->idempotency_key, b->idempotency_key) == 0);
 }
@@ -103,7 +98,8 @@ static size_t claim_binds(batch_t *b, db_bind_t *binds, ib_error_t *err)
     }
     for (size_t k = 0; k < b->nchunk; k++) {
         const db_claim_t *c = b->items[b->chunk[k]].claim;
-        if (!same_text(c->consumer, first->consumer) || !same_text(c->entity, first->entity)) {
+        if (!db_same_text(c->consumer, first->consumer) ||
+            !db_same_text(c->entity, first->entity)) {
             ib_error_set(err, IB_E_INVAL, IB_CLASS_TRANSIENT,
                          "inbox claim: a batch of several consumers or entities");
             return 0;
@@ -253,7 +249,7 @@ static bool route_fits(const db_stmt_list_t *first, const db_stmt_list_t *j, db_
         return false;
     for (size_t k = 0; k < j->nstmts; k++) {
         const db_stmt_t *a = &first->stmts[k], *s = &j->stmts[k];
-        if (!same_text(a->sql, s->sql) || a->nparams != s->nparams)
+        if (!db_same_text(a->sql, s->sql) || a->nparams != s->nparams)
             return false;
         for (size_t q = 0; q < s->nparams; q++) {
             db_param_type_t t = s->params[q].type;

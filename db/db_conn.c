@@ -851,6 +851,11 @@ static ib_err_t stmt_open(db_conn_t *dbc, SQLHSTMT *st, ib_error_t *err)
     return IB_E_OK;
 }
 
+bool db_same_text(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 bool db_text_is_long(const db_conn_t *dbc, const char *text)
 {
     size_t len = strlen(text);

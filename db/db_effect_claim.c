@@ -126,7 +126,10 @@ static db_bind_t ms_bind(long long ms)
     return DB_B(ms > 0 ? DB_INT(ms) : DB_NULL());
 }
 
-/* A row's binds of the lean batch claim (db_effect_claim_rows_lean), from insert_binds'. */
+/*
+ * A row's binds of the shared-value batch claim (db_sql_claim_shared), from
+ * insert_binds': all but the consumer (0) and entity (4), the times as ms.
+ */
 static void lean_binds(const db_claim_t *c, const db_bind_t full[10], long long received,
                        db_bind_t b[DB_EFFECT_LEAN_ROW_PARAMS])
 {
@@ -328,7 +331,7 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
 {
     size_t rows = db_effect_stmt_rows(dbc, n);
     size_t size = 2048 + rows * 128;
-    bool lean = db_effect_claim_rows_lean(dbc);
+    bool lean = db_sql_claim_shared(dbc->dialect);
     size_t head = lean ? 2 : 0, per = lean ? DB_EFFECT_LEAN_ROW_PARAMS : 10;
     char *sql = malloc(size);
     db_bind_t *b = calloc(head + rows * per, sizeof *b), full[10];
@@ -371,12 +374,6 @@ static ib_err_t claim_chunk(db_conn_t *dbc, db_effect_claim_item_t *items, const
     return IB_E_OK;
 }
 
-/* Whether a and b hold the same text, or both none. */
-static bool same_text(const char *a, const char *b)
-{
-    return a && b ? strcmp(a, b) == 0 : a == b;
-}
-
 /*
  * Claims the batchable items of one lease, consumer and entity (the
  * first's: the others are claimed alone) in key order (consumer,
@@ -398,7 +395,7 @@ static ib_err_t claim_rows(db_conn_t *dbc, db_effect_claim_item_t *items, size_t
     for (size_t i = 0; i < n; i++) {
         const db_claim_t *c = items[i].claim, *c0 = m ? keys[0].c : c;
         picked[i] = batchable(items, i, picked) && (!lease_s || items[i].lease_s == lease_s) &&
-                    same_text(c->consumer, c0->consumer) && same_text(c->entity, c0->entity);
+                    db_same_text(c->consumer, c0->consumer) && db_same_text(c->entity, c0->entity);
         if (!picked[i])
             continue;
         lease_s = items[i].lease_s;

@@ -136,7 +136,7 @@ static ib_err_t effect_sql(db_dialect_t d, const char *t, db_effect_stmt_t which
     "delivery_count, enqueued_at, received_at, processed_at, lease_until, claim_token, attempts)"
 #define CLAIM_SELECT "v.c, v.m, v.k, v.h, 'claimed', v.e, v.s, v.d, v.q, v.r, %s, %s, v.t, 1"
 /*
- * PostgreSQL's (db_effect_claim_rows_lean): the consumer and entity once,
+ * The shared form's (db_sql_claim_shared): the consumer and entity once,
  * in p; v.q and v.r milliseconds since the epoch.
  */
 #define MS_TIMESTAMP(col) "TIMESTAMP '1970-01-01 00:00:00' + " col " * INTERVAL '1 millisecond'"
@@ -179,20 +179,16 @@ static bool claim_rows_mssql(const db_conn_t *dbc, size_t rows, const char *leas
 }
 
 /*
- * PostgreSQL's batch claim binds fewer and cheaper values: psqlODBC's cost
- * is per parameter (some 3,000 instructions each under callgrind), and a
- * bound SQL_TIMESTAMP_STRUCT costs it two snprintf calls. So the consumer
- * and entity, the same for every row of a batch (claim_rows), are bound
- * once, and the enqueued and received times as milliseconds since the
- * epoch (bigint) that the statement makes timestamps of: the value stored
- * is the one the bound timestamp gave (UTC, to the millisecond; NULL for
- * none).
+ * Where the dialect shares a claim's batch values (db_sql_claim_shared:
+ * PostgreSQL) the batch claim binds fewer and cheaper values: psqlODBC's
+ * cost is per parameter (some 3,000 instructions each under callgrind),
+ * and a bound SQL_TIMESTAMP_STRUCT costs it two snprintf calls. So the
+ * consumer and entity, the same for every row of a batch (claim_rows), are
+ * bound once, and the enqueued and received times as milliseconds since
+ * the epoch (bigint) that the statement makes timestamps of: the value
+ * stored is the one the bound timestamp gave (UTC, to the millisecond;
+ * NULL for none). SQL Server binds all ten a row.
  */
-bool db_effect_claim_rows_lean(const db_conn_t *dbc)
-{
-    return dbc->dialect == DB_DIALECT_POSTGRESQL; /* the one other dialect of claim_rows */
-}
-
 bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char *buf,
                               size_t size)
 {
@@ -200,10 +196,11 @@ bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, c
     size_t used;
     if (!db_sql_later(dbc->dialect, lease_s, lease, sizeof lease))
         return false;
-    if (dbc->dialect == DB_DIALECT_MSSQL)
+    if (!db_sql_claim_shared(dbc->dialect))
         return claim_rows_mssql(dbc, rows, lease, buf, size);
     int w = snprintf(buf, size,
-                     "INSERT INTO %s " CLAIM_COLS " SELECT " CLAIM_SELECT_LEAN " FROM " CLAIM_FROM_LEAN,
+                     "INSERT INTO %s " CLAIM_COLS " SELECT " CLAIM_SELECT_LEAN
+                     " FROM " CLAIM_FROM_LEAN,
                      dbc->table, db_sql_now(dbc->dialect), lease);
     if (w < 0 || (size_t)w >= size)
         return false;

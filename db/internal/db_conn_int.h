@@ -141,6 +141,8 @@ db_pbuf_t *db_stmt_params(db_conn_t *dbc, SQLHSTMT st, size_t n);
 void db_stmt_forget_all(db_conn_t *dbc);
 /* True when text is bound as a long type (SQL Server varchar(max)). */
 bool db_text_is_long(const db_conn_t *dbc, const char *text);
+/* Whether a and b hold the same text, or are both NULL. */
+bool db_same_text(const char *a, const char *b);
 
 /*
  * Runs sql once per parameter set: sets[i] points to the nparams

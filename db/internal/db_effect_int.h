@@ -29,12 +29,12 @@ ib_err_t db_effect_conn_sql(db_conn_t *dbc, db_effect_stmt_t which, long lease_s
 bool db_effect_claim_rows_sql(const db_conn_t *dbc, size_t rows, long lease_s, char *buf,
                               size_t size);
 /*
- * Whether that claim binds its consumer and entity once, first, and then
+ * Where the dialect shares a claim's batch values (db_sql_claim_shared),
+ * that claim binds its consumer and entity once, first, and then
  * DB_EFFECT_LEAN_ROW_PARAMS a row (message id, key, body hash, sequence
  * number, delivery count, enqueued and received times as epoch
  * milliseconds, token); otherwise each row binds all ten.
  */
-bool db_effect_claim_rows_lean(const db_conn_t *dbc);
 #define DB_EFFECT_LEAN_ROW_PARAMS 8
 /* The finish of rows rows as one UPDATE joined to their values (db_dialect_effect_rows). */
 bool db_effect_finish_rows_sql(const db_conn_t *dbc, size_t rows, char *buf, size_t size);
