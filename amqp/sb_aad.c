@@ -22,6 +22,7 @@
 #include "ib_backoff.h"
 #include "ib_enc.h"
 #include "ib_log.h"
+#include "ib_tls.h"
 
 #define MAX_RESPONSE (64 * 1024)
 #define MAX_ASSERTION (64 * 1024)
@@ -184,8 +185,7 @@ static char *fetch_token(sb_aad_t *aad, long long *expires_at_ms, ib_error_t *er
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-    if (aad->ca_file)
-        curl_easy_setopt(c, CURLOPT_CAINFO, aad->ca_file);
+    ib_tls_curl_trust(c, aad->ca_file);
     struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     CURLcode rc = curl_easy_perform(c);

@@ -16,6 +16,7 @@
 
 #include "ib_enc.h"
 #include "ib_log.h"
+#include "ib_tls.h"
 #include "sb_transport.h"
 #include "sb_wsb.h"
 
@@ -39,6 +40,18 @@ void sb_log_condition(const char *ev, const char *what, pn_condition_t *cond, ib
         ib_strlcpy(err->condition, name ? name : "", sizeof(err->condition));
     }
 }
+/*
+ * The system's trusted CAs for Proton: the hashed directory, read one
+ * certificate at a time as a chain needs it (ib_tls.h), else the bundle.
+ */
+static const char *system_ca(void)
+{
+    const char *dir = ib_tls_system_ca_dir();
+    if (dir && !strchr(dir, ':')) /* Proton takes one directory */
+        return dir;
+    return access(SYSTEM_CA_BUNDLE, R_OK) == 0 ? SYSTEM_CA_BUNDLE : SYSTEM_CA_DIR;
+}
+
 
 ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
                       sb_token_get_fn token_get, void *token_ctx, unsigned op_timeout_ms,
@@ -74,9 +87,7 @@ ib_err_t sb_core_init(sb_core_t *core, const char *connstr, const char *ca_file,
     ib_enc_hex(rnd_hex, rnd, sizeof(rnd));
     snprintf(core->container, sizeof(core->container), "inboxd-%s-%d", rnd_hex, (int)getpid());
     if (!core->cs.emulator) {
-        const char *ca = ca_file && *ca_file                   ? ca_file
-                         : access(SYSTEM_CA_BUNDLE, R_OK) == 0 ? SYSTEM_CA_BUNDLE
-                                                               : SYSTEM_CA_DIR;
+        const char *ca = ca_file && *ca_file ? ca_file : system_ca();
         core->ssl = pn_ssl_domain(PN_SSL_MODE_CLIENT);
         if (!core->ssl) {
             sb_connstr_free(&core->cs);

@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 #include <openssl/rand.h>
 
+#include "ib_tls.h"
 #include "sb_ws.h"
 #include "sb_wsb_int.h"
 
@@ -114,8 +115,7 @@ static ib_err_t leg_open(leg_t *l, ib_error_t *err)
     curl_easy_setopt(l->c, CURLOPT_PROXY, w->proxy);
     curl_easy_setopt(l->c, CURLOPT_HTTPPROXYTUNNEL, 1L);
     curl_easy_setopt(l->c, CURLOPT_PROXYAUTH, (long)CURLAUTH_BASIC);
-    if (w->ca_file[0])
-        curl_easy_setopt(l->c, CURLOPT_CAINFO, w->ca_file);
+    ib_tls_curl_trust(l->c, w->ca_file);
     rc = curl_easy_perform(l->c);
     ib_err_t res = IB_E_OK;
     if (rc == CURLE_ABORTED_BY_CALLBACK)

@@ -8,6 +8,7 @@
  * thread: the caller's (one easy handle per call).
  */
 #include "fx_blob.h"
+#include "ib_tls.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -336,8 +337,7 @@ static void setup(CURL *c, const fx_blob_req_t *rq, fetch_t *f, struct curl_slis
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, eb);
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024); /* fewer, larger copies of a large body */
-    if (rq->ca_file)
-        curl_easy_setopt(c, CURLOPT_CAINFO, rq->ca_file);
+    ib_tls_curl_trust(c, rq->ca_file);
 }
 
 /* What an answer that came whole says. */

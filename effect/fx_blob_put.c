@@ -8,6 +8,7 @@
  * thread: the caller's (the outbox relay's).
  */
 #include "fx_blob.h"
+#include "ib_tls.h"
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -192,8 +193,7 @@ static bool put_once(CURL *c, const fx_blob_put_req_t *rq, const char *url, cons
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, eb);
     curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 256L * 1024);
-    if (rq->ca_file)
-        curl_easy_setopt(c, CURLOPT_CAINFO, rq->ca_file);
+    ib_tls_curl_trust(c, rq->ca_file);
     o->status = 0;
     CURLcode cc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &o->status);

@@ -13,6 +13,7 @@
  */
 #include "fx_client.h"
 #include "fx_int.h"
+#include "ib_tls.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -271,8 +272,7 @@ static void set_options(CURL *c, const fx_request_t *req, exchange_t *x, struct 
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : 10000L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (req->ca_file)
-        curl_easy_setopt(c, CURLOPT_CAINFO, req->ca_file);
+    ib_tls_curl_trust(c, req->ca_file);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);

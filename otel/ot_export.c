@@ -22,6 +22,7 @@
 #include "ib_enc.h"
 #include "ib_log.h"
 #include "ib_time.h"
+#include "ib_tls.h"
 #include "ot_int.h"
 
 #define OT_MAX_RES 32
@@ -484,6 +485,7 @@ static void *export_main(void *arg)
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        ib_tls_curl_trust(h, NULL);
     }
     while (!stop) {
         unsigned n;

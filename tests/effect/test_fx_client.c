@@ -18,6 +18,7 @@
 #include "fx_client.h"
 #include "fx_int.h" /* fx_count_out */
 #include "fx_multi.h"
+#include "ib_tls.h"
 #include "ib_test.h"
 #include "ib_test_proc.h"
 
@@ -343,6 +344,36 @@ static void test_tls_verified(void)
     fx_response_free(&rs);
 }
 
+/* No CA file: the hashed system directory (SSL_CERT_DIR) is trusted, as the bundle was. */
+static void test_tls_system_dir(void)
+{
+    char cmd[1024], dir[300], empty[300], url[128];
+    char *saved = getenv("SSL_CERT_DIR") ? strdup(getenv("SSL_CERT_DIR")) : NULL;
+    fx_response_t rs;
+    snprintf(dir, sizeof dir, "%s/certs", tmpdir);
+    snprintf(empty, sizeof empty, "%s/nocerts", tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s %s && cp %s %s/$(openssl x509 -hash -noout -in %s).0 && cp %s %s/ca.pem",
+             dir, empty, ca, dir, ca, ca, empty);
+    ASSERT_EQ(system(cmd), 0);
+    snprintf(url, sizeof url, "%s/charges", secure.base);
+    setenv("SSL_CERT_DIR", dir, 1);
+    ASSERT_STREQ(ib_tls_system_ca_dir(), dir);
+    ASSERT_EQ(call("POST", url, "{}", "tls-dir-1", 5000, NULL, &rs), 201);
+    fx_response_free(&rs);
+    /* A directory without hashed names is not used: libcurl's bundle, which lacks our CA. */
+    setenv("SSL_CERT_DIR", empty, 1);
+    ASSERT_TRUE(ib_tls_system_ca_dir() == NULL);
+    ASSERT_EQ(call("POST", url, "{}", "tls-dir-2", 5000, NULL, &rs), 0);
+    ASSERT_EQ(rs.err.code, IB_E_TLS);
+    fx_response_free(&rs);
+    if (saved)
+        setenv("SSL_CERT_DIR", saved, 1);
+    else
+        unsetenv("SSL_CERT_DIR");
+    free(saved);
+}
+
 static void test_status_table(void)
 {
     ASSERT_EQ(fx_classify_status(200), FX_APPLIED);
@@ -452,6 +483,7 @@ int main(void)
     RUN(test_reset_on_reused_connection_is_not_resent);
     RUN(test_refused_and_unresolvable_are_transient);
     RUN(test_tls_verified);
+    RUN(test_tls_system_dir);
     fx_client_free(fx);
     stop_server(&plain);
     stop_server(&secure);
