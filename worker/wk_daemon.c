@@ -238,6 +238,7 @@ static void publish_in_flight(daemon_t *dm, const job_t *added)
     long long enq = added ? added->msg->enqueued_ms : 0;
 
     wk_metrics_in_flight_set(dm->metrics, (long long)dm->in_flight);
+    wk_replicas_demand(dm->pipe.replicas, (long long)dm->in_flight);
     wk_metrics_oldest_in_flight_set(dm->metrics, dm->oldest ? dm->oldest->received_mono : 0);
     if (!dm->oldest) {
         dm->oldest_enqueued_ms = 0;

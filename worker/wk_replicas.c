@@ -26,7 +26,10 @@ struct wk_replicas {
     char name[REPLICA_NAME_MAX]; /* host-pid-random: unique, and the order of ranks */
     db_conn_t *dbc;
     atomic_long alive, rank;
-    bool failing; /* the last heartbeat failed (logged once per run of failures) */
+    atomic_llong demand_now;  /* the messages this replica holds (wk_replicas_demand) */
+    atomic_llong demand_mine; /* as the last heartbeat wrote it */
+    atomic_llong demand_all;  /* the sum over the replicas alive, as it read them */
+    bool failing;             /* the last heartbeat failed (logged once per run of failures) */
     pthread_t tid;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -37,11 +40,12 @@ struct wk_replicas {
 static bool beat(wk_replicas_t *rp)
 {
     ib_error_t err;
-    long alive = 1, rank = 0;
+    db_replica_t me = {rp->consumer, rp->name, ib_now_ms(), atomic_load(&rp->demand_now)};
+    db_replicas_seen_t seen = {1, 0, 0};
     if (!rp->dbc)
         rp->dbc = db_conn_new(&rp->opt, &err);
-    if (!rp->dbc || db_replicas_beat(rp->dbc, rp->table, rp->consumer, rp->name, ib_now_ms(),
-                                     WK_REPLICAS_WINDOW_MS, &alive, &rank, &err) != IB_E_OK) {
+    if (!rp->dbc ||
+        db_replicas_beat(rp->dbc, rp->table, &me, WK_REPLICAS_WINDOW_MS, &seen, &err) != IB_E_OK) {
         if (!rp->failing)
             IB_LOG(IB_LOG_WARN, "replicas", IB_MSG("heartbeat failed; the last count holds"),
                    IB_S("table", rp->table), IB_S("sqlstate", err.sqlstate),
@@ -49,11 +53,13 @@ static bool beat(wk_replicas_t *rp)
         rp->failing = true;
         return false;
     }
-    long was = atomic_exchange(&rp->alive, alive);
-    atomic_store(&rp->rank, rank);
-    if (was != alive || rp->failing)
-        IB_LOG(IB_LOG_INFO, "replicas", IB_MSG("replicas alive"), IB_I("replicas", alive),
-               IB_I("rank", rank), IB_S("replica", rp->name));
+    long was = atomic_exchange(&rp->alive, seen.alive);
+    atomic_store(&rp->rank, seen.rank);
+    atomic_store(&rp->demand_mine, me.demand);
+    atomic_store(&rp->demand_all, seen.demand > me.demand ? seen.demand : me.demand);
+    if (was != seen.alive || rp->failing)
+        IB_LOG(IB_LOG_INFO, "replicas", IB_MSG("replicas alive"), IB_I("replicas", seen.alive),
+               IB_I("rank", seen.rank), IB_S("replica", rp->name));
     rp->failing = false;
     return true;
 }
@@ -116,6 +122,9 @@ wk_replicas_t *wk_replicas_start(const db_options_t *opt, const char *table, con
     rp->opt = *opt;
     atomic_init(&rp->alive, 1);
     atomic_init(&rp->rank, 0);
+    atomic_init(&rp->demand_now, 0);
+    atomic_init(&rp->demand_mine, 0);
+    atomic_init(&rp->demand_all, 0);
     make_name(rp);
     if (!(rp->dbc = db_conn_new(&rp->opt, err)) ||
         db_replicas_migrate(rp->dbc, table, migrate, err) != IB_E_OK) {
@@ -170,13 +179,31 @@ long wk_replicas_part(const wk_replicas_t *rp, long total)
     return n <= 1 ? total : part_of(total, n, atomic_load(&rp->rank));
 }
 
+void wk_replicas_demand(wk_replicas_t *rp, long long held)
+{
+    if (rp)
+        atomic_store_explicit(&rp->demand_now, held, memory_order_relaxed);
+}
+
+double wk_replicas_weight(long n, long long mine, long long all)
+{
+    if (n <= 1)
+        return 1.0;
+    if (mine < 0)
+        mine = 0;
+    if (all < mine)
+        all = mine;
+    return (double)(mine + 1) / (double)(all + n);
+}
+
 void wk_replicas_share(const wk_replicas_t *rp, wk_dest_limits_t *lim)
 {
     long n = wk_replicas_alive(rp);
     if (n <= 1)
         return;
     if (lim->rate_per_s > 0)
-        lim->rate_per_s /= (double)n;
+        lim->rate_per_s *=
+            wk_replicas_weight(n, atomic_load(&rp->demand_mine), atomic_load(&rp->demand_all));
     if (lim->max_concurrent > 0) { /* the same count of replicas as the rate's */
         long share = part_of(lim->max_concurrent, n, atomic_load(&rp->rank));
         lim->max_concurrent = share > 0 ? share : -1;

@@ -4,9 +4,10 @@
  * HTTP route's limit_scope "cluster": its limits): a thread of its own
  * writes this process's heartbeat into db.replicas_table every
  * WK_REPLICAS_BEAT_MS on a connection of its own and reads how many
- * replicas are alive and where this one ranks among them; the daemon divides
- * its db workers by that (wk_replicas_part) and the db workers a route's
- * rate_per_s and max_concurrent (wk_replicas_share).
+ * replicas are alive, where this one ranks among them and the messages
+ * they hold (their demand); the daemon divides its db workers by that
+ * (wk_replicas_part) and the db workers a route's rate_per_s and
+ * max_concurrent (wk_replicas_share).
  *
  * Until the first heartbeat is read, and while the database cannot be
  * reached, the last count holds (1 at first: the limits as set). A replica
@@ -46,9 +47,28 @@ long wk_replicas_alive(const wk_replicas_t *rp);
 long wk_replicas_part(const wk_replicas_t *rp, long total);
 
 /*
- * This replica's share of limits set for the cluster: rate_per_s / N, and
- * max_concurrent split so that the shares add up to it (a replica whose
- * share is none gets -1: no call goes). NULL rp: unchanged. thread: any.
+ * The messages this replica holds now (in flight, held for a limit
+ * included): its demand, written with the next heartbeat. NULL rp: nothing.
+ * thread: any (the daemon's, as its in-flight count changes).
+ */
+void wk_replicas_demand(wk_replicas_t *rp, long long held);
+
+/*
+ * The part of a cluster's rate for a replica holding mine of all the
+ * messages the n replicas alive hold (all includes mine): (mine + 1) /
+ * (all + n). The parts of the n add up to 1; with no demand anywhere each
+ * is 1 / n; a replica holding none keeps a little, so that its first
+ * message goes until the next heartbeat counts it. thread: any.
+ */
+double wk_replicas_weight(long n, long long mine, long long all);
+
+/*
+ * This replica's share of limits set for the cluster: rate_per_s by its
+ * weight (wk_replicas_weight, from the demand the last heartbeat wrote and
+ * read), so that a replica with the backlog gets most of the rate; and
+ * max_concurrent split by rank so that the shares add up to it (a replica
+ * whose share is none gets -1: no call goes). NULL rp: unchanged.
+ * thread: any.
  */
 void wk_replicas_share(const wk_replicas_t *rp, wk_dest_limits_t *lim);
 

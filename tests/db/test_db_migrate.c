@@ -2,7 +2,8 @@
  * db_migrate against a live database (argv[1]: postgresql|sqlite): a
  * missing table is a clear configuration error with migrate false; migrate
  * true twice, and by several processes at once, leaves one correct table;
- * a table without the inbox key is refused.
+ * a table without the inbox key is refused; the replicas' table gains its
+ * demand column.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db_replicas.h"
 #include "db_testlib.h"
 #include "ib_log.h"
 #include "ib_test.h"
@@ -241,6 +243,44 @@ static void test_unique_keys_checked(void)
     db_conn_free(dbc);
 }
 
+/*
+ * The replicas' table: one made before its demand column is refused with
+ * the ALTER TABLE named (migrate false) and gains it (migrate true); two
+ * heartbeats then read both replicas, their rank and their demand summed.
+ */
+static void test_replicas_demand(void)
+{
+    ib_error_t err;
+    db_conn_t *dbc = tl_conn(&T);
+    ASSERT_EQ(tl_exec(&T, "CREATE TABLE old_replicas (consumer VARCHAR(200) NOT NULL, replica "
+                          "VARCHAR(200) NOT NULL, seen_ms BIGINT NOT NULL, PRIMARY KEY "
+                          "(consumer, replica))"),
+              0);
+    ASSERT_EQ(tl_exec(&T, "INSERT INTO old_replicas VALUES ('c', 'gone', 1)"), 0);
+    ASSERT_NE(db_replicas_migrate(dbc, "old_replicas", false, &err), IB_E_OK);
+    ASSERT_CONTAINS(err.text, "ALTER TABLE old_replicas ADD demand");
+    ASSERT_EQ(db_replicas_migrate(dbc, "old_replicas", true, &err), IB_E_OK);
+    ASSERT_EQ(db_replicas_migrate(dbc, "old_replicas", false, &err), IB_E_OK);
+    ASSERT_EQ(tl_scalar(&T, "SELECT demand FROM old_replicas WHERE replica = 'gone'"), 0);
+
+    long long now = 1000LL * 1000 * 1000 * 1000;
+    db_replica_t a = {"c", "a-replica", now, 30}, b = {"c", "b-replica", now + 5, 10};
+    db_replicas_seen_t seen = {0, 0, 0};
+    ASSERT_EQ(db_replicas_beat(dbc, "old_replicas", &a, 10000, &seen, &err), IB_E_OK);
+    ASSERT_EQ(seen.alive, 1);
+    ASSERT_EQ(seen.demand, 30);
+    ASSERT_EQ(db_replicas_beat(dbc, "old_replicas", &b, 10000, &seen, &err), IB_E_OK);
+    ASSERT_EQ(seen.alive, 2);
+    ASSERT_EQ(seen.rank, 1);
+    ASSERT_EQ(seen.demand, 40);
+    a.demand = -3; /* never below none */
+    ASSERT_EQ(db_replicas_beat(dbc, "old_replicas", &a, 10000, &seen, &err), IB_E_OK);
+    ASSERT_EQ(seen.rank, 0);
+    ASSERT_EQ(seen.demand, 10);
+    ASSERT_EQ(tl_scalar(&T, "SELECT COUNT(*) FROM old_replicas WHERE replica = 'gone'"), 0);
+    db_conn_free(dbc);
+}
+
 int main(int argc, char **argv)
 {
     db_dialect_t d = tl_dialect_arg(argc, argv);
@@ -252,6 +292,7 @@ int main(int argc, char **argv)
     RUN(test_table_without_key_is_refused);
     RUN(test_shipped_schema_runs);
     RUN(test_unique_keys_checked);
+    RUN(test_replicas_demand);
     tl_db_drop(&T);
     return ib_test_done();
 }
