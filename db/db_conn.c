@@ -1288,6 +1288,48 @@ static ib_err_t run_each(db_conn_t *dbc, const char *sql, const db_param_t *cons
     return rc;
 }
 
+/* The largest power of two at most n (n > 0). */
+static size_t pow2_floor(size_t n)
+{
+    size_t k = 1;
+    while (k * 2 <= n)
+        k *= 2;
+    return k;
+}
+
+/*
+ * The sets of a plain INSERT (db_sql_insert_values_at: at) as statements of
+ * several VALUES rows, each kept prepared: a power of two rows each (a few
+ * texts to keep, whatever the batch), as many as max parameters allow.
+ * PostgreSQL then runs one statement where a parameter array ran one per
+ * set, in the driver and in the server alike.
+ */
+static ib_err_t run_rows(db_conn_t *dbc, const char *sql, size_t at, const db_param_t *const *sets,
+                         size_t nsets, size_t nparams, size_t max, ib_error_t *err)
+{
+    size_t cap = pow2_floor(max / nparams < nsets ? max / nparams : nsets);
+    size_t size = at + 2 + cap * (3 * nparams + 2);
+    char *text = malloc(size);
+    db_bind_t *b = calloc(cap * nparams, sizeof(*b));
+    ib_err_t rc = IB_E_OK;
+
+    if (!text || !b)
+        rc = ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "out of memory");
+    for (size_t i = 0, k; rc == IB_E_OK && i < nsets; i += k) {
+        k = pow2_floor(nsets - i < cap ? nsets - i : cap);
+        for (size_t r = 0; r < k; r++)
+            for (size_t c = 0; c < nparams; c++)
+                b[r * nparams + c] = DB_B(sets[i + r][c]);
+        if (k > 1 && !db_sql_insert_rows(sql, at, nparams, k, text, size))
+            rc = ib_error_set(err, IB_E_INVAL, IB_CLASS_PERMANENT, "statement too long");
+        else
+            rc = db_run_kept(dbc, k > 1 ? text : sql, b, k * nparams, NULL, NULL, NULL, err);
+    }
+    free(text);
+    free(b);
+    return rc;
+}
+
 /*
  * The statement of a parameter array: kept prepared (keep; its signature
  * starts with 'A', so it never serves a single execution) or a new handle.
@@ -1331,8 +1373,12 @@ ib_err_t db_run_array(db_conn_t *dbc, const char *sql, const db_param_t *const *
     SQLRETURN rc;
     ib_err_t res = IB_E_OK;
 
+    size_t rows_max = db_sql_insert_rows_max(dbc->dialect), at;
     if (nsets == 0)
         return IB_E_OK;
+    if (nsets > 1 && nparams > 0 && nparams <= rows_max / 2 &&
+        (at = db_sql_insert_values_at(sql, nparams)) > 0)
+        return run_rows(dbc, sql, at, sets, nsets, nparams, rows_max, err);
     if (nsets == 1 || nparams == 0 || !dbc->param_arrays)
         return run_each(dbc, sql, sets, nsets, nparams, err);
     if (nparams > 32767)

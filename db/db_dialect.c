@@ -284,6 +284,7 @@ static const db_traits_t traits[] = {
             " COALESCE((SELECT NULLIF(datconnlimit, -1) FROM pg_database"
             " WHERE datname = current_database()), 2147483647))",
         .claim_shared = true,
+        .insert_rows = true,
         .effect_rows = true,
         .keep_prepared = true,
         .dead_flag = true,
@@ -1253,6 +1254,88 @@ size_t db_sql_claim_rows_max(db_dialect_t d)
 {
     const db_traits_t *tr = db_dialect_traits(d);
     return tr ? tr->claim_rows_max : 0;
+}
+
+/* ---- a plain INSERT's rows in one statement ---------------------------------- */
+
+size_t db_sql_insert_rows_max(db_dialect_t d)
+{
+    const db_traits_t *tr = db_dialect_traits(d);
+    /* Below the 1,000th parameter, past which psqlODBC 13.02 garbles (claim_rows_max). */
+    return tr && tr->insert_rows ? 999 : 0;
+}
+
+/* Skips spaces; then true when s continues with word (any case) and a non-word character. */
+static bool word_at(const char **s, const char *word)
+{
+    const char *p = *s;
+    while (isspace((unsigned char)*p))
+        p++;
+    size_t n = strlen(word);
+    if (strncasecmp(p, word, n) != 0 || isalnum((unsigned char)p[n]) || p[n] == '_')
+        return false;
+    *s = p + n;
+    return true;
+}
+
+/* Skips spaces; then true when s continues with c. */
+static bool char_at(const char **s, char c)
+{
+    while (isspace((unsigned char)**s))
+        (*s)++;
+    if (**s != c)
+        return false;
+    (*s)++;
+    return true;
+}
+
+/* A table name: letters, digits, '_', '.', '"', '[' and ']' (quoted names without spaces). */
+static bool name_at(const char **s)
+{
+    const char *p = *s;
+    while (isspace((unsigned char)*p))
+        p++;
+    const char *from = p;
+    while (isalnum((unsigned char)*p) || (*p && strchr("_.\"[]", *p)))
+        p++;
+    *s = p;
+    return p > from;
+}
+
+size_t db_sql_insert_values_at(const char *sql, size_t nparams)
+{
+    const char *p = sql;
+    if (!sql || nparams == 0 || !word_at(&p, "INSERT") || !word_at(&p, "INTO") || !name_at(&p) ||
+        !char_at(&p, '('))
+        return 0;
+    p += strcspn(p, "()?'\";"); /* the column names */
+    if (!char_at(&p, ')') || !word_at(&p, "VALUES"))
+        return 0;
+    size_t at = (size_t)(p - sql);
+    if (!char_at(&p, '('))
+        return 0;
+    for (size_t i = 0; i < nparams; i++)
+        if ((i > 0 && !char_at(&p, ',')) || !char_at(&p, '?'))
+            return 0;
+    if (!char_at(&p, ')'))
+        return 0;
+    while (isspace((unsigned char)*p))
+        p++;
+    return *p == '\0' ? at : 0;
+}
+
+bool db_sql_insert_rows(const char *sql, size_t at, size_t nparams, size_t rows, char *buf,
+                        size_t size)
+{
+    size_t used = 0;
+    bool fits = append(buf, size, &used, "%.*s ", (int)at, sql);
+    for (size_t r = 0; fits && r < rows; r++) {
+        fits = append(buf, size, &used, "%s(", r ? ", " : "");
+        for (size_t i = 0; fits && i < nparams; i++)
+            fits = append(buf, size, &used, i ? ", ?" : "?");
+        fits = fits && append(buf, size, &used, ")");
+    }
+    return fits;
 }
 
 bool db_sql_append_rows(char *buf, size_t size, size_t *used, const char *row, size_t rows)

@@ -146,6 +146,7 @@ typedef struct db_traits {
     /* ---- the driver and the server ---- */
     bool one_writer;             /* db_dialect_one_writer */
     bool claim_shared;           /* db_sql_claim_shared */
+    bool insert_rows;            /* db_sql_insert_rows_max */
     bool effect_rows;            /* db_dialect_effect_rows */
     bool effect_rows_exact;      /* db_dialect_effect_rows_exact */
     bool wide_text;              /* text binds as UTF-16 (nvarchar) */
@@ -457,6 +458,24 @@ bool db_dialect_effect_rows_exact(db_dialect_t d);
  * of parameter rows); false when it does not fit (buf then unspecified).
  */
 bool db_sql_append_rows(char *buf, size_t size, size_t *used, const char *row, size_t rows);
+/*
+ * A plain INSERT's parameter sets sent as one statement of several VALUES
+ * rows (db_run_array): the most parameters such a statement holds on d; 0
+ * where d runs the sets as a parameter array instead.
+ */
+size_t db_sql_insert_rows_max(db_dialect_t d);
+/*
+ * Where the VALUES row of sql starts when sql is exactly "INSERT INTO name
+ * (columns) VALUES (?, ..., ?)" with nparams markers and nothing else (no
+ * expression, RETURNING, ON CONFLICT or second statement); 0 otherwise.
+ */
+size_t db_sql_insert_values_at(const char *sql, size_t nparams);
+/*
+ * sql (as db_sql_insert_values_at accepted it at at) with rows VALUES rows
+ * of nparams markers, into buf; false when it does not fit.
+ */
+bool db_sql_insert_rows(const char *sql, size_t at, size_t nparams, size_t rows, char *buf,
+                        size_t size);
 /* The current UTC time as an SQL expression. */
 const char *db_sql_now(db_dialect_t d);
 /* The UTC time seconds ago as an SQL expression into buf; false when it does not fit. */

@@ -704,6 +704,43 @@ static void test_traits_complete(void)
     ASSERT_EQ(rows, DB_DIALECTS - 1);
 }
 
+/* Which INSERTs db_run_array sends as one statement of several VALUES rows, and their text. */
+static void test_insert_rows(void)
+{
+    const char *sql = "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?)";
+    size_t at = db_sql_insert_values_at(sql, 3);
+    char buf[256];
+    ASSERT_EQ(at, strlen("INSERT INTO items (id, n, message_id) VALUES"));
+    ASSERT_TRUE(db_sql_insert_rows(sql, at, 3, 2, buf, sizeof buf));
+    ASSERT_STREQ(buf, "INSERT INTO items (id, n, message_id) VALUES (?, ?, ?), (?, ?, ?)");
+    ASSERT_TRUE(!db_sql_insert_rows(sql, at, 3, 2, buf, 40)); /* does not fit */
+    ASSERT_GT(db_sql_insert_values_at("  insert into \"s\".t(a,b)values(?,?) ", 2), 0);
+    ASSERT_GT(db_sql_insert_values_at("INSERT INTO [dbo].[t] (a) VALUES (?)", 1), 0);
+    /* Anything else runs as it did: a parameter array, or one set after another. */
+    const char *other[] = {
+        "INSERT INTO t (a, b) VALUES (?, ?)", /* markers other than nparams (3) */
+        "INSERT INTO t (a, b, c) VALUES (?, ?, now())",
+        "INSERT INTO t (a, b, c) VALUES (?, ?, ?) RETURNING a",
+        "INSERT INTO t (a, b, c) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO t (a, b, c) VALUES (?, ?, ?); DELETE FROM t",
+        "INSERT INTO t (a, b, c) SELECT ?, ?, ?",
+        "INSERT INTO t VALUES (?, ?, ?)",
+        "INSERT INTO t (a, b, c) VALUES (?, CAST(? AS int), ?)",
+        "INSERT INTO t (a, b, c) VALUES (?, ?, ?), (?, ?, ?)",
+        "UPDATE t SET a = ?, b = ?, c = ?",
+        "INSERTX INTO t (a, b, c) VALUES (?, ?, ?)",
+        "WITH x AS (SELECT 1) INSERT INTO t (a, b, c) VALUES (?, ?, ?)",
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        if (db_sql_insert_values_at(other[i], 3) != 0)
+            ASSERT_STREQ(other[i], "(refused)");
+    ASSERT_EQ(db_sql_insert_values_at(NULL, 3), 0);
+    ASSERT_EQ(db_sql_insert_values_at("INSERT INTO t (a) VALUES (?)", 0), 0);
+    ASSERT_EQ(db_sql_insert_rows_max(DB_DIALECT_POSTGRESQL), 999);
+    ASSERT_EQ(db_sql_insert_rows_max(DB_DIALECT_SQLITE), 0);
+    ASSERT_EQ(db_sql_insert_rows_max(DB_DIALECT_MSSQL), 0);
+}
+
 int main(void)
 {
     RUN(test_dialect_names);
@@ -728,5 +765,6 @@ int main(void)
     RUN(test_claim_text);
     RUN(test_outcome_names);
     RUN(test_setup_errors);
+    RUN(test_insert_rows);
     return ib_test_done();
 }
