@@ -105,8 +105,8 @@ static const rt_key_t keys[] = {
     {RT_SCOPE_HTTP, "limit_scope", "string", "`process`", HTTP, 0, 0, 0,
      "`process`: `rate_per_s` and `max_concurrent` hold in each process (N replicas call at up "
      "to N times them); `cluster`: they hold for all the consumer's replicas together, divided "
-     "between the replicas alive in `db.replicas_table` (each gets `rate_per_s` / N and its "
-     "share of `max_concurrent`, re-read every 2 s)"},
+     "between the replicas alive in `db.replicas_table` (`rate_per_s` by the messages each "
+     "holds, `max_concurrent` by count, re-read every 2 s)"},
     {RT_SCOPE_HTTP, "max_retry_after_s", "integer", "`300`", HTTP, 1, 86400, 300,
      "the longest `Retry-After` (seconds or an HTTP date) held: a longer one holds the "
      "destination only that long, counted in `inboxd_http_retry_after_capped_total`"},
