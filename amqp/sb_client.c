@@ -227,6 +227,8 @@ static void *client_thread(void *arg)
         while ((e = pn_event_batch_next(b)) != NULL)
             sb_core_handle(&c->core, e);
         pn_proactor_done(c->core.proactor, b);
+        if (c->cb.on_batch_end)
+            c->cb.on_batch_end(c->cb.ctx);
         sb_client_publish_stats(c);
     }
     /* Anything left (a stop that could not close in time) is reported and freed. */

@@ -178,6 +178,12 @@ typedef struct sb_callbacks {
      */
     void (*on_session_switch)(double seconds, void *ctx);
     void *ctx;
+    /*
+     * Optional. The proactor has handled a batch of events (a read's worth
+     * of transfers, say): the messages handed in it may be woken for
+     * together. Called after every batch. thread: proactor.
+     */
+    void (*on_batch_end)(void *ctx);
 } sb_callbacks_t;
 
 typedef struct sb_stats {

@@ -44,6 +44,8 @@
 
 #define STATS_INTERVAL_MS 30000
 #define TICK_MS 250
+/* A message's part of its batch's time below which a worker takes every queued job (batch_share). */
+#define WK_BATCH_CHEAP_US 2000
 
 typedef struct job {
     sb_msg_t *msg;
@@ -97,6 +99,8 @@ struct daemon {
     bool pool_shared;       /* db.pool_scope "cluster" with the heartbeat running */
     job_t *qhead, *qtail;
     size_t queued;
+    size_t unwoken; /* queued by on_message since the proactor's batch ended (on_batch_end) */
+    long long msg_cost_us; /* a message's part of its batch's time, averaged; < 0: none yet */
     job_t *held;            /* held for their HTTP destination (wk_dest.h), any order */
     size_t nheld;
     job_t *oldest, *newest; /* in-flight list */
@@ -317,7 +321,7 @@ static void on_message(sb_msg_t *msg, void *ctx)
     j->stopped = stopped;
     if (!stopped) {
         queue_push(dm, j);
-        pthread_cond_signal(&dm->cv);
+        dm->unwoken++; /* workers are woken at the batch's end, for all its messages */
     }
     pthread_mutex_unlock(&dm->mu);
     /* Not j->stopped: once queued, j is a worker's (which may stop and settle it). */
@@ -325,6 +329,23 @@ static void on_message(sb_msg_t *msg, void *ctx)
         wk_decide(&j->d, WK_OUT_RELEASED);
         sb_client_settle(dm->client, msg, SB_RELEASE, NULL, NULL);
     }
+}
+
+/*
+ * The proactor's batch of events is over: the jobs on_message queued in it
+ * wake a worker for each db.batch_max of them, so that a worker takes the
+ * messages of one read together instead of one worker waking per message.
+ * thread: proactor.
+ */
+static void on_batch_end(void *ctx)
+{
+    daemon_t *dm = ctx;
+    size_t max = dm->cfg->db.batch_max > 0 ? (size_t)dm->cfg->db.batch_max : 1;
+    pthread_mutex_lock(&dm->mu);
+    for (size_t n = dm->unwoken; n > 0; n = n > max ? n - max : 0)
+        pthread_cond_signal(&dm->cv);
+    dm->unwoken = 0;
+    pthread_mutex_unlock(&dm->mu);
 }
 
 /* Takes msg's job off the in-flight list; NULL when it has none. */
@@ -540,15 +561,42 @@ static bool off_turn(const daemon_t *dm, int id)
     return !dm->stop_workers && (size_t)id >= workers_on(dm);
 }
 
+/*
+ * How many jobs a waking worker takes. While a message's part of its
+ * batch's time stays below WK_BATCH_CHEAP_US (a batch costs about what one
+ * message does: a commit, a few round trips), all that are queued, up to
+ * max: fewer, larger transactions. Until that is known, and while messages
+ * are dear (a slow statement, a slow call), it leaves one job for each idle
+ * worker that could take it, so that slow messages run side by side rather
+ * than one after another in one batch.
+ */
 static size_t batch_share(const daemon_t *dm, size_t max)
 {
-    /* Workers the database refused wait for a connection and take no job;
-     * those still connecting at start will take theirs in a moment. */
-    size_t on = workers_on(dm);
-    size_t able = on > dm->refused_workers ? on - dm->refused_workers : 1;
-    size_t others = able > dm->busy_workers + 1 ? able - dm->busy_workers - 1 : 0;
-    size_t share = dm->queued > others ? dm->queued - others : 1;
+    size_t share = dm->queued > 0 ? dm->queued : 1;
+    if (dm->msg_cost_us < 0 || dm->msg_cost_us > WK_BATCH_CHEAP_US) {
+        /* Workers the database refused wait for a connection and take no job;
+         * those still connecting at start will take theirs in a moment. */
+        size_t on = workers_on(dm);
+        size_t able = on > dm->refused_workers ? on - dm->refused_workers : 1;
+        size_t others = able > dm->busy_workers + 1 ? able - dm->busy_workers - 1 : 0;
+        share = dm->queued > others ? dm->queued - others : 1;
+    }
     return share < max ? share : max;
+}
+
+/* A monotonic clock in microseconds. */
+static long long mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A batch of n took took_us: its messages' part goes into the average (1/8 weight). mu held. */
+static void batch_cost(daemon_t *dm, size_t n, long long took_us)
+{
+    long long us = took_us / (long long)(n ? n : 1);
+    dm->msg_cost_us = dm->msg_cost_us < 0 ? us : dm->msg_cost_us + (us - dm->msg_cost_us) / 8;
 }
 
 /*
@@ -1021,9 +1069,11 @@ static void *worker_main(void *arg)
             continue;
         }
         bool *settled = early ? early : early_one;
+        long long t0 = mono_us();
         process_jobs(dm, dbc, b, n, bm ? bm : bm_one, settled);
         pthread_mutex_lock(&dm->mu);
         dm->busy_workers--;
+        batch_cost(dm, n, mono_us() - t0);
         pthread_mutex_unlock(&dm->mu);
         /*
          * Only now, after the COMMIT, are the messages settled, one after
@@ -1389,7 +1439,8 @@ static ib_err_t new_client(daemon_t *dm, ib_error_t *err)
         so.token_get = sb_aad_token_get;
         so.token_ctx = dm->aad;
     }
-    sb_callbacks_t cb = {on_message, on_settled, on_lock_lost, on_state, on_session_switch, dm};
+    sb_callbacks_t cb = {on_message,        on_settled, on_lock_lost, on_state,
+                         on_session_switch, dm,         on_batch_end};
     if (dm->relay_only) {
         /* Only the relay's sender links; readiness does not wait for the broker. */
         so.send_only = true;
@@ -1614,6 +1665,7 @@ static daemon_t *daemon_new(const wk_config_t *cfg)
     daemon_t *dm = calloc(1, sizeof(*dm));
     if (!dm)
         return NULL;
+    dm->msg_cost_us = -1; /* no batch yet: batch_share spreads */
     dm->breaker = wk_breaker_new();
     dm->dests = wk_dests_new();
     if (!dm->breaker || !dm->dests) {
