@@ -150,9 +150,15 @@ static unsigned char *w_bytes(unsigned char *p, unsigned field, const void *src,
 static unsigned char *w_fixed(unsigned char *p, unsigned field, uint64_t v, unsigned nbytes)
 {
     p = w_tag(p, field, nbytes == 8 ? WT_I64 : WT_I32);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t v32 = (uint32_t)v;
+    memcpy(p, nbytes == 8 ? (const void *)&v : (const void *)&v32, nbytes); /* the wire's order */
+    return p + nbytes;
+#else
     for (unsigned i = 0; i < nbytes; i++)
         *p++ = (unsigned char)(v >> (8 * i));
     return p;
+#endif
 }
 
 static unsigned char *w_kv_str(unsigned char *p, unsigned field, const char *key, size_t klen,
