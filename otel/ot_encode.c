@@ -394,7 +394,8 @@ static bool encode_list(const ot_kv_t *res, size_t nres, bool json, const ot_spa
     for (const ot_span_t *s = list; ok && s; s = s->next) {
         char *text = json ? ot_json_span(s) : NULL;
         size_t len = json ? (text ? strlen(text) : 0) : ot_pb_span_len(s, &inner);
-        ok = (!json || text) && ot_buf_reserve(&b, len) && (e = realloc(ends, (n + 1) * sizeof(*e)));
+        ok = (!json || text) && ot_buf_reserve(&b, len) &&
+             (e = realloc(ends, (n + 1) * sizeof(*e)));
         if (ok) {
             ends = e;
             if (json)
