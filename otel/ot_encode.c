@@ -4,7 +4,8 @@
  * opentelemetry-proto's trace.proto, common.proto and resource.proto number
  * them (sized first, then written in one pass), or the OTLP/JSON mapping of
  * the same message (ids as hex, 64-bit integers as strings, enums as
- * numbers). thread: the exporter's.
+ * numbers). A span is encoded on its own by the thread that ends it; the
+ * exporter's thread puts a batch of encoded spans in a request's envelope.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ void ot_buf_free(ot_buf_t *b)
     memset(b, 0, sizeof(*b));
 }
 
-static bool reserve(ot_buf_t *b, size_t more)
+bool ot_buf_reserve(ot_buf_t *b, size_t more)
 {
     if (b->failed)
         return false;
@@ -103,7 +104,9 @@ static size_t span_size(const ot_span_t *s)
     size_t n = len_field(1, 16) + len_field(2, 8) + (s->has_parent ? len_field(4, 8) : 0) +
                len_field(5, s->name_len) + 1 + varint_len((uint64_t)s->kind) + 2 * (1 + 8) +
                2 + 4; /* flags = 16: a two-byte tag */
-    for (unsigned i = 0; s->shared && i < s->shared->n; i++)
+    if (s->shared && s->shared->pb_whole)
+        n += s->shared->pb_len;
+    for (unsigned i = 0; s->shared && !s->shared->pb_whole && i < s->shared->n; i++)
         n += len_field(9, kv_str_size(s->shared->kv[i].klen, s->shared->kv[i].vlen));
     for (unsigned i = 0; i < s->nattrs; i++)
         n += len_field(9, kv_size(&s->attrs[i]));
@@ -147,9 +150,15 @@ static unsigned char *w_bytes(unsigned char *p, unsigned field, const void *src,
 static unsigned char *w_fixed(unsigned char *p, unsigned field, uint64_t v, unsigned nbytes)
 {
     p = w_tag(p, field, nbytes == 8 ? WT_I64 : WT_I32);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t v32 = (uint32_t)v;
+    memcpy(p, nbytes == 8 ? (const void *)&v : (const void *)&v32, nbytes); /* the wire's order */
+    return p + nbytes;
+#else
     for (unsigned i = 0; i < nbytes; i++)
         *p++ = (unsigned char)(v >> (8 * i));
     return p;
+#endif
 }
 
 static unsigned char *w_kv_str(unsigned char *p, unsigned field, const char *key, size_t klen,
@@ -193,7 +202,11 @@ static unsigned char *w_span(unsigned char *p, const ot_span_t *s, size_t size)
     p = w_varint(w_tag(p, 6, WT_VARINT), (uint64_t)s->kind);
     p = w_fixed(p, 7, (uint64_t)s->start_ns, 8);
     p = w_fixed(p, 8, (uint64_t)s->end_ns, 8);
-    for (unsigned i = 0; s->shared && i < s->shared->n; i++)
+    if (s->shared && s->shared->pb_whole) {
+        memcpy(p, s->shared->pb, s->shared->pb_len);
+        p += s->shared->pb_len;
+    }
+    for (unsigned i = 0; s->shared && !s->shared->pb_whole && i < s->shared->n; i++)
         p = w_kv_str(p, 9, s->shared->kv[i].key, s->shared->kv[i].klen, s->shared->kv[i].value,
                      s->shared->kv[i].vlen);
     for (unsigned i = 0; i < s->nattrs; i++)
@@ -215,30 +228,60 @@ static unsigned char *w_span(unsigned char *p, const ot_span_t *s, size_t size)
     return w_fixed(p, 16, span_flags(s), 4);
 }
 
-bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, ot_span_t *spans, ot_buf_t *out)
+bool ot_pb_attr_str(unsigned char *p, size_t room, uint32_t *len, const char *key, size_t klen,
+                    const char *value, size_t vlen)
 {
-    size_t resource = 0, scope = len_field(1, strlen(OT_SCOPE_NAME)), ss, rs, start;
-    unsigned char *p;
+    size_t n = len_field(9, kv_str_size(klen, vlen));
+    if (n > room - *len)
+        return false;
+    w_kv_str(p + *len, 9, key, klen, value, vlen);
+    *len += (uint32_t)n;
+    return true;
+}
+
+size_t ot_pb_span_len(const ot_span_t *s, size_t *inner)
+{
+    return len_field(2, *inner = span_size(s));
+}
+
+void ot_pb_span_put(const ot_span_t *s, size_t inner, unsigned char *p)
+{
+    w_span(p, s, inner);
+}
+
+size_t ot_pb_head(const ot_kv_t *res, size_t nres, size_t bytes, unsigned char *out)
+{
+    size_t resource = 0, scope = len_field(1, strlen(OT_SCOPE_NAME)), ss, rs;
+    unsigned char *p = out;
     for (size_t i = 0; i < nres; i++)
         resource += len_field(1, kv_str_size(strlen(res[i].key), strlen(res[i].value)));
-    ss = len_field(1, scope); /* ScopeSpans { scope = 1; spans = 2 } */
-    for (ot_span_t *s = spans; s; s = s->next)
-        ss += len_field(2, s->pb_size = span_size(s));
+    ss = len_field(1, scope) + bytes; /* ScopeSpans { scope = 1; spans = 2 } */
     rs = len_field(1, resource) + len_field(2, ss); /* ResourceSpans { resource 1; scope_spans 2 } */
-    if (!reserve(out, len_field(1, rs)))
-        return false;
-    start = out->len;
-    p = w_len(out->p + out->len, 1, rs); /* ExportTraceServiceRequest.resource_spans = 1 */
-    p = w_len(p, 1, resource);           /* Resource { attributes = 1 } */
+    if (!out)
+        return len_field(1, rs) - bytes;
+    p = w_len(p, 1, rs); /* ExportTraceServiceRequest.resource_spans = 1 */
+    p = w_len(p, 1, resource); /* Resource { attributes = 1 } */
     for (size_t i = 0; i < nres; i++)
         p = w_kv_str(p, 1, res[i].key, strlen(res[i].key), res[i].value, strlen(res[i].value));
     p = w_len(p, 2, ss);
     p = w_len(p, 1, scope); /* InstrumentationScope { name = 1 } */
     p = w_bytes(p, 1, OT_SCOPE_NAME, strlen(OT_SCOPE_NAME));
-    for (const ot_span_t *s = spans; s; s = s->next)
-        p = w_span(p, s, s->pb_size);
-    out->len = (size_t)(p - out->p);
-    return out->len - start == len_field(1, rs);
+    return (size_t)(p - out);
+}
+
+/* The request's protobuf: its envelope, then the spans' bytes (its ScopeSpans.spans). */
+static bool pb_request(const ot_kv_t *res, size_t nres, const ot_spans_t *sp, ot_buf_t *out)
+{
+    size_t bytes = sp->n ? sp->ends[sp->n - 1] - sp->start : 0;
+    size_t head = ot_pb_head(res, nres, bytes, NULL);
+    if (!ot_buf_reserve(out, head + bytes))
+        return false;
+    if (ot_pb_head(res, nres, bytes, out->p + out->len) != head)
+        return false;
+    if (bytes)
+        memcpy(out->p + out->len + head, sp->p + sp->start, bytes);
+    out->len += head + bytes;
+    return true;
 }
 
 /* ---- OTLP/JSON ----------------------------------------------------------- */
@@ -292,27 +335,91 @@ static json_t *js_span(const ot_span_t *s)
     return o;
 }
 
+char *ot_json_span(const ot_span_t *s)
+{
+    json_t *o = js_span(s);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+static bool append(ot_buf_t *out, const void *p, size_t n)
+{
+    if (!ot_buf_reserve(out, n))
+        return false;
+    memcpy(out->p + out->len, p, n);
+    out->len += n;
+    return true;
+}
+
+/* The request's OTLP/JSON: its envelope around the spans' objects, comma-separated. */
+static bool json_request(const ot_kv_t *res, size_t nres, const ot_spans_t *sp, ot_buf_t *out)
+{
+    static const char head[] = "{\"resourceSpans\":[{\"resource\":{\"attributes\":";
+    static const char mid[] = "},\"scopeSpans\":[{\"scope\":{\"name\":\"" OT_SCOPE_NAME
+                              "\"},\"spans\":[";
+    static const char tail[] = "]}]}]}";
+    json_t *rattrs = json_array();
+    char *ra;
+    bool ok;
+    for (size_t i = 0; rattrs && i < nres; i++)
+        json_array_append_new(rattrs, js_attr(res[i].key, NULL, res[i].value));
+    ra = rattrs ? json_dumps(rattrs, JSON_COMPACT) : NULL;
+    json_decref(rattrs);
+    ok = ra && append(out, head, sizeof(head) - 1) && append(out, ra, strlen(ra)) &&
+         append(out, mid, sizeof(mid) - 1);
+    free(ra);
+    for (unsigned i = 0; ok && i < sp->n; i++) {
+        size_t from = i ? sp->ends[i - 1] : sp->start;
+        ok = (!i || append(out, ",", 1)) && append(out, sp->p + from, sp->ends[i] - from);
+    }
+    return ok && append(out, tail, sizeof(tail) - 1);
+}
+
+bool ot_encode_request(const ot_kv_t *res, size_t nres, bool json, const ot_spans_t *sp,
+                       ot_buf_t *out)
+{
+    return json ? json_request(res, nres, sp, out) : pb_request(res, nres, sp, out);
+}
+
+/* ---- a list of span records at once (tests) ------------------------------ */
+
+/* Encodes each span of the list into spans (ends at *ends, n of them), then the request. */
+static bool encode_list(const ot_kv_t *res, size_t nres, bool json, const ot_span_t *list,
+                        ot_buf_t *out)
+{
+    ot_buf_t b = {0};
+    size_t n = 0, *ends = NULL, *e = NULL, inner = 0;
+    bool ok = true;
+    for (const ot_span_t *s = list; ok && s; s = s->next) {
+        char *text = json ? ot_json_span(s) : NULL;
+        size_t len = json ? (text ? strlen(text) : 0) : ot_pb_span_len(s, &inner);
+        ok = (!json || text) && ot_buf_reserve(&b, len) &&
+             (e = realloc(ends, (n + 1) * sizeof(*e)));
+        if (ok) {
+            ends = e;
+            if (json)
+                memcpy(b.p + b.len, text, len);
+            else
+                ot_pb_span_put(s, inner, b.p + b.len);
+            b.len += len;
+            ends[n++] = b.len;
+        }
+        free(text);
+    }
+    ot_spans_t sp = {b.p, ends, 0, (unsigned)n};
+    ok = ok && ot_encode_request(res, nres, json, &sp, out);
+    free(ends);
+    ot_buf_free(&b);
+    return ok;
+}
+
+bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out)
+{
+    return encode_list(res, nres, false, spans, out);
+}
+
 bool ot_encode_json(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out)
 {
-    json_t *rattrs = json_array(), *list = json_array(), *root;
-    char *text;
-    for (size_t i = 0; i < nres; i++)
-        json_array_append_new(rattrs, js_attr(res[i].key, NULL, res[i].value));
-    for (const ot_span_t *s = spans; s; s = s->next)
-        json_array_append_new(list, js_span(s));
-    root = json_pack("{s:[{s:{s:o},s:[{s:{s:s},s:o}]}]}", "resourceSpans", "resource",
-                     "attributes", rattrs, "scopeSpans", "scope", "name", OT_SCOPE_NAME, "spans",
-                     list);
-    text = root ? json_dumps(root, JSON_COMPACT) : NULL;
-    json_decref(root);
-    if (!text)
-        return false;
-    size_t n = strlen(text);
-    bool ok = reserve(out, n);
-    if (ok) {
-        memcpy(out->p + out->len, text, n);
-        out->len += n;
-    }
-    free(text);
-    return ok;
+    return encode_list(res, nres, true, spans, out);
 }

@@ -39,7 +39,9 @@ struct ot_exporter {
 
     pthread_mutex_t mu;
     pthread_cond_t cv; /* ib_cond_init: a batch is full, or stop */
-    ot_span_t *head, *tail;
+    ot_buf_t q;        /* the queued spans, encoded, back to back after gap bytes */
+    size_t *ends;      /* the end of each in q (queue_max of them) */
+    size_t gap;        /* protobuf: room for a request's head before its spans */
     unsigned queued;
     bool stop;
     pthread_t thread;
@@ -53,6 +55,8 @@ struct ot_exporter {
     atomic_ullong exported, dropped;
     char last_error[256]; /* thread: exporter; "" while exports succeed */
     ot_buf_t body;        /* thread: exporter; a request's body, kept for the next */
+    ot_buf_t taken;       /* thread: exporter; the spans taken from the queue (q's twin) */
+    size_t *taken_ends;
 };
 
 /* ---- settings ------------------------------------------------------------ */
@@ -246,28 +250,46 @@ void ot_exporter_sampler(const ot_exporter_t *x, ot_sampler_t *s, double *ratio)
     *ratio = x->ratio;
 }
 
+/* Appends a span's bytes to the queue; false when it is full, stopping, or out of memory. */
+static bool enqueue(ot_exporter_t *x, const unsigned char *p, size_t len)
+{
+    bool ok;
+    pthread_mutex_lock(&x->mu);
+    size_t at = x->queued ? x->q.len : x->gap;
+    ok = x->queued < x->queue_max && !x->stop && ot_buf_reserve(&x->q, at + len - x->q.len);
+    if (ok) {
+        x->q.len = at;
+        memcpy(x->q.p + x->q.len, p, len);
+        x->q.len += len;
+        x->ends[x->queued++] = x->q.len;
+        if (x->queued == x->batch_max)
+            pthread_cond_signal(&x->cv);
+    }
+    x->q.failed = false; /* out of memory drops this span, not the next */
+    pthread_mutex_unlock(&x->mu);
+    return ok;
+}
+
+/* A span's protobuf is built on the stack while it fits (all but a batch's with many links). */
+#define OT_SPAN_STACK 2048
+
 void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s)
 {
-    bool full, wake;
-    pthread_mutex_lock(&x->mu);
-    full = x->queued >= x->queue_max || x->stop;
-    if (!full) {
-        s->next = NULL;
-        if (x->tail)
-            x->tail->next = s;
-        else
-            x->head = s;
-        x->tail = s;
-        x->queued++;
+    unsigned char stack[OT_SPAN_STACK], *heap = NULL, *p;
+    size_t len, inner = 0;
+    if (x->json) {
+        p = heap = (unsigned char *)ot_json_span(s);
+        len = p ? strlen((const char *)p) : 0;
+    } else {
+        len = ot_pb_span_len(s, &inner);
+        p = len <= sizeof(stack) ? stack : (heap = malloc(len));
+        if (p)
+            ot_pb_span_put(s, inner, p);
     }
-    wake = x->queued == x->batch_max;
-    if (wake)
-        pthread_cond_signal(&x->cv);
-    pthread_mutex_unlock(&x->mu);
-    if (full) {
+    ot_span_free(s); /* encoded: the record is free again while still in this thread's cache */
+    if (!p || !enqueue(x, p, len))
         atomic_fetch_add(&x->dropped, 1);
-        ot_span_free(s);
-    }
+    free(heap);
 }
 
 ot_span_t *ot_exporter_span_get(ot_exporter_t *x)
@@ -308,7 +330,7 @@ void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first)
         n++;
     }
     pthread_mutex_lock(&x->pool_mu);
-    if (x->pooled + n <= 2 * x->queue_max) {
+    if (x->pooled + n <= x->queue_max) {
         last->next = x->pool;
         x->pool = first;
         x->pooled += n;
@@ -320,41 +342,32 @@ void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first)
 }
 
 /*
- * Takes every queued span (n set to their count), waiting at most
- * interval_ms for a batch's worth: the list is cut into batches outside the
- * lock, which producers take at every span's end.
+ * Takes every queued span into x->taken (returns their count), waiting at
+ * most interval_ms for a batch's worth: the queue and x->taken trade
+ * places, so producers, who take the lock at every span's end, wait for no
+ * copy.
  */
-static ot_span_t *take_all(ot_exporter_t *x, unsigned *n, bool *stop)
+static unsigned take_all(ot_exporter_t *x, bool *stop)
 {
     long long until = ib_mono_ms() + x->interval_ms;
-    ot_span_t *all;
+    ot_buf_t q;
+    size_t *ends;
+    unsigned n;
     pthread_mutex_lock(&x->mu);
     while (!x->stop && x->queued < x->batch_max &&
            ib_cond_wait_until(&x->cv, &x->mu, until) == 0)
         ;
     *stop = x->stop;
-    all = x->head;
-    *n = x->queued;
-    x->head = x->tail = NULL;
+    n = x->queued;
+    q = x->q;
+    ends = x->ends;
+    x->q = x->taken;
+    x->ends = x->taken_ends;
     x->queued = 0;
     pthread_mutex_unlock(&x->mu);
-    return all;
-}
-
-/* The first batch_max spans of *list (*n of them), the rest left in *list. */
-static ot_span_t *next_batch(const ot_exporter_t *x, ot_span_t **list, unsigned *n)
-{
-    ot_span_t *first = *list, *last = first;
-    if (!first)
-        return NULL;
-    *n = 1;
-    while (*n < x->batch_max && last->next) {
-        last = last->next;
-        (*n)++;
-    }
-    *list = last->next;
-    last->next = NULL;
-    return first;
+    x->taken = q;
+    x->taken_ends = ends;
+    return n;
 }
 
 /* ---- sending ------------------------------------------------------------- */
@@ -412,32 +425,48 @@ static CURLcode perform(ot_exporter_t *x, CURL *h)
     return rc;
 }
 
-/* Gives a list of spans back to x's records. */
-static void free_list(ot_exporter_t *x, ot_span_t *s)
-{
-    for (ot_span_t *p = s; p; p = p->next)
-        ot_span_clear(p);
-    if (s)
-        ot_exporter_span_put(x, s);
-}
-
 /* A body this large is freed after its request rather than kept for the next. */
 #define OT_BODY_KEEP (4u << 20)
 
-/* Encodes n spans, gives their records back, and posts the body. */
-static void post(ot_exporter_t *x, CURL *h, ot_span_t *spans, unsigned n)
+/*
+ * The request of sp's spans: protobuf, its head written in place before
+ * them (over the gap, or over the spans of the batch before, already sent);
+ * JSON, copied into x->body. NULL when memory runs out.
+ */
+static const unsigned char *request(ot_exporter_t *x, const ot_spans_t *sp, size_t *len)
 {
-    ot_buf_t body = x->body;
+    size_t bytes = sp->ends[sp->n - 1] - sp->start, head;
+    unsigned char *p;
+    if (x->json) {
+        *len = 0;
+        if (!ot_encode_request(x->res, x->nres, true, sp, &x->body))
+            return NULL;
+        *len = x->body.len;
+        return x->body.p;
+    }
+    head = ot_pb_head(x->res, x->nres, bytes, NULL);
+    if (head > sp->start) /* never: the gap holds the longest head */
+        return NULL;
+    p = x->taken.p + sp->start - head;
+    ot_pb_head(x->res, x->nres, bytes, p);
+    *len = head + bytes;
+    return p;
+}
+
+/* Posts the request of sp's spans. */
+static void post(ot_exporter_t *x, CURL *h, const ot_spans_t *sp)
+{
+    ot_buf_t body;
     char problem[200] = "";
     long status = 0;
-    bool ok = x->json ? ot_encode_json(x->res, x->nres, spans, &body)
-                      : ot_encode_protobuf(x->res, x->nres, spans, &body);
-    free_list(x, spans); /* encoded: the records go back before the request waits */
-    if (!ok) {
+    unsigned n = sp->n;
+    size_t len;
+    const unsigned char *data = request(x, sp, &len);
+    if (!data) {
         snprintf(problem, sizeof(problem), "out of memory encoding the request");
     } else {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const char *)body.p);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body.len);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const char *)data);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
         CURLcode rc = perform(x, h);
         if (rc == CURLE_ABORTED_BY_CALLBACK)
             snprintf(problem, sizeof(problem),
@@ -447,6 +476,7 @@ static void post(ot_exporter_t *x, CURL *h, ot_span_t *spans, unsigned n)
         else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status), status / 100 != 2)
             snprintf(problem, sizeof(problem), "the collector answered HTTP %ld", status);
     }
+    body = x->body;
     body.len = 0;
     body.failed = false;
     if (body.cap > OT_BODY_KEEP)
@@ -459,17 +489,31 @@ static void post(ot_exporter_t *x, CURL *h, ot_span_t *spans, unsigned n)
     note(x, problem[0] ? problem : NULL, n);
 }
 
-/* Posts a batch (h NULL: drops it) and frees it. */
-static void send_batch(ot_exporter_t *x, CURL *h, ot_span_t *batch, unsigned n)
+/* Posts a batch (h NULL: drops it). */
+static void send_batch(ot_exporter_t *x, CURL *h, const ot_spans_t *sp)
 {
-    if (!batch)
-        return;
-    if (h) {
-        post(x, h, batch, n);
-        return;
+    if (h)
+        post(x, h, sp);
+    else
+        atomic_fetch_add(&x->dropped, sp->n);
+}
+
+/*
+ * Sends the n spans taken, batch_max a request; stopping, the rest are
+ * dropped once the collector has failed or the stop's time is up.
+ */
+static void send_taken(ot_exporter_t *x, CURL *h, unsigned n, bool stopping)
+{
+    for (unsigned i = 0; i < n; i += x->batch_max) {
+        ot_spans_t sp = {x->taken.p, x->taken_ends + i, i ? x->taken_ends[i - 1] : x->gap,
+                         n - i < x->batch_max ? n - i : x->batch_max};
+        bool drop = stopping && (x->last_error[0] || stop_left(x) <= 0);
+        send_batch(x, drop ? NULL : h, &sp);
     }
-    atomic_fetch_add(&x->dropped, n);
-    free_list(x, batch);
+    x->taken.len = 0;
+    x->taken.failed = false;
+    if (x->taken.cap > OT_BODY_KEEP)
+        ot_buf_free(&x->taken);
 }
 
 static void *export_main(void *arg)
@@ -477,6 +521,7 @@ static void *export_main(void *arg)
     ot_exporter_t *x = arg;
     CURL *h = curl_easy_init();
     bool stop = false;
+    unsigned n;
     if (h) {
         curl_easy_setopt(h, CURLOPT_URL, x->url);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->headers);
@@ -488,19 +533,12 @@ static void *export_main(void *arg)
         ib_tls_curl_trust(h, NULL);
     }
     while (!stop) {
-        unsigned n;
-        ot_span_t *rest = take_all(x, &n, &stop), *batch;
-        while ((batch = next_batch(x, &rest, &n)))
-            send_batch(x, stop && x->last_error[0] ? NULL : h, batch, n);
+        n = take_all(x, &stop);
+        send_taken(x, h, n, stop);
     }
-    for (;;) { /* at stop, what is queued goes out while the collector answers, in time */
-        unsigned n;
-        ot_span_t *rest = take_all(x, &n, &stop), *batch;
-        if (!rest)
-            break;
-        while ((batch = next_batch(x, &rest, &n)))
-            send_batch(x, x->last_error[0] || stop_left(x) <= 0 ? NULL : h, batch, n);
-    }
+    /* at stop, what is queued goes out while the collector answers, in time */
+    while ((n = take_all(x, &stop)))
+        send_taken(x, h, n, true);
     curl_easy_cleanup(h);
     return NULL;
 }
@@ -510,6 +548,10 @@ static void *export_main(void *arg)
 static void release(ot_exporter_t *x)
 {
     ot_buf_free(&x->body);
+    ot_buf_free(&x->q);
+    ot_buf_free(&x->taken);
+    free(x->ends);
+    free(x->taken_ends);
     free_records(x->pool);
     pthread_mutex_destroy(&x->pool_mu);
     if (x->multi)
@@ -554,15 +596,20 @@ ot_exporter_t *ot_exporter_new(const ot_options_t *opt, ib_error_t *err)
     x->batch_max = o->batch_max ? o->batch_max : 512;
     x->interval_ms = o->interval_ms ? o->interval_ms : 1000;
     x->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
+    x->ends = calloc(x->queue_max, sizeof(*x->ends));
+    x->taken_ends = calloc(x->queue_max, sizeof(*x->taken_ends));
     atomic_init(&x->exported, 0);
     atomic_init(&x->dropped, 0);
     atomic_init(&x->stop_by_ms, 0);
-    if (!(x->multi = curl_multi_init())) {
+    if (!x->ends || !x->taken_ends || !(x->multi = curl_multi_init())) {
         ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: out of memory");
         release(x);
         return NULL;
     }
-    if (!configure(x, o, err) || !start_thread(x)) {
+    bool ok = configure(x, o, err);
+    if (ok && !x->json) /* the longest head: every length's varint at its longest */
+        x->gap = ot_pb_head(x->res, x->nres, (size_t)1 << 62, NULL);
+    if (!ok || !start_thread(x)) {
         if (!err || !err->code)
             ib_error_set(err, IB_E_NOMEM, IB_CLASS_TRANSIENT, "otel: cannot start the exporter");
         release(x);
@@ -595,7 +642,6 @@ void ot_exporter_free(ot_exporter_t *x)
     pthread_mutex_unlock(&x->mu);
     curl_multi_wakeup(x->multi); /* a request under way sees the deadline now */
     pthread_join(x->thread, NULL);
-    free_list(x, x->head);
     pthread_cond_destroy(&x->cv);
     pthread_mutex_destroy(&x->mu);
     release(x);

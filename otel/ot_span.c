@@ -263,6 +263,11 @@ void ot_shared_add(ot_shared_t *set, const char *key, const char *value)
     set->kv[set->n].value = value;
     set->kv[set->n].klen = (uint32_t)strlen(key);
     set->kv[set->n].vlen = (uint32_t)strlen(value);
+    if (set->n == 0)
+        set->pb_whole = true;
+    set->pb_whole = set->pb_whole && ot_pb_attr_str(set->pb, sizeof(set->pb), &set->pb_len, key,
+                                                    set->kv[set->n].klen, value,
+                                                    set->kv[set->n].vlen);
     set->n++;
 }
 

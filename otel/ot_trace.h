@@ -142,15 +142,19 @@ void ot_span_bool(ot_span_t *s, const char *key, bool value);
  * pointer, its attributes first; they do not count against a span's limit.
  */
 #define OT_SHARED_MAX 8
+#define OT_SHARED_PB 1024 /* room for the set's protobuf, encoded once */
 typedef struct ot_shared {
     struct {
         const char *key, *value;
         uint32_t klen, vlen;
     } kv[OT_SHARED_MAX];
     unsigned n;
+    uint32_t pb_len;               /* bytes of pb: the set's Span.attributes fields */
+    bool pb_whole;                 /* pb holds every pair (else each is encoded per span) */
+    unsigned char pb[OT_SHARED_PB];
 } ot_shared_t;
 
-/* Adds key=value to set (a NULL value, or a full set: nothing). */
+/* Adds key=value to set (a NULL value, or a full set: nothing). Start from a zeroed set. */
 void ot_shared_add(ot_shared_t *set, const char *key, const char *value);
 /* s carries set (NULL s or set: no-op). */
 void ot_span_shared(ot_span_t *s, const ot_shared_t *set);

@@ -47,8 +47,7 @@ struct ot_span {
     unsigned nlinks, caplinks;
     bool error;
     char *status_msg;
-    struct ot_span *next; /* the exporter's queue */
-    size_t pb_size;       /* the encoder's: the Span message's length */
+    struct ot_span *next; /* the exporter's records for reuse */
     bool spilled;         /* a copied string did not fit the text: some attribute owns one */
     unsigned text_used;
     char text[OT_TEXT_MAX];
@@ -76,23 +75,59 @@ typedef struct ot_buf {
     bool failed;
 } ot_buf_t;
 
-/* The encoded request body of n spans (linked by next), protobuf or JSON. */
-bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, ot_span_t *spans, ot_buf_t *out);
+/*
+ * A span is encoded by the thread that ends it, while its record is in that
+ * thread's cache, and queued as bytes: protobuf, its ScopeSpans.spans field
+ * (ot_pb_span_len bytes, written by ot_pb_span_put with the inner length
+ * ot_pb_span_len gave); JSON, its object (ot_json_span, to be freed).
+ * thread: any.
+ */
+size_t ot_pb_span_len(const ot_span_t *s, size_t *inner);
+/*
+ * Appends a string attribute (a Span.attributes field) at p + *len, moving
+ * *len on; false when it does not fit in room bytes.
+ */
+bool ot_pb_attr_str(unsigned char *p, size_t room, uint32_t *len, const char *key, size_t klen,
+                    const char *value, size_t vlen);
+void ot_pb_span_put(const ot_span_t *s, size_t inner, unsigned char *p);
+char *ot_json_span(const ot_span_t *s);
+
+/* Encoded spans back to back: the i-th from ends[i - 1] (start for the first) to ends[i]. */
+typedef struct ot_spans {
+    const unsigned char *p;
+    const size_t *ends;
+    size_t start;
+    unsigned n;
+} ot_spans_t;
+
+/*
+ * The protobuf request's bytes before its spans' (bytes of them): written at
+ * out, or with out NULL only counted. Returns their length.
+ */
+size_t ot_pb_head(const ot_kv_t *res, size_t nres, size_t bytes, unsigned char *out);
+/* Appends to out the request body carrying sp's spans (encoded as json says). */
+bool ot_encode_request(const ot_kv_t *res, size_t nres, bool json, const ot_spans_t *sp,
+                       ot_buf_t *out);
+/* The request body of a list of span records (linked by next), protobuf or JSON. */
+bool ot_encode_protobuf(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out);
 bool ot_encode_json(const ot_kv_t *res, size_t nres, const ot_span_t *spans, ot_buf_t *out);
+/* Room for more bytes at b->len; false (b failed) when memory runs out. */
+bool ot_buf_reserve(ot_buf_t *b, size_t more);
 void ot_buf_free(ot_buf_t *b);
 
 /* Whether a new span is recorded (ot_span.c). */
 bool ot_sample(ot_sampler_t s, double ratio, const ot_ctx_t *parent, const uint8_t trace_id[16]);
 /* The exporter's sampler, ratio, and queueing (ot_export.c). */
 void ot_exporter_sampler(const ot_exporter_t *x, ot_sampler_t *s, double *ratio);
+/* Encodes s, queues its bytes (or drops it, counted) and gives its record back. */
 void ot_exporter_queue(ot_exporter_t *x, ot_span_t *s);
 /*
  * Span records of x: a recycled one (its links array kept), else a new one
  * with none; NULL when memory runs out. put takes back a chain (linked by
- * next) of cleared records, keeping up to 2 x queue_max (as many as the
- * queue and the spans taken from it hold) for reuse and freeing the rest. Records go
- * back to the thread that frees them seldom: a free across threads' malloc
- * arenas, span after span, cost more than the span. thread: any.
+ * next) of cleared records, keeping up to queue_max for reuse and freeing the
+ * rest: a record lives from its span's start to its end (the queue holds
+ * bytes), and a free across threads' malloc arenas, span after span, cost
+ * more than the span. thread: any.
  */
 ot_span_t *ot_exporter_span_get(ot_exporter_t *x);
 void ot_exporter_span_put(ot_exporter_t *x, ot_span_t *first);

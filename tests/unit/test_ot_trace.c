@@ -6,6 +6,8 @@
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +412,128 @@ static void test_stop_bounded(void)
     close(fd);
 }
 
+/*
+ * A collector on one kept connection: records each request's body and
+ * answers 200, the first only once let go (hold), so that what is queued
+ * meanwhile goes out in one take, cut into batches.
+ */
+typedef struct collector {
+    int fd, n;
+    atomic_int got, hold;
+    ot_buf_t body[8];
+} collector_t;
+
+/* Reads into b until it holds want bytes; false at the connection's end. */
+static bool read_to(int conn, ot_buf_t *b, size_t want)
+{
+    while (b->len < want) {
+        ssize_t r = read(conn, b->p + b->len, b->cap - b->len);
+        if (r <= 0)
+            return false;
+        b->len += (size_t)r;
+    }
+    return true;
+}
+
+static void *collect(void *arg)
+{
+    collector_t *c = arg;
+    ot_buf_t in = {malloc(1 << 16), 0, 1 << 16, false};
+    int conn = accept(c->fd, NULL, NULL);
+    while (conn >= 0 && c->n < 8) {
+        char *end;
+        while (!(end = memmem(in.p, in.len, "\r\n\r\n", 4)))
+            if (!read_to(conn, &in, in.len + 1))
+                goto out;
+        size_t head = (size_t)(end + 4 - (char *)in.p);
+        const char *cl = strcasestr((const char *)in.p, "content-length:");
+        size_t len = cl ? strtoul(cl + 15, NULL, 10) : 0;
+        if (!read_to(conn, &in, head + len))
+            break;
+        ot_buf_t *b = &c->body[c->n++];
+        *b = (ot_buf_t){malloc(len + 1), len, len + 1, false};
+        memcpy(b->p, in.p + head, len);
+        atomic_store(&c->got, c->n);
+        while (c->n == 1 && atomic_load(&c->hold))
+            usleep(1000);
+        const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        if (write(conn, ok, sizeof(ok) - 1) != (ssize_t)sizeof(ok) - 1)
+            break;
+        memmove(in.p, in.p + head + len, in.len - head - len);
+        in.len -= head + len;
+    }
+out:
+    if (conn >= 0)
+        close(conn);
+    free(in.p);
+    return NULL;
+}
+
+/* The span names of a request body, in order, comma-separated; and its spans' count. */
+static int body_names(const ot_buf_t *b, bool json, char *names, size_t size)
+{
+    int n = 0;
+    if (json) {
+        json_error_t je;
+        json_t *root = json_loadb((const char *)b->p, b->len, 0, &je);
+        json_t *spans = json_object_get(json_array_get(json_object_get(json_array_get(
+                            json_object_get(root, "resourceSpans"), 0), "scopeSpans"), 0), "spans");
+        for (size_t i = 0; i < json_array_size(spans); i++, n++)
+            snprintf(names + strlen(names), size - strlen(names), "%s,",
+                     json_string_value(json_object_get(json_array_get(spans, i), "name")));
+        json_decref(root);
+        return n;
+    }
+    const uint8_t *rs, *ss, *sp, *f;
+    size_t l, ln;
+    if (!(rs = pb_find(b->p, b->p + b->len, 1, 0, &l)) || !pb_find(rs, rs + l, 1, 0, &ln) ||
+        !(ss = pb_find(rs, rs + l, 2, 0, &l)))
+        return -1; /* no resource, or no scope spans */
+    for (; (sp = pb_find(ss, ss + l, 2, n, &ln)) && (f = pb_find(sp, sp + ln, 5, 0, &ln)); n++)
+        snprintf(names + strlen(names), size - strlen(names), "%.*s,", (int)ln, (const char *)f);
+    return n;
+}
+
+/* Spans queued while a request is under way go out in batch_max requests, in order. */
+static void test_batches(void)
+{
+    for (int json = 0; json < 2; json++) {
+        collector_t c = {.fd = -1};
+        char url[64], names[256] = "";
+        pthread_t th;
+        atomic_init(&c.got, 0);
+        atomic_init(&c.hold, 1);
+        ASSERT_TRUE((c.fd = hung_collector(url, sizeof url)) >= 0);
+        ASSERT_TRUE(pthread_create(&th, NULL, collect, &c) == 0);
+        ot_options_t o = {.traces_endpoint = url, .protocol = json ? "http/json" : NULL,
+                          .batch_max = 2, .interval_ms = 10000, .sampler = "always_on"};
+        ib_error_t err;
+        ot_exporter_t *x = ot_exporter_new(&o, &err);
+        ASSERT_TRUE(x != NULL);
+        for (int i = 0; i < 7; i++) {
+            char name[8];
+            snprintf(name, sizeof name, "s%d", i);
+            ot_span_end(ot_span_start(x, name, OT_KIND_INTERNAL, NULL, false, 0), 0);
+            for (int k = 0; i == 1 && k < 5000 && atomic_load(&c.got) < 1; k++)
+                usleep(1000); /* the first request is under way, held */
+        }
+        atomic_store(&c.hold, 0);
+        for (int k = 0; k < 5000 && ot_exporter_exported(x) < 7; k++)
+            usleep(1000);
+        ASSERT_EQ(ot_exporter_exported(x), 7);
+        ot_exporter_free(x);
+        shutdown(c.fd, SHUT_RDWR);
+        pthread_join(th, NULL);
+        close(c.fd);
+        ASSERT_EQ(c.n, 4);
+        for (int i = 0; i < c.n; i++) {
+            ASSERT_EQ(body_names(&c.body[i], json, names, sizeof names), i < 3 ? 2 : 1);
+            ot_buf_free(&c.body[i]);
+        }
+        ASSERT_STREQ(names, "s0,s1,s2,s3,s4,s5,s6,");
+    }
+}
+
 static void test_settings_refused(void)
 {
     ib_error_t err;
@@ -445,6 +569,7 @@ int main(void)
     RUN(test_shared_attrs);
     RUN(test_drop_counted);
     RUN(test_stop_bounded);
+    RUN(test_batches);
     RUN(test_settings_refused);
     return ib_test_done();
 }
