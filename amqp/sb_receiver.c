@@ -561,7 +561,7 @@ void sb_rcv_lost(sb_rcv_t *r, const ib_error_t *why, bool proton_alive)
     r->sbuf_head = r->sbuf_tail = NULL;
     r->nbuf = 0;
     r->drain_at = 0;
-    r->drain_with_attach = false;
+    r->drain_with_attach = r->filled_short = false;
     r->give_back = false;
 
     while (msg) {

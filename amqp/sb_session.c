@@ -86,6 +86,7 @@ bool sb_session_opened(sb_rcv_t *r)
     /* A drain sent with the attach is still out: it counts from now (the broker's answer). */
     r->drain_at = r->drain_with_attach ? ib_mono_ms() : 0;
     r->drain_got = r->done_msgs = 0;
+    r->filled_short = false;
     r->give_back = false;
     r->state_pending = r->parked_hold = r->parking = r->park_setting = false;
     sb_sstate_forget(r);
@@ -237,6 +238,12 @@ void sb_session_give_back(sb_rcv_t *r, const char *why)
 {
     sb_client_t *c = r->c;
     bool done = strcmp(why, "done") == 0;
+    /*
+     * A done session took no slot since its drain came back short (see
+     * finishing), nor does its closing link: a fill run since then would
+     * find what it found.
+     */
+    bool refill = !done || !r->filled_short;
     if (r->state != RCV_OPEN)
         return;
     IB_LOG(IB_LOG_DEBUG, "session_release", IB_MSG("session given back"),
@@ -245,7 +252,8 @@ void sb_session_give_back(sb_rcv_t *r, const char *why)
     sb_rcv_close(r);
     if (done)
         switch_released(c, ib_mono_ms());
-    sb_session_fill(c);
+    if (refill)
+        sb_session_fill(c);
 }
 
 void sb_session_unbuffer(sb_rcv_t *r, sb_msg_t *msg)
@@ -359,10 +367,13 @@ void sb_session_step(sb_rcv_t *r)
     inflight = r->held - r->nbuf;
     if (drained_short(r)) {
         /* The last drain came back short: done once those in flight settle. */
-        if (inflight == 0)
+        if (inflight == 0) {
             sb_session_give_back(r, "done");
-        else
+        } else if (!r->filled_short) {
+            /* Its slot is free from now: once per drain, not on every step after it. */
+            r->filled_short = true;
             sb_session_fill(c);
+        }
         return;
     }
     if ((ask = drain_credit(r)) == 0)
@@ -370,7 +381,7 @@ void sb_session_step(sb_rcv_t *r)
     r->drain_at = ib_mono_ms();
     r->drain_got = 0;
     r->drain_ask = ask;
-    r->drain_with_attach = false;
+    r->drain_with_attach = r->filled_short = false;
     pn_link_drain(r->link, (int)ask);
 }
 
@@ -392,6 +403,7 @@ void sb_session_drain_with_attach(sb_rcv_t *r)
     r->drain_at = ib_mono_ms();
     r->drain_got = 0;
     r->drain_with_attach = true;
+    r->filled_short = false;
     pn_link_drain(r->link, (int)r->drain_ask);
 }
 

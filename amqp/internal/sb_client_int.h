@@ -108,6 +108,7 @@ struct sb_rcv {
     unsigned drain_got;  /* deliveries since that drain */
     unsigned drain_ask;  /* the credit that drain asked for */
     bool drain_with_attach; /* that drain went out with the attach, before the broker's answer */
+    bool filled_short;      /* sb_session_fill ran since that drain came back short */
     unsigned done_msgs;  /* messages of this session finished since the attach */
     bool give_back;      /* close once nothing is in flight (abandon with later ones held) */
     long long attach_at; /* mono ms of the attach */

@@ -84,6 +84,8 @@ void emu_idle_close(emu_broker_t *b, emu_conn_t *conn)
         emu_conn_close(conn, "amqp:connection:forced", desc);
         return;
     }
+    if (b->faults.idle_close_link_ms <= 0)
+        return; /* no link is ever idle: not worth a walk per event */
     for (emu_link_t *l = conn->links; l; l = l->next)
         if (link_idle(b, l, now))
             detach_idle(b, l);

@@ -449,13 +449,23 @@ static void pump_link(emu_broker_t *b, emu_link_t *l, int64_t now)
     }
 }
 
+/*
+ * Whether pump_link would do nothing for l: no session attach to answer or
+ * refuse, no large delivery under way, no credit (and so no drain to
+ * answer). Most of a session client's many links are so at any time.
+ */
+static bool nothing_to_pump(const emu_link_t *l)
+{
+    return !l->session_lost && !l->session_pending && !l->stream_d && pn_link_credit(l->pl) <= 0;
+}
+
 /* thread: proactor */
 void emu_link_pump_conn(emu_broker_t *b, emu_conn_t *conn)
 {
     int64_t now = emu_now_ms();
     emu_link_flush_replies(b, conn, false);
     for (emu_link_t *l = conn->links; l && !conn->closing; l = l->next)
-        if (l->kind == EMU_LINK_CONSUMER && l->ent)
+        if (l->kind == EMU_LINK_CONSUMER && l->ent && !nothing_to_pump(l))
             pump_link(b, l, now);
 }
 

@@ -2,8 +2,8 @@
  * emu_util.h - small helpers of the Service Bus emulator: clocks, lock-token
  * byte order, base64, percent-decoding, and a byte-keyed hash map.
  *
- * thread: any (no shared state), except emu_uuid_new which reads
- * /dev/urandom through OpenSSL's RNG.
+ * thread: any (no shared state), except emu_uuid_new, whose random base
+ * (drawn once through OpenSSL's RNG) and counter are shared.
  */
 #ifndef EMU_UTIL_H
 #define EMU_UTIL_H
@@ -18,7 +18,10 @@ int64_t emu_now_ms(void);
 /* .NET ticks (100 ns since 0001-01-01 UTC) of a Unix millisecond instant. */
 int64_t emu_ms_to_ticks(int64_t unix_ms);
 
-/* Fills out with 16 random bytes shaped as an RFC 4122 version-4 UUID. */
+/*
+ * Fills out with a new UUID in the RFC 4122 version-4 shape: a random base
+ * drawn once per process plus a counter, so unique within the process.
+ */
 void emu_uuid_new(uint8_t out[16]);
 
 /*

@@ -49,6 +49,24 @@ static void test_uuid_new_is_v4_and_unique(void)
     ASSERT_EQ(a[8] >> 6, 2);
 }
 
+/* Lock tokens come from a base and a counter: many in a row stay distinct and v4-shaped. */
+static void test_uuid_new_many_distinct(void)
+{
+    enum { N = 100000 };
+    emu_map_t *seen = emu_map_new();
+    int dummy = 0;
+    for (int i = 0; i < N; i++) {
+        uint8_t u[16];
+        emu_uuid_new(u);
+        ASSERT_EQ(u[6] >> 4, 4);
+        ASSERT_EQ(u[8] >> 6, 2);
+        ASSERT_TRUE(emu_map_get(seen, u, 16) == NULL);
+        ASSERT_EQ(emu_map_put(seen, u, 16, &dummy), 0);
+    }
+    ASSERT_EQ(emu_map_count(seen), N);
+    emu_map_free(seen);
+}
+
 static void test_ticks(void)
 {
     ASSERT_EQ(emu_ms_to_ticks(0), 621355968000000000LL);
@@ -77,6 +95,7 @@ int main(void)
     RUN(test_swap_matches_reference);
     RUN(test_swap_in_place_and_involution);
     RUN(test_uuid_new_is_v4_and_unique);
+    RUN(test_uuid_new_many_distinct);
     RUN(test_ticks);
     RUN(test_map);
     return ib_test_done();
