@@ -1,7 +1,7 @@
 /*
  * ib_tls.c - the system CA directory for TLS clients (see ib_tls.h).
  *
- * thread: any.
+ * thread: any (the directory's answer is kept under a mutex).
  */
 #include "ib_tls.h"
 
@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,11 @@ static bool holds_hashed(const char *dir)
     return found;
 }
 
+/* The answer for one directory, kept: an HTTP route asks for every call. */
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static char cache_dir[4096];
+static bool cache_usable, cache_set;
+
 const char *ib_tls_system_ca_dir(void)
 {
     const char *dir = getenv(X509_get_default_cert_dir_env());
@@ -41,7 +47,17 @@ const char *ib_tls_system_ca_dir(void)
         dir = X509_get_default_cert_dir();
     if (strchr(dir, ':')) /* a list: OpenSSL reads each, as given */
         return dir;
-    return holds_hashed(dir) ? dir : NULL;
+    if (strlen(dir) >= sizeof cache_dir)
+        return holds_hashed(dir) ? dir : NULL;
+    pthread_mutex_lock(&cache_mu);
+    if (!cache_set || strcmp(cache_dir, dir) != 0) {
+        strcpy(cache_dir, dir);
+        cache_usable = holds_hashed(dir);
+        cache_set = true;
+    }
+    bool usable = cache_usable;
+    pthread_mutex_unlock(&cache_mu);
+    return usable ? dir : NULL;
 }
 
 void ib_tls_curl_trust(void *curl, const char *ca_file)

@@ -9,7 +9,8 @@
  * default, /etc/ssl/certs on Debian) is read one certificate at a time, only
  * those a peer's chain names. Same trust, a fraction of the work.
  *
- * thread: any (reads the environment and the directory on each call).
+ * thread: any (reads the environment on each call; a directory is read
+ * once, when it is first named).
  */
 #ifndef IB_TLS_H
 #define IB_TLS_H
