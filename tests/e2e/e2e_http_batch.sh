@@ -102,7 +102,7 @@ check "part 1: inbox rows" "$(sql "SELECT count(*) FROM inboxd_inbox")" 30
 # ---- part 2: kill -9 while a batch's calls are in flight ------------------
 N=120
 start_fake pay2 plain; PAY2=$FAKE_URL
-fake_config "$PAY2" '{"faults":[{"kind":"delay","delay_ms":300}]}'
+fake_config "$PAY2" '{"faults":[{"kind":"delay","delay_ms":1000}]}'
 gen_orders $N k >"$W/orders2.jsonl"
 send_file charges2 "$W/orders2.jsonl"
 route2=$(charge_route "$PAY2" false \
@@ -110,8 +110,11 @@ route2=$(charge_route "$PAY2" false \
 own2='{"servicebus":{"max_concurrent_calls":64,"prefetch":64},"db":{"batch_max":32,"pool_size":2}}'
 write_config "$W/inboxd2.json" charges2 "$route2" "$own2"
 requests_at_least() { ledger "$PAY2" "$W/pay2.json"; [ "$(ledger_q "$W/pay2.json" '.requests | length')" -ge "$1" ]; }
+# The kill must land while a batch's calls are under way (a claimed row),
+# not between two batches: the claimed rows are read last, a moment before it.
+in_flight_after() { requests_at_least "$1" && [ "$(inbox_count claimed)" -ge 1 ]; }
 start_inboxd "$W/inboxd2.json" inboxd2; pid=$LAST_PID
-wait_until 120 requests_at_least 40 || die "fewer than 40 calls after 120 s"
+wait_until 120 in_flight_after 40 || die "no batch under way after 40 calls within 120 s"
 kill -9 "$pid"; wait "$pid" 2>/dev/null
 claimed=$(inbox_count claimed)
 e2e_log "kill -9 with $claimed claimed rows and $(sql "SELECT count(*) FROM inboxd_inbox WHERE message_id LIKE 'k-%' AND status = 'processed'") processed"
